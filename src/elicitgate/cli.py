@@ -1,0 +1,147 @@
+"""`elicitgate`: serve, doctor, demo."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from elicitgate.config import ConfigError, GatewayConfig, build_config, load_config
+
+app = typer.Typer(help="elicitgate: an MCP gateway that makes elicitation work everywhere.", no_args_is_help=True)
+err = Console(stderr=True)
+
+
+def _load(config: Path) -> GatewayConfig:
+    try:
+        return load_config(config)
+    except ConfigError as exc:
+        err.print(f"[red]{exc.render()}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _parse_hostport(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise typer.BadParameter(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def run_gateway(cfg: GatewayConfig, http: str | None) -> None:
+    from elicitgate.gateway import Gateway
+
+    _setup_logging(cfg.log_level)
+    gateway = Gateway(cfg)
+    if http is None:
+        from elicitgate.faces.stdio import serve_stdio
+
+        anyio.run(serve_stdio, gateway)
+        return
+    import uvicorn
+
+    from elicitgate.faces.http import build_http_app
+
+    host, port = _parse_hostport(http)
+    err.print(f"elicitgate: MCP at http://{host}:{port}/mcp  health at http://{host}:{port}/healthz")
+    uvicorn.run(build_http_app(gateway), host=host, port=port, log_level=cfg.log_level, lifespan="on")
+
+
+@app.command()
+def serve(
+    config: Annotated[Path, typer.Option("--config", "-c", help="mcpServers JSON or YAML file")],
+    stdio: Annotated[bool, typer.Option("--stdio", help="serve one client on stdin/stdout (default)")] = False,
+    http: Annotated[str | None, typer.Option("--http", metavar="HOST:PORT", help="serve streamable HTTP")] = None,
+) -> None:
+    """Run the gateway in front of the servers in CONFIG."""
+    if stdio and http:
+        raise typer.BadParameter("choose one of --stdio and --http")
+    run_gateway(_load(config), http)
+
+
+@app.command()
+def doctor(config: Annotated[Path, typer.Option("--config", "-c")]) -> None:
+    """Check the config, start every upstream, and show what each offers."""
+    cfg = _load(config)
+    rows = anyio.run(_doctor, cfg)
+    table = Table(title=f"elicitgate doctor: {config}")
+    for column in ("server", "transport", "state", "era", "tools", "prompts", "resources", "problem"):
+        table.add_column(column)
+    ok = True
+    for row in rows:
+        ok &= row["state"] == "up"
+        color = "green" if row["state"] == "up" else "red"
+        table.add_row(
+            row["server"], row["transport"], f"[{color}]{row['state']}[/{color}]", row["era"] or "-",
+            str(row["tools"]), str(row["prompts"]), str(row["resources"]), row["problem"] or "",
+        )
+    Console().print(table)
+    raise typer.Exit(0 if ok else 1)
+
+
+async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
+    from elicitgate.gateway import Gateway
+
+    gateway = Gateway(cfg.model_copy(update={"upstream_retry": cfg.upstream_retry.model_copy(update={"max_backoff": 3600})}))
+    rows = []
+    async with gateway.running():
+        for name, link in gateway.links.items():
+            status = link.status()
+            items = gateway.catalog.by_server[name].items
+            rows.append(
+                {
+                    "server": name,
+                    "transport": status["transport"],
+                    "state": status["state"],
+                    "era": f"{status['era']} {status['protocolVersion']}" if status["era"] else None,
+                    "tools": len(items["tools"]),
+                    "prompts": len(items["prompts"]),
+                    "resources": len(items["resources"]) + len(items["resourceTemplates"]),
+                    "problem": status["error"],
+                }
+            )
+    return rows
+
+
+def demo_config() -> dict[str, Any]:
+    return {"mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "elicitgate.demo.server"]}}}
+
+
+@app.command()
+def demo(
+    http: Annotated[str, typer.Option("--http", metavar="HOST:PORT")] = "127.0.0.1:8808",
+    stdio: Annotated[bool, typer.Option("--stdio", help="serve the demo on stdin/stdout instead")] = False,
+) -> None:
+    """Run the gateway over the bundled demo server (no setup needed)."""
+    cfg = build_config(demo_config(), "built-in demo config")
+    if not stdio:
+        err.print(
+            "elicitgate demo: the bundled demo server's tools (demo__book_table, demo__confirm, "
+            "demo__connect_account) elicit; point an MCP client at the URL below."
+        )
+    run_gateway(cfg, None if stdio else http)
+
+
+@app.command("check-config")
+def check_config(config: Annotated[Path, typer.Option("--config", "-c")]) -> None:
+    """Validate CONFIG and print the servers it defines."""
+    cfg = _load(config)
+    for name, server in cfg.mcp_servers.items():
+        typer.echo(f"{name}: {server.model_dump(exclude_defaults=True)}")
+
+
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,237 @@
+"""The gateway's configuration: the `mcpServers` file desktop clients use, plus our own sections.
+
+One pydantic-settings model. A file (JSON or YAML) is the base; `ELICITGATE_*` environment
+variables override it (nested keys with `__`, e.g. `ELICITGATE_ELICITATION__DEFAULT_TIMEOUT=60`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+ENV_PREFIX = "ELICITGATE_"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+SessionPolicy = Literal["shared", "per_session"]
+
+
+class _UpstreamCommon(_Strict):
+    enabled: bool = True
+    """A disabled server is neither started nor listed."""
+    session_policy: SessionPolicy | None = None
+    """How downstream sessions map onto upstream connections; see docs/routing.md.
+    Default: `shared` for streamable HTTP (the POST's stream links elicitations to calls),
+    `per_session` for stdio and SSE (the wire has no such link)."""
+    era: Literal["auto", "handshake", "modern"] = "auto"
+    """`auto` probes `server/discover` (2026-07-28) and falls back to the `initialize` handshake;
+    the others force one era."""
+    request_timeout: float = Field(default=60.0, gt=0)
+    """Seconds the gateway waits for an upstream answer. Time a human spends on an
+    elicitation is not counted."""
+    elicitation_timeout: float | None = Field(default=None, gt=0)
+    """Deadline for this server's elicitations; the `elicitation.default_timeout` when unset."""
+
+
+class StdioServer(_UpstreamCommon):
+    type: Literal["stdio"] = "stdio"
+    command: str = Field(min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+class HttpServer(_UpstreamCommon):
+    type: Literal["http", "streamable-http", "sse"] = "http"
+    url: str = Field(min_length=1)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+    @property
+    def transport(self) -> Literal["http", "sse"]:
+        return "sse" if self.type == "sse" else "http"
+
+
+def _server_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        if "url" in value or value.get("type") in ("http", "streamable-http", "sse"):
+            return "http"
+        return "stdio"
+    return "stdio"
+
+
+UpstreamConfig = Annotated[
+    Annotated[StdioServer, Tag("stdio")] | Annotated[HttpServer, Tag("http")],
+    Discriminator(_server_kind),
+]
+
+
+class NamespacingConfig(_Strict):
+    separator: str = Field(default="__", min_length=1)
+    prefix_single_server: bool = True
+    """With exactly one upstream and this off, names pass through unprefixed."""
+
+
+class ElicitationConfig(_Strict):
+    default_timeout: float = Field(default=300.0, gt=0)
+    """Seconds a human has to answer, unless the server sets its own."""
+    max_answer_attempts: int = Field(default=3, ge=1)
+    """How many times the gateway asks again after an invalid answer."""
+    max_message_bytes: int = Field(default=16_384, gt=0)
+    max_schema_bytes: int = Field(default=65_536, gt=0)
+    max_properties: int = Field(default=64, gt=0)
+    max_pending_per_session: int = Field(default=32, gt=0)
+    max_pending_total: int = Field(default=10_000, gt=0)
+    rate_limit_per_minute: float = Field(default=120.0, gt=0)
+    """Sustained elicitations per minute per downstream client (token bucket)."""
+    rate_limit_burst: int = Field(default=30, gt=0)
+    sensitive_fields: Literal["warn", "block"] = "warn"
+    """What happens to a form that asks for a secret (password, token, API key, card number)."""
+
+
+class HttpFaceConfig(_Strict):
+    allowed_hosts: list[str] = Field(default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"])
+    allowed_origins: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    )
+
+
+class UpstreamRetryConfig(_Strict):
+    initial_backoff: float = Field(default=0.5, gt=0)
+    max_backoff: float = Field(default=30.0, gt=0)
+    connect_timeout: float = Field(default=20.0, gt=0)
+
+
+class GatewayConfig(BaseSettings):
+    """Everything `elicitgate serve` reads."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", populate_by_name=True
+    )
+
+    mcp_servers: dict[str, UpstreamConfig] = Field(default_factory=dict, alias="mcpServers")
+    namespacing: NamespacingConfig = Field(default_factory=NamespacingConfig)
+    elicitation: ElicitationConfig = Field(default_factory=ElicitationConfig)
+    http: HttpFaceConfig = Field(default_factory=HttpFaceConfig)
+    upstream_retry: UpstreamRetryConfig = Field(default_factory=UpstreamRetryConfig)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _names(cls, servers: dict[str, Any]) -> dict[str, Any]:
+        for name in servers:
+            if not name or any(ch.isspace() for ch in name):
+                raise ValueError(f"server name {name!r} must be non-empty and contain no whitespace")
+        return servers
+
+    @model_validator(mode="after")
+    def _separator_not_in_names(self) -> GatewayConfig:
+        sep = self.namespacing.separator
+        for name in self.mcp_servers:
+            if sep in name:
+                raise ValueError(f"server name {name!r} contains the namespace separator {sep!r}")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment wins over the file, which arrives as init kwargs.
+        return (env_settings, init_settings)
+
+    def upstreams(self) -> dict[str, StdioServer | HttpServer]:
+        return {name: cfg for name, cfg in self.mcp_servers.items() if cfg.enabled}
+
+
+class ConfigError(Exception):
+    """A configuration problem, phrased for the person who wrote the file."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: " + "; ".join(problems))
+
+    def render(self) -> str:
+        lines = [f"invalid configuration in {self.source}:"]
+        lines += [f"  - {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if item in ("stdio", "http") and parts and parts[-2:-1] == ["mcpServers"]:
+            continue  # discriminator tags are not keys the user wrote
+        parts.append(str(item))
+    return ".".join(parts) or "(top level)"
+
+
+def _describe(error: dict[str, Any]) -> str:
+    loc = tuple(error["loc"])
+    if loc and loc[0] == "mcp_servers":
+        loc = ("mcpServers", *loc[1:])
+    path = _key_path(loc)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{path}: unknown key"
+    if kind == "missing":
+        return f"{path}: required key is missing"
+    msg = error["msg"]
+    if "input" in error and kind not in ("value_error",):
+        return f"{path}: {msg} (got {error['input']!r})"
+    return f"{path}: {msg}"
+
+
+def parse_config_text(text: str, source: str) -> dict[str, Any]:
+    suffix = Path(source).suffix.lower()
+    try:
+        data = yaml.safe_load(text) if suffix in (".yaml", ".yml") else json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(source, [f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(source, [f"not valid YAML: {exc}"]) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(source, [f"the top level must be an object, not {type(data).__name__}"])
+    return data
+
+
+def build_config(data: dict[str, Any], source: str) -> GatewayConfig:
+    try:
+        return GatewayConfig(**data)
+    except ValidationError as exc:
+        raise ConfigError(source, [_describe(e) for e in exc.errors()]) from None
+    except Exception as exc:  # pydantic-settings raises SettingsError for malformed env values
+        raise ConfigError(f"{source} (with {ENV_PREFIX}* environment)", [str(exc)]) from None
+
+
+def load_config(path: str | Path) -> GatewayConfig:
+    """Read, parse and validate a config file; every failure is a `ConfigError`."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(source, ["file not found"]) from None
+    except OSError as exc:
+        raise ConfigError(source, [f"cannot read: {exc.strerror}"]) from None
+    return build_config(parse_config_text(text, source), source)

@@ -1,0 +1,151 @@
+"""The bundled demo upstream: a small MCP server (official `mcp` SDK) whose tools elicit.
+
+Run it directly with `python -m elicitgate.demo.server` (stdio), or
+`python -m elicitgate.demo.server --http 127.0.0.1:8765` (streamable HTTP at /mcp).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import anyio
+import mcp_types as types
+import uvicorn
+
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+BOOKING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Your name", "minLength": 1},
+        "email": {"type": "string", "format": "email", "title": "Email"},
+        "date": {"type": "string", "format": "date", "title": "Date"},
+        "guests": {"type": "integer", "minimum": 1, "maximum": 12, "default": 2},
+        "seating": {
+            "type": "string",
+            "oneOf": [{"const": "inside", "title": "Inside"}, {"const": "terrace", "title": "Terrace"}],
+            "default": "inside",
+        },
+        "extras": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["cake", "flowers", "wine"]},
+            "maxItems": 2,
+        },
+        "newsletter": {"type": "boolean", "default": False},
+    },
+    "required": ["name", "email", "date", "guests"],
+}
+
+TOOLS = [
+    types.Tool(
+        name="book_table",
+        description="Book a table; asks the user for the booking details.",
+        input_schema={"type": "object", "properties": {"restaurant": {"type": "string"}}},
+    ),
+    types.Tool(
+        name="confirm",
+        description="Ask the user a yes / no question.",
+        input_schema={"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]},
+    ),
+    types.Tool(
+        name="connect_account",
+        description="Send the user to a page (URL-mode elicitation).",
+        input_schema={"type": "object", "properties": {}},
+    ),
+    types.Tool(
+        name="slow_count",
+        description="Counts to n with progress notifications.",
+        input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+    ),
+    types.Tool(
+        name="echo",
+        description="Echoes its text.",
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+    ),
+]
+
+
+async def ask(
+    ctx: ServerRequestContext, params: types.CallToolRequestParams, request: types.ElicitRequestParams
+) -> types.ElicitResult | types.InputRequiredResult:
+    """One elicitation in whichever era the caller speaks: pushed on a session (2025-06-18 /
+    2025-11-25) or returned as an InputRequiredResult that the client answers on a retry (2026-07-28)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        result = await ctx.session.send_request(types.ElicitRequest(params=request), types.ElicitResult,
+                                                metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
+        return result
+    if params.input_responses and "ask" in params.input_responses:
+        return types.ElicitResult.model_validate(params.input_responses["ask"], from_attributes=True)
+    return types.InputRequiredResult(input_requests={"ask": types.ElicitRequest(params=request)}, request_state="demo")
+
+
+def _text(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)])
+
+
+async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+    args = params.arguments or {}
+    if params.name == "echo":
+        return _text(str(args.get("text", "")))
+    if params.name == "book_table":
+        request = types.ElicitRequestFormParams(
+            message=f"Booking at {args.get('restaurant', 'Chez Demo')}: who, when, how many?",
+            requested_schema=BOOKING_SCHEMA,
+        )
+    elif params.name == "confirm":
+        request = types.ElicitRequestFormParams(
+            message=str(args.get("question", "Are you sure?")),
+            requested_schema={"type": "object", "properties": {"ok": {"type": "boolean", "title": "Yes?"}}, "required": ["ok"]},
+        )
+    elif params.name == "connect_account":
+        request = types.ElicitRequestURLParams(
+            message="Connect your account", url="https://example.com/connect", elicitation_id="demo-connect-1"
+        )
+    else:
+        request = None
+    if request is not None:
+        answer = await ask(ctx, params, request)
+        if isinstance(answer, types.InputRequiredResult):
+            return answer
+        if answer.action != "accept":
+            return _text(f"{params.name}: {answer.action}")
+        return _text(f"{params.name}: accepted {answer.content or {}}")
+    if params.name == "slow_count":
+        n = int(args.get("n", 3))
+        for i in range(1, n + 1):
+            await ctx.session.report_progress(i, n, f"step {i}")
+        return _text(f"counted to {n}")
+    raise ValueError(f"unknown tool {params.name}")
+
+
+def build_demo_server() -> Server:
+    return Server("elicitgate-demo", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    args = parser.parse_args()
+    server = build_demo_server()
+    if args.http:
+        host, _, port = args.http.rpartition(":")
+        uvicorn.run(server.streamable_http_app(host=host), host=host, port=int(port), log_level="warning")
+        return
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
+
+
+if __name__ == "__main__":
+    main()

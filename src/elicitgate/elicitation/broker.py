@@ -1,0 +1,298 @@
+"""The broker: the only owner of an elicitation's life.
+
+A source (an upstream's `elicitation/create`) hands the broker a request and the downstream call
+that caused it. The broker checks the request, admits it against the limits, presents it to the
+origin client, checks the answer (asking again while attempts and time remain), and ends it exactly
+once: the end is logged as one structured event and nothing of it stays in any map.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import logging
+from collections import deque
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import anyio
+from mcp_types import INVALID_PARAMS
+
+from mcp.shared.exceptions import MCPError
+
+from elicitgate import errors
+from elicitgate.config import ElicitationConfig
+from elicitgate.elicitation.limits import TokenBucket
+from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
+from elicitgate.elicitation.schema import answer_problems, check_requested_schema
+from elicitgate.elicitation.sensitive import sensitive_fields
+from elicitgate.metrics import ELICITATIONS_ENDED, ELICITATIONS_PENDING
+
+logger = logging.getLogger(__name__)
+audit = logging.getLogger("elicitgate.audit")
+
+SERVER_META_KEY = "io.elicitgate/server"
+ERRORS_META_KEY = "io.elicitgate/previousErrors"
+_BUCKET_KEY = "elicitgate.bucket"
+
+
+class Broker:
+    def __init__(self, config: ElicitationConfig) -> None:
+        self.config = config
+        self.pending: dict[str, Elicitation] = {}
+        self.recent: deque[dict[str, Any]] = deque(maxlen=1000)
+        self._url_routes: dict[tuple[str, str], Any] = {}
+
+    # -- the source-facing entry -----------------------------------------------------------
+
+    async def elicit(
+        self,
+        *,
+        server: str,
+        origin: Any | None,
+        params: Mapping[str, Any] | None,
+        timeout: float | None = None,
+        clocks: list[Any] = (),  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """Run one upstream elicitation to its end; returns the `ElicitResult` for the upstream.
+
+        Raises `MCPError` with a specific code when the request is refused or cannot end well.
+        """
+        params = dict(params or {})
+        mode = params.get("mode", "form")
+        self._check_request(server, mode, params)
+        if origin is None:
+            raise errors.gateway_error(
+                errors.ELICITATION_ORIGIN_UNKNOWN,
+                "elicitation/create arrived outside any call the gateway can attribute it to",
+                server=server,
+            )
+        peer = origin.peer
+        if mode not in peer.modes:
+            raise errors.gateway_error(
+                errors.ELICITATION_UNDELIVERABLE,
+                f"the client cannot present {mode}-mode elicitations",
+                server=server,
+                mode=mode,
+                clientModes=sorted(peer.modes),
+            )
+        self._admit(server, peer)
+        deadline = anyio.current_time() + (timeout or self.config.default_timeout)
+        el = Elicitation(server=server, mode=mode, params=params, deadline=deadline, origin=origin)
+        self.pending[el.id] = el
+        peer.elicitations.add(el)
+        ELICITATIONS_PENDING.inc()
+        try:
+            with _paused(clocks):
+                return await self._run(el)
+        except anyio.get_cancelled_exc_class():
+            self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
+            raise
+        except MCPError as exc:
+            if not el.state.terminal:
+                self._end(el, State.FAILED, exc.error.message)
+            raise
+        except Exception as exc:
+            self._end(el, State.FAILED, f"internal error: {type(exc).__name__}")
+            logger.exception("elicitation %s failed", el.id)
+            raise
+        finally:
+            self.pending.pop(el.id, None)
+            peer.elicitations.discard(el)
+            ELICITATIONS_PENDING.dec()
+
+    def stop_for_peer(self, peer: Any, reason: str) -> None:
+        """The client is gone: every elicitation it had ends cancelled."""
+        for el in list(peer.elicitations):
+            el.stop(State.CANCELLED, reason)
+        self._url_routes = {key: p for key, p in self._url_routes.items() if p is not peer}
+
+    def stop_for_call(self, call: Any, reason: str) -> None:
+        for el in list(call.peer.elicitations):
+            if el.origin is call:
+                el.stop(State.CANCELLED, reason)
+
+    def url_route(self, server: str, elicitation_id: str, *, pop: bool) -> Any | None:
+        key = (server, elicitation_id)
+        return self._url_routes.pop(key, None) if pop else self._url_routes.get(key)
+
+    def remember_url_elicitations(self, server: str, peer: Any, elicitations: Any) -> None:
+        """Route later `notifications/elicitation/complete` for these ids (from a -32042) to `peer`."""
+        for item in elicitations if isinstance(elicitations, list) else []:
+            if isinstance(item, Mapping) and isinstance(item.get("elicitationId"), str):
+                self._url_routes[(server, item["elicitationId"])] = peer
+
+    # -- checks ------------------------------------------------------------------------------
+
+    def _check_request(self, server: str, mode: str, params: dict[str, Any]) -> None:
+        def refuse(message: str, **data: Any) -> MCPError:
+            return errors.gateway_error(INVALID_PARAMS, message, server=server, **data)
+
+        if mode not in ("form", "url"):
+            raise refuse(f"unknown elicitation mode {mode!r}", rule="mode must be form or url")
+        message = params.get("message")
+        if not isinstance(message, str):
+            raise refuse("elicitation/create needs a string message", rule="message is required")
+        if len(message.encode()) > self.config.max_message_bytes:
+            raise refuse(
+                "elicitation message too long",
+                rule=f"message is at most {self.config.max_message_bytes} bytes",
+            )
+        if mode == "url":
+            if not isinstance(params.get("url"), str) or not params["url"].startswith(("https://", "http://")):
+                raise refuse("url-mode elicitation needs an http(s) url", rule="url must be an http(s) URL")
+            if not isinstance(params.get("elicitationId"), str):
+                raise refuse("url-mode elicitation needs an elicitationId", rule="elicitationId is required")
+            return
+        schema = params.get("requestedSchema")
+        if len(json.dumps(schema).encode()) > self.config.max_schema_bytes:
+            raise refuse("requestedSchema too large", rule=f"schema is at most {self.config.max_schema_bytes} bytes")
+        secrets = sensitive_fields(schema)
+        if secrets:
+            if self.config.sensitive_fields == "block":
+                raise errors.gateway_error(
+                    errors.ELICITATION_SENSITIVE_BLOCKED,
+                    "form-mode elicitation asks for secrets; use URL mode for those",
+                    server=server,
+                    fields=secrets,
+                )
+            logger.warning("server %r asks for secrets in a form (fields: %s)", server, ", ".join(secrets))
+        problems = check_requested_schema(schema, max_properties=self.config.max_properties)
+        if problems:
+            first = problems[0]
+            raise refuse(
+                f"requestedSchema is not a valid form-mode schema: {first}",
+                property=first.property,
+                rule=first.rule,
+                problems=[p.as_dict() for p in problems],
+            )
+
+    def _admit(self, server: str, peer: Any) -> None:
+        if len(peer.elicitations) >= self.config.max_pending_per_session:
+            raise errors.gateway_error(
+                errors.ELICITATION_LIMIT,
+                "too many pending elicitations for this client",
+                server=server,
+                limit="max_pending_per_session",
+                value=self.config.max_pending_per_session,
+            )
+        if len(self.pending) >= self.config.max_pending_total:
+            raise errors.gateway_error(
+                errors.ELICITATION_LIMIT,
+                "too many pending elicitations in the gateway",
+                server=server,
+                limit="max_pending_total",
+                value=self.config.max_pending_total,
+            )
+        bucket = peer.state.get(_BUCKET_KEY)
+        if bucket is None:
+            bucket = peer.state[_BUCKET_KEY] = TokenBucket(
+                self.config.rate_limit_per_minute / 60.0, self.config.rate_limit_burst
+            )
+        wait = bucket.take()
+        if wait:
+            raise errors.gateway_error(
+                errors.ELICITATION_RATE_LIMITED,
+                "elicitation rate limit exceeded for this client",
+                server=server,
+                limit="rate_limit_per_minute",
+                value=self.config.rate_limit_per_minute,
+                retryAfterSeconds=round(wait, 3),
+            )
+
+    # -- presenting and answering -----------------------------------------------------------
+
+    async def _run(self, el: Elicitation) -> dict[str, Any]:
+        with anyio.CancelScope(deadline=el.deadline) as scope:
+            el.scope = scope
+            return await self._present(el)
+        if el.stop_state is not None:
+            self._end(el, el.stop_state, el.reason or "stopped")
+            return {"action": "cancel"}
+        self._end(el, State.TIMED_OUT, "no answer before the deadline")
+        raise errors.gateway_error(
+            errors.ELICITATION_TIMEOUT,
+            "the elicitation timed out waiting for the user",
+            server=el.server,
+            elicitationId=el.id,
+        )
+
+    async def _present(self, el: Elicitation) -> dict[str, Any]:
+        outgoing = _outgoing(el.server, el.params)
+        while True:
+            el.attempts += 1
+            el.state = State.PRESENTED
+            try:
+                raw = await el.origin.send_request("elicitation/create", outgoing)
+            except MCPError as exc:
+                self._end(el, State.FAILED, f"client error {exc.error.code}: {exc.error.message}")
+                raise errors.gateway_error(
+                    errors.ELICITATION_FAILED,
+                    "the client failed the elicitation request",
+                    server=el.server,
+                    cause={"code": exc.error.code, "message": exc.error.message, "data": exc.error.data},
+                ) from None
+            action = raw.get("action") if isinstance(raw, Mapping) else None
+            if action not in ACTION_STATES:
+                self._end(el, State.FAILED, "client answered with an invalid ElicitResult")
+                raise errors.gateway_error(
+                    errors.ELICITATION_FAILED,
+                    "the client answered with an invalid ElicitResult",
+                    server=el.server,
+                    rule="action must be accept, decline or cancel",
+                )
+            if action != "accept" or el.mode == "url":
+                self._end(el, ACTION_STATES[action], f"user chose {action}")
+                if el.mode == "url" and action == "accept":
+                    self._url_routes[(el.server, el.params["elicitationId"])] = el.origin.peer
+                return {"action": action}
+            content = raw.get("content") or {}
+            problems = answer_problems(el.requested_schema, content)
+            if not problems:
+                self._end(el, State.ACCEPTED, "user accepted")
+                return {"action": "accept", "content": dict(content)}
+            if el.attempts >= self.config.max_answer_attempts:
+                self._end(el, State.FAILED, "answer invalid after all attempts")
+                raise errors.gateway_error(
+                    INVALID_PARAMS,
+                    "the user's answer does not match the requested schema",
+                    server=el.server,
+                    errors=problems,
+                    attempts=el.attempts,
+                )
+            outgoing = _retry_params(el.server, el.params, problems)
+
+    def _end(self, el: Elicitation, state: State, reason: str) -> None:
+        if el.state.terminal:
+            return
+        el.state, el.reason = state, reason
+        el.ended_at = time.time()
+        summary = el.summary()
+        self.recent.append(summary)
+        ELICITATIONS_ENDED.labels(server=el.server, state=str(state)).inc()
+        audit.info(json.dumps({"event": "elicitation.ended", **summary}))
+
+
+def _outgoing(server: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The request as the client sees it: says which server asks; everything else untouched."""
+    outgoing = dict(params)
+    outgoing["message"] = f"[{server}] {params['message']}"
+    outgoing["_meta"] = {**(params.get("_meta") or {}), SERVER_META_KEY: server}
+    return outgoing
+
+
+def _retry_params(server: str, params: Mapping[str, Any], problems: list[dict[str, Any]]) -> dict[str, Any]:
+    listed = "; ".join(f"{p['property'] or 'form'}: {p['message']}" for p in problems)
+    outgoing = _outgoing(server, params)
+    outgoing["message"] = f"[{server}] Your previous answer was not accepted ({listed}). {params['message']}"
+    outgoing["_meta"][ERRORS_META_KEY] = problems
+    return outgoing
+
+
+@contextmanager
+def _paused(clocks: Any) -> Iterator[None]:
+    with ExitStack() as stack:
+        for clock in clocks:
+            stack.enter_context(clock.paused())
+        yield

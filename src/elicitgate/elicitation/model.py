@@ -1,0 +1,74 @@
+"""An elicitation's identity and life: one id, one origin, one deadline, one end."""
+
+from __future__ import annotations
+
+import enum
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+
+class State(enum.StrEnum):
+    PENDING = "pending"
+    PRESENTED = "presented"
+    ACCEPTED = "accepted"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self not in (State.PENDING, State.PRESENTED)
+
+
+ACTION_STATES = {"accept": State.ACCEPTED, "decline": State.DECLINED, "cancel": State.CANCELLED}
+
+
+@dataclass(eq=False)
+class Elicitation:
+    server: str
+    mode: str
+    params: dict[str, Any]
+    deadline: float
+    """On the anyio clock."""
+    origin: Any | None = None
+    """The `DownstreamCall` whose request caused it."""
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    created_at: float = field(default_factory=time.time)
+    state: State = State.PENDING
+    attempts: int = 0
+    reason: str | None = None
+    ended_at: float | None = None
+    scope: anyio.CancelScope | None = None
+    stop_state: State | None = None
+    """Set by whoever stops it from outside (client gone, call cancelled) before cancelling `scope`."""
+
+    @property
+    def requested_schema(self) -> dict[str, Any]:
+        return self.params.get("requestedSchema") or {}
+
+    def stop(self, state: State, reason: str) -> None:
+        """End it from outside: the waiting task wakes and records `state`."""
+        if self.state.terminal or self.stop_state is not None:
+            return
+        self.stop_state, self.reason = state, reason
+        if self.scope is not None:
+            self.scope.cancel()
+
+    def summary(self) -> dict[str, Any]:
+        """What may be logged or shown: never the answer's values."""
+        return {
+            "id": self.id,
+            "server": self.server,
+            "mode": self.mode,
+            "state": str(self.state),
+            "client": getattr(getattr(self.origin, "peer", None), "id", None),
+            "attempts": self.attempts,
+            "reason": self.reason,
+            "created_at": self.created_at,
+            "duration_s": round((self.ended_at or time.time()) - self.created_at, 3),
+        }

@@ -1,0 +1,183 @@
+"""What a form-mode `requestedSchema` may be, and whether an answer fits it.
+
+The request check is the spec's restricted subset (flat object, primitive properties, the enum
+variants), phrased so each problem names the property and the rule. Answers are checked with
+`jsonschema` (Draft 2020-12, the four formats enforced), plus "no keys the form did not ask for".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+
+ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated"})
+STRING_KEYS = ANNOTATIONS | {"type", "minLength", "maxLength", "format"}
+STRING_FORMATS = ("email", "uri", "date", "date-time")
+NUMBER_KEYS = ANNOTATIONS | {"type", "minimum", "maximum"}
+BOOLEAN_KEYS = ANNOTATIONS | {"type"}
+SINGLE_ENUM_KEYS = ANNOTATIONS | {"type", "enum", "enumNames"}
+TITLED_SINGLE_KEYS = ANNOTATIONS | {"type", "oneOf"}
+MULTI_KEYS = ANNOTATIONS | {"type", "items", "minItems", "maxItems", "uniqueItems"}
+TOP_LEVEL_KEYS = frozenset({"type", "properties", "required", "$schema", "title", "description", "additionalProperties"})
+
+
+@dataclass(frozen=True)
+class SchemaProblem:
+    property: str | None
+    rule: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"property": self.property, "rule": self.rule}
+
+    def __str__(self) -> str:
+        return f"{self.property}: {self.rule}" if self.property else self.rule
+
+
+def check_requested_schema(schema: Any, *, max_properties: int) -> list[SchemaProblem]:
+    """Every way `schema` departs from the form-mode subset; empty when it is valid."""
+    if not isinstance(schema, Mapping):
+        return [SchemaProblem(None, "requestedSchema must be an object")]
+    problems: list[SchemaProblem] = []
+    if schema.get("type") != "object":
+        problems.append(SchemaProblem(None, 'requestedSchema.type must be "object"'))
+    for key in schema:
+        if key not in TOP_LEVEL_KEYS:
+            problems.append(SchemaProblem(None, f"requestedSchema keyword {key!r} is not allowed in form mode"))
+    if schema.get("additionalProperties") not in (None, False):
+        problems.append(SchemaProblem(None, "additionalProperties may only be false"))
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        problems.append(SchemaProblem(None, "requestedSchema.properties must be an object"))
+        return problems
+    if len(properties) > max_properties:
+        problems.append(SchemaProblem(None, f"at most {max_properties} properties are allowed, got {len(properties)}"))
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        problems.append(SchemaProblem(None, "required must be a list of property names"))
+    else:
+        for name in required:
+            if name not in properties:
+                problems.append(SchemaProblem(name, "listed in required but not defined in properties"))
+    for name, prop in properties.items():
+        problems += [SchemaProblem(name, rule) for rule in _property_rules(prop)]
+    return problems
+
+
+def _unknown(prop: Mapping[str, Any], allowed: frozenset[str], kind: str) -> list[str]:
+    return [f"keyword {key!r} is not allowed on a {kind} field" for key in prop if key not in allowed]
+
+
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _const_titles(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, Mapping) and isinstance(v.get("const"), str) and isinstance(v.get("title"), str) for v in value)
+    )
+
+
+def _nonneg_int(prop: Mapping[str, Any], key: str) -> list[str]:
+    value = prop.get(key)
+    if value is None:
+        return []
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return [f"{key} must be a non-negative integer"]
+    return []
+
+
+def _property_rules(prop: Any) -> list[str]:
+    if not isinstance(prop, Mapping):
+        return ["must be an object describing a primitive field"]
+    kind = prop.get("type")
+    if kind == "string":
+        if "enum" in prop:
+            rules = _unknown(prop, SINGLE_ENUM_KEYS, "single-select enum")
+            if not _is_str_list(prop["enum"]) or not prop["enum"]:
+                rules.append("enum must be a non-empty list of strings")
+            names = prop.get("enumNames")
+            if names is not None and (not _is_str_list(names) or len(names) != len(prop.get("enum") or [])):
+                rules.append("enumNames must be a list of strings as long as enum")
+            if "default" in prop and prop["default"] not in (prop.get("enum") or []):
+                rules.append("default must be one of enum")
+            return rules
+        if "oneOf" in prop:
+            rules = _unknown(prop, TITLED_SINGLE_KEYS, "titled single-select enum")
+            if not _const_titles(prop["oneOf"]):
+                rules.append("oneOf must be a non-empty list of {const: string, title: string}")
+            elif "default" in prop and prop["default"] not in [o["const"] for o in prop["oneOf"]]:
+                rules.append("default must be one of the oneOf consts")
+            return rules
+        rules = _unknown(prop, STRING_KEYS, "string")
+        if "format" in prop and prop["format"] not in STRING_FORMATS:
+            rules.append(f"format must be one of {', '.join(STRING_FORMATS)} (got {prop['format']!r})")
+        rules += _nonneg_int(prop, "minLength") + _nonneg_int(prop, "maxLength")
+        if "default" in prop and not isinstance(prop["default"], str):
+            rules.append("default must be a string")
+        return rules
+    if kind in ("number", "integer"):
+        rules = _unknown(prop, NUMBER_KEYS, kind)
+        for key in ("minimum", "maximum", "default"):
+            value = prop.get(key)
+            if key in prop and (isinstance(value, bool) or not isinstance(value, int | float)):
+                rules.append(f"{key} must be a number")
+        if kind == "integer" and isinstance(prop.get("default"), float) and not prop["default"].is_integer():
+            rules.append("default must be an integer")
+        return rules
+    if kind == "boolean":
+        rules = _unknown(prop, BOOLEAN_KEYS, "boolean")
+        if "default" in prop and not isinstance(prop["default"], bool):
+            rules.append("default must be true or false")
+        return rules
+    if kind == "array":
+        rules = _unknown(prop, MULTI_KEYS, "multi-select enum")
+        items = prop.get("items")
+        options: list[str] = []
+        if isinstance(items, Mapping) and items.get("type") == "string" and _is_str_list(items.get("enum")):
+            options = items["enum"]
+            rules += [f"items keyword {k!r} is not allowed" for k in items if k not in ("type", "enum")]
+        elif isinstance(items, Mapping) and _const_titles(items.get("anyOf")):
+            options = [o["const"] for o in items["anyOf"]]
+            rules += [f"items keyword {k!r} is not allowed" for k in items if k not in ("type", "anyOf")]
+        else:
+            rules.append(
+                "arrays are only multi-select enums: items must be {type: string, enum: [...]} "
+                "or {anyOf: [{const, title}]}"
+            )
+        rules += _nonneg_int(prop, "minItems") + _nonneg_int(prop, "maxItems")
+        default = prop.get("default")
+        if default is not None and (not _is_str_list(default) or any(d not in options for d in default)):
+            rules.append("default must be a list of the allowed values")
+        return rules
+    if kind is None:
+        return ["type is missing"]
+    return [f"type {kind!r} is not allowed in form mode (string, number, integer, boolean, or array of enum)"]
+
+
+_FORMATS = FormatChecker(formats=STRING_FORMATS)
+
+
+def answer_problems(schema: Mapping[str, Any], content: Any) -> list[dict[str, Any]]:
+    """Validation errors of an accepted answer's `content` against an already-checked schema."""
+    if not isinstance(content, Mapping):
+        return [{"property": None, "message": "content must be an object"}]
+    strict = {**schema, "additionalProperties": False}
+    strict.pop("$schema", None)
+    validator = Draft202012Validator(strict, format_checker=_FORMATS)
+    problems = []
+    for error in sorted(validator.iter_errors(dict(content)), key=lambda e: list(e.path)):
+        prop = str(error.path[0]) if error.path else None
+        if error.validator == "additionalProperties":
+            message = f"unexpected field(s): {error.message.split('(')[-1].rstrip(')')}"
+        elif error.validator == "required":
+            prop = error.message.split("'")[1] if "'" in error.message else prop
+            message = "is required"
+        else:
+            message = error.message
+        problems.append({"property": prop, "message": message})
+    return problems

@@ -1,0 +1,27 @@
+"""Spotting form fields that ask for secrets, which the spec says must not travel in form mode."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_SECRET_NAME = re.compile(
+    r"(?<![a-z0-9])(pass(word|wd|phrase)?|pwd|secret|token|api[_ -]?key|apikey|access[_ -]?key|private[_ -]?key|"
+    r"credentials?|card[_ -]?(number|no)|cc[_ -]?num|cvv|cvc|ssn|pin)(?![a-z0-9])"
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def sensitive_fields(schema: Any) -> list[str]:
+    """Names of properties that look like they ask for a secret (by name, title or format)."""
+    if not isinstance(schema, Mapping) or not isinstance(schema.get("properties"), Mapping):
+        return []
+    found = []
+    for name, prop in schema["properties"].items():
+        prop = prop if isinstance(prop, Mapping) else {}
+        text = " ".join(str(x) for x in (name, prop.get("title", "")))
+        text = _CAMEL.sub("_", text).lower()
+        if prop.get("format") == "password" or prop.get("writeOnly") is True or _SECRET_NAME.search(text):
+            found.append(str(name))
+    return found

@@ -1,0 +1,57 @@
+"""The gateway's own JSON-RPC error codes.
+
+2026-07-28 leaves -32000..-32019 to implementations (it uses -32020..-32022 and -32042 itself),
+and the SDK itself takes -32000 (connection closed) and -32001 (request timeout), so every
+gateway-made error lives in -32010..-32019. `docs/errors.md` is the table people read; keep the two
+in step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, ErrorData
+
+from mcp.shared.exceptions import MCPError
+
+UPSTREAM_UNAVAILABLE = -32010
+"""The upstream server that owns the tool / prompt / resource is not connected."""
+UPSTREAM_TIMEOUT = -32011
+"""The upstream did not answer within its `request_timeout` (human time excluded)."""
+ELICITATION_UNDELIVERABLE = -32013
+"""No responder can present this elicitation: the client lacks the mode and hosting is off."""
+ELICITATION_LIMIT = -32014
+"""Too many pending elicitations for the session or the gateway."""
+ELICITATION_RATE_LIMITED = -32015
+"""The client's elicitation rate limit is exhausted."""
+ELICITATION_TIMEOUT = -32016
+"""No answer arrived before the elicitation's deadline."""
+ELICITATION_ORIGIN_UNKNOWN = -32017
+"""An upstream elicited outside any call the gateway can attribute it to."""
+ELICITATION_SENSITIVE_BLOCKED = -32018
+"""The form asks for a secret and `elicitation.sensitive_fields` is `block`."""
+ELICITATION_FAILED = -32019
+"""The downstream client failed the elicitation request (its error is in `data.cause`)."""
+UPSTREAM_GONE = -32012
+"""The upstream connection closed while a request was in flight."""
+
+__all__ = [
+    "ELICITATION_FAILED",
+    "ELICITATION_LIMIT",
+    "ELICITATION_ORIGIN_UNKNOWN",
+    "ELICITATION_RATE_LIMITED",
+    "ELICITATION_SENSITIVE_BLOCKED",
+    "ELICITATION_TIMEOUT",
+    "ELICITATION_UNDELIVERABLE",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "UPSTREAM_GONE",
+    "UPSTREAM_TIMEOUT",
+    "UPSTREAM_UNAVAILABLE",
+    "gateway_error",
+]
+
+
+def gateway_error(code: int, message: str, **data: Any) -> MCPError:
+    """An `MCPError` whose `data` always says who raised it, plus the specifics."""
+    return MCPError.from_error_data(ErrorData(code=code, message=message, data={"source": "elicitgate", **data}))

@@ -1,0 +1,112 @@
+"""Who is on the other side of the face: one `DownstreamPeer` per client connection, one
+`DownstreamCall` per request of theirs that the gateway is serving."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp_types import ClientCapabilities, RequestId
+
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.shared.dispatcher import CallOptions
+
+if TYPE_CHECKING:
+    from elicitgate.elicitation.model import Elicitation
+    from elicitgate.upstreams.connection import UpstreamConnection
+
+logger = logging.getLogger(__name__)
+
+_PEER_KEY = "elicitgate.peer"
+_peer_ids = itertools.count(1)
+
+
+def elicitation_modes(capabilities: ClientCapabilities | None) -> frozenset[str]:
+    """The elicitation modes a client declared; `{"elicitation": {}}` means form only."""
+    if capabilities is None or capabilities.elicitation is None:
+        return frozenset()
+    declared = capabilities.elicitation
+    modes = {mode for mode in ("form", "url") if getattr(declared, mode) is not None}
+    return frozenset(modes or {"form"})
+
+
+@dataclass(eq=False)
+class DownstreamPeer:
+    """One client connection, with what it declared and what it has pending."""
+
+    id: str
+    connection: Connection
+    calls: set[DownstreamCall] = field(default_factory=set)
+    elicitations: set[Elicitation] = field(default_factory=set)
+    upstreams: dict[str, UpstreamConnection] = field(default_factory=dict)
+    upstream_locks: dict[str, anyio.Lock] = field(default_factory=dict)
+    closed: bool = False
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def capabilities(self) -> ClientCapabilities | None:
+        return self.connection.client_capabilities
+
+    @property
+    def modes(self) -> frozenset[str]:
+        return elicitation_modes(self.capabilities)
+
+    @property
+    def client_name(self) -> str:
+        params = self.connection.client_params
+        return params.client_info.name if params is not None else "unknown client"
+
+    @property
+    def protocol_version(self) -> str:
+        return self.connection.protocol_version
+
+    def raw_capabilities(self) -> dict[str, Any]:
+        caps = self.capabilities
+        return caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps is not None else {}
+
+
+@dataclass(eq=False)
+class DownstreamCall:
+    """A client request the gateway is serving; elicitations it causes are routed back here."""
+
+    peer: DownstreamPeer
+    ctx: ServerRequestContext[Any, Any]
+    method: str
+
+    @property
+    def request_id(self) -> RequestId | None:
+        return self.ctx.request_id
+
+    async def send_request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Send a server-to-client request on this call's own channel (its POST stream on HTTP).
+
+        Raw on purpose: the typed `ServerSession.send_request` re-models the params and drops fields
+        it does not know (`ui`, extensions), which must reach the client untouched.
+        """
+        outbound = self.ctx.session._request_outbound  # noqa: SLF001 - the SDK's request-scoped channel
+        opts: CallOptions = {}
+        return await outbound.send_raw_request(method, params, opts)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
+        outbound = self.ctx.session._request_outbound  # noqa: SLF001
+        await outbound.notify(method, params)
+
+
+def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    return ctx.session._connection  # noqa: SLF001 - the per-client Connection has no public accessor
+
+
+def peer_for(ctx: ServerRequestContext[Any, Any], on_new: Any) -> DownstreamPeer:
+    """The peer for this request's connection, created (and `on_new` called) the first time."""
+    connection = connection_of(ctx)
+    peer = connection.state.get(_PEER_KEY)
+    if peer is None:
+        peer = DownstreamPeer(id=f"c{next(_peer_ids)}", connection=connection)
+        connection.state[_PEER_KEY] = peer
+        on_new(peer)
+    return peer

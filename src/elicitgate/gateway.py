@@ -1,0 +1,166 @@
+"""The gateway: upstream links, the merged catalog, the broker, and the peers on the face."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
+
+from mcp.shared.exceptions import MCPError
+
+from elicitgate import errors
+from elicitgate.config import GatewayConfig
+from elicitgate.elicitation.broker import Broker
+from elicitgate.faces.peer import DownstreamCall, DownstreamPeer
+from elicitgate.router.catalog import Catalog
+from elicitgate.router.forward import forward
+from elicitgate.upstreams.connection import UpstreamConnection
+from elicitgate.upstreams.link import LinkState, UpstreamLink
+
+logger = logging.getLogger(__name__)
+
+LIST_CHANGED = {
+    "notifications/tools/list_changed": ("tools",),
+    "notifications/prompts/list_changed": ("prompts",),
+    "notifications/resources/list_changed": ("resources", "resourceTemplates"),
+}
+PASSTHROUGH_CLIENT_REQUESTS = {"sampling/createMessage": "sampling", "roots/list": "roots"}
+STARTUP_WAIT = 30.0
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        upstreams = config.upstreams()
+        self.catalog = Catalog(list(upstreams), config.namespacing)
+        self.broker = Broker(config.elicitation)
+        self.peers: set[DownstreamPeer] = set()
+        self.links: dict[str, UpstreamLink] = {
+            name: UpstreamLink(name, cfg, config.upstream_retry, self, self._on_link_connected)
+            for name, cfg in upstreams.items()
+        }
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    @asynccontextmanager
+    async def running(self, *, wait_for_upstreams: bool = True) -> AsyncIterator[Gateway]:
+        async with anyio.create_task_group() as tg:
+            self._task_group = tg
+            for link in self.links.values():
+                tg.start_soon(link.run, tg, name=f"link:{link.name}")
+            if wait_for_upstreams:
+                with anyio.move_on_after(STARTUP_WAIT):
+                    for link in self.links.values():
+                        await link.first_attempt_done.wait()
+            try:
+                yield self
+            finally:
+                tg.cancel_scope.cancel()
+
+    # -- health --------------------------------------------------------------------------------
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        servers = {name: link.status() for name, link in self.links.items()}
+        healthy = all(link.state is LinkState.UP for link in self.links.values())
+        return healthy, {"status": "ok" if healthy else "degraded", "upstreams": servers}
+
+    # -- peers ---------------------------------------------------------------------------------
+
+    def add_peer(self, peer: DownstreamPeer) -> None:
+        self.peers.add(peer)
+        peer.connection.exit_stack.push_async_callback(self.remove_peer, peer)
+
+    async def remove_peer(self, peer: DownstreamPeer) -> None:
+        peer.closed = True
+        self.peers.discard(peer)
+        self.broker.stop_for_peer(peer, "the client disconnected")
+        for conn in list(peer.upstreams.values()):
+            with anyio.move_on_after(5, shield=True):
+                await conn.close()
+        peer.upstreams.clear()
+
+    # -- requests from the face ----------------------------------------------------------------
+
+    async def call(self, call: DownstreamCall, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Route one client request to its upstream (tools/call, prompts/get, resources/*, completion)."""
+        if method in ("tools/call", "prompts/get"):
+            kind = "tool" if method == "tools/call" else "prompt"
+            server, name = self.catalog.resolve_name(kind, params.get("name"))
+            params = {**params, "name": name}
+        elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
+            server, uri = self.catalog.resolve_uri(params.get("uri"))
+            params = {**params, "uri": uri}
+        elif method == "completion/complete":
+            server, params = self._route_completion(params)
+        else:
+            raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
+        return await forward(self.broker, self.links[server], call, method, params)
+
+    def _route_completion(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        ref = params.get("ref")
+        if not isinstance(ref, Mapping):
+            raise errors.gateway_error(INVALID_PARAMS, "completion/complete needs a ref", rule="ref is required")
+        if ref.get("type") == "ref/prompt":
+            server, name = self.catalog.resolve_name("prompt", ref.get("name"))
+            return server, {**params, "ref": {**ref, "name": name}}
+        server, uri = self.catalog.resolve_uri(ref.get("uri"))
+        return server, {**params, "ref": {**ref, "uri": uri}}
+
+    # -- messages from upstreams (InboundHandler) ----------------------------------------------
+
+    async def on_server_request(
+        self, connection: UpstreamConnection, origin: Any | None, method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        if method == "elicitation/create":
+            return await self.broker.elicit(
+                server=connection.server,
+                origin=origin,
+                params=params,
+                timeout=connection.config.elicitation_timeout,
+                clocks=connection.clocks_for(origin) if origin is not None else [],
+            )
+        capability = PASSTHROUGH_CLIENT_REQUESTS.get(method)
+        if capability is not None and origin is not None and capability in origin.peer.raw_capabilities():
+            return await origin.send_request(method, params or {})
+        raise MCPError(
+            code=METHOD_NOT_FOUND,
+            message=f"{method} cannot be relayed: the originating client did not declare it"
+            if capability
+            else "Method not found",
+            data={"source": "elicitgate", "method": method, "server": connection.server},
+        )
+
+    async def on_server_notification(
+        self, connection: UpstreamConnection, origin: Any | None, method: str, params: Mapping[str, Any] | None
+    ) -> None:
+        server = connection.server
+        if method in LIST_CHANGED:
+            if connection.owner is None:  # the primary connection speaks for the catalog
+                await self.catalog.refresh(server, connection, LIST_CHANGED[method])
+                await self.broadcast(method, None)
+        elif method == "notifications/elicitation/complete":
+            elicitation_id = (params or {}).get("elicitationId")
+            peer = self.broker.url_route(server, elicitation_id, pop=True) if isinstance(elicitation_id, str) else None
+            if peer is not None and not peer.closed:
+                await peer.connection.outbound.notify(method, params)
+        elif method == "notifications/message" and origin is not None:
+            await origin.notify(method, params)
+        elif method == "notifications/resources/updated" and isinstance((params or {}).get("uri"), str):
+            uri = self.catalog.public_uri(server, params["uri"])  # type: ignore[index]
+            await self.broadcast(method, {**(params or {}), "uri": uri})
+
+    async def broadcast(self, method: str, params: Mapping[str, Any] | None) -> None:
+        for peer in list(self.peers):
+            try:
+                await peer.connection.outbound.notify(method, params)
+            except Exception as exc:  # a client that cannot take a notification must not stop the rest
+                logger.debug("could not notify client %s of %s: %s", peer.id, method, exc)
+
+    async def _on_link_connected(self, link: UpstreamLink) -> None:
+        assert link.primary is not None
+        await self.catalog.refresh(link.name, link.primary)
+        await self.broadcast("notifications/tools/list_changed", None)

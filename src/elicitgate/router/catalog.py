@@ -1,0 +1,152 @@
+"""The merged catalog: every upstream's tools, prompts, resources and templates under one face.
+
+Tool and prompt names are namespaced `<server><sep><name>`. Resource URIs pass through unchanged
+while they are unique; a URI that two servers both list is shown as `<server>+<uri>` for each.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_types import INVALID_PARAMS
+
+from elicitgate import errors
+from elicitgate.config import NamespacingConfig
+from elicitgate.upstreams.connection import UpstreamConnection
+
+logger = logging.getLogger(__name__)
+
+MAX_PAGES = 100
+LISTS: dict[str, tuple[str, str]] = {
+    # kind: (list method, result key)
+    "tools": ("tools/list", "tools"),
+    "prompts": ("prompts/list", "prompts"),
+    "resources": ("resources/list", "resources"),
+    "resourceTemplates": ("resources/templates/list", "resourceTemplates"),
+}
+CAPABILITY_OF = {"tools": "tools", "prompts": "prompts", "resources": "resources", "resourceTemplates": "resources"}
+
+
+@dataclass
+class ServerCatalog:
+    items: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {kind: [] for kind in LISTS})
+
+
+class Catalog:
+    def __init__(self, servers: list[str], namespacing: NamespacingConfig) -> None:
+        self.servers = servers
+        self.namespacing = namespacing
+        self.by_server: dict[str, ServerCatalog] = {name: ServerCatalog() for name in servers}
+        self._uri_owner: dict[str, tuple[str, str]] = {}
+
+    @property
+    def prefixed(self) -> bool:
+        return len(self.servers) > 1 or self.namespacing.prefix_single_server
+
+    def public_name(self, server: str, name: str) -> str:
+        return f"{server}{self.namespacing.separator}{name}" if self.prefixed else name
+
+    def resolve_name(self, kind: str, public: Any) -> tuple[str, str]:
+        """`(server, upstream name)` for a namespaced tool or prompt name."""
+        if not isinstance(public, str):
+            raise errors.gateway_error(INVALID_PARAMS, f"{kind} name must be a string", rule="name is required")
+        if not self.prefixed:
+            return self.servers[0], public
+        server, sep, name = public.partition(self.namespacing.separator)
+        if not sep or server not in self.by_server or not name:
+            raise errors.gateway_error(
+                INVALID_PARAMS,
+                f"unknown {kind} {public!r}",
+                rule=f"{kind} names look like <server>{self.namespacing.separator}<name>",
+                servers=self.servers,
+            )
+        return server, name
+
+    def resolve_uri(self, uri: Any) -> tuple[str, str]:
+        """`(server, upstream uri)` for a resource URI as the client sees it."""
+        if not isinstance(uri, str):
+            raise errors.gateway_error(INVALID_PARAMS, "uri must be a string", rule="uri is required")
+        if (owner := self._uri_owner.get(uri)) is not None:
+            return owner
+        server, plus, rest = uri.partition("+")
+        if plus and server in self.by_server:
+            return server, rest
+        matches = [s for s in self.servers if any(_template_matches(t, uri) for t in self._templates(s))]
+        if len(matches) == 1:
+            return matches[0], uri
+        if len(self.servers) == 1:
+            return self.servers[0], uri
+        raise errors.gateway_error(
+            INVALID_PARAMS,
+            f"no upstream serves resource {uri!r}" if not matches else f"resource {uri!r} is ambiguous",
+            uri=uri,
+            candidates=matches,
+        )
+
+    def _templates(self, server: str) -> list[dict[str, Any]]:
+        return self.by_server[server].items["resourceTemplates"]
+
+    def merged(self, kind: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for server in self.servers:
+            for item in self.by_server[server].items[kind]:
+                out.append(self._present(server, kind, item))
+        return out
+
+    def _present(self, server: str, kind: str, item: dict[str, Any]) -> dict[str, Any]:
+        item = dict(item)
+        if kind in ("tools", "prompts") and isinstance(item.get("name"), str):
+            item["name"] = self.public_name(server, item["name"])
+        elif kind == "resources" and isinstance(item.get("uri"), str):
+            item["uri"] = self.public_uri(server, item["uri"])
+        return item
+
+    def public_uri(self, server: str, uri: str) -> str:
+        owners = [s for s in self.servers if any(r.get("uri") == uri for r in self.by_server[s].items["resources"])]
+        return f"{server}+{uri}" if len(owners) > 1 else uri
+
+    def _reindex_uris(self) -> None:
+        index: dict[str, tuple[str, str]] = {}
+        for server in self.servers:
+            for resource in self.by_server[server].items["resources"]:
+                uri = resource.get("uri")
+                if isinstance(uri, str):
+                    index[self.public_uri(server, uri)] = (server, uri)
+        self._uri_owner = index
+
+    def clear(self, server: str) -> None:
+        self.by_server[server] = ServerCatalog()
+        self._reindex_uris()
+
+    async def refresh(self, server: str, conn: UpstreamConnection, kinds: tuple[str, ...] = tuple(LISTS)) -> None:
+        capabilities = conn.negotiated.capabilities if conn.negotiated else {}
+        for kind in kinds:
+            if CAPABILITY_OF[kind] not in capabilities:
+                self.by_server[server].items[kind] = []
+                continue
+            self.by_server[server].items[kind] = await _fetch_all(conn, *LISTS[kind])
+        self._reindex_uris()
+
+
+async def _fetch_all(conn: UpstreamConnection, method: str, key: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        result = await conn.request(method, {"cursor": cursor} if cursor else None, timeout=conn.config.request_timeout)
+        page = result.get(key) or []
+        items += [item for item in page if isinstance(item, Mapping)]
+        cursor = result.get("nextCursor")
+        if not cursor:
+            break
+    return items
+
+
+def _template_matches(template: Mapping[str, Any], uri: str) -> bool:
+    pattern = template.get("uriTemplate")
+    if not isinstance(pattern, str):
+        return False
+    prefix = pattern.split("{", 1)[0]
+    return bool(prefix) and uri.startswith(prefix)

@@ -1,0 +1,355 @@
+"""One live connection to an upstream server, at the dispatcher level.
+
+Messages are plain dicts (`mcp.shared.dispatcher`): the gateway forwards what it does not act on
+without re-modelling it. The connection negotiates the era once (a `server/discover` probe, then
+the `initialize` handshake as the fallback), stamps every request the way that era wants, and
+remembers which downstream call each in-flight upstream request belongs to, so a server-initiated
+request can be traced back to its origin.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSION_META_KEY,
+    RequestId,
+)
+from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
+
+from mcp.shared.dispatcher import CallOptions, DispatchContext, ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import (
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
+    encode_header_value,
+)
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp.shared.message import ServerMessageMetadata
+
+from elicitgate import __version__
+from elicitgate.config import HttpServer, StdioServer
+from elicitgate.upstreams.clock import PausableDeadline
+from elicitgate.upstreams.transports import open_transport
+
+logger = logging.getLogger(__name__)
+
+GATEWAY_CLIENT_INFO: dict[str, Any] = {"name": "elicitgate", "version": __version__}
+DISCOVER_TIMEOUT = 10.0
+
+Era = str
+"""`"handshake"` (2024-11-05 .. 2025-11-25, `initialize` and sessions) or `"modern"` (2026-07-28)."""
+
+
+class Origin(Protocol):
+    """The downstream call an upstream request was made for (see `faces.peer.DownstreamCall`)."""
+
+
+class InboundHandler(Protocol):
+    async def on_server_request(
+        self, connection: UpstreamConnection, origin: Any | None, method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]: ...
+
+    async def on_server_notification(
+        self, connection: UpstreamConnection, origin: Any | None, method: str, params: Mapping[str, Any] | None
+    ) -> None: ...
+
+
+@dataclass
+class Negotiated:
+    era: Era
+    protocol_version: str
+    capabilities: dict[str, Any]
+    server_info: dict[str, Any] | None
+    instructions: str | None
+
+
+@dataclass
+class _InFlight:
+    origin: Any | None
+    clock: PausableDeadline
+
+
+@dataclass
+class UpstreamConnection:
+    """A negotiated connection; create with `UpstreamConnection.open`."""
+
+    server: str
+    config: StdioServer | HttpServer
+    dispatcher: JSONRPCDispatcher[Any]
+    negotiated: Negotiated | None = None
+    owner: Any | None = None
+    """The downstream session that owns this connection under `per_session`; `None` when shared."""
+    closed: anyio.Event = field(default_factory=anyio.Event)
+    _in_flight: dict[RequestId, _InFlight] = field(default_factory=dict)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _advertised: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def era(self) -> Era:
+        return self.negotiated.era if self.negotiated else "handshake"
+
+    # -- requests to the upstream -------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        origin: Any | None = None,
+        timeout: float | None = None,
+        on_progress: ProgressFnT | None = None,
+        client_capabilities: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Send one request and return its raw result; upstream errors raise `MCPError` intact."""
+        request_id = f"eg-{next(self._ids)}"
+        opts: CallOptions = {"request_id": request_id}
+        if on_progress is not None:
+            opts["on_progress"] = on_progress
+        params = self._stamp(method, dict(params) if params else {}, opts, client_capabilities)
+        with PausableDeadline.run(timeout) as clock:
+            self._in_flight[request_id] = _InFlight(origin, clock)
+            try:
+                return await self.dispatcher.send_raw_request(method, params, opts)
+            finally:
+                del self._in_flight[request_id]
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
+        opts: CallOptions = {}
+        stamped = self._stamp(method, dict(params) if params else {}, opts, None)
+        await self.dispatcher.notify(method, stamped, opts)
+
+    def _stamp(
+        self, method: str, params: dict[str, Any], opts: CallOptions, client_capabilities: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        negotiated = self.negotiated
+        if negotiated is None:
+            return params
+        headers = opts.setdefault("headers", {})
+        headers[MCP_PROTOCOL_VERSION_HEADER] = negotiated.protocol_version
+        if negotiated.era == "modern":
+            meta = dict(params.get("_meta") or {})
+            meta[PROTOCOL_VERSION_META_KEY] = negotiated.protocol_version
+            meta[CLIENT_INFO_META_KEY] = GATEWAY_CLIENT_INFO
+            meta[CLIENT_CAPABILITIES_META_KEY] = (
+                client_capabilities if client_capabilities is not None else self._advertised
+            )
+            params["_meta"] = meta
+            headers[MCP_METHOD_HEADER] = method
+            name_key = NAME_BEARING_METHODS.get(method)
+            if name_key is not None and isinstance(name := params.get(name_key), str):
+                headers[MCP_NAME_HEADER] = encode_header_value(name)
+        return params
+
+    def origin_of(self, dctx: DispatchContext[Any]) -> Any | None:
+        """The downstream call a server-initiated message belongs to, or `None` if unknowable.
+
+        On streamable HTTP the message names its request by the POST stream it came on. Elsewhere
+        a `per_session` connection answers for its owner session (the newest call in flight), and
+        a shared one only when exactly one call is in flight.
+        """
+        metadata = dctx.message_metadata
+        if isinstance(metadata, ServerMessageMetadata) and metadata.related_request_id is not None:
+            entry = self._in_flight.get(metadata.related_request_id)
+            return entry.origin if entry else None
+        calls = self.in_flight_origins()
+        if self.owner is not None and calls:
+            return calls[-1]
+        if len(calls) == 1 and not self.tags_origin:
+            return calls[0]
+        return None
+
+    @property
+    def tags_origin(self) -> bool:
+        return isinstance(self.config, HttpServer) and self.config.transport == "http"
+
+    def clocks_for(self, origin: Any) -> list[PausableDeadline]:
+        return [entry.clock for entry in self._in_flight.values() if entry.origin is origin]
+
+    def in_flight_origins(self) -> list[Any]:
+        return [entry.origin for entry in self._in_flight.values() if entry.origin is not None]
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        server: str,
+        config: StdioServer | HttpServer,
+        handler: InboundHandler,
+        task_group: anyio.abc.TaskGroup,
+        *,
+        advertised_capabilities: dict[str, Any],
+        connect_timeout: float,
+        owner: Any | None = None,
+    ) -> UpstreamConnection:
+        """Start the transport in `task_group`, negotiate, and return the ready connection.
+
+        The connection lives until `close()` or until the upstream goes away; `closed` is set then.
+        """
+        ready: anyio.Event = anyio.Event()
+        holder: dict[str, Any] = {}
+
+        async def run() -> None:
+            try:
+                async with AsyncExitStack() as stack:
+                    read, write = await stack.enter_async_context(open_transport(config))
+                    dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(read, write)
+                    conn = cls(server=server, config=config, dispatcher=dispatcher, owner=owner)
+                    conn._advertised = advertised_capabilities
+                    holder["conn"] = conn
+
+                    async def on_request(dctx: DispatchContext[Any], method: str, params: Any) -> dict[str, Any]:
+                        if method == "ping":
+                            return {}
+                        return await handler.on_server_request(conn, conn.origin_of(dctx), method, params)
+
+                    async def on_notify(dctx: DispatchContext[Any], method: str, params: Any) -> None:
+                        await handler.on_server_notification(conn, conn.origin_of(dctx), method, params)
+
+                    async with anyio.create_task_group() as inner:
+                        holder["scope"] = inner.cancel_scope
+                        await inner.start(dispatcher.run, on_request, on_notify)
+                        with anyio.fail_after(connect_timeout):
+                            conn.negotiated = await _negotiate(dispatcher, advertised_capabilities, config.era)
+                        ready.set()
+                        # The dispatcher returns when the upstream closes its end.
+            except BaseException as exc:  # noqa: BLE001 - reported through `holder`, re-raised below
+                holder.setdefault("error", exc)
+                if isinstance(exc, anyio.get_cancelled_exc_class()):
+                    raise
+            finally:
+                if (conn := holder.get("conn")) is not None:
+                    conn.closed.set()
+                ready.set()
+
+        task_group.start_soon(run, name=f"upstream:{server}")
+        await ready.wait()
+        conn = holder.get("conn")
+        if conn is None or conn.negotiated is None:
+            error = holder.get("error")
+            if isinstance(error, BaseExceptionGroup):
+                error = _first_leaf(error)
+            raise ConnectError(server, error)
+        conn._cancel = holder["scope"]
+        return conn
+
+    async def close(self) -> None:
+        scope: anyio.CancelScope | None = getattr(self, "_cancel", None)
+        if scope is not None:
+            scope.cancel()
+        await self.closed.wait()
+
+
+def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+class ConnectError(Exception):
+    """An upstream could not be started or did not complete negotiation."""
+
+    def __init__(self, server: str, cause: BaseException | None) -> None:
+        self.server = server
+        self.cause = cause
+        detail = describe_failure(cause) if cause is not None else "the connection closed during negotiation"
+        super().__init__(f"upstream {server!r}: {detail}")
+
+
+def describe_failure(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "no answer to server/discover or initialize in time"
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    if isinstance(exc, MCPError):
+        return f"negotiation failed: {exc.error.message} (code {exc.error.code})"
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+
+async def _negotiate(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, Any], era: str) -> Negotiated:
+    """`server/discover` at the newest modern version, else the `initialize` handshake."""
+    if era != "handshake":
+        modern = await _discover(dispatcher, capabilities, required=era == "modern")
+        if modern is not None:
+            return modern
+    return await _initialize(dispatcher, capabilities)
+
+
+async def _discover(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, Any], *, required: bool) -> Negotiated | None:
+    try:
+        raw = await dispatcher.send_raw_request(
+            "server/discover",
+            {
+                "_meta": {
+                    PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
+                    CLIENT_INFO_META_KEY: GATEWAY_CLIENT_INFO,
+                    CLIENT_CAPABILITIES_META_KEY: capabilities,
+                }
+            },
+            {
+                "timeout": DISCOVER_TIMEOUT,
+                "cancel_on_abandon": False,
+                "headers": {MCP_PROTOCOL_VERSION_HEADER: LATEST_MODERN_VERSION, MCP_METHOD_HEADER: "server/discover"},
+            },
+        )
+        supported = raw.get("supportedVersions") or []
+        mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in supported]
+        if mutual:
+            meta = raw.get("_meta") or {}
+            return Negotiated(
+                era="modern",
+                protocol_version=mutual[-1],
+                capabilities=raw.get("capabilities") or {},
+                server_info=meta.get("io.modelcontextprotocol/serverInfo"),
+                instructions=raw.get("instructions"),
+            )
+        if required:
+            raise MCPError(code=-32022, message=f"server supports only {supported}, not 2026-07-28")
+    except MCPError as exc:
+        if required:
+            raise
+        logger.debug("server/discover refused (%s); falling back to initialize", exc.error.message)
+    return None
+
+
+async def _initialize(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, Any]) -> Negotiated:
+    result = await dispatcher.send_raw_request(
+        "initialize",
+        {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": capabilities,
+            "clientInfo": GATEWAY_CLIENT_INFO,
+        },
+        {"cancel_on_abandon": False},
+    )
+    version = result.get("protocolVersion", LATEST_HANDSHAKE_VERSION)
+    await dispatcher.notify("notifications/initialized", None, {"headers": {MCP_PROTOCOL_VERSION_HEADER: version}})
+    return Negotiated(
+        era="handshake",
+        protocol_version=version,
+        capabilities=result.get("capabilities") or {},
+        server_info=result.get("serverInfo"),
+        instructions=result.get("instructions"),
+    )
+
+
+def method_not_found(method: str) -> MCPError:
+    return MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
+
+
+OnClosed = Callable[["UpstreamConnection"], Awaitable[None]]

@@ -1,0 +1,108 @@
+"""Opening the wire to one upstream server: stdio, streamable HTTP or legacy SSE.
+
+Each opener yields the SDK's `(read_stream, write_stream)` pair. The streamable HTTP opener differs
+from the SDK's `streamable_http_client` in one way: a request or notification that the server
+sends on the response stream of one of our POSTs is tagged with that POST's request id
+(`ServerMessageMetadata.related_request_id`), so an upstream `elicitation/create` can be traced to
+the exact call that caused it (design invariant 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Awaitable
+from contextlib import asynccontextmanager
+from typing import Any, TextIO
+
+import anyio
+from mcp_types import JSONRPCNotification, JSONRPCRequest, RequestId
+
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import StreamableHTTPTransport
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+
+from elicitgate.config import HttpServer, StdioServer
+
+Streams = tuple[Any, Any]
+
+
+class _TaggingWriter:
+    """Forwards to the transport's read-stream writer, tagging server-initiated messages."""
+
+    def __init__(self, inner: Any, related_request_id: RequestId) -> None:
+        self._inner = inner
+        self._related = related_request_id
+
+    async def send(self, item: SessionMessage | Exception) -> None:
+        if (
+            isinstance(item, SessionMessage)
+            and item.metadata is None
+            and isinstance(item.message, JSONRPCRequest | JSONRPCNotification)
+        ):
+            item.metadata = ServerMessageMetadata(related_request_id=self._related)
+        await self._inner.send(item)
+
+
+class OriginTaggingHTTPTransport(StreamableHTTPTransport):
+    async def _handle_sse_event(
+        self,
+        sse: Any,
+        read_stream_writer: Any,
+        original_request_id: RequestId | None = None,
+        resumption_callback: Callable[[str], Awaitable[None]] | None = None,
+    ) -> bool:
+        if original_request_id is not None:
+            read_stream_writer = _TaggingWriter(read_stream_writer, original_request_id)
+        return await super()._handle_sse_event(sse, read_stream_writer, original_request_id, resumption_callback)
+
+
+@asynccontextmanager
+async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncIterator[Streams]:
+    transport = OriginTaggingHTTPTransport(url)
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(create_mcp_http_client(headers=headers or None))
+        read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
+        write_stream, write_reader = create_context_streams[SessionMessage](0)
+        async with read_writer, read_stream, write_stream, write_reader, anyio.create_task_group() as tg:
+
+            def start_get_stream() -> None:
+                tg.start_soon(transport.handle_get_stream, client, read_writer)
+
+            tg.start_soon(transport.post_writer, client, write_reader, read_writer, write_stream, start_get_stream, tg)
+            try:
+                yield read_stream, write_stream
+            finally:
+                if transport.session_id:
+                    with anyio.move_on_after(2, shield=True):
+                        await transport.terminate_session(client)
+                tg.cancel_scope.cancel()
+
+
+def stderr_sink() -> TextIO:
+    """Where upstream stdio servers' stderr goes: ours, so operators see their logs."""
+    return sys.stderr
+
+
+@asynccontextmanager
+async def open_transport(config: StdioServer | HttpServer) -> AsyncIterator[Streams]:
+    """Open the wire to one upstream; raises `OSError` / httpx errors when it cannot."""
+    if isinstance(config, StdioServer):
+        params = StdioServerParameters(
+            command=config.command,
+            args=config.args,
+            env={**os.environ, **config.env} if config.env else None,
+            cwd=config.cwd,
+        )
+        async with stdio_client(params, errlog=stderr_sink()) as streams:
+            yield streams
+    elif config.transport == "sse":
+        async with sse_client(config.url, headers=config.headers or None) as streams:
+            yield streams
+    else:
+        async with _streamable_http(config.url, config.headers) as streams:
+            yield streams

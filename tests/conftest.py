@@ -1,0 +1,126 @@
+"""Shared fixtures: real upstream servers and real gateway processes, on ports the tests pick."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from mcp.client.stdio import StdioServerParameters
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = Path(__file__).resolve().parent / "peers"
+PY = sys.executable
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def stdio_server(module_or_script: str, *args: str, era: str = "auto", **extra: Any) -> dict[str, Any]:
+    """An mcpServers entry that runs a Python peer over stdio."""
+    argv = ["-m", module_or_script] if not module_or_script.endswith(".py") else [module_or_script]
+    return {"command": PY, "args": [*argv, *args], "era": era, **extra}
+
+
+def write_config(tmp_path: Path, servers: dict[str, Any], **sections: Any) -> Path:
+    path = tmp_path / "elicitgate.json"
+    path.write_text(json.dumps({"mcpServers": servers, **sections}))
+    return path
+
+
+def gateway_stdio(config: Path) -> StdioServerParameters:
+    """Launch parameters for `elicitgate serve --stdio`, for `mcp.Client`."""
+    return StdioServerParameters(
+        command=PY, args=["-m", "elicitgate.cli", "serve", "--config", str(config)], env=dict(os.environ)
+    )
+
+
+class Process:
+    """A background process serving HTTP, waited on until its port answers."""
+
+    def __init__(self, argv: list[str], port: int, path: str = "/healthz", env: dict[str, str] | None = None) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(argv, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{argv} exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError(f"{argv} did not listen on {port}")
+
+    def stop(self) -> str:
+        self.proc.terminate()
+        try:
+            _, err = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return err or ""
+
+
+@pytest.fixture
+def http_upstream() -> Iterator[Any]:
+    """Start Python upstream servers over streamable HTTP: `http_upstream("tests.peers.x", ...)`."""
+    started: list[Process] = []
+
+    def start(module: str, *args: str) -> Process:
+        port = free_port()
+        proc = Process([PY, "-m", module, "--http", f"127.0.0.1:{port}", *args], port, path="/mcp")
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def http_gateway() -> Iterator[Any]:
+    """Start `elicitgate serve --http` on a free port for a config file."""
+    started: list[Process] = []
+
+    def start(config: Path, env: dict[str, str] | None = None) -> Process:
+        port = free_port()
+        proc = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
+                       port, env=env)
+        wait_healthy(proc.url)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+def wait_healthy(url: str, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    body: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        response = httpx2.get(f"{url}/healthz")
+        body = response.json()
+        if response.status_code == 200:
+            return body
+        time.sleep(0.1)
+    raise TimeoutError(f"gateway not healthy: {body}")
