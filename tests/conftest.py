@@ -124,3 +124,43 @@ def wait_healthy(url: str, timeout: float = 30) -> dict[str, Any]:
             return body
         time.sleep(0.1)
     raise TimeoutError(f"gateway not healthy: {body}")
+
+
+class InProcessGateway:
+    """The gateway app served by uvicorn inside the test's event loop, on a real port.
+
+    The transport is real HTTP; the gateway object is reachable so tests can assert that
+    nothing is left pending afterwards.
+    """
+
+    def __init__(self, gateway: Any, port: int) -> None:
+        self.gateway = gateway
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.mcp_url = f"{self.url}/mcp"
+
+
+from contextlib import asynccontextmanager  # noqa: E402
+
+
+@asynccontextmanager
+async def inprocess_gateway(config: dict[str, Any]):
+    import anyio
+    import uvicorn
+
+    from elicitgate.config import build_config
+    from elicitgate.faces.http import build_http_app
+    from elicitgate.gateway import Gateway
+
+    gateway = Gateway(build_config(config, "test config"))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(build_http_app(gateway), host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan="on"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        while not server.started:
+            await anyio.sleep(0.02)
+        try:
+            yield InProcessGateway(gateway, port)
+        finally:
+            server.should_exit = True

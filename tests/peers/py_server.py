@@ -1,0 +1,233 @@
+"""A configurable upstream MCP server for the tests (official `mcp` SDK, low-level Server).
+
+Run: `python -m tests.peers.py_server [--http HOST:PORT] [--name NAME]` (stdio by default).
+Both eras: handshake-era callers get pushed `elicitation/create`; 2026-07-28 callers get an
+InputRequiredResult (one round per `ask`).
+
+Tools:
+- `echo {text}`                            -> text
+- `whoami`                                 -> the server's --name
+- `elicit {message?, schema?, mode?, url?, elicitation_id?, complete?}`
+      one elicitation; returns the ElicitResult as JSON text. With mode=url and complete=true the
+      server sends notifications/elicitation/complete after an accept.
+- `elicit_twice {schema?}`                  -> two sequential elicitations, both results as JSON
+- `url_required {elicitation_id?}`         -> fails with -32042 URLElicitationRequired
+- `fail {code, message, data?}`            -> fails with that JSON-RPC error
+- `progress {n}`                           -> n progress notifications, then "done n"
+- `sleep {seconds}`                        -> sleeps (cancellable), then "slept"
+- `die`                                    -> the process exits at once (upstream death)
+- `die_during_elicit`                      -> starts an elicitation, exits 0.2 s later
+- `last_cancelled`                         -> whether the previous `sleep`/`elicit` was cancelled
+Resources: `mem://{name}/note` (listed), template `mem://{name}/items/{id}`; prompt `greet {who}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+import anyio
+import mcp_types as types
+import uvicorn
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+
+NAME = "py"
+STATE: dict[str, Any] = {"cancelled": None}
+DEFAULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
+
+
+def _text(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)])
+
+
+def _request(args: dict[str, Any]) -> dict[str, Any]:
+    if args.get("mode") == "url":
+        return {
+            "mode": "url",
+            "message": args.get("message", "Open this page"),
+            "url": args.get("url", "https://example.com/start"),
+            "elicitationId": args.get("elicitation_id", "el-1"),
+        }
+    return {"mode": "form", "message": args.get("message", "Please answer"), "requestedSchema": args.get("schema", DEFAULT_SCHEMA)}
+
+
+async def ask(ctx: ServerRequestContext, params: types.CallToolRequestParams, key: str, request: dict[str, Any]) -> Any:
+    """Returns the ElicitResult dict, or an InputRequiredResult for 2026-07-28 callers."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        outbound = ctx.session._request_outbound  # raw, so the test controls every field
+        return await outbound.send_raw_request("elicitation/create", request, None)
+    responses = params.input_responses or {}
+    if key in responses:
+        response = responses[key]
+        return response if isinstance(response, dict) else response.model_dump(by_alias=True, exclude_none=True)
+    return types.InputRequiredResult(
+        input_requests={key: types.ElicitRequest.model_validate({"method": "elicitation/create", "params": request})},
+        request_state=json.dumps({"asked": key, "previous": params.request_state}),
+    )
+
+
+async def list_tools(ctx: ServerRequestContext, params: Any) -> types.ListToolsResult:
+    names = [
+        "echo", "whoami", "elicit", "elicit_twice", "url_required", "fail", "progress", "sleep", "die",
+        "die_during_elicit", "last_cancelled",
+    ]
+    return types.ListToolsResult(
+        tools=[types.Tool(name=n, input_schema={"type": "object", "additionalProperties": True}) for n in names]
+    )
+
+
+async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> Any:
+    args = params.arguments or {}
+    name = params.name
+    if name == "echo":
+        return _text(str(args.get("text", "")))
+    if name == "whoami":
+        return _text(NAME)
+    if name == "elicit":
+        STATE["cancelled"] = None
+        try:
+            result = await ask(ctx, params, "ask", _request(args))
+        except anyio.get_cancelled_exc_class():
+            STATE["cancelled"] = True
+            raise
+        if isinstance(result, types.InputRequiredResult):
+            return result
+        STATE["cancelled"] = False
+        if args.get("complete") and result.get("action") == "accept":
+            await ctx.session.send_elicit_complete(args.get("elicitation_id", "el-1"))
+        return _text(json.dumps(result, sort_keys=True))
+    if name == "elicit_twice":
+        first = await ask(ctx, params, "first", _request({**args, "message": "first"}))
+        if isinstance(first, types.InputRequiredResult):
+            return first
+        second = await ask(ctx, params, "second", _request({**args, "message": "second"}))
+        if isinstance(second, types.InputRequiredResult):
+            return second
+        return _text(json.dumps([first, second], sort_keys=True))
+    if name == "url_required":
+        raise MCPError(
+            code=types.URL_ELICITATION_REQUIRED,
+            message="This request requires more information.",
+            data={
+                "elicitations": [
+                    {
+                        "mode": "url",
+                        "elicitationId": args.get("elicitation_id", "auth-1"),
+                        "url": "https://example.com/authorize",
+                        "message": "Authorize access",
+                    }
+                ]
+            },
+        )
+    if name == "fail":
+        raise MCPError(code=int(args["code"]), message=str(args["message"]), data=args.get("data"))
+    if name == "progress":
+        n = int(args.get("n", 3))
+        for i in range(1, n + 1):
+            await ctx.session.report_progress(i, n, f"step {i}")
+        return _text(f"done {n}")
+    if name == "sleep":
+        STATE["cancelled"] = None
+        try:
+            await anyio.sleep(float(args.get("seconds", 30)))
+        except anyio.get_cancelled_exc_class():
+            STATE["cancelled"] = True
+            raise
+        STATE["cancelled"] = False
+        return _text("slept")
+    if name == "last_cancelled":
+        return _text(json.dumps(STATE["cancelled"]))
+    if name == "die":
+        os._exit(3)
+    if name == "die_during_elicit":
+        async with anyio.create_task_group() as tg:
+            async def die_soon() -> None:
+                await anyio.sleep(0.3)
+                os._exit(4)
+
+            tg.start_soon(die_soon)
+            await ask(ctx, params, "ask", _request(args))
+    raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {name}")
+
+
+async def list_resources(ctx: ServerRequestContext, params: Any) -> types.ListResourcesResult:
+    return types.ListResourcesResult(resources=[types.Resource(uri=f"mem://{NAME}/note", name="note")])
+
+
+async def list_templates(ctx: ServerRequestContext, params: Any) -> types.ListResourceTemplatesResult:
+    return types.ListResourceTemplatesResult(
+        resource_templates=[types.ResourceTemplate(uri_template=f"mem://{NAME}/items/{{id}}", name="item")]
+    )
+
+
+async def read_resource(ctx: ServerRequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    return types.ReadResourceResult(
+        contents=[types.TextResourceContents(uri=str(params.uri), text=f"{NAME}:{params.uri}")]
+    )
+
+
+async def list_prompts(ctx: ServerRequestContext, params: Any) -> types.ListPromptsResult:
+    return types.ListPromptsResult(
+        prompts=[types.Prompt(name="greet", arguments=[types.PromptArgument(name="who", required=True)])]
+    )
+
+
+async def get_prompt(ctx: ServerRequestContext, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    who = (params.arguments or {}).get("who", "world")
+    return types.GetPromptResult(
+        messages=[types.PromptMessage(role="user", content=types.TextContent(text=f"hello {who} from {NAME}"))]
+    )
+
+
+async def complete(ctx: ServerRequestContext, params: types.CompleteRequestParams) -> types.CompleteResult:
+    return types.CompleteResult(completion=types.Completion(values=[f"{NAME}-{params.argument.value}"]))
+
+
+def build() -> Server:
+    return Server(
+        NAME,
+        version="1.0",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_completion=complete,
+    )
+
+
+def main() -> None:
+    global NAME
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http")
+    parser.add_argument("--name", default="py")
+    args = parser.parse_args()
+    NAME = args.name
+    server = build()
+    if args.http:
+        host, _, port = args.http.rpartition(":")
+        uvicorn.run(server.streamable_http_app(host=host), host=host, port=int(port), log_level="warning")
+        return
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
+
+
+if __name__ == "__main__":
+    main()
