@@ -122,8 +122,21 @@ def demo_config() -> dict[str, Any]:
 def demo(
     http: Annotated[str, typer.Option("--http", metavar="HOST:PORT")] = "127.0.0.1:8808",
     stdio: Annotated[bool, typer.Option("--stdio", help="serve the demo on stdin/stdout instead")] = False,
+    walkthrough: Annotated[
+        bool, typer.Option("--walkthrough", help="call an eliciting tool from a terminal client and exit")
+    ] = False,
 ) -> None:
     """Run the gateway over the bundled demo server (no setup needed)."""
+    if walkthrough:
+        import json
+        import tempfile
+
+        from elicitgate.demo.walkthrough import run
+
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+            json.dump(demo_config(), handle)
+        run(handle.name)
+        return
     cfg = build_config(demo_config(), "built-in demo config")
     if not stdio:
         err.print(
