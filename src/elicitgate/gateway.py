@@ -116,12 +116,20 @@ class Gateway:
         self, connection: UpstreamConnection, origin: Any | None, method: str, params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
         if method == "elicitation/create":
+            clocks = connection.clocks_for(origin) if origin is not None else []
+            guessed = origin is not None and connection.owner is not None and not connection.tags_origin
+            if guessed:
+                # A per-session pipe names no call: the elicitation may belong to any call in flight
+                # on it, so none of them spends human time against its request timeout.
+                calls = list({id(c): c for c in connection.in_flight_origins()}.values())
+                clocks = [clock for call in calls for clock in connection.clocks_for(call)]
             return await self.broker.elicit(
                 server=connection.server,
                 origin=origin,
                 params=params,
                 timeout=connection.config.elicitation_timeout,
-                clocks=connection.clocks_for(origin) if origin is not None else [],
+                clocks=clocks,
+                candidates=connection.in_flight_origins if guessed else None,
             )
         capability = PASSTHROUGH_CLIENT_REQUESTS.get(method)
         if capability is not None and origin is not None and capability in origin.peer.raw_capabilities():

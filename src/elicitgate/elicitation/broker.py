@@ -12,12 +12,12 @@ import json
 import time
 import logging
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import anyio
-from mcp_types import INVALID_PARAMS
+from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS
 
 from mcp.shared.exceptions import MCPError
 
@@ -54,9 +54,12 @@ class Broker:
         params: Mapping[str, Any] | None,
         timeout: float | None = None,
         clocks: list[Any] = (),  # type: ignore[assignment]
+        candidates: Callable[[], list[Any]] | None = None,
     ) -> dict[str, Any]:
         """Run one upstream elicitation to its end; returns the `ElicitResult` for the upstream.
 
+        `candidates` is given when `origin` is only a guess among the calls in flight on a pipe that
+        cannot name its call: it returns those calls (see `Elicitation.candidates`).
         Raises `MCPError` with a specific code when the request is refused or cannot end well.
         """
         params = dict(params or {})
@@ -79,7 +82,9 @@ class Broker:
             )
         self._admit(server, peer)
         deadline = anyio.current_time() + (timeout or self.config.default_timeout)
-        el = Elicitation(server=server, mode=mode, params=params, deadline=deadline, origin=origin)
+        el = Elicitation(
+            server=server, mode=mode, params=params, deadline=deadline, origin=origin, candidates=candidates
+        )
         self.pending[el.id] = el
         peer.elicitations.add(el)
         ELICITATIONS_PENDING.inc()
@@ -110,7 +115,12 @@ class Broker:
 
     def stop_for_call(self, call: Any, reason: str) -> None:
         for el in list(call.peer.elicitations):
-            if el.origin is call:
+            if el.origin is not call:
+                continue
+            others = [c for c in el.candidates() if c is not call] if el.candidates is not None else []
+            if others:  # the call was only a guess: stay with another call it may belong to
+                el.origin = others[-1]
+            else:
                 el.stop(State.CANCELLED, reason)
 
     def url_route(self, server: str, elicitation_id: str, *, pop: bool) -> Any | None:
@@ -226,6 +236,10 @@ class Broker:
             try:
                 raw = await el.origin.send_request("elicitation/create", outgoing)
             except MCPError as exc:
+                if exc.error.code == CONNECTION_CLOSED or el.origin.peer.closed:
+                    # The client went away with the form open: that is a cancel, as for `stop_for_peer`.
+                    self._end(el, State.CANCELLED, "the client disconnected")
+                    return {"action": "cancel"}
                 self._end(el, State.FAILED, f"client error {exc.error.code}: {exc.error.message}")
                 raise errors.gateway_error(
                     errors.ELICITATION_FAILED,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,9 @@ class Elicitation:
     """On the anyio clock."""
     origin: Any | None = None
     """The `DownstreamCall` whose request caused it."""
+    candidates: Callable[[], list[Any]] | None = None
+    """When `origin` is a guess (a per-session pipe with several calls in flight): the calls it may
+    belong to, so that it can move to another one instead of ending with the guessed call."""
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created_at: float = field(default_factory=time.time)
     state: State = State.PENDING

@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 _PEER_KEY = "elicitgate.peer"
 _peer_ids = itertools.count(1)
+_request_ids = itertools.count(1)
 
 
 def elicitation_modes(capabilities: ClientCapabilities | None) -> frozenset[str]:
@@ -89,8 +90,20 @@ class DownstreamCall:
         it does not know (`ui`, extensions), which must reach the client untouched.
         """
         outbound = self.ctx.session._request_outbound  # noqa: SLF001 - the SDK's request-scoped channel
-        opts: CallOptions = {}
-        return await outbound.send_raw_request(method, params, opts)
+        request_id = f"eg-{next(_request_ids)}"
+        opts: CallOptions = {"request_id": request_id}
+        try:
+            return await outbound.send_raw_request(method, params, opts)
+        except anyio.get_cancelled_exc_class():
+            # The SDK sends its courtesy `notifications/cancelled` on this call's own stream, which on
+            # HTTP is gone once the client cancelled the call or the call ended: say it on the
+            # session's stream too, so the client stops asking the user.
+            if outbound.cancel_requested.is_set() or not outbound.can_send_request:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                    await self.peer.connection.outbound.notify(
+                        "notifications/cancelled", {"requestId": request_id, "reason": "the gateway abandoned it"}
+                    )
+            raise
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
         outbound = self.ctx.session._request_outbound  # noqa: SLF001

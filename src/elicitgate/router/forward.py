@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
 from mcp_types import CONNECTION_CLOSED, URL_ELICITATION_REQUIRED
 
 from mcp.shared.exceptions import MCPError
@@ -18,8 +19,10 @@ from elicitgate import errors
 from elicitgate.elicitation.broker import Broker
 from elicitgate.faces.peer import DownstreamCall
 from elicitgate.upstreams.link import UpstreamLink
+from elicitgate.upstreams.transports import STREAM_LOST_KEY
 
 MAX_INPUT_ROUNDS = 10
+CLOSE_GRACE = 1.0
 
 
 async def forward(
@@ -68,7 +71,7 @@ async def forward(
             method=method,
         ) from None
     except MCPError as exc:
-        if exc.error.code == CONNECTION_CLOSED and conn.closed.is_set():
+        if exc.error.code == CONNECTION_CLOSED and (_stream_lost(exc) or await _connection_lost(exc, conn)):
             raise errors.gateway_error(
                 errors.UPSTREAM_GONE,
                 f"upstream {link.name!r} went away during {method}",
@@ -80,6 +83,24 @@ async def forward(
         raise
     finally:
         broker.stop_for_call(call, "the call that caused it ended")
+
+
+def _stream_lost(exc: MCPError) -> bool:
+    """The HTTP transport's own error for a POST whose response stream ended without a response."""
+    return isinstance(exc.error.data, Mapping) and exc.error.data.get(STREAM_LOST_KEY) is True
+
+
+async def _connection_lost(exc: MCPError, conn: Any) -> bool:
+    """Whether a -32000 means the upstream connection died, not that the upstream answered with it.
+
+    The dispatcher wakes its waiters a moment before the connection finishes closing: give the
+    close that moment.
+    """
+    if exc.error.data is not None:
+        return False
+    with anyio.move_on_after(CLOSE_GRACE):
+        await conn.closed.wait()
+    return conn.closed.is_set()
 
 
 def _modern_capabilities(call: DownstreamCall) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -21,7 +21,6 @@ import anyio.abc
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
-    METHOD_NOT_FOUND,
     PROTOCOL_VERSION_META_KEY,
     RequestId,
 )
@@ -51,10 +50,6 @@ DISCOVER_TIMEOUT = 10.0
 
 Era = str
 """`"handshake"` (2024-11-05 .. 2025-11-25, `initialize` and sessions) or `"modern"` (2026-07-28)."""
-
-
-class Origin(Protocol):
-    """The downstream call an upstream request was made for (see `faces.peer.DownstreamCall`)."""
 
 
 class InboundHandler(Protocol):
@@ -346,10 +341,3 @@ async def _initialize(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str
         server_info=result.get("serverInfo"),
         instructions=result.get("instructions"),
     )
-
-
-def method_not_found(method: str) -> MCPError:
-    return MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
-
-
-OnClosed = Callable[["UpstreamConnection"], Awaitable[None]]

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
 import anyio
-from mcp_types import JSONRPCNotification, JSONRPCRequest, RequestId
+from mcp_types import CONNECTION_CLOSED, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, RequestId
 
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -29,6 +29,10 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from elicitgate.config import HttpServer, StdioServer
 
 Streams = tuple[Any, Any]
+
+STREAM_LOST_KEY = "io.elicitgate/streamLost"
+"""Marks the error the HTTP transport makes up when a POST's response stream ends without a response,
+so the router can tell the upstream going away from an upstream's own -32000."""
 
 
 class _TaggingWriter:
@@ -59,6 +63,16 @@ class OriginTaggingHTTPTransport(StreamableHTTPTransport):
         if original_request_id is not None:
             read_stream_writer = _TaggingWriter(read_stream_writer, original_request_id)
         return await super()._handle_sse_event(sse, read_stream_writer, original_request_id, resumption_callback)
+
+    async def _resolve_abandoned_request(
+        self, read_stream_writer: Any, request_id: RequestId, message: str, *, code: int = CONNECTION_CLOSED
+    ) -> None:
+        data = {STREAM_LOST_KEY: True} if code == CONNECTION_CLOSED else None
+        error = ErrorData(code=code, message=message, data=data)
+        try:
+            await read_stream_writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the session is tearing down
 
 
 @asynccontextmanager
