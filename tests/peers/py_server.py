@@ -1,15 +1,17 @@
 """A configurable upstream MCP server for the tests (official `mcp` SDK, low-level Server).
 
-Run: `python -m tests.peers.py_server [--http HOST:PORT] [--name NAME]` (stdio by default).
+Run: `python -m tests.peers.py_server [--http HOST:PORT | --sse HOST:PORT] [--name NAME]` (stdio by default).
 Both eras: handshake-era callers get pushed `elicitation/create`; 2026-07-28 callers get an
 InputRequiredResult (one round per `ask`).
 
 Tools:
 - `echo {text}`                            -> text
 - `whoami`                                 -> the server's --name
-- `elicit {message?, schema?, mode?, url?, elicitation_id?, complete?}`
+- `elicit {message?, schema?, mode?, url?, elicitation_id?, complete?, report_errors?}`
       one elicitation; returns the ElicitResult as JSON text. With mode=url and complete=true the
-      server sends notifications/elicitation/complete after an accept.
+      server sends notifications/elicitation/complete after an accept. With report_errors=true a
+      JSON-RPC error answering the elicitation comes back as text `{"error": {code, message, data}}`
+      (what this server received) instead of failing the tool call.
 - `elicit_twice {schema?}`                  -> two sequential elicitations, both results as JSON
 - `url_required {elicitation_id?}`         -> fails with -32042 URLElicitationRequired
 - `fail {code, message, data?}`            -> fails with that JSON-RPC error
@@ -18,6 +20,10 @@ Tools:
 - `die`                                    -> the process exits at once (upstream death)
 - `die_during_elicit`                      -> starts an elicitation, exits 0.2 s later
 - `last_cancelled`                         -> whether the previous `sleep`/`elicit` was cancelled
+- `echo_meta`                              -> the request's `_meta` as JSON; the result carries `_meta`
+- `add_tool {name}`                        -> lists one more tool (answers "<name> from <server>") and
+                                              sends notifications/tools/list_changed (on the session, or
+                                              on `subscriptions/listen` streams for 2026-07-28 callers)
 Resources: `mem://{name}/note` (listed), template `mem://{name}/items/{id}`; prompt `greet {who}`.
 """
 
@@ -30,16 +36,19 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-import uvicorn
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import ServerMessageMetadata
+
+from elicitgate.demo.serving import run_server
 
 NAME = "py"
 STATE: dict[str, Any] = {"cancelled": None}
+EXTRA_TOOLS: list[str] = []
+BUS = InMemorySubscriptionBus()
+"""2026-07-28 change notifications travel on `subscriptions/listen` streams."""
 DEFAULT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"answer": {"type": "string"}},
@@ -80,7 +89,7 @@ async def ask(ctx: ServerRequestContext, params: types.CallToolRequestParams, ke
 async def list_tools(ctx: ServerRequestContext, params: Any) -> types.ListToolsResult:
     names = [
         "echo", "whoami", "elicit", "elicit_twice", "url_required", "fail", "progress", "sleep", "die",
-        "die_during_elicit", "last_cancelled",
+        "die_during_elicit", "last_cancelled", "echo_meta", "add_tool", *EXTRA_TOOLS,
     ]
     return types.ListToolsResult(
         tools=[types.Tool(name=n, input_schema={"type": "object", "additionalProperties": True}) for n in names]
@@ -94,6 +103,22 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
         return _text(str(args.get("text", "")))
     if name == "whoami":
         return _text(NAME)
+    if name == "echo_meta":
+        received = dict(params.meta or {})
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(received, sort_keys=True))],
+            meta={"example.com/trace": "t-1"},
+            structured_content={"received": received},
+        )
+    if name == "add_tool":
+        EXTRA_TOOLS.append(str(args["name"]))
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await BUS.publish(ToolsListChanged())
+        else:
+            await ctx.session.send_tool_list_changed()
+        return _text("added")
+    if name in EXTRA_TOOLS:
+        return _text(f"{name} from {NAME}")
     if name == "elicit":
         STATE["cancelled"] = None
         try:
@@ -101,6 +126,12 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
         except anyio.get_cancelled_exc_class():
             STATE["cancelled"] = True
             raise
+        except MCPError as exc:
+            STATE["cancelled"] = False
+            if not args.get("report_errors"):
+                raise
+            error = {"code": exc.error.code, "message": exc.error.message, "data": exc.error.data}
+            return _text(json.dumps({"error": error}, sort_keys=True))
         if isinstance(result, types.InputRequiredResult):
             return result
         STATE["cancelled"] = False
@@ -206,27 +237,19 @@ def build() -> Server:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
         on_completion=complete,
+        on_subscriptions_listen=ListenHandler(BUS),
     )
 
 
 def main() -> None:
     global NAME
     parser = argparse.ArgumentParser()
-    parser.add_argument("--http")
+    parser.add_argument("--http", metavar="HOST:PORT")
+    parser.add_argument("--sse", metavar="HOST:PORT")
     parser.add_argument("--name", default="py")
     args = parser.parse_args()
     NAME = args.name
-    server = build()
-    if args.http:
-        host, _, port = args.http.rpartition(":")
-        uvicorn.run(server.streamable_http_app(host=host), host=host, port=int(port), log_level="warning")
-        return
-
-    async def run() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-
-    anyio.run(run)
+    run_server(build(), http=args.http, sse=args.sse)
 
 
 if __name__ == "__main__":

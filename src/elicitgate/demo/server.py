@@ -9,14 +9,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import anyio
 import mcp_types as types
-import uvicorn
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from elicitgate.demo.serving import run_server
 
 BOOKING_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -134,17 +133,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
     args = parser.parse_args()
-    server = build_demo_server()
-    if args.http:
-        host, _, port = args.http.rpartition(":")
-        uvicorn.run(server.streamable_http_app(host=host), host=host, port=int(port), log_level="warning")
-        return
-
-    async def run() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
-
-    anyio.run(run)
+    run_server(build_demo_server(), http=args.http)
 
 
 if __name__ == "__main__":

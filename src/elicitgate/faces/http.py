@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+from mcp_types import INVALID_REQUEST
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 
 from elicitgate.faces.server import build_server
 from elicitgate.gateway import Gateway
@@ -24,17 +27,12 @@ def build_http_app(gateway: Gateway) -> Starlette:
         allowed_hosts=gateway.config.http.allowed_hosts,
         allowed_origins=gateway.config.http.allowed_origins,
     )
-    guard = _HostGuard(security)
 
     async def healthz(request: Request) -> Response:
-        if (refusal := guard.check(request)) is not None:
-            return refusal
         healthy, body = gateway.health()
         return JSONResponse(body, status_code=200 if healthy else 503)
 
     async def metrics(request: Request) -> Response:
-        if (refusal := guard.check(request)) is not None:
-            return refusal
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     app = server.streamable_http_app(
@@ -48,21 +46,41 @@ def build_http_app(gateway: Gateway) -> Starlette:
             yield
 
     app.router.lifespan_context = lifespan
+    app.add_middleware(HostGuard, settings=security)
     return app
 
 
-class _HostGuard:
-    """The same DNS-rebinding rule `/mcp` gets, for the plain routes beside it."""
+class HostGuard:
+    """DNS-rebinding guard for every route: a Host or Origin outside the allow-list gets 403.
 
-    def __init__(self, settings: TransportSecuritySettings) -> None:
-        from mcp.server.transport_security import TransportSecurityMiddleware
+    The SDK checks `/mcp` itself but answers a bad Host with 421; one rule and one status for all routes
+    is easier to operate behind proxies, and `/healthz` and `/metrics` need the same protection.
+    """
 
-        self._middleware = TransportSecurityMiddleware(settings)
+    def __init__(self, app: ASGIApp, settings: TransportSecuritySettings) -> None:
+        self.app = app
+        self._rules = TransportSecurityMiddleware(settings)
 
-    def check(self, request: Request) -> Response | None:
-        host_ok = self._middleware._validate_host(request.headers.get("host"))  # noqa: SLF001
-        origin = request.headers.get("origin")
-        origin_ok = origin is None or self._middleware._validate_origin(origin)  # noqa: SLF001
-        if host_ok and origin_ok:
-            return None
-        return JSONResponse({"error": "host or origin not allowed"}, status_code=403)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            host, origin = headers.get("host"), headers.get("origin")
+            problem = None
+            if not self._rules._validate_host(host):  # noqa: SLF001 - the SDK's own allow-list matching
+                problem = ("host", host)
+            elif origin is not None and not self._rules._validate_origin(origin):  # noqa: SLF001
+                problem = ("origin", origin)
+            if problem is not None:
+                header, value = problem
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {
+                        "code": INVALID_REQUEST,
+                        "message": f"{header.capitalize()} header not allowed",
+                        "data": {"source": "elicitgate", header: value, "setting": f"http.allowed_{header}s"},
+                    },
+                }
+                await JSONResponse(body, status_code=403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
-from mcp_types import CONNECTION_CLOSED, URL_ELICITATION_REQUIRED
+from mcp_types import CONNECTION_CLOSED, SERVER_INFO_META_KEY, URL_ELICITATION_REQUIRED
 
 from mcp.shared.exceptions import MCPError
 
@@ -56,7 +56,7 @@ async def forward(
                 client_capabilities=_modern_capabilities(call) if conn.era == "modern" else None,
             )
             if result.get("resultType") != "input_required":
-                return result
+                return _without_upstream_identity(result)
             params = await _answer_input_requests(broker, link, call, conn, params, result)
         raise errors.gateway_error(
             errors.ELICITATION_FAILED,
@@ -83,6 +83,16 @@ async def forward(
         raise
     finally:
         broker.stop_for_call(call, "the call that caused it ended")
+
+
+def _without_upstream_identity(result: dict[str, Any]) -> dict[str, Any]:
+    """Drop the upstream's `serverInfo` from a 2026-07-28 result's `_meta`: the client's server is the gateway."""
+    meta = result.get("_meta")
+    if not isinstance(meta, Mapping) or SERVER_INFO_META_KEY not in meta:
+        return result
+    meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY}
+    result = {k: v for k, v in result.items() if k != "_meta"}
+    return {**result, "_meta": meta} if meta else result
 
 
 def _stream_lost(exc: MCPError) -> bool:

@@ -97,10 +97,32 @@ class UpstreamLink:
             except Exception:
                 logger.exception("upstream %r: catalog refresh failed", self.name)
             self.first_attempt_done.set()
+            if conn.era == "modern":
+                task_group.start_soon(self._listen, conn, name=f"upstream:{self.name}:listen")
             await conn.closed.wait()
             self.primary = None
             self._set_down("the connection closed")
             logger.error("upstream %r went away; reconnecting", self.name)
+
+    async def _listen(self, conn: UpstreamConnection) -> None:
+        """Open `subscriptions/listen` on a 2026-07-28 primary connection for the list changes it offers.
+
+        That era has no session stream for notifications: this request's response stream carries them to
+        the handler like any other server notification.
+        """
+        offered = conn.negotiated.capabilities if conn.negotiated else {}
+        wanted = {
+            f"{kind}ListChanged": True
+            for kind in ("tools", "prompts", "resources")
+            if isinstance(offered.get(kind), dict) and offered[kind].get("listChanged")
+        }
+        if not wanted:
+            return
+        try:
+            await conn.request("subscriptions/listen", {"notifications": wanted})
+        except Exception as exc:  # the link stays up without change notifications; say why once
+            if not conn.closed.is_set():
+                logger.warning("upstream %r: subscriptions/listen failed: %s", self.name, exc)
 
     def _set_down(self, reason: str) -> None:
         self.state, self.last_error, self.since = LinkState.DOWN, reason, time.time()

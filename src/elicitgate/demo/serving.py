@@ -1,0 +1,49 @@
+"""Run an `mcp` SDK low-level server over stdio, streamable HTTP or legacy SSE (demo and test peers)."""
+
+from __future__ import annotations
+
+import anyio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+
+from mcp.server import Server
+from mcp.server.sse import SseServerTransport
+from mcp.server.stdio import stdio_server
+
+
+def _split(hostport: str) -> tuple[str, int]:
+    host, _, port = hostport.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def sse_app(server: Server) -> Starlette:
+    """The 2024-11-05 HTTP+SSE transport: `GET /sse` opens the stream, `POST /messages/` carries requests."""
+    transport = SseServerTransport("/messages/")
+
+    async def handle_sse(request: Request) -> Response:
+        async with transport.connect_sse(request.scope, request.receive, request._send) as (read, write):  # noqa: SLF001
+            await server.run(read, write, server.create_initialization_options())
+        return Response()
+
+    return Starlette(routes=[Route("/sse", handle_sse), Mount("/messages/", app=transport.handle_post_message)])
+
+
+def run_server(server: Server, *, http: str | None = None, sse: str | None = None) -> None:
+    """Serve until killed: streamable HTTP at `/mcp` with `http`, SSE at `/sse` with `sse`, else stdio."""
+    if http:
+        host, port = _split(http)
+        uvicorn.run(server.streamable_http_app(host=host), host=host, port=port, log_level="warning")
+        return
+    if sse:
+        host, port = _split(sse)
+        uvicorn.run(sse_app(server), host=host, port=port, log_level="warning")
+        return
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
