@@ -470,6 +470,18 @@ async def test_deadline_times_out_to_the_upstream_and_cancels_the_clients_reques
                 await human.cancelled.wait()  # the client was told to stop asking
 
 
+async def test_upstream_cancelling_its_elicitation_tells_the_client(upstream):
+    human = Human()  # never answers
+    async with gateway(config({"x": upstream()})) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
+            result = await client.call_tool("x__elicit_then_give_up", {"seconds": 0.5})
+            assert result.content[0].text == "gave up"
+            with anyio.fail_after(5):
+                await human.cancelled.wait()  # the client was told to stop asking
+            await wait_until(lambda: len(ended(gw)) == 1)
+            assert ended(gw)[0]["state"] == "cancelled"
+
+
 async def test_client_cancelling_the_call_ends_the_elicitation_and_the_upstream_learns(upstream):
     human = Human()
     async with gateway(config({"x": upstream()})) as gw:

@@ -12,6 +12,8 @@ Tools:
       server sends notifications/elicitation/complete after an accept. With report_errors=true a
       JSON-RPC error answering the elicitation comes back as text `{"error": {code, message, data}}`
       (what this server received) instead of failing the tool call.
+- `elicit_then_give_up {seconds}`          -> one elicitation that the server cancels after `seconds`
+                                              (notifications/cancelled to its client), then "gave up"
 - `elicit_twice {schema?}`                  -> two sequential elicitations, both results as JSON
 - `url_required {elicitation_id?}`         -> fails with -32042 URLElicitationRequired
 - `fail {code, message, data?}`            -> fails with that JSON-RPC error
@@ -88,7 +90,7 @@ async def ask(ctx: ServerRequestContext, params: types.CallToolRequestParams, ke
 
 async def list_tools(ctx: ServerRequestContext, params: Any) -> types.ListToolsResult:
     names = [
-        "echo", "whoami", "elicit", "elicit_twice", "url_required", "fail", "progress", "sleep", "die",
+        "echo", "whoami", "elicit", "elicit_then_give_up", "elicit_twice", "url_required", "fail", "progress", "sleep", "die",
         "die_during_elicit", "last_cancelled", "echo_meta", "add_tool", *EXTRA_TOOLS,
     ]
     return types.ListToolsResult(
@@ -138,6 +140,10 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
         if args.get("complete") and result.get("action") == "accept":
             await ctx.session.send_elicit_complete(args.get("elicitation_id", "el-1"))
         return _text(json.dumps(result, sort_keys=True))
+    if name == "elicit_then_give_up":
+        with anyio.move_on_after(float(args.get("seconds", 0.5))):
+            return _text(json.dumps(await ask(ctx, params, "ask", _request(args)), sort_keys=True))
+        return _text("gave up")
     if name == "elicit_twice":
         first = await ask(ctx, params, "first", _request({**args, "message": "first"}))
         if isinstance(first, types.InputRequiredResult):
