@@ -17,7 +17,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import anyio
-from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS
+from mcp_types import INVALID_PARAMS
 
 from mcp.shared.exceptions import MCPError
 
@@ -25,6 +25,7 @@ from elicitgate import errors
 from elicitgate.config import ElicitationConfig
 from elicitgate.elicitation.limits import TokenBucket
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
+from elicitgate.elicitation.responders import PUSH_TO_CLIENT, HumanGone
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
 from elicitgate.elicitation.sensitive import sensitive_fields
 from elicitgate.metrics import ELICITATIONS_ENDED, ELICITATIONS_PENDING
@@ -83,7 +84,13 @@ class Broker:
         self._admit(server, peer)
         deadline = anyio.current_time() + (timeout or self.config.default_timeout)
         el = Elicitation(
-            server=server, mode=mode, params=params, deadline=deadline, origin=origin, candidates=candidates
+            server=server,
+            mode=mode,
+            params=params,
+            deadline=deadline,
+            origin=origin,
+            candidates=candidates,
+            responder=PUSH_TO_CLIENT,
         )
         self.pending[el.id] = el
         peer.elicitations.add(el)
@@ -234,16 +241,15 @@ class Broker:
             el.attempts += 1
             el.state = State.PRESENTED
             try:
-                raw = await el.origin.send_request("elicitation/create", outgoing)
+                raw = await el.responder.ask(el, outgoing)
+            except HumanGone as gone:
+                self._end(el, State.CANCELLED, str(gone))
+                return {"action": "cancel"}
             except MCPError as exc:
-                if exc.error.code == CONNECTION_CLOSED or el.origin.peer.closed:
-                    # The client went away with the form open: that is a cancel, as for `stop_for_peer`.
-                    self._end(el, State.CANCELLED, "the client disconnected")
-                    return {"action": "cancel"}
-                self._end(el, State.FAILED, f"client error {exc.error.code}: {exc.error.message}")
+                self._end(el, State.FAILED, f"{el.responder.name} error {exc.error.code}: {exc.error.message}")
                 raise errors.gateway_error(
                     errors.ELICITATION_FAILED,
-                    "the client failed the elicitation request",
+                    f"the {el.responder.name} failed the elicitation request",
                     server=el.server,
                     cause={"code": exc.error.code, "message": exc.error.message, "data": exc.error.data},
                 ) from None

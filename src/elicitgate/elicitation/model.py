@@ -41,6 +41,8 @@ class Elicitation:
     candidates: Callable[[], list[Any]] | None = None
     """When `origin` is a guess (a per-session pipe with several calls in flight): the calls it may
     belong to, so that it can move to another one instead of ending with the guessed call."""
+    responder: Any | None = None
+    """The `Responder` that presents it to a human."""
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created_at: float = field(default_factory=time.time)
     state: State = State.PENDING
@@ -71,6 +73,7 @@ class Elicitation:
             "mode": self.mode,
             "state": str(self.state),
             "client": getattr(getattr(self.origin, "peer", None), "id", None),
+            "responder": getattr(self.responder, "name", None),
             "attempts": self.attempts,
             "reason": self.reason,
             "created_at": self.created_at,

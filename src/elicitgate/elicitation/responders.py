@@ -1,0 +1,54 @@
+"""Responders: who shows an elicitation to a human and brings the raw answer back.
+
+The broker owns the life (checks, attempts, deadline, end); a responder only presents one request
+and returns the `ElicitResult` the human gave, unchecked. Each responder is one way to reach a human:
+pushing `elicitation/create` to the client whose call caused it (handshake-era clients), returning an
+`input_required` result to a 2026-07-28 client, or a form the gateway hosts itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from mcp_types import CONNECTION_CLOSED
+
+from mcp.shared.exceptions import MCPError
+
+if TYPE_CHECKING:
+    from elicitgate.elicitation.model import Elicitation
+
+
+class HumanGone(Exception):
+    """The human's side went away with the elicitation open (client disconnected, page closed for good).
+
+    The broker ends the elicitation `cancelled` and tells the upstream `{"action": "cancel"}`.
+    """
+
+
+class Responder(Protocol):
+    name: str
+    """Shown in the audit event: `client`, `input_required`, `hosted`, ..."""
+
+    async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
+        """Present `request` (already prefixed with the asking server; on a repeat, carrying the errors)
+        and return the raw answer. Raises `HumanGone`, or `MCPError` when the human's side failed it.
+        """
+        ...
+
+
+class PushToClient:
+    """Handshake-era delivery: `elicitation/create` to the client, on the call that caused it."""
+
+    name = "client"
+
+    async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
+        try:
+            return await el.origin.send_request("elicitation/create", request)
+        except MCPError as exc:
+            if exc.error.code == CONNECTION_CLOSED or el.origin.peer.closed:
+                raise HumanGone("the client disconnected") from None
+            raise
+
+
+PUSH_TO_CLIENT = PushToClient()
