@@ -25,7 +25,7 @@ from elicitgate import errors
 from elicitgate.config import ElicitationConfig
 from elicitgate.elicitation.limits import TokenBucket
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
-from elicitgate.elicitation.responders import PUSH_TO_CLIENT, HumanGone
+from elicitgate.elicitation.responders import PUSH_TO_CLIENT, HumanGone, Responder
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
 from elicitgate.elicitation.sensitive import sensitive_fields
 from elicitgate.metrics import ELICITATIONS_ENDED, ELICITATIONS_PENDING
@@ -73,14 +73,7 @@ class Broker:
                 server=server,
             )
         peer = origin.peer
-        if mode not in peer.modes:
-            raise errors.gateway_error(
-                errors.ELICITATION_UNDELIVERABLE,
-                f"the client cannot present {mode}-mode elicitations",
-                server=server,
-                mode=mode,
-                clientModes=sorted(peer.modes),
-            )
+        responder = self._responder_for(server, origin, mode)
         self._admit(server, peer)
         deadline = anyio.current_time() + (timeout or self.config.default_timeout)
         el = Elicitation(
@@ -90,7 +83,7 @@ class Broker:
             deadline=deadline,
             origin=origin,
             candidates=candidates,
-            responder=PUSH_TO_CLIENT,
+            responder=responder,
         )
         self.pending[el.id] = el
         peer.elicitations.add(el)
@@ -113,6 +106,19 @@ class Broker:
             self.pending.pop(el.id, None)
             peer.elicitations.discard(el)
             ELICITATIONS_PENDING.dec()
+
+    def _responder_for(self, server: str, origin: Any, mode: str) -> Responder:
+        """Who presents this elicitation; refuses at once when nobody can (never after a timeout)."""
+        peer = origin.peer
+        if mode in peer.modes:
+            return PUSH_TO_CLIENT
+        raise errors.gateway_error(
+            errors.ELICITATION_UNDELIVERABLE,
+            f"the client cannot present {mode}-mode elicitations",
+            server=server,
+            mode=mode,
+            clientModes=sorted(peer.modes),
+        )
 
     def stop_for_peer(self, peer: Any, reason: str) -> None:
         """The client is gone: every elicitation it had ends cancelled."""
