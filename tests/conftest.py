@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,9 @@ import httpx2
 import pytest
 
 from mcp.client.stdio import StdioServerParameters
+
+# The gateway keeps its requestState key under $XDG_STATE_HOME: never the tester's own.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="elicitgate-test-state-")
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = Path(__file__).resolve().parent / "peers"

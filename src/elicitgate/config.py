@@ -7,11 +7,22 @@ variables override it (nested keys with `__`, e.g. `ELICITGATE_ELICITATION__DEFA
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SecretStr,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "ELICITGATE_"
@@ -39,6 +50,10 @@ class _UpstreamCommon(_Strict):
     elicitation is not counted."""
     elicitation_timeout: float | None = Field(default=None, gt=0)
     """Deadline for this server's elicitations; the `elicitation.default_timeout` when unset."""
+    hosting: Literal["auto", "always", "never"] = "auto"
+    """When the gateway presents this server's elicitations itself (hosted form page, inbox):
+    `auto` when the client lacks the mode or `elicitation.sensitive_fields` is `host` and the form
+    asks for a secret; `always` for every form; `never`. See docs/hosting.md."""
 
 
 class StdioServer(_UpstreamCommon):
@@ -99,8 +114,32 @@ class ElicitationConfig(_Strict):
     rate_limit_per_minute: float = Field(default=120.0, gt=0)
     """Sustained elicitations per minute per downstream client (token bucket)."""
     rate_limit_burst: int = Field(default=30, gt=0)
-    sensitive_fields: Literal["warn", "block"] = "warn"
-    """What happens to a form that asks for a secret (password, token, API key, card number)."""
+    sensitive_fields: Literal["warn", "block", "host"] = "warn"
+    """What happens to a form that asks for a secret (password, token, API key, card number):
+    `host` presents it on the gateway's own page so the secret never passes through the client."""
+
+
+class BridgingConfig(_Strict):
+    """2026-07-28 clients: multi round-trip calls and the `requestState` the gateway issues."""
+
+    state_keys: list[SecretStr] = Field(default_factory=list)
+    """Secrets (each at least 32 bytes) protecting `requestState` with AES-256-GCM: the first seals,
+    all unseal (rotation). Empty: a key is generated once and kept in `state_key_file`."""
+    state_key_file: Path = Field(default_factory=lambda: _state_dir() / "state.key")
+    state_ttl: float = Field(default=600.0, gt=0)
+    """Seconds a `requestState` the gateway issued stays valid."""
+    max_rounds: int = Field(default=10, ge=1)
+    """Input rounds one call may take, in every direction, before it fails."""
+    url_complete_wait: float = Field(default=60.0, ge=0)
+    """After a 2026-07-28 client accepts a URL-mode request from a handshake-era server, how long its
+    retry waits for the server's `notifications/elicitation/complete`."""
+    max_parked_calls: int = Field(default=10_000, gt=0)
+    """Calls of 2026-07-28 clients waiting for a retry, in the whole gateway."""
+
+
+def _state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "elicitgate"
 
 
 class HttpFaceConfig(_Strict):
@@ -108,6 +147,28 @@ class HttpFaceConfig(_Strict):
     allowed_origins: list[str] = Field(
         default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
     )
+    public_url: str | None = None
+    """Base URL people's browsers reach the gateway at (hosted form links), e.g. behind a proxy;
+    default: the address the gateway listens on."""
+    hosted_listen: str | None = None
+    """`HOST:PORT` for a side web server with the hosted pages, inbox and admin API when the face
+    is stdio (`serve --stdio` has no web server of its own)."""
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/") if value else value
+
+    @field_validator("hosted_listen")
+    @classmethod
+    def _hostport(cls, value: str | None) -> str | None:
+        if value is not None:
+            host, sep, port = value.rpartition(":")
+            if not sep or not port.isdigit():
+                raise ValueError(f"expected HOST:PORT, got {value!r}")
+        return value
 
 
 class UpstreamRetryConfig(_Strict):
@@ -126,9 +187,12 @@ class GatewayConfig(BaseSettings):
     mcp_servers: dict[str, UpstreamConfig] = Field(default_factory=dict, alias="mcpServers")
     namespacing: NamespacingConfig = Field(default_factory=NamespacingConfig)
     elicitation: ElicitationConfig = Field(default_factory=ElicitationConfig)
+    bridging: BridgingConfig = Field(default_factory=BridgingConfig)
     http: HttpFaceConfig = Field(default_factory=HttpFaceConfig)
     upstream_retry: UpstreamRetryConfig = Field(default_factory=UpstreamRetryConfig)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    admin_token: SecretStr | None = None
+    """Bearer token for the admin API and the inbox (`ELICITGATE_ADMIN_TOKEN`); without it both are off."""
 
     @field_validator("mcp_servers")
     @classmethod
@@ -157,6 +221,14 @@ class GatewayConfig(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Environment wins over the file, which arrives as init kwargs.
         return (env_settings, init_settings)
+
+    @field_validator("bridging")
+    @classmethod
+    def _key_lengths(cls, bridging: BridgingConfig) -> BridgingConfig:
+        for i, key in enumerate(bridging.state_keys):
+            if len(key.get_secret_value().encode()) < 32:
+                raise ValueError(f"state_keys[{i}] must be at least 32 bytes of secret randomness")
+        return bridging
 
     def upstreams(self) -> dict[str, StdioServer | HttpServer]:
         return {name: cfg for name, cfg in self.mcp_servers.items() if cfg.enabled}

@@ -18,7 +18,8 @@ from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.faces.peer import DownstreamCall, DownstreamPeer
 from elicitgate.router.catalog import Catalog
-from elicitgate.router.forward import forward
+from elicitgate.router.forward import PASSTHROUGH_INPUT_REQUESTS, forward
+from elicitgate.router.rounds import Rounds
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
 
@@ -29,7 +30,6 @@ LIST_CHANGED = {
     "notifications/prompts/list_changed": ("prompts",),
     "notifications/resources/list_changed": ("resources", "resourceTemplates"),
 }
-PASSTHROUGH_CLIENT_REQUESTS = {"sampling/createMessage": "sampling", "roots/list": "roots"}
 STARTUP_WAIT = 30.0
 
 
@@ -40,6 +40,9 @@ class Gateway:
         self.catalog = Catalog(list(upstreams), config.namespacing)
         self.broker = Broker(config.elicitation)
         self.peers: set[DownstreamPeer] = set()
+        self.modern_peers: dict[str, DownstreamPeer] = {}
+        """2026-07-28 clients, by principal (they have no connection that could end)."""
+        self.rounds = Rounds(config.bridging)
         self.links: dict[str, UpstreamLink] = {
             name: UpstreamLink(name, cfg, config.upstream_retry, self, self._on_link_connected)
             for name, cfg in upstreams.items()
@@ -52,6 +55,7 @@ class Gateway:
             self._task_group = tg
             for link in self.links.values():
                 tg.start_soon(link.run, tg, name=f"link:{link.name}")
+            tg.start_soon(self._expire_modern_peers, name="modern-peer-expiry")
             if wait_for_upstreams:
                 with anyio.move_on_after(STARTUP_WAIT):
                     for link in self.links.values():
@@ -83,6 +87,33 @@ class Gateway:
                 await conn.close()
         peer.upstreams.clear()
 
+    def modern_peer(self, principal: str, connection: Any) -> DownstreamPeer:
+        """The peer of a 2026-07-28 client: one per principal, kept while it is active."""
+        peer = self.modern_peers.get(principal)
+        if peer is None or peer.closed:
+            peer = self.modern_peers[principal] = DownstreamPeer(
+                id=f"m{len(self.modern_peers) + 1}", connection=connection, principal=principal
+            )
+        peer.connection = connection
+        peer.last_seen = anyio.current_time()
+        return peer
+
+    async def _expire_modern_peers(self) -> None:
+        """Close what an idle 2026-07-28 client held (its per-session upstream connections)."""
+        idle = self.config.bridging.state_ttl
+        while True:
+            await anyio.sleep(min(idle, 60.0))
+            now = anyio.current_time()
+            for principal, peer in list(self.modern_peers.items()):
+                if now - peer.last_seen > idle and not peer.elicitations and not peer.calls:
+                    del self.modern_peers[principal]
+                    await self.remove_peer(peer)
+
+    @property
+    def task_group(self) -> anyio.abc.TaskGroup:
+        assert self._task_group is not None, "the gateway is not running"
+        return self._task_group
+
     # -- requests from the face ----------------------------------------------------------------
 
     async def call(self, call: DownstreamCall, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,9 +127,29 @@ class Gateway:
             params = {**params, "uri": uri}
         elif method == "completion/complete":
             server, params = self._route_completion(params)
+        elif method == "logging/setLevel":
+            return await self._set_log_level(call, params)
         else:
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
-        return await forward(self.broker, self.links[server], call, method, params)
+        return await forward(
+            self.broker, self.links[server], call, method, params, max_rounds=self.config.bridging.max_rounds
+        )
+
+    async def _set_log_level(self, call: DownstreamCall, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`logging/setLevel` goes to every handshake-era upstream that offers logging (on the connection
+        this client's calls use: its own under `per_session`, the shared one otherwise, where the last
+        level set wins). 2026-07-28 upstreams take a level per request instead. One upstream refusing
+        does not fail the others."""
+        for link in self.links.values():
+            negotiated = link.primary.negotiated if link.primary is not None else None
+            if negotiated is None or negotiated.era == "modern" or "logging" not in negotiated.capabilities:
+                continue
+            try:
+                conn = await link.connection_for(call.peer)
+                await conn.request("logging/setLevel", params, origin=call, timeout=link.config.request_timeout)
+            except (MCPError, TimeoutError) as exc:
+                logger.warning("upstream %r refused logging/setLevel: %s", link.name, exc)
+        return {}
 
     def _route_completion(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         ref = params.get("ref")
@@ -131,8 +182,8 @@ class Gateway:
                 clocks=clocks,
                 candidates=connection.in_flight_origins if guessed else None,
             )
-        capability = PASSTHROUGH_CLIENT_REQUESTS.get(method)
-        if capability is not None and origin is not None and capability in origin.peer.raw_capabilities():
+        capability = PASSTHROUGH_INPUT_REQUESTS.get(method)
+        if capability is not None and origin is not None and capability in origin.raw_capabilities():
             return await origin.send_request(method, params or {})
         raise MCPError(
             code=METHOD_NOT_FOUND,
@@ -152,9 +203,12 @@ class Gateway:
                 await self.broadcast(method, None)
         elif method == "notifications/elicitation/complete":
             elicitation_id = (params or {}).get("elicitationId")
-            peer = self.broker.url_route(server, elicitation_id, pop=True) if isinstance(elicitation_id, str) else None
-            if peer is not None and not peer.closed:
-                await peer.connection.outbound.notify(method, params)
+            target = self.broker.url_route(server, elicitation_id, pop=True) if isinstance(elicitation_id, str) else None
+            if isinstance(target, DownstreamPeer):
+                if not target.closed:
+                    await target.connection.outbound.notify(method, params)
+            elif target is not None:  # a 2026-07-28 client's parked call, whose retry waits for this
+                target.url_completed(elicitation_id)
         elif method == "notifications/message" and origin is not None:
             await origin.notify(method, params)
         elif method == "notifications/resources/updated" and isinstance((params or {}).get("uri"), str):

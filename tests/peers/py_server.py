@@ -22,6 +22,7 @@ Tools:
 - `die`                                    -> the process exits at once (upstream death)
 - `die_during_elicit`                      -> starts an elicitation, exits 0.2 s later
 - `last_cancelled`                         -> whether the previous `sleep`/`elicit` was cancelled
+- `stats`                                  -> {"calls": tools/call received before, "last_result": of `elicit`}
 - `echo_meta`                              -> the request's `_meta` as JSON; the result carries `_meta`
 - `add_tool {name}`                        -> lists one more tool (answers "<name> from <server>") and
                                               sends notifications/tools/list_changed (on the session, or
@@ -47,7 +48,7 @@ from mcp.shared.exceptions import MCPError
 from elicitgate.demo.serving import run_server
 
 NAME = "py"
-STATE: dict[str, Any] = {"cancelled": None}
+STATE: dict[str, Any] = {"cancelled": None, "calls": 0, "last_result": None}
 EXTRA_TOOLS: list[str] = []
 BUS = InMemorySubscriptionBus()
 """2026-07-28 change notifications travel on `subscriptions/listen` streams."""
@@ -78,20 +79,22 @@ async def ask(ctx: ServerRequestContext, params: types.CallToolRequestParams, ke
     if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         outbound = ctx.session._request_outbound  # raw, so the test controls every field
         return await outbound.send_raw_request("elicitation/create", request, None)
-    responses = params.input_responses or {}
-    if key in responses:
-        response = responses[key]
-        return response if isinstance(response, dict) else response.model_dump(by_alias=True, exclude_none=True)
+    # Stateless: earlier rounds' answers travel in our own requestState.
+    answers = dict(json.loads(params.request_state)["answers"]) if params.request_state else {}
+    for got, response in (params.input_responses or {}).items():
+        answers[got] = response if isinstance(response, dict) else response.model_dump(by_alias=True, exclude_none=True)
+    if key in answers:
+        return answers[key]
     return types.InputRequiredResult(
         input_requests={key: types.ElicitRequest.model_validate({"method": "elicitation/create", "params": request})},
-        request_state=json.dumps({"asked": key, "previous": params.request_state}),
+        request_state=json.dumps({"answers": answers}),
     )
 
 
 async def list_tools(ctx: ServerRequestContext, params: Any) -> types.ListToolsResult:
     names = [
         "echo", "whoami", "elicit", "elicit_then_give_up", "elicit_twice", "url_required", "fail", "progress", "sleep", "die",
-        "die_during_elicit", "last_cancelled", "echo_meta", "add_tool", *EXTRA_TOOLS,
+        "die_during_elicit", "last_cancelled", "echo_meta", "add_tool", "stats", *EXTRA_TOOLS,
     ]
     return types.ListToolsResult(
         tools=[types.Tool(name=n, input_schema={"type": "object", "additionalProperties": True}) for n in names]
@@ -101,6 +104,9 @@ async def list_tools(ctx: ServerRequestContext, params: Any) -> types.ListToolsR
 async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> Any:
     args = params.arguments or {}
     name = params.name
+    if name == "stats":
+        return _text(json.dumps({"calls": STATE["calls"], "last_result": STATE["last_result"]}, sort_keys=True))
+    STATE["calls"] += 1
     if name == "echo":
         return _text(str(args.get("text", "")))
     if name == "whoami":
@@ -137,6 +143,7 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
         if isinstance(result, types.InputRequiredResult):
             return result
         STATE["cancelled"] = False
+        STATE["last_result"] = result
         if args.get("complete") and result.get("action") == "accept":
             await ctx.session.send_elicit_complete(args.get("elicitation_id", "el-1"))
         return _text(json.dumps(result, sort_keys=True))

@@ -25,7 +25,7 @@ from elicitgate import errors
 from elicitgate.config import ElicitationConfig
 from elicitgate.elicitation.limits import TokenBucket
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
-from elicitgate.elicitation.responders import PUSH_TO_CLIENT, HumanGone, Responder
+from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, HumanGone, Responder
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
 from elicitgate.elicitation.sensitive import sensitive_fields
 from elicitgate.metrics import ELICITATIONS_ENDED, ELICITATIONS_PENDING
@@ -44,6 +44,8 @@ class Broker:
         self.pending: dict[str, Elicitation] = {}
         self.recent: deque[dict[str, Any]] = deque(maxlen=1000)
         self._url_routes: dict[tuple[str, str], Any] = {}
+        self.hosting: Any | None = None
+        """The gateway's own web surface (`elicitgate.web.hosting.Hosting`), attached by a face that has one."""
 
     # -- the source-facing entry -----------------------------------------------------------
 
@@ -56,16 +58,18 @@ class Broker:
         timeout: float | None = None,
         clocks: list[Any] = (),  # type: ignore[assignment]
         candidates: Callable[[], list[Any]] | None = None,
+        url_ids: bool = True,
     ) -> dict[str, Any]:
         """Run one upstream elicitation to its end; returns the `ElicitResult` for the upstream.
 
         `candidates` is given when `origin` is only a guess among the calls in flight on a pipe that
         cannot name its call: it returns those calls (see `Elicitation.candidates`).
+        `url_ids` is false for a 2026-07-28 source, whose URL-mode requests carry no `elicitationId`.
         Raises `MCPError` with a specific code when the request is refused or cannot end well.
         """
         params = dict(params or {})
         mode = params.get("mode", "form")
-        self._check_request(server, mode, params)
+        self._check_request(server, mode, params, url_ids)
         if origin is None:
             raise errors.gateway_error(
                 errors.ELICITATION_ORIGIN_UNKNOWN,
@@ -73,7 +77,7 @@ class Broker:
                 server=server,
             )
         peer = origin.peer
-        responder = self._responder_for(server, origin, mode)
+        responder = self._hosted_responder(server, origin, mode, params) or self._responder_for(server, origin, mode)
         self._admit(server, peer)
         deadline = anyio.current_time() + (timeout or self.config.default_timeout)
         el = Elicitation(
@@ -109,16 +113,31 @@ class Broker:
 
     def _responder_for(self, server: str, origin: Any, mode: str) -> Responder:
         """Who presents this elicitation; refuses at once when nobody can (never after a timeout)."""
-        peer = origin.peer
-        if mode in peer.modes:
-            return PUSH_TO_CLIENT
+        if mode in origin.modes:
+            return INPUT_REQUIRED if origin.era == "modern" else PUSH_TO_CLIENT
         raise errors.gateway_error(
             errors.ELICITATION_UNDELIVERABLE,
             f"the client cannot present {mode}-mode elicitations",
             server=server,
             mode=mode,
-            clientModes=sorted(peer.modes),
+            clientModes=sorted(origin.modes),
         )
+
+    def _hosted_responder(self, server: str, origin: Any, mode: str, params: dict[str, Any]) -> Responder | None:
+        """The gateway's own page / inbox when the server's `hosting` policy says so (docs/hosting.md)."""
+        secrets = mode == "form" and self.config.sensitive_fields == "host" and bool(
+            sensitive_fields(params.get("requestedSchema"))
+        )
+        responder = self.hosting.responder_for(server, origin, mode, secrets=secrets) if self.hosting else None
+        if responder is None and secrets:
+            raise errors.gateway_error(
+                errors.ELICITATION_SENSITIVE_BLOCKED,
+                "form-mode elicitation asks for secrets and the gateway cannot host it",
+                server=server,
+                fields=sensitive_fields(params.get("requestedSchema")),
+                reason=self.hosting.unavailable_reason(server, origin, mode) if self.hosting else "no web surface",
+            )
+        return responder
 
     def stop_for_peer(self, peer: Any, reason: str) -> None:
         """The client is gone: every elicitation it had ends cancelled."""
@@ -148,7 +167,7 @@ class Broker:
 
     # -- checks ------------------------------------------------------------------------------
 
-    def _check_request(self, server: str, mode: str, params: dict[str, Any]) -> None:
+    def _check_request(self, server: str, mode: str, params: dict[str, Any], url_ids: bool) -> None:
         def refuse(message: str, **data: Any) -> MCPError:
             return errors.gateway_error(INVALID_PARAMS, message, server=server, **data)
 
@@ -165,7 +184,7 @@ class Broker:
         if mode == "url":
             if not isinstance(params.get("url"), str) or not params["url"].startswith(("https://", "http://")):
                 raise refuse("url-mode elicitation needs an http(s) url", rule="url must be an http(s) URL")
-            if not isinstance(params.get("elicitationId"), str):
+            if url_ids and not isinstance(params.get("elicitationId"), str):
                 raise refuse("url-mode elicitation needs an elicitationId", rule="elicitationId is required")
             return
         schema = params.get("requestedSchema")
@@ -234,6 +253,8 @@ class Broker:
             self._end(el, el.stop_state, el.reason or "stopped")
             return {"action": "cancel"}
         self._end(el, State.TIMED_OUT, "no answer before the deadline")
+        if getattr(el.responder, "cancel_on_timeout", False):
+            return {"action": "cancel"}
         raise errors.gateway_error(
             errors.ELICITATION_TIMEOUT,
             "the elicitation timed out waiting for the user",
@@ -270,8 +291,10 @@ class Broker:
                 )
             if action != "accept" or el.mode == "url":
                 self._end(el, ACTION_STATES[action], f"user chose {action}")
-                if el.mode == "url" and action == "accept":
-                    self._url_routes[(el.server, el.params["elicitationId"])] = el.origin.peer
+                if el.mode == "url" and action == "accept" and isinstance(el.params.get("elicitationId"), str):
+                    # A 2026-07-28 client learns of completion by retrying: its parked call waits for it.
+                    target = el.origin if el.origin.era == "modern" else el.origin.peer
+                    self._url_routes[(el.server, el.params["elicitationId"])] = target
                 return {"action": action}
             content = raw.get("content") or {}
             problems = answer_problems(el.requested_schema, content)
@@ -298,6 +321,11 @@ class Broker:
         self.recent.append(summary)
         ELICITATIONS_ENDED.labels(server=el.server, state=str(state)).inc()
         audit.info(json.dumps({"event": "elicitation.ended", **summary}))
+        if (on_end := getattr(el.origin, "elicitation_ended", None)) is not None:
+            on_end(el)
+        on_end = getattr(el.responder, "ended", None)
+        if on_end is not None:
+            on_end(el)
 
 
 def _outgoing(server: str, params: Mapping[str, Any]) -> dict[str, Any]:

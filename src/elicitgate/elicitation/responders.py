@@ -51,4 +51,20 @@ class PushToClient:
             raise
 
 
+class InputRequired:
+    """2026-07-28 delivery: the request becomes an `inputRequests` entry of the result of the call that
+    caused it (see `router.rounds`), and the answer arrives with the client's retry.
+
+    A client that never retries is one that walked away: at the deadline the upstream gets
+    `{"action": "cancel"}`, not an error.
+    """
+
+    name = "input_required"
+    cancel_on_timeout = True
+
+    async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
+        return await el.origin.ask("elicitation/create", request, el)
+
+
 PUSH_TO_CLIENT = PushToClient()
+INPUT_REQUIRED = InputRequired()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp_types import ClientCapabilities, RequestId
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
@@ -48,6 +49,10 @@ class DownstreamPeer:
     upstream_locks: dict[str, anyio.Lock] = field(default_factory=dict)
     closed: bool = False
     state: dict[str, Any] = field(default_factory=dict)
+    principal: str | None = None
+    """Set for 2026-07-28 clients, which have no connection of their own: one peer per principal,
+    and `connection` is the one of its latest request."""
+    last_seen: float = 0.0
 
     @property
     def capabilities(self) -> ClientCapabilities | None:
@@ -83,6 +88,19 @@ class DownstreamCall:
     def request_id(self) -> RequestId | None:
         return self.ctx.request_id
 
+    @property
+    def era(self) -> str:
+        return "modern" if self.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else "handshake"
+
+    @property
+    def modes(self) -> frozenset[str]:
+        """What this request's client declared (per request in 2026-07-28, per session before)."""
+        return elicitation_modes(connection_of(self.ctx).client_capabilities)
+
+    def raw_capabilities(self) -> dict[str, Any]:
+        caps = connection_of(self.ctx).client_capabilities
+        return caps.model_dump(by_alias=True, mode="json", exclude_none=True) if caps is not None else {}
+
     async def send_request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Send a server-to-client request on this call's own channel (its POST stream on HTTP).
 
@@ -104,6 +122,16 @@ class DownstreamCall:
                         "notifications/cancelled", {"requestId": request_id, "reason": "the gateway abandoned it"}
                     )
             raise
+
+    async def ask(self, method: str, params: Mapping[str, Any], elicitation: Any | None) -> Any:
+        """Only calls that can return `input_required` (tools, prompts, resource reads) can ask."""
+        from elicitgate import errors
+
+        raise errors.gateway_error(
+            errors.ELICITATION_UNDELIVERABLE,
+            f"a 2026-07-28 client's {self.method} cannot carry input requests",
+            method=self.method,
+        )
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
         outbound = self.ctx.session._request_outbound  # noqa: SLF001

@@ -9,14 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_types import RequestParams
+from mcp_types.methods import INPUT_REQUIRED_METHODS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict
 
+from mcp.server.caching import CACHEABLE_METHODS, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 
 from elicitgate import __version__
-from elicitgate.faces.peer import DownstreamCall, peer_for
+from elicitgate.faces.peer import DownstreamCall, connection_of, peer_for
+from elicitgate.faces.sealing import principal_of, state_boundary
 from elicitgate.gateway import Gateway
 
 LISTS = {
@@ -32,6 +36,7 @@ ROUTED = (
     "resources/subscribe",
     "resources/unsubscribe",
     "completion/complete",
+    "logging/setLevel",
 )
 
 
@@ -61,23 +66,32 @@ def build_server(gateway: Gateway) -> GatewayServer:
         version=__version__,
         instructions="elicitgate fronts several MCP servers; names are <server>"
         f"{gateway.config.namespacing.separator}<name>.",
+        # 2026-07-28 results carry freshness hints; the merged catalog can change whenever an upstream's
+        # does, so nothing is fresh for long. An upstream's own hints on what it returns win.
+        cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS},
     )
     server.middleware.clear()  # no per-message tracing span on the pass-through path
+    server.middleware.append(state_boundary(gateway.config.bridging))
 
     def make_list(kind: str) -> Any:
         async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
-            peer_for(ctx, gateway.add_peer)
-            return {kind: gateway.catalog.merged(kind)}
+            if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                peer_for(ctx, gateway.add_peer)
+            return {kind: gateway.catalog.merged(kind), "resultType": "complete"}
 
         return handle
 
     def make_routed(method: str) -> Any:
         async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return await _serve_modern(gateway, ctx, method)
             peer = peer_for(ctx, gateway.add_peer)
             call = DownstreamCall(peer=peer, ctx=ctx, method=method)
             peer.calls.add(call)
             try:
-                return await gateway.call(call, method, ctx.params or {})
+                result = await gateway.call(call, method, ctx.params or {})
+                # A handshake-era upstream's result has no `resultType`; 2026-07-28 requires it.
+                return {"resultType": "complete", **result}
             finally:
                 peer.calls.discard(call)
 
@@ -88,3 +102,24 @@ def build_server(gateway: Gateway) -> GatewayServer:
     for method in ROUTED:
         server.add_request_handler(method, RawParams, make_routed(method))
     return server
+
+
+async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], method: str) -> dict[str, Any]:
+    """A 2026-07-28 client's request: a first round starts a parked call, a retry resumes one."""
+    peer = gateway.modern_peer(principal_of(ctx), connection_of(ctx))
+    call = DownstreamCall(peer=peer, ctx=ctx, method=method)
+    params = dict(ctx.params or {})
+    if method not in INPUT_REQUIRED_METHODS:
+        peer.calls.add(call)
+        try:
+            return {"resultType": "complete", **await gateway.call(call, method, params)}
+        finally:
+            peer.calls.discard(call)
+    state = params.get("requestState")
+    if state is not None:
+        result = await gateway.rounds.resume(call, method, state, params.get("inputResponses"))
+    else:
+        result = await gateway.rounds.start(
+            gateway.task_group, call, method, lambda park: gateway.call(park, method, params)
+        )
+    return result if result.get("resultType") == "input_required" else {"resultType": "complete", **result}

@@ -7,11 +7,20 @@ with code, message and data intact.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import anyio
-from mcp_types import CONNECTION_CLOSED, SERVER_INFO_META_KEY, URL_ELICITATION_REQUIRED
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    CONNECTION_CLOSED,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    URL_ELICITATION_REQUIRED,
+)
 
 from mcp.shared.exceptions import MCPError
 
@@ -21,16 +30,33 @@ from elicitgate.faces.peer import DownstreamCall
 from elicitgate.upstreams.link import UpstreamLink
 from elicitgate.upstreams.transports import STREAM_LOST_KEY
 
-MAX_INPUT_ROUNDS = 10
+PASSTHROUGH_INPUT_REQUESTS = {"sampling/createMessage": "sampling", "roots/list": "roots"}
+ENVELOPE_META_KEYS = frozenset(
+    {PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY}
+)
+"""A 2026-07-28 client's envelope describes it to the gateway; each upstream connection stamps its own."""
 CLOSE_GRACE = 1.0
 
 
 async def forward(
-    broker: Broker, link: UpstreamLink, call: DownstreamCall, method: str, params: Mapping[str, Any]
+    broker: Broker,
+    link: UpstreamLink,
+    call: DownstreamCall,
+    method: str,
+    params: Mapping[str, Any],
+    *,
+    max_rounds: int = 10,
 ) -> dict[str, Any]:
+    """Send one client request upstream and return its final result.
+
+    A 2026-07-28 upstream's `input_required` rounds are answered here, through the broker, and
+    retried (at most `max_rounds`); the client only ever sees the final result.
+    """
     conn = await link.connection_for(call.peer)
     params = dict(params)
-    meta = dict(params.get("_meta") or {})
+    for key in ("requestState", "inputResponses"):  # the client's rounds are the gateway's, never the upstream's
+        params.pop(key, None)
+    meta = {k: v for k, v in (params.get("_meta") or {}).items() if k not in ENVELOPE_META_KEYS}
     token = meta.pop("progressToken", None)
     if meta:
         params["_meta"] = meta
@@ -45,8 +71,9 @@ async def forward(
             note["message"] = message
         await call.notify("notifications/progress", note)
 
+    minted: list[str] = []
     try:
-        for _ in range(MAX_INPUT_ROUNDS):
+        for _ in range(max_rounds + 1):
             result = await conn.request(
                 method,
                 params,
@@ -55,13 +82,15 @@ async def forward(
                 on_progress=relay_progress if token is not None else None,
                 client_capabilities=_modern_capabilities(call) if conn.era == "modern" else None,
             )
+            await _complete_minted(broker, link.name, minted)
             if result.get("resultType") != "input_required":
                 return _without_upstream_identity(result)
-            params = await _answer_input_requests(broker, link, call, conn, params, result)
+            params = await _answer_input_requests(broker, link, call, params, result, minted)
         raise errors.gateway_error(
             errors.ELICITATION_FAILED,
-            f"upstream {link.name!r} asked for input more than {MAX_INPUT_ROUNDS} times",
+            f"upstream {link.name!r} asked for input more than {max_rounds} times",
             server=link.name,
+            rule="bridging.max_rounds",
         )
     except TimeoutError:
         raise errors.gateway_error(
@@ -114,41 +143,85 @@ async def _connection_lost(exc: MCPError, conn: Any) -> bool:
 
 
 def _modern_capabilities(call: DownstreamCall) -> dict[str, Any]:
-    modes = call.peer.modes
+    modes = call.modes
     return {"elicitation": {mode: {} for mode in sorted(modes)}} if modes else {}
 
 
 async def _answer_input_requests(
     broker: Broker,
     link: UpstreamLink,
-    call: DownstreamCall,
-    conn: Any,
+    call: Any,
     params: dict[str, Any],
     result: Mapping[str, Any],
+    minted: list[str],
 ) -> dict[str, Any]:
-    """One round of a 2026-07-28 upstream's multi round-trip, answered through the broker."""
-    responses: dict[str, Any] = {}
-    for key, request in (result.get("inputRequests") or {}).items():
-        if not isinstance(request, Mapping) or request.get("method") != "elicitation/create":
-            raise errors.gateway_error(
-                errors.ELICITATION_UNDELIVERABLE,
-                f"upstream {link.name!r} asked for input the gateway cannot relay",
-                server=link.name,
-                inputRequest=key,
-                method=request.get("method") if isinstance(request, Mapping) else None,
-            )
-        request_params = dict(request.get("params") or {})
-        if request_params.get("mode") == "url" and "elicitationId" not in request_params:
-            request_params["elicitationId"] = f"{link.name}-{key}"
-        responses[key] = await broker.elicit(
-            server=link.name,
-            origin=call,
-            params=request_params,
-            timeout=link.config.elicitation_timeout,
-            clocks=[],
+    """One round of a 2026-07-28 upstream's multi round-trip, answered through the broker.
+
+    A handshake-era client is asked one question after another on its session; a parked call of a
+    2026-07-28 client gets them all in one `input_required` round of its own.
+    """
+    requests = result.get("inputRequests") or {}
+    if not isinstance(requests, Mapping):
+        raise errors.gateway_error(
+            errors.ELICITATION_FAILED, f"upstream {link.name!r} sent malformed inputRequests", server=link.name
         )
+    responses: dict[str, Any] = {}
+
+    async def answer(key: str, request: Any) -> None:
+        responses[key] = await _answer_one(broker, link, call, key, request, minted)
+
+    if hasattr(call, "expect"):
+        call.expect(len(requests))
+        async with anyio.create_task_group() as tg:
+            for key, request in requests.items():
+                tg.start_soon(answer, key, request)
+    else:
+        for key, request in requests.items():
+            await answer(key, request)
     retry = dict(params)
     retry["inputResponses"] = responses
     if "requestState" in result:
         retry["requestState"] = result["requestState"]
     return retry
+
+
+async def _answer_one(
+    broker: Broker, link: UpstreamLink, call: Any, key: str, request: Any, minted: list[str]
+) -> Any:
+    method = request.get("method") if isinstance(request, Mapping) else None
+    request_params = dict(request.get("params") or {}) if isinstance(request, Mapping) else {}
+    if method == "elicitation/create":
+        if request_params.get("mode") == "url" and "elicitationId" not in request_params and call.era != "modern":
+            # The handshake-era client needs an id to match the completion the gateway sends it later.
+            request_params["elicitationId"] = f"{link.name}-{uuid.uuid4().hex}"
+            minted.append(request_params["elicitationId"])
+        return await broker.elicit(
+            server=link.name,
+            origin=call,
+            params=request_params,
+            timeout=link.config.elicitation_timeout,
+            url_ids=call.era != "modern",
+        )
+    capability = PASSTHROUGH_INPUT_REQUESTS.get(method) if isinstance(method, str) else None
+    if capability is not None and capability in call.raw_capabilities():
+        return await call.send_request(method, request_params)
+    raise errors.gateway_error(
+        errors.ELICITATION_UNDELIVERABLE,
+        f"upstream {link.name!r} asked for input the client cannot give"
+        if capability
+        else f"upstream {link.name!r} asked for input the gateway cannot relay",
+        server=link.name,
+        inputRequest=key,
+        method=method,
+    )
+
+
+async def _complete_minted(broker: Broker, server: str, minted: list[str]) -> None:
+    """The upstream's retry came back: the URL interactions of that round are over."""
+    for elicitation_id in minted:
+        peer = broker.url_route(server, elicitation_id, pop=True)
+        if peer is not None and not peer.closed:
+            await peer.connection.outbound.notify(
+                "notifications/elicitation/complete", {"elicitationId": elicitation_id}
+            )
+    minted.clear()

@@ -1,0 +1,76 @@
+"""The `requestState` the gateway issues to 2026-07-28 clients: sealed, bound, expiring.
+
+The SDK's `RequestStateBoundary` does the cryptography (AES-256-GCM via `cryptography`) and checks
+expiry, the method, the target and a digest of the arguments, the audience and the principal on
+every retry, before any gateway handler runs. What the gateway adds: where the key comes from, and
+who the principal is on a face without authentication.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from mcp_types import CLIENT_INFO_META_KEY
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity, authenticated_principal
+
+from elicitgate.config import BridgingConfig
+
+logger = logging.getLogger(__name__)
+
+AUDIENCE = "elicitgate"
+
+
+def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
+    """Who is asking: the authenticated identity, or else the client's identity.
+
+    Without authentication the client identity is what the client says it is (its `clientInfo`),
+    which keeps one client's state from being replayed by another, not an impostor out.
+    """
+    authenticated = authenticated_principal(ctx)
+    if authenticated is not None:
+        return f"auth:{authenticated}"
+    info: Any = (ctx.meta or {}).get(CLIENT_INFO_META_KEY)
+    if info is None:
+        params = ctx.session._connection.client_params  # noqa: SLF001 - the per-client Connection
+        info = params.client_info.model_dump(mode="json") if params is not None else None
+    if isinstance(info, dict):
+        info = {k: info.get(k) for k in ("name", "version")}
+    return "client:" + json.dumps(info, sort_keys=True, separators=(",", ":"))
+
+
+def load_keys(config: BridgingConfig) -> list[bytes]:
+    """The configured keys, or the deployment's own, generated on first use and kept 0600."""
+    if config.state_keys:
+        return [key.get_secret_value().encode() for key in config.state_keys]
+    path = config.state_key_file
+    try:
+        return [bytes.fromhex(path.read_text().strip())]
+    except FileNotFoundError:
+        pass
+    except ValueError:
+        raise ValueError(f"{path} does not hold a hex key; delete it to generate a new one") from None
+    key = secrets.token_bytes(32)
+    _write_private(path, key.hex())
+    logger.info("generated the requestState key in %s", path)
+    return [key]
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text + "\n")
+
+
+def state_boundary(config: BridgingConfig) -> RequestStateBoundary:
+    security = RequestStateSecurity(
+        keys=load_keys(config), ttl=config.state_ttl, bind_principal=principal_of, audience=AUDIENCE
+    )
+    return RequestStateBoundary(security, default_audience=AUDIENCE)

@@ -1,0 +1,272 @@
+"""Calls of 2026-07-28 clients: input requests become `input_required` rounds, answered by retries.
+
+Every such call runs as a `ParkedCall`: the gateway forwards it upstream in a task of its own, in
+whichever era the upstream speaks, and the client's requests only look at it. When the call needs
+a human (a handshake-era upstream pushes `elicitation/create`, or a 2026-07-28 upstream returns
+`input_required`), the broker's `InputRequired` responder turns the question into an `inputRequests`
+entry of the client's current request; the client's retry carries the answers back, and the call
+goes on, round after round, until its result is the answer to the latest retry.
+
+So upstream `requestState` never leaves the gateway, and the `requestState` the client holds is
+only a sealed pointer (`faces.sealing`) to the parked call and the round it may answer, once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp_types import INVALID_PARAMS
+
+from mcp.shared.exceptions import MCPError
+
+from elicitgate import errors
+from elicitgate.config import BridgingConfig
+from elicitgate.faces.peer import DownstreamCall, DownstreamPeer
+
+logger = logging.getLogger(__name__)
+
+STATE_KIND = "eg.park"
+
+
+@dataclass(eq=False)
+class Question:
+    key: str
+    method: str
+    params: dict[str, Any]
+    """As the 2026-07-28 client sees them."""
+    elicitation: Any | None
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    answer: Any = None
+
+
+class ParkedCall:
+    """One client call of a 2026-07-28 client, alive across its retries.
+
+    It is the *origin* of everything the upstream asks during the call (see `DownstreamCall`): the
+    broker and the router treat it as the call, and it hands questions to whichever client request
+    is currently looking at it.
+    """
+
+    def __init__(self, peer: DownstreamPeer, method: str, first: DownstreamCall, config: BridgingConfig) -> None:
+        self.id = secrets.token_urlsafe(16)
+        self.peer = peer
+        self.method = method
+        self.era = "modern"
+        self.config = config
+        self.current: DownstreamCall | None = first
+        self._latest = first
+        self.rounds = 0
+        self.round_nonce = secrets.token_urlsafe(12)
+        self.open: dict[str, Question] = {}
+        self.outcome: dict[str, Any] | BaseException | None = None
+        self.scope: anyio.CancelScope | None = None
+        self.claimed = anyio.Event()
+        self._keys = 0
+        self._registering = 0
+        self._processing: set[Any] = set()
+        self._url_waits: dict[str, anyio.Event] = {}
+        self._changed = anyio.Event()
+
+    # -- what the broker and router see (the `DownstreamCall` surface) ---------------------------
+
+    @property
+    def modes(self) -> frozenset[str]:
+        return self._latest.modes
+
+    def raw_capabilities(self) -> dict[str, Any]:
+        return self._latest.raw_capabilities()
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """Request-scoped notifications (progress) ride the request that is currently waiting, if any."""
+        if self.current is not None:
+            await self.current.notify(method, params)
+
+    async def send_request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A server-to-client request (sampling, roots) becomes an input request too."""
+        return await self.ask(method, dict(params), None)
+
+    async def ask(self, method: str, params: dict[str, Any], elicitation: Any | None) -> Any:
+        """Put one question to the client in the next `input_required` result; wait for its answer."""
+        self._keys += 1
+        question = Question(f"q{self._keys}", method, _for_modern_client(method, params), elicitation)
+        self._processing.discard(elicitation)
+        self._registering = max(0, self._registering - 1)
+        self.open[question.key] = question
+        self._signal()
+        try:
+            await question.answered.wait()
+        finally:
+            self.open.pop(question.key, None)
+        if method == "elicitation/create" and params.get("mode") == "url":
+            if isinstance(question.answer, Mapping) and question.answer.get("action") == "accept":
+                if isinstance(params.get("elicitationId"), str):
+                    self._url_waits[params["elicitationId"]] = anyio.Event()
+        return question.answer
+
+    def expect(self, count: int) -> None:
+        """`count` questions are about to be asked together: answer none before all are in."""
+        self._registering += count
+
+    def elicitation_ended(self, elicitation: Any) -> None:
+        self._processing.discard(elicitation)
+        self._signal()
+
+    def url_completed(self, elicitation_id: str) -> None:
+        event = self._url_waits.get(elicitation_id)
+        if event is not None:
+            event.set()
+
+    # -- the parked task --------------------------------------------------------------------------
+
+    async def run(self, work: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        with anyio.CancelScope() as self.scope:
+            try:
+                self.outcome = await work()
+            except anyio.get_cancelled_exc_class():
+                self.outcome = errors.gateway_error(errors.ELICITATION_FAILED, "the call was cancelled")
+                raise
+            except Exception as exc:  # the client's next request gets it
+                self.outcome = exc
+            finally:
+                self._signal()
+        if self.scope.cancel_called:
+            return  # the client cancelled: no retry will come for it
+        # Nobody may be looking right now: keep the outcome for the retry that comes for it.
+        with anyio.move_on_after(self.config.state_ttl):
+            await self.claimed.wait()
+
+    def _signal(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _ready(self) -> bool:
+        if self.outcome is not None:
+            return True
+        return bool(self.open) and not self._processing and self._registering == 0
+
+    async def next_round(self, call: DownstreamCall) -> dict[str, Any]:
+        """Wait, as `call`, for the parked call's result or its next questions."""
+        self.current, self._latest = call, call
+        try:
+            if self._url_waits:
+                with anyio.move_on_after(self.config.url_complete_wait):
+                    for event in list(self._url_waits.values()):
+                        await event.wait()
+                self._url_waits.clear()
+            while not self._ready():
+                await self._changed.wait()
+        except anyio.get_cancelled_exc_class():
+            # The client cancelled the request it was waiting with: it will not retry.
+            if self.scope is not None:
+                self.scope.cancel()
+            raise
+        finally:
+            self.current = None
+        if self.outcome is not None:
+            self.claimed.set()
+            if isinstance(self.outcome, BaseException):
+                raise self.outcome
+            return self.outcome
+        self.rounds += 1
+        if self.rounds > self.config.max_rounds:
+            if self.scope is not None:
+                self.scope.cancel()
+            raise errors.gateway_error(
+                errors.ELICITATION_FAILED,
+                f"the call asked for input more than {self.config.max_rounds} times",
+                rule="bridging.max_rounds",
+            )
+        self.round_nonce = secrets.token_urlsafe(12)
+        state = json.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce}, separators=(",", ":"))
+        return {
+            "resultType": "input_required",
+            "inputRequests": {q.key: {"method": q.method, "params": q.params} for q in self.open.values()},
+            "requestState": state,
+        }
+
+    def answer(self, responses: Mapping[str, Any]) -> None:
+        """Hand the retry's `inputResponses` to the questions they answer."""
+        for key, question in list(self.open.items()):
+            if key not in responses:
+                continue  # still open: asked again in the next round
+            question.answer = responses[key]
+            if question.elicitation is not None:
+                self._processing.add(question.elicitation)
+            del self.open[key]
+            question.answered.set()
+        self._signal()
+
+
+class Rounds:
+    """The parked calls of every 2026-07-28 client, and the two ways a request reaches one."""
+
+    def __init__(self, config: BridgingConfig) -> None:
+        self.config = config
+        self.parked: dict[str, ParkedCall] = {}
+
+    async def start(
+        self,
+        task_group: anyio.abc.TaskGroup,
+        call: DownstreamCall,
+        method: str,
+        work: Callable[[ParkedCall], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        if len(self.parked) >= self.config.max_parked_calls:
+            raise errors.gateway_error(
+                errors.ELICITATION_LIMIT,
+                "too many calls are waiting for a retry",
+                limit="bridging.max_parked_calls",
+                value=self.config.max_parked_calls,
+            )
+        park = ParkedCall(call.peer, method, call, self.config)
+        self.parked[park.id] = park
+
+        async def run() -> None:
+            park.peer.calls.add(park)
+            try:
+                await park.run(lambda: work(park))
+            finally:
+                self.parked.pop(park.id, None)
+                park.peer.calls.discard(park)
+
+        task_group.start_soon(run, name=f"parked:{park.id}")
+        return await park.next_round(call)
+
+    async def resume(self, call: DownstreamCall, method: str, state: str, responses: Any) -> dict[str, Any]:
+        """A retry: the `requestState` the boundary verified (ours, unexpired, bound to this request)."""
+        try:
+            pointer = json.loads(state)
+        except ValueError:
+            pointer = None
+        if not isinstance(pointer, dict) or pointer.get("k") != STATE_KIND:
+            raise _invalid_state("requestState was not issued for a call of this gateway")
+        park = self.parked.get(pointer.get("id"))
+        if park is None or park.claimed.is_set():
+            raise _invalid_state("the call this requestState belongs to has ended or expired")
+        if park.peer is not call.peer or park.method != method:
+            raise _invalid_state("requestState belongs to another client's call")
+        if pointer.get("n") != park.round_nonce or park.current is not None:
+            raise _invalid_state("requestState was already used; retry with the latest one")
+        if responses is not None and not isinstance(responses, Mapping):
+            raise errors.gateway_error(INVALID_PARAMS, "inputResponses must be an object", rule="inputResponses")
+        park.round_nonce = ""  # one retry per round
+        park.answer(responses or {})
+        return await park.next_round(call)
+
+
+def _invalid_state(reason: str) -> MCPError:
+    return errors.gateway_error(INVALID_PARAMS, "Invalid or expired requestState", reason=reason)
+
+
+def _for_modern_client(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 URL-mode request carries no `elicitationId` (the retry is the completion)."""
+    if method == "elicitation/create" and params.get("mode") == "url":
+        return {k: v for k, v in params.items() if k != "elicitationId"}
+    return params
