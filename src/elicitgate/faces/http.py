@@ -1,4 +1,5 @@
-"""The streamable HTTP face: `/mcp`, plus `/healthz` and `/metrics`, behind a Host / Origin check."""
+"""The streamable HTTP face: `/mcp`, plus `/healthz`, `/metrics` and the web surface (hosted elicitation
+pages, inbox, admin API: `elicitgate.web`), behind a Host / Origin check."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 
 from elicitgate.faces.server import build_server
 from elicitgate.gateway import Gateway
+from elicitgate.web.app import LearnBaseUrl, attach_hosting, web_routes
 
 
 def build_http_app(gateway: Gateway) -> Starlette:
@@ -35,9 +37,10 @@ def build_http_app(gateway: Gateway) -> Starlette:
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
+    hosting = attach_hosting(gateway)
     app = server.streamable_http_app(
         transport_security=security,
-        custom_starlette_routes=[Route("/healthz", healthz), Route("/metrics", metrics)],
+        custom_starlette_routes=[Route("/healthz", healthz), Route("/metrics", metrics), *web_routes(hosting)],
     )
 
     @contextlib.asynccontextmanager
@@ -46,6 +49,7 @@ def build_http_app(gateway: Gateway) -> Starlette:
             yield
 
     app.router.lifespan_context = lifespan
+    app.add_middleware(LearnBaseUrl, hosting=hosting)
     app.add_middleware(HostGuard, settings=security)
     return app
 

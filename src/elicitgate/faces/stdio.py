@@ -1,6 +1,12 @@
-"""The stdio face: one client on our stdin / stdout."""
+"""The stdio face: one client on our stdin / stdout.
+
+With `http.hosted_listen` set, a side web server serves the hosted elicitation pages, the inbox and the
+admin API (stdio itself has no web server), see docs/hosting.md.
+"""
 
 from __future__ import annotations
+
+from contextlib import AsyncExitStack
 
 from mcp.server.stdio import stdio_server
 
@@ -10,5 +16,12 @@ from elicitgate.gateway import Gateway
 
 async def serve_stdio(gateway: Gateway) -> None:
     server = build_server(gateway)
-    async with gateway.running(), stdio_server() as (read_stream, write_stream):
+    async with AsyncExitStack() as stack:
+        listen = gateway.config.http.hosted_listen
+        if listen is not None:
+            from elicitgate.web.app import side_server
+
+            await stack.enter_async_context(side_server(gateway, listen))
+        await stack.enter_async_context(gateway.running())
+        read_stream, write_stream = await stack.enter_async_context(stdio_server())
         await server.run(read_stream, write_stream, server.create_initialization_options())

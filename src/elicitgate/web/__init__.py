@@ -1,0 +1,1 @@
+"""The gateway's own web surface: hosted elicitation pages, the inbox and the admin API."""

@@ -1,0 +1,351 @@
+"""The admin API (`/api/...`, JSON, OpenAPI at `/api/openapi.json`) and the operator's inbox (`/inbox`).
+
+Both need the admin token (`ELICITGATE_ADMIN_TOKEN` or `admin_token` in the config): the API takes it as
+`Authorization: Bearer <token>`; the inbox page is opened once with `/inbox?token=<token>`, which sets a
+SameSite=Strict session cookie and redirects to `/inbox` (the cookie is good for the API's reads only,
+so a page elsewhere cannot answer or cancel anything with it). Without a token both answer 404.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+
+from elicitgate.elicitation.model import ACTION_STATES, State
+from elicitgate.web.forms import e
+from elicitgate.web.pages import check_answer, deliver, iso, page, secure
+from elicitgate.web.registry import HostedEntry
+
+ADMIN_COOKIE = "eg_admin"
+HEARTBEAT = 15.0
+STOP_WAIT = 10.0
+
+
+def problem(status: int, error: str, **extra: Any) -> Response:
+    return secure(JSONResponse({"error": error, **extra}, status_code=status))
+
+
+class AdminRoutes:
+    def __init__(self, hosting: Any) -> None:
+        self.hosting = hosting
+        self.registry = hosting.registry
+        self.broker = hosting.gateway.broker
+
+    # -- auth ------------------------------------------------------------------------------------
+
+    def _session_value(self) -> str:
+        token = self.hosting.admin_token or ""
+        return hmac.new(self.hosting.session_secret, token.encode(), hashlib.sha256).hexdigest()
+
+    def _bearer_ok(self, request: Request) -> bool:
+        token = self.hosting.admin_token
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return token is not None and scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode())
+
+    def _cookie_ok(self, request: Request) -> bool:
+        return self.hosting.admin_token is not None and hmac.compare_digest(
+            request.cookies.get(ADMIN_COOKIE, "").encode(), self._session_value().encode()
+        )
+
+    def _deny(self, request: Request, *, write: bool) -> Response | None:
+        if self.hosting.admin_token is None:
+            return problem(404, "the admin API is off: set ELICITGATE_ADMIN_TOKEN (or admin_token in the config)")
+        if self._bearer_ok(request) or (not write and self._cookie_ok(request)):
+            return None
+        response = problem(401, "missing or wrong admin token (Authorization: Bearer <token>)")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="elicitgate"'
+        return response
+
+    # -- views of an elicitation -----------------------------------------------------------------------
+
+    def item(self, el: Any, *, detail: bool = False) -> dict[str, Any]:
+        entry: HostedEntry | None = self.registry.by_id.get(el.id)
+        data: dict[str, Any] = {
+            "id": el.id,
+            "server": el.server,
+            "message": el.params.get("message"),
+            "mode": el.mode,
+            "state": str(el.state),
+            "form_url": self.hosting.page_url(entry) if entry is not None else None,
+            "hosted": entry.kind if entry is not None else None,
+            "created_at": iso(el.created_at),
+            "deadline": iso(time.time() + max(0.0, el.deadline - anyio.current_time())),
+            "client": getattr(getattr(el.origin, "peer", None), "id", None),
+        }
+        if el.mode == "url":
+            data["url"] = el.params.get("url")
+        if detail:
+            data["requestedSchema"] = el.params.get("requestedSchema") if el.mode == "form" else None
+            data["errors"] = entry.errors if entry is not None else []
+            data["attempts"] = el.attempts
+        return data
+
+    def _ended(self, id_: str) -> dict[str, Any] | None:
+        for summary in reversed(self.broker.recent):
+            if summary["id"] == id_:
+                return summary
+        return None
+
+    def pending(self) -> list[dict[str, Any]]:
+        els = sorted(self.broker.pending.values(), key=lambda el: el.created_at)
+        return [self.item(el) for el in els if not el.state.terminal]
+
+    # -- the API ---------------------------------------------------------------------------------------
+
+    async def list(self, request: Request) -> Response:
+        if (denied := self._deny(request, write=False)) is not None:
+            return denied
+        state = request.query_params.get("state", "pending")
+        if state not in ("pending", "ended", "all"):
+            return problem(422, "state must be pending, ended or all")
+        items: list[dict[str, Any]] = []
+        if state in ("pending", "all"):
+            items += self.pending()
+        if state in ("ended", "all"):
+            items += [{**s, "created_at": iso(s["created_at"])} for s in reversed(self.broker.recent)]
+        return secure(JSONResponse({"elicitations": items}))
+
+    async def show(self, request: Request) -> Response:
+        if (denied := self._deny(request, write=False)) is not None:
+            return denied
+        id_ = request.path_params["id"]
+        el = self.broker.pending.get(id_)
+        if el is not None:
+            return secure(JSONResponse(self.item(el, detail=True)))
+        summary = self._ended(id_)
+        if summary is not None:
+            return secure(JSONResponse({**summary, "created_at": iso(summary["created_at"])}))
+        return problem(404, "no such elicitation")
+
+    async def _target(self, request: Request) -> tuple[Any | None, Response | None]:
+        id_ = request.path_params["id"]
+        el = self.broker.pending.get(id_)
+        if el is None or el.state.terminal:
+            summary = self._ended(id_)
+            if summary is not None or el is not None:
+                state = summary["state"] if summary is not None else str(el.state)
+                return None, problem(409, "the elicitation has already ended", id=id_, state=state)
+            return None, problem(404, "no such elicitation")
+        return el, None
+
+    async def answer(self, request: Request) -> Response:
+        if (denied := self._deny(request, write=True)) is not None:
+            return denied
+        el, refused = await self._target(request)
+        if refused is not None:
+            return refused
+        try:
+            body = await request.json()
+        except ValueError:
+            return problem(422, "the body must be an ElicitResult: {\"action\": ..., \"content\": {...}}")
+        action = body.get("action") if isinstance(body, Mapping) else None
+        if action not in ACTION_STATES:
+            return problem(422, "action must be accept, decline or cancel")
+        entry = self.registry.by_id.get(el.id)
+        if entry is None:
+            return problem(409, "this elicitation is presented by its client, not hosted", id=el.id, state=str(el.state))
+        raw: dict[str, Any] = {"action": action}
+        if action == "accept" and el.mode == "form":
+            content = body.get("content")
+            if not isinstance(content, Mapping):
+                content = {}
+            problems = check_answer(entry, content)
+            if problems:
+                return secure(JSONResponse({"error": "the answer does not match the form", "errors": problems},
+                                           status_code=422))
+            raw["content"] = dict(content)
+        if not await deliver(entry, raw):
+            return problem(409, "an answer is already being sent", id=el.id, state=str(el.state))
+        if not entry.ended:
+            return secure(JSONResponse({"error": "the answer was not accepted", "errors": entry.errors}, status_code=422))
+        return secure(JSONResponse({"id": el.id, "state": str(el.state)}))
+
+    async def cancel(self, request: Request) -> Response:
+        if (denied := self._deny(request, write=True)) is not None:
+            return denied
+        el, refused = await self._target(request)
+        if refused is not None:
+            return refused
+        el.stop(State.CANCELLED, "cancelled by the operator")
+        with anyio.move_on_after(STOP_WAIT):
+            while not el.state.terminal:  # the broker's task records the end on its next step
+                await anyio.sleep(0.01)
+        return secure(JSONResponse({"id": el.id, "state": str(el.state)}))
+
+    async def events(self, request: Request) -> Response:
+        """Server-sent events: `pending` with the whole pending list, at once and on every change."""
+        if (denied := self._deny(request, write=False)) is not None:
+            return denied
+
+        async def stream() -> AsyncIterator[str]:
+            version = -1
+            while True:
+                if version != self.registry.version:
+                    version = self.registry.version
+                    yield f"event: pending\ndata: {json.dumps(self.pending())}\n\n"
+                with anyio.move_on_after(HEARTBEAT):
+                    await self.registry.wait_change(version)
+                    continue
+                yield ": keep-alive\n\n"
+
+        response = StreamingResponse(stream(), media_type="text/event-stream")
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    async def openapi(self, request: Request) -> Response:
+        return secure(JSONResponse(openapi_document()))
+
+    # -- the inbox page ------------------------------------------------------------------------------
+
+    async def inbox(self, request: Request) -> Response:
+        if self.hosting.admin_token is None:
+            return page("Inbox is off", "<h1>The inbox is off</h1><p>Start the gateway with "
+                        "<code>ELICITGATE_ADMIN_TOKEN</code> set.</p>", 404)
+        given = request.query_params.get("token")
+        if given is not None:
+            if not hmac.compare_digest(given.encode(), self.hosting.admin_token.encode()):
+                return page("Wrong token", "<h1>Wrong token</h1>", 401)
+            response = RedirectResponse("/inbox", status_code=303)
+            response.set_cookie(ADMIN_COOKIE, self._session_value(), httponly=True, samesite="strict", path="/")
+            return secure(response)
+        if not self._cookie_ok(request):
+            body = (
+                "<h1>elicitgate inbox</h1><p>Open the inbox link the gateway printed, or enter the admin token.</p>"
+                '<form method="get" action="/inbox" class="eg-form"><div class="eg-field">'
+                '<label for="token">Admin token</label><input type="password" id="token" name="token" required>'
+                '</div><div class="eg-actions"><button class="eg-primary" type="submit">Open</button></div></form>'
+            )
+            return page("elicitgate inbox", body, 401)
+        rows = "".join(self._row(item) for item in self.pending())
+        body = (
+            '<h1>Pending elicitations</h1><p class="eg-meta" id="eg-live">Updates live.</p>'
+            '<table class="eg-inbox" id="eg-inbox"><thead><tr><th>Server</th><th>Message</th><th>Mode</th>'
+            "<th>Waiting</th><th>Deadline</th><th></th></tr></thead>"
+            f'<tbody id="eg-rows">{rows}</tbody></table>'
+            f'<p class="eg-empty" id="eg-empty"{" hidden" if rows else ""}>Nothing is waiting for an answer.</p>'
+        )
+        return page("elicitgate inbox", body, scripts=("inbox.js",))
+
+    @staticmethod
+    def _row(item: Mapping[str, Any]) -> str:
+        link = (
+            f'<a href="{e(item["form_url"])}" class="eg-answer">Answer</a>'
+            if item.get("form_url")
+            else f'<span class="eg-meta">with client {e(item.get("client") or "?")}</span>'
+        )
+        return (
+            f'<tr data-id="{e(item["id"])}"><td class="eg-col-server">{e(item["server"])}</td>'
+            f'<td class="eg-col-message">{e(item.get("message") or "")}</td><td>{e(item["mode"])}</td>'
+            f'<td><time class="eg-age" datetime="{e(item["created_at"])}">{e(item["created_at"])}</time></td>'
+            f'<td><time datetime="{e(item["deadline"])}">{e(item["deadline"].replace("T", " "))}</time></td>'
+            f"<td>{link}</td></tr>"
+        )
+
+
+def openapi_document() -> dict[str, Any]:
+    summary = {
+        "type": "object",
+        "required": ["id", "server", "message", "mode", "state", "form_url", "created_at", "deadline"],
+        "properties": {
+            "id": {"type": "string"},
+            "server": {"type": "string", "description": "the upstream server that asks"},
+            "message": {"type": "string"},
+            "mode": {"type": "string", "enum": ["form", "url"]},
+            "state": {"type": "string", "enum": ["pending", "presented", "accepted", "declined", "cancelled",
+                                                   "timed_out", "failed"]},
+            "form_url": {"type": ["string", "null"], "description": "the hosted page; null when a client presents it"},
+            "hosted": {"type": ["string", "null"], "enum": ["page", "inbox", None]},
+            "created_at": {"type": "string", "format": "date-time"},
+            "deadline": {"type": "string", "format": "date-time"},
+            "client": {"type": ["string", "null"]},
+            "url": {"type": "string", "description": "URL mode: the page the server wants opened"},
+        },
+    }
+    detail = {
+        "allOf": [
+            {"$ref": "#/components/schemas/Elicitation"},
+            {
+                "type": "object",
+                "properties": {
+                    "requestedSchema": {"type": ["object", "null"]},
+                    "errors": {"type": "array", "items": {"$ref": "#/components/schemas/Problem"}},
+                    "attempts": {"type": "integer"},
+                },
+            },
+        ]
+    }
+    error = {"type": "object", "required": ["error"], "properties": {
+        "error": {"type": "string"}, "id": {"type": "string"}, "state": {"type": "string"},
+        "errors": {"type": "array", "items": {"$ref": "#/components/schemas/Problem"}}}}
+
+    def responses(ok: str, *codes: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": ok}}}}}
+        words = {401: "missing or wrong token", 404: "unknown id, or the admin API is off", 409:
+                 "the elicitation already ended (its final state is in `state`) or is not hosted",
+                 422: "the answer fails the form (`errors`, one per field), or the body is malformed"}
+        for code in (401, *codes):
+            out[str(code)] = {"description": words[code], "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/Error"}}}}
+        return out
+
+    id_param = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "elicitgate admin API", "version": "1",
+                 "description": "Pending elicitations of the gateway, and answering the hosted ones."},
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Elicitation": summary,
+                "ElicitationDetail": detail,
+                "Problem": {"type": "object", "properties": {"property": {"type": ["string", "null"]},
+                                                              "message": {"type": "string"}}},
+                "Error": error,
+                "ElicitResult": {"type": "object", "required": ["action"], "properties": {
+                    "action": {"type": "string", "enum": ["accept", "decline", "cancel"]},
+                    "content": {"type": "object", "description": "with accept on a form: the answers"}}},
+                "Outcome": {"type": "object", "properties": {"id": {"type": "string"}, "state": {"type": "string"}}},
+                "List": {"type": "object", "properties": {"elicitations": {
+                    "type": "array", "items": {"$ref": "#/components/schemas/Elicitation"}}}},
+            },
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/api/elicitations": {"get": {
+                "summary": "List elicitations",
+                "parameters": [{"name": "state", "in": "query", "schema": {
+                    "type": "string", "enum": ["pending", "ended", "all"], "default": "pending"}}],
+                "responses": responses("#/components/schemas/List"),
+            }},
+            "/api/elicitations/events": {"get": {
+                "summary": "Server-sent events: `pending` with the full pending list, on connect and on every change",
+                "responses": {"200": {"description": "text/event-stream"}},
+            }},
+            "/api/elicitations/{id}": {"get": {
+                "summary": "One elicitation (pending: with its schema; ended: its final summary)",
+                "parameters": [id_param],
+                "responses": responses("#/components/schemas/ElicitationDetail", 404),
+            }},
+            "/api/elicitations/{id}/answer": {"post": {
+                "summary": "Answer a hosted elicitation; the answer is checked against its form",
+                "parameters": [id_param],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                    "$ref": "#/components/schemas/ElicitResult"}}}},
+                "responses": responses("#/components/schemas/Outcome", 404, 409, 422),
+            }},
+            "/api/elicitations/{id}/cancel": {"post": {
+                "summary": "Cancel a pending elicitation (the server gets {\"action\": \"cancel\"})",
+                "parameters": [id_param],
+                "responses": responses("#/components/schemas/Outcome", 404, 409),
+            }},
+        },
+    }

@@ -1,0 +1,232 @@
+"""Gateway-hosted elicitation: when the gateway presents an elicitation itself, and how.
+
+`Hosting` is attached to the broker by a face that has a web server (the HTTP face, or the side server
+`http.hosted_listen` starts next to the stdio face). Per server, `hosting` decides:
+
+- `never`: the client presents everything (or the broker refuses with -32013 / -32018).
+- `auto` (default): host a form when the client cannot present form mode, or when the form asks for a
+  secret and `elicitation.sensitive_fields` is `host`; host a URL-mode request when the client lacks URL
+  mode.
+- `always`: host every form.
+
+A hosted form reaches its human one of two ways. A client that declared URL mode gets a URL-mode
+elicitation pointing at the hosted page (`HostedPage`): what is typed there goes straight to the
+gateway, the client only learns `accept`. Otherwise the elicitation waits in the inbox (`InInbox`):
+`/inbox`, `elicitgate inbox` and the admin API list it with its page URL; that needs the admin token.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from elicitgate.elicitation import responders
+from elicitgate.elicitation.model import Elicitation
+from elicitgate.elicitation.responders import PUSH_TO_CLIENT, HumanGone
+from elicitgate.web.registry import HostedEntry, HostedRegistry
+
+logger = logging.getLogger(__name__)
+
+UI_MIME = "text/html;profile=mcp-app"
+UI_READ_TIMEOUT = 10.0
+
+
+def _client_modes(origin: Any) -> frozenset[str]:
+    modes = getattr(origin, "modes", None)
+    return frozenset(modes if modes is not None else origin.peer.modes)
+
+
+class Hosting:
+    def __init__(self, gateway: Any, base_url: str | None = None) -> None:
+        self.gateway = gateway
+        self.config = gateway.config
+        self.registry = HostedRegistry()
+        self._base_url = self.config.http.public_url or base_url
+        token = self.config.admin_token
+        self.admin_token: str | None = token.get_secret_value() if token is not None else None
+        self.session_secret = secrets.token_bytes(32)
+        self.page = HostedPage(self)
+        self.inbox = InInbox(self)
+
+    # -- where people reach it -------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str | None:
+        return self._base_url
+
+    def learn_base_url(self, scope: Mapping[str, Any]) -> None:
+        """No `public_url` and no address given at start: take the one the first request came in on."""
+        if self._base_url is not None or not scope.get("server"):
+            return
+        host, port = scope["server"][:2]
+        host = f"[{host}]" if ":" in str(host) else host
+        self._base_url = f"{scope.get('scheme', 'http')}://{host}:{port}"
+
+    def page_url(self, entry: HostedEntry) -> str:
+        return f"{self.base_url or ''}/e/{entry.token}"
+
+    def inbox_url(self) -> str:
+        return f"{self.base_url or ''}/inbox"
+
+    @property
+    def inbox_on(self) -> bool:
+        return self.admin_token is not None
+
+    # -- the policy ------------------------------------------------------------------------------
+
+    def policy(self, server: str) -> str:
+        cfg = self.config.mcp_servers.get(server)
+        return getattr(cfg, "hosting", "auto") if cfg is not None else "never"
+
+    def responder_for(self, server: str, origin: Any, mode: str, *, secrets: bool = False) -> Any | None:
+        """The hosted responder for this elicitation, or None when the client presents it (or nobody can)."""
+        policy = self.policy(server)
+        if policy == "never":
+            return None
+        modes = _client_modes(origin)
+        if mode == "url":
+            if "url" in modes:
+                return None
+            return self.inbox if self.inbox_on else None
+        if not (policy == "always" or secrets or "form" not in modes):
+            return None
+        if "url" in modes:
+            return self.page
+        return self.inbox if self.inbox_on else None
+
+    def unavailable_reason(self, server: str, origin: Any, mode: str) -> str:
+        if self.policy(server) == "never":
+            return f"hosting is 'never' for server {server!r}"
+        return "the client has no URL mode and the inbox is off (no admin token)"
+
+    def modes_for(self, server: str, peer: Any) -> frozenset[str]:
+        """Modes the gateway can take for `peer` through hosting (what a per-session upstream is told)."""
+        if self.policy(server) == "never":
+            return frozenset()
+        if "url" in peer.modes or self.inbox_on:
+            return frozenset({"form", "url"} if self.inbox_on else {"form"})
+        return frozenset()
+
+    # -- the upstream's own UI ---------------------------------------------------------------------
+
+    async def read_ui(self, server: str, uri: str) -> str | None:
+        """The HTML of an upstream `ui://` resource, or None (the plain form is shown instead)."""
+        link = self.gateway.links.get(server)
+        conn = link.primary if link is not None else None
+        if conn is None:
+            return None
+        try:
+            with anyio.fail_after(UI_READ_TIMEOUT):
+                result = await conn.request("resources/read", {"uri": uri}, timeout=UI_READ_TIMEOUT)
+        except Exception as exc:  # any failure: fall back to the generated form
+            logger.warning("server %r: cannot read UI resource %s (%s); showing the plain form", server, uri, exc)
+            return None
+        for item in result.get("contents") or []:
+            if not isinstance(item, Mapping) or item.get("uri") != uri:
+                continue
+            mime = str(item.get("mimeType") or "").replace(" ", "").lower()
+            if mime.split(";")[0] != "text/html":
+                continue
+            if isinstance(item.get("text"), str):
+                return item["text"]
+            if isinstance(item.get("blob"), str):
+                import base64
+
+                try:
+                    return base64.b64decode(item["blob"]).decode("utf-8")
+                except ValueError:
+                    return None
+        logger.warning("server %r: UI resource %s is not %s; showing the plain form", server, uri, UI_MIME)
+        return None
+
+    # -- the responders' shared part ----------------------------------------------------------------
+
+    async def open(self, el: Elicitation, request: dict[str, Any], kind: str) -> HostedEntry:
+        entry = self.registry.by_id.get(el.id)
+        if entry is not None:
+            entry.reask(request)
+            self.registry.bump()
+            return entry
+        entry = HostedEntry(el=el, kind=kind, request=request)
+        ui = el.params.get("ui")
+        if el.mode == "form" and isinstance(ui, Mapping) and str(ui.get("uri", "")).startswith("ui://"):
+            entry.ui_html = await self.read_ui(el.server, str(ui["uri"]))
+        self.registry.add(entry)
+        return entry
+
+    def ended(self, el: Elicitation) -> None:
+        self.registry.finish(el)
+
+
+class InInbox:
+    """The elicitation waits for the operator: `/inbox`, `elicitgate inbox`, the admin API."""
+
+    name = "hosted_inbox"
+
+    def __init__(self, hosting: Hosting) -> None:
+        self.hosting = hosting
+
+    async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
+        entry = await self.hosting.open(el, request, "inbox")
+        logger.info("elicitation %s from %r waits in the inbox: %s", el.id, el.server, self.hosting.inbox_url())
+        return await entry.next_answer()
+
+    def ended(self, el: Elicitation) -> None:
+        self.hosting.ended(el)
+
+
+class HostedPage:
+    """The client gets a URL-mode elicitation pointing at the hosted page; the page brings the answer."""
+
+    name = "hosted_page"
+
+    def __init__(self, hosting: Hosting) -> None:
+        self.hosting = hosting
+
+    def _delivery(self, el: Elicitation) -> Any:
+        if getattr(el.origin, "era", None) == "modern" and hasattr(responders, "INPUT_REQUIRED"):
+            return responders.INPUT_REQUIRED
+        return PUSH_TO_CLIENT
+
+    async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
+        first = el.id not in self.hosting.registry.by_id
+        entry = await self.hosting.open(el, request, "page")
+        if first:
+            entry.client_elicitation_id = f"elicitgate-{el.id}"
+            link = {
+                "mode": "url",
+                "message": f"{request['message']} (answer on elicitgate's page)",
+                "url": self.hosting.page_url(entry),
+                "elicitationId": entry.client_elicitation_id,
+                "_meta": request.get("_meta") or {},
+            }
+            consent = await self._delivery(el).ask(el, link)
+            action = consent.get("action") if isinstance(consent, Mapping) else None
+            if action != "accept":
+                return consent  # decline / cancel from the client (or an invalid result for the broker)
+        answer = await entry.next_answer()
+        await self._complete(el, entry)
+        return answer
+
+    async def _complete(self, el: Elicitation, entry: HostedEntry) -> None:
+        """Tell the client the out-of-band interaction is over (2025-11-25 URL mode)."""
+        peer = el.origin.peer
+        if getattr(el.origin, "era", "handshake") == "modern" or peer.closed:
+            return
+        try:
+            with anyio.move_on_after(5):
+                await peer.connection.outbound.notify(
+                    "notifications/elicitation/complete", {"elicitationId": entry.client_elicitation_id}
+                )
+        except Exception as exc:  # the answer matters more than the courtesy note
+            logger.debug("could not send elicitation/complete to %s: %s", peer.id, exc)
+
+    def ended(self, el: Elicitation) -> None:
+        self.hosting.ended(el)
+
+
+__all__ = ["HumanGone", "Hosting", "HostedPage", "InInbox"]

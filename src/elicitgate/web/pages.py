@@ -1,0 +1,334 @@
+"""The hosted elicitation page: `/e/{token}`.
+
+One page per elicitation, generated from its `requestedSchema`; works without JavaScript (the script
+only adds in-page checks, drafts kept across reloads, and the rich-UI bridge). Flow: form -> Review
+(checked by the gateway, errors next to the fields) -> Submit; Decline and Cancel at every step. The
+state lives on the server, so a reload shows the same step with what was typed. The token in the URL is
+the capability; every POST also needs the page's CSRF token (hidden field + SameSite=Strict cookie).
+Once the elicitation ends the URL answers 410 with how it ended.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from elicitgate.elicitation.schema import answer_problems
+from elicitgate.web import forms
+from elicitgate.web.forms import e
+from elicitgate.web.registry import HostedEntry
+
+SETTLE_WAIT = 30.0
+CSRF_COOKIE = "eg_csrf"
+
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; frame-src 'self'"
+)
+UI_CSP = (
+    # MCP Apps' restrictive default for a `ui://` resource, and a sandbox even when opened on its own.
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+    "media-src data:; connect-src 'none'; form-action 'none'; base-uri 'none'; frame-src 'none'; "
+    "sandbox allow-scripts"
+)
+
+
+def secure(response: Response, csp: str = PAGE_CSP) -> Response:
+    response.headers["Content-Security-Policy"] = csp
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "same-origin"
+    response.headers["Cache-Control"] = "no-store"
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers["Cross-Origin-Opener-Policy"] = "same-origin"
+    return response
+
+
+def iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def layout(title: str, body: str, *, scripts: tuple[str, ...] = ()) -> str:
+    tags = "".join(f'<script src="/static/{e(s)}" defer></script>' for s in scripts)
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<title>{e(title)}</title><link rel="stylesheet" href="/static/hosted.css">{tags}</head>'
+        f'<body><main class="eg-card">{body}</main>'
+        '<footer class="eg-foot">hosted by elicitgate</footer></body></html>'
+    )
+
+
+def page(title: str, body: str, status: int = 200, *, scripts: tuple[str, ...] = ()) -> Response:
+    return secure(HTMLResponse(layout(title, body, scripts=scripts), status_code=status))
+
+
+def ended_page(state: str | None, status: int = 410) -> Response:
+    words = {
+        "accepted": "Your answer was sent.",
+        "declined": "You declined.",
+        "cancelled": "It was cancelled.",
+        "timed_out": "Nobody answered in time.",
+        "failed": "It failed.",
+    }
+    if state is None:
+        return page("Not found", "<h1>Not found</h1><p>There is no request at this address.</p>", 404)
+    body = (
+        f'<h1>This request has ended</h1><p class="eg-state" data-state="{e(state)}">'
+        f"{e(words.get(state, state))} (<code>{e(state)}</code>)</p><p>You can close this page.</p>"
+    )
+    return page("Request ended", body, status)
+
+
+def header(entry: HostedEntry) -> str:
+    deadline = iso(entry.deadline_wall())
+    return (
+        f'<header class="eg-head"><p class="eg-server">The server <strong id="eg-server">{e(entry.server)}</strong>'
+        f' asks:</p><h1 class="eg-message" id="eg-message">{e(entry.message)}</h1>'
+        f'<p class="eg-meta">Answer before <time datetime="{deadline}">{deadline.replace("T", " ")}</time></p>'
+        "</header>"
+    )
+
+
+def csrf_field(entry: HostedEntry) -> str:
+    return f'<input type="hidden" name="csrf" value="{e(entry.csrf)}">'
+
+
+def action_buttons(*extra: str) -> str:
+    return (
+        '<div class="eg-actions">'
+        + "".join(extra)
+        + '<button type="submit" name="action" value="decline" formnovalidate class="eg-secondary">Decline</button>'
+        '<button type="submit" name="action" value="cancel" formnovalidate class="eg-secondary">Cancel</button>'
+        "</div>"
+    )
+
+
+def _errors_banner(entry: HostedEntry) -> str:
+    if not entry.errors:
+        return ""
+    return (
+        '<div class="eg-banner" role="alert" id="eg-banner">Some answers need another look: see the '
+        "messages next to the fields.</div>"
+    )
+
+
+def render_entry(entry: HostedEntry, *, plain: bool = False) -> Response:
+    action = f"/e/{entry.token}"
+    head = header(entry)
+    if entry.el.mode == "url":
+        url = str(entry.el.params.get("url", ""))
+        host = urlsplit(url).hostname or url
+        body = (
+            f'{head}<section class="eg-url"><p>It asks you to open a page on <strong class="eg-host">{e(host)}</strong>:'
+            f'</p><p><a href="{e(url)}" rel="noopener noreferrer" target="_blank" id="eg-target">{e(url)}</a></p>'
+            "<p>When you are done there, say so here.</p></section>"
+            f'<form method="post" action="{e(action)}" class="eg-form">{csrf_field(entry)}'
+            + action_buttons('<button type="submit" name="action" value="accept" class="eg-primary">Done</button>')
+            + "</form>"
+        )
+        return page(f"{entry.server} asks", body)
+    fields = forms.fields_of(entry.schema)
+    if entry.review is not None:
+        rows = "".join(
+            f'<div class="eg-row"><dt>{e(f.label)}</dt><dd data-name="{e(f.name)}">'
+            f"{e(forms.display(f, entry.review.get(f.name)))}</dd></div>"
+            for f in fields
+            if f.name in entry.review
+        )
+        body = (
+            f'{head}<section class="eg-review" id="eg-review"><h2>Review your answer</h2>'
+            f'<dl>{rows or "<p>(nothing filled in)</p>"}</dl>'
+            f'<p class="eg-note">This goes to <strong>{e(entry.server)}</strong> when you submit.</p></section>'
+            f'<form method="post" action="{e(action)}" class="eg-form">{csrf_field(entry)}'
+            + action_buttons(
+                '<button type="submit" name="action" value="submit" class="eg-primary" id="eg-submit">Submit</button>',
+                '<button type="submit" name="action" value="edit" class="eg-secondary">Change</button>',
+            )
+            + "</form>"
+        )
+        return page(f"Review: {entry.server} asks", body)
+    if entry.ui_html is not None and not plain:
+        context = {
+            "message": entry.message,
+            "schema": entry.schema,
+            "context": dict((entry.el.params.get("ui") or {}).get("context") or {}),
+            "csrf": entry.csrf,
+            "answerUrl": f"/e/{entry.token}/ui-answer",
+        }
+        if entry.errors:
+            context["context"]["errors"] = entry.errors
+            context["context"]["error"] = "; ".join(f"{p.get('property') or 'form'}: {p['message']}" for p in entry.errors)
+        data = json.dumps(context).replace("<", "\\u003c")
+        body = (
+            f'{head}<script type="application/json" id="eg-context">{data}</script>'
+            f'<iframe id="eg-ui" class="eg-ui" title="{e(entry.server)} form" sandbox="allow-scripts" '
+            f'src="/e/{e(entry.token)}/ui"></iframe>'
+            '<p class="eg-banner" id="eg-ui-error" role="alert" hidden></p>'
+            '<section class="eg-review" id="eg-ui-review" hidden><h2>Review your answer</h2><dl id="eg-ui-values"></dl>'
+            f'<p class="eg-note">This goes to <strong>{e(entry.server)}</strong> when you submit.</p>'
+            '<div class="eg-actions"><button type="button" class="eg-primary" id="eg-ui-send">Submit</button>'
+            '<button type="button" class="eg-secondary" id="eg-ui-change">Change</button></div></section>'
+            f'<form method="post" action="{e(action)}" class="eg-form">{csrf_field(entry)}{action_buttons()}</form>'
+            f'<p class="eg-note"><a href="{e(action)}?plain=1">Use the plain form instead</a></p>'
+        )
+        return page(f"{entry.server} asks", body, scripts=("host-ui.js",))
+    values = entry.draft if entry.draft is not None else forms.initial_values(fields)
+    body = (
+        f"{head}{_errors_banner(entry)}"
+        f'<form method="post" action="{e(action)}" class="eg-form" id="eg-form">{csrf_field(entry)}'
+        f"{forms.render_fields(fields, values, entry.errors)}"
+        + action_buttons('<button type="submit" name="action" value="review" class="eg-primary" id="eg-review-btn">'
+                         "Review</button>")
+        + "</form>"
+    )
+    return page(f"{entry.server} asks", body, scripts=("form.js",))
+
+
+def with_csrf_cookie(response: Response, entry: HostedEntry) -> Response:
+    response.set_cookie(
+        CSRF_COOKIE, entry.csrf, path=f"/e/{entry.token}", httponly=True, samesite="strict"
+    )
+    return response
+
+
+def csrf_ok(request: Request, entry: HostedEntry, submitted: Any) -> bool:
+    cookie = request.cookies.get(CSRF_COOKIE, "")
+    return (
+        isinstance(submitted, str)
+        and secrets.compare_digest(submitted.encode(), entry.csrf.encode())
+        and secrets.compare_digest(cookie.encode(), entry.csrf.encode())
+    )
+
+
+def check_answer(entry: HostedEntry, content: Mapping[str, Any], early: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
+    """The gateway's verdict on an accepted answer (the broker's own check), after `early` typing problems."""
+    flagged = {p["property"] for p in early}
+    return list(early) + [p for p in answer_problems(entry.schema, content) if p["property"] not in flagged]
+
+
+async def deliver(entry: HostedEntry, raw: Mapping[str, Any]) -> bool:
+    """Give the answer to the waiting responder and wait for the broker's verdict. False if one was in."""
+    round_ = entry.round
+    if not entry.give(raw):
+        return False
+    with anyio.move_on_after(SETTLE_WAIT):
+        await entry.settled(round_)
+    return True
+
+
+class PageRoutes:
+    def __init__(self, hosting: Any) -> None:
+        self.hosting = hosting
+        self.registry = hosting.registry
+
+    def _gone(self, token: str) -> Response:
+        tomb = self.registry.ended_state(token)
+        return ended_page(tomb["state"] if tomb else None)
+
+    async def show(self, request: Request) -> Response:
+        token = request.path_params["token"]
+        entry = self.registry.by_token.get(token)
+        if entry is None or entry.ended:
+            return self._gone(token)
+        return with_csrf_cookie(render_entry(entry, plain=request.query_params.get("plain") == "1"), entry)
+
+    async def post(self, request: Request) -> Response:
+        token = request.path_params["token"]
+        entry = self.registry.by_token.get(token)
+        if entry is None or entry.ended:
+            return self._gone(token)
+        form = await request.form()
+        if not csrf_ok(request, entry, form.get("csrf")):
+            return page("Forbidden", "<h1>This form expired</h1><p>Reload the page and try again.</p>", 403)
+        action = form.get("action")
+        again = RedirectResponse(f"/e/{token}", status_code=303)
+        if entry.answer is not None:
+            return page("Busy", "<h1>An answer is already being sent</h1>", 409)
+        if action in ("decline", "cancel") or (action == "accept" and entry.el.mode == "url"):
+            return await self._finish(entry, {"action": action})
+        if entry.el.mode == "url":
+            return again
+        fields = forms.fields_of(entry.schema)
+        if action == "review":
+            values = forms.raw_from_form(fields, form)
+            content, early = forms.parse(fields, values)
+            entry.draft = values
+            entry.errors = check_answer(entry, content, early)
+            entry.review = None if entry.errors else content
+            return again
+        if action == "edit":
+            if entry.review is not None:
+                entry.draft = {**(entry.draft or {}), **forms.raw_from_content(fields, entry.review)}
+            entry.review = None
+            return again
+        if action == "submit" and entry.review is not None:
+            return await self._finish(entry, {"action": "accept", "content": entry.review})
+        return again
+
+    async def _finish(self, entry: HostedEntry, raw: Mapping[str, Any]) -> Response:
+        if not await deliver(entry, raw):
+            return page("Busy", "<h1>An answer is already being sent</h1>", 409)
+        if entry.ended:
+            return ended_page(str(entry.el.state), 200)
+        return RedirectResponse(f"/e/{entry.token}", status_code=303)  # asked again: the errors are on the page
+
+    async def ui_resource(self, request: Request) -> Response:
+        entry = self.registry.by_token.get(request.path_params["token"])
+        if entry is None or entry.ended or entry.ui_html is None:
+            return secure(Response("gone", status_code=410, media_type="text/plain"))
+        response = HTMLResponse(entry.ui_html)
+        secure(response, UI_CSP)
+        del response.headers["X-Frame-Options"]
+        response.headers["X-Frame-Options"] = "SAMEORIGIN"
+        return response
+
+    async def ui_answer(self, request: Request) -> Response:
+        """The rich-UI bridge (host-ui.js): check a submission, then send the reviewed one."""
+        token = request.path_params["token"]
+        entry = self.registry.by_token.get(token)
+        if entry is None or entry.ended:
+            tomb = self.registry.ended_state(token)
+            return secure(JSONResponse({"ended": True, "state": tomb["state"] if tomb else None}, status_code=410))
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, Mapping) or not csrf_ok(request, entry, request.headers.get("x-elicitgate-csrf")):
+            return secure(JSONResponse({"error": "bad request"}, status_code=403))
+        action = body.get("action")
+        if entry.answer is not None:
+            return secure(JSONResponse({"error": "an answer is already being sent"}, status_code=409))
+        if action in ("decline", "cancel"):
+            await deliver(entry, {"action": action})
+            return secure(JSONResponse({"ended": entry.ended, "state": str(entry.el.state)}))
+        if body.get("step") == "submit":
+            if entry.review is None:
+                return secure(JSONResponse({"ok": False, "errors": [{"property": None, "message": "nothing to submit"}]}))
+            await deliver(entry, {"action": "accept", "content": entry.review})
+            if entry.ended:
+                return secure(JSONResponse({"ended": True, "state": str(entry.el.state)}))
+            return secure(JSONResponse({"ok": False, "errors": entry.errors}))
+        if action != "accept":
+            return secure(JSONResponse({"ok": False, "errors": [{"property": None, "message": "unknown action"}]}))
+        content = body.get("content")
+        problems = check_answer(entry, content) if isinstance(content, Mapping) else [
+            {"property": None, "message": "content must be an object"}
+        ]
+        entry.errors = problems
+        entry.review = None if problems else dict(content)  # type: ignore[arg-type]
+        if problems:
+            return secure(JSONResponse({"ok": False, "errors": problems}))
+        fields = {f.name: f for f in forms.fields_of(entry.schema)}
+        review = [
+            {"label": fields[k].label if k in fields else k, "value": forms.display(fields[k], v) if k in fields else str(v)}
+            for k, v in entry.review.items()
+        ]
+        return secure(JSONResponse({"ok": True, "review": review}))

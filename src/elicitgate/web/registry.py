@@ -1,0 +1,153 @@
+"""The registry of hosted elicitations: what the hosted pages, the inbox and the admin API see.
+
+An entry exists while its elicitation is open and is keyed twice: by the elicitation's id (admin API)
+and by the unguessable token in its page URL. When the broker ends the elicitation the entry goes,
+leaving a small bounded tombstone (token -> id and final state) so that a late visit to the page or a
+late answer is told how it ended (410 / 409) instead of "unknown".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from elicitgate.elicitation.model import Elicitation
+
+ERRORS_META_KEY = "io.elicitgate/previousErrors"
+TOMBSTONES = 1000
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(eq=False)
+class HostedEntry:
+    """One hosted elicitation as the web side sees it."""
+
+    el: Elicitation
+    kind: str
+    """`page` (the human reaches the page through a URL-mode link the client opened) or `inbox`."""
+    request: dict[str, Any]
+    """The latest request as the broker presents it (server-prefixed message; errors on a repeat)."""
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    round: int = 1
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    """Problems to show next to the fields: the broker's (on a repeat) or the page's own check."""
+    draft: dict[str, Any] | None = None
+    """What the human typed last (raw form values), so a reload or an error page shows it again."""
+    review: dict[str, Any] | None = None
+    """Checked content waiting for the human's confirmation on the review step."""
+    ui_html: str | None = None
+    """The upstream's `ui://` resource when the request delegates rendering to it."""
+    client_elicitation_id: str | None = None
+    answer: Mapping[str, Any] | None = None
+    _answered: anyio.Event = field(default_factory=anyio.Event)
+    _changed: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def id(self) -> str:
+        return self.el.id
+
+    @property
+    def server(self) -> str:
+        return self.el.server
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return self.el.requested_schema
+
+    @property
+    def message(self) -> str:
+        """The server's own message (the page names the server separately)."""
+        return str(self.el.params.get("message", ""))
+
+    @property
+    def ended(self) -> bool:
+        return self.el.state.terminal
+
+    def deadline_wall(self) -> float:
+        return time.time() + max(0.0, self.el.deadline - anyio.current_time())
+
+    def give(self, raw: Mapping[str, Any]) -> bool:
+        """Hand the human's answer to the waiting responder; False when one is already in."""
+        if self.answer is not None or self.ended:
+            return False
+        self.answer = dict(raw)
+        self._answered.set()
+        return True
+
+    async def next_answer(self) -> Mapping[str, Any]:
+        await self._answered.wait()
+        assert self.answer is not None
+        return self.answer
+
+    def reask(self, request: dict[str, Any]) -> None:
+        """The broker asks again (the answer failed its check): show its errors, take a new answer."""
+        self.round += 1
+        self.request = request
+        self.errors = list((request.get("_meta") or {}).get(ERRORS_META_KEY) or [])
+        self.answer = None
+        self.review = None
+        self._answered = anyio.Event()
+        self.touch()
+
+    def touch(self) -> None:
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
+    async def settled(self, round_: int) -> None:
+        """Wait until the answer given in `round_` was judged: the elicitation ended, or was asked again."""
+        while not self.ended and self.round == round_:
+            await self._changed.wait()
+
+
+class HostedRegistry:
+    def __init__(self) -> None:
+        self.by_id: dict[str, HostedEntry] = {}
+        self.by_token: dict[str, HostedEntry] = {}
+        self.tombstones: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        """sha256(token) -> {"id", "state"}: bounded, so a late visitor learns how it ended."""
+        self.version = 0
+        self._changed = anyio.Event()
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+    def add(self, entry: HostedEntry) -> None:
+        self.by_id[entry.id] = entry
+        self.by_token[entry.token] = entry
+        self.bump()
+
+    def finish(self, el: Elicitation) -> None:
+        entry = self.by_id.pop(el.id, None)
+        if entry is None:
+            return
+        self.by_token.pop(entry.token, None)
+        self.tombstones[token_digest(entry.token)] = {"id": el.id, "state": str(el.state)}
+        while len(self.tombstones) > TOMBSTONES:
+            self.tombstones.popitem(last=False)
+        entry._answered.set()  # nobody waits on an ended entry
+        entry.touch()
+        self.bump()
+
+    def ended_state(self, token: str) -> dict[str, Any] | None:
+        return self.tombstones.get(token_digest(token))
+
+    def bump(self) -> None:
+        self.version += 1
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
+    async def wait_change(self, version: int) -> int:
+        while self.version == version:
+            await self._changed.wait()
+        return self.version

@@ -1,0 +1,58 @@
+// elicitgate inbox: the pending list, live (server-sent events from the admin API).
+(function () {
+  "use strict";
+  var rows = document.getElementById("eg-rows");
+  var empty = document.getElementById("eg-empty");
+  var live = document.getElementById("eg-live");
+
+  function cell(text, cls) {
+    var td = document.createElement("td");
+    if (cls) td.className = cls;
+    td.textContent = text;
+    return td;
+  }
+  function ago(iso) {
+    var s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+    return s < 60 ? s + " s" : Math.floor(s / 60) + " min " + (s % 60) + " s";
+  }
+  function render(items) {
+    rows.textContent = "";
+    items.forEach(function (item) {
+      var tr = document.createElement("tr");
+      tr.setAttribute("data-id", item.id);
+      tr.appendChild(cell(item.server, "eg-col-server"));
+      tr.appendChild(cell(item.message || "", "eg-col-message"));
+      tr.appendChild(cell(item.mode));
+      var age = cell(ago(item.created_at)); age.className = "eg-age"; age.setAttribute("data-created", item.created_at);
+      tr.appendChild(age);
+      tr.appendChild(cell(item.deadline.replace("T", " ")));
+      var action = document.createElement("td");
+      if (item.form_url) {
+        var a = document.createElement("a");
+        a.href = item.form_url; a.className = "eg-answer"; a.textContent = "Answer";
+        action.appendChild(a);
+      } else {
+        action.textContent = "with client " + (item.client || "?");
+      }
+      tr.appendChild(action);
+      rows.appendChild(tr);
+    });
+    empty.hidden = items.length > 0;
+  }
+  function tick() {
+    Array.prototype.forEach.call(document.querySelectorAll("[data-created]"), function (td) {
+      td.textContent = ago(td.getAttribute("data-created"));
+    });
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("time.eg-age"), function (t) {
+    var td = t.parentNode; td.setAttribute("data-created", t.getAttribute("datetime")); td.textContent = ago(t.getAttribute("datetime"));
+  });
+  setInterval(tick, 1000);
+  var source = new EventSource("/api/elicitations/events");
+  source.addEventListener("pending", function (event) {
+    render(JSON.parse(event.data));
+    document.body.setAttribute("data-version", String(Number(document.body.getAttribute("data-version") || 0) + 1));
+    live.textContent = "Updates live.";
+  });
+  source.onerror = function () { live.textContent = "Reconnecting…"; };
+})();
