@@ -24,7 +24,10 @@ from elicitgate.upstreams.connection import ConnectError, InboundHandler, Upstre
 
 logger = logging.getLogger(__name__)
 
-FORM_AND_URL: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}}
+RELAYABLE: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}}
+"""What the primary (and so every `shared`) connection declares: all the gateway can relay. Whether the
+client behind a given call can take it is checked per call (elicitation modes by the broker, sampling
+by `Gateway.on_server_request`), as a shared connection cannot declare per client."""
 
 
 class LinkState(enum.StrEnum):
@@ -81,7 +84,7 @@ class UpstreamLink:
         backoff = self.retry.initial_backoff
         while True:
             try:
-                conn = await self.open_connection(owner=None, capabilities=FORM_AND_URL)
+                conn = await self.open_connection(owner=None, capabilities=RELAYABLE)
             except ConnectError as exc:
                 self._set_down(str(exc))
                 self.first_attempt_done.set()
