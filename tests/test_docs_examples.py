@@ -5,14 +5,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_elicitation_example_runs_as_documented():
+@pytest.mark.parametrize("mode", [None, "2026-07-28"])
+def test_elicitation_example_runs_as_documented(mode):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(
-        [sys.executable, "docs/examples/client.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
+    argv = [sys.executable, "docs/examples/client.py", *([mode] if mode else [])]
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "asked: [demo] Booking at Chez Ada" in done.stdout
     assert "asked: [modern] Booking at Chez Ada" in done.stdout

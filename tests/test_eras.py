@@ -19,7 +19,7 @@ import pytest
 
 from mcp import Client
 
-from tests.conftest import PY, inprocess_gateway
+from tests.conftest import PY, gateway_stdio, inprocess_gateway, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -282,20 +282,38 @@ async def test_a_parked_call_never_retried_expires_and_the_upstream_is_told_canc
         settled(gw)
 
 
-async def test_a_modern_client_is_only_asked_in_modes_it_declared_on_that_request(shared_upstream):
-    async with inprocess_gateway({"mcpServers": {"h": http(shared_upstream, "handshake")}}) as gw:
+@pytest.mark.parametrize("upstream_era", ["handshake", "modern"])
+async def test_a_modern_client_is_only_asked_in_modes_it_declared_on_that_request(http_upstream, upstream_era):
+    up = http_upstream("tests.peers.py_server", "--name", "x")
+    async with inprocess_gateway({"mcpServers": {"x": http(up, upstream_era)}}) as gw:
         async with httpx2.AsyncClient() as http_client:
             no_elicitation = RawModernClient(gw.mcp_url, capabilities={})
-            got = await no_elicitation.call(http_client, "h__elicit", {"report_errors": True})
-            assert json.loads(got["result"]["content"][0]["text"])["error"]["code"] == -32013
+            got = await no_elicitation.call(http_client, "x__elicit", {})
+            assert got["error"]["code"] == -32021, got
+            assert got["error"]["data"]["requiredCapabilities"] == {"elicitation": {"form": {}}}
             form_only = RawModernClient(gw.mcp_url, capabilities={"elicitation": {}})
-            got = await form_only.call(http_client, "h__elicit", {"report_errors": True, "mode": "url"})
-            error = json.loads(got["result"]["content"][0]["text"])["error"]
-            assert error["code"] == -32013 and error["data"]["clientModes"] == ["form"]
-            got = await form_only.call(http_client, "h__elicit", {"message": "form is fine"})
+            got = await form_only.call(http_client, "x__elicit", {"mode": "url"})
+            assert got["error"]["code"] == -32021
+            assert got["error"]["data"]["requiredCapabilities"] == {"elicitation": {"url": {}}}
+            got = await form_only.call(http_client, "x__elicit", {"message": "form is fine"})
             assert got["result"]["resultType"] == "input_required"
-        settled_soon = gw.gateway.broker.pending
-        assert len(settled_soon) == 1  # the form one waits for its retry
+            assert len(gw.gateway.broker.pending) == 1  # the form one waits for its retry
+        refused = [s for s in gw.gateway.broker.recent]
+        assert refused == []  # refused before they began: nothing was pending, nothing to end
+
+
+async def test_unsupported_protocol_version_gets_32022(shared_upstream):
+    async with inprocess_gateway({"mcpServers": {"h": http(shared_upstream, "handshake")}}) as gw:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2099-01-01",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "future", "version": "1"}}}}
+        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2099-01-01",
+                   "mcp-method": "tools/list"}
+        async with httpx2.AsyncClient() as http_client:
+            response = _last_jsonrpc_message(await http_client.post(gw.mcp_url, json=body, headers=headers))
+        assert response["error"]["code"] == -32022, response
+        assert MODERN in response["error"]["data"]["supported"]
 
 
 async def test_url_mode_retry_waits_for_the_upstreams_completion(shared_upstream):
@@ -307,3 +325,14 @@ async def test_url_mode_retry_waits_for_the_upstreams_completion(shared_upstream
         assert got == {"action": "accept"}
         assert human.seen[0].url == "https://example.com/pay"
         settled(gw)
+
+
+async def test_a_2026_client_over_the_stdio_face(tmp_path):
+    human = Human(lambda params: types.ElicitResult(action="accept", content={"answer": "over stdio"}))
+    config = write_config(tmp_path, both_eras()["mcpServers"])
+    async with Client(gateway_stdio(config), mode=MODERN, elicitation_callback=human) as client:
+        for upstream_era in ("handshake", "modern"):
+            got = text(await client.call_tool(f"{upstream_era}__elicit_twice", {}))
+            assert got == [{"action": "accept", "content": {"answer": "over stdio"}}] * 2
+    assert [p.message for p in human.seen] == ["[handshake] first", "[handshake] second",
+                                               "[modern] first", "[modern] second"]

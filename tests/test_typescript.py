@@ -181,3 +181,26 @@ def test_a_form_only_client_is_declared_form_only_to_the_ts_server(tmp_path):
     assert out["result"]["isError"] is True
     assert out["result"]["content"][0]["text"] == "Client does not support url elicitation."
     assert out["elicitations"] == []
+
+
+# -- the TypeScript SDK (handshake era only, up to 2025-11-25) bridged to 2026-07-28 peers --------------
+
+
+async def test_ts_upstream_bridged_to_a_2026_client():
+    human = Human(accept({"name": "Ada", "color": "red"}))
+    async with inprocess_gateway({"mcpServers": {"ts": TS_UPSTREAM}}) as gw:
+        async with Client(gw.mcp_url, mode="2026-07-28", elicitation_callback=human) as client:
+            result = await client.call_tool("ts__ask_form", {"message": "Name?"})
+        assert tool_json(result) == {"action": "accept", "content": {"name": "Ada", "color": "red"}}
+        assert human.seen[0].message == "[ts] Name?"
+        assert [s["responder"] for s in gw.gateway.broker.recent] == ["input_required"]
+        assert gw.gateway.rounds.parked == {}
+
+
+def test_ts_client_answers_a_2026_upstream(tmp_path):
+    modern = stdio_server("tests.peers.py_server", "--name", "modern", era="modern")
+    out = ts_client("--modes", "form,url", "--call", "modern__elicit_twice", "--answer", json.dumps({"answer": "ok"}),
+                    config=write_config(tmp_path, {"modern": modern}))
+    assert out["error"] is None, out
+    assert json.loads(out["result"]["content"][0]["text"]) == [{"action": "accept", "content": {"answer": "ok"}}] * 2
+    assert [e["message"] for e in out["elicitations"]] == ["[modern] first", "[modern] second"]

@@ -185,6 +185,8 @@ class Gateway:
         capability = PASSTHROUGH_INPUT_REQUESTS.get(method)
         if capability is not None and origin is not None and capability in origin.raw_capabilities():
             return await origin.send_request(method, params or {})
+        if capability is not None and (require := getattr(origin, "require", None)) is not None:
+            require({capability: {}})
         raise MCPError(
             code=METHOD_NOT_FOUND,
             message=f"{method} cannot be relayed: the originating client did not declare it"

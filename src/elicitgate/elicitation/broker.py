@@ -115,6 +115,8 @@ class Broker:
         """Who presents this elicitation; refuses at once when nobody can (never after a timeout)."""
         if mode in origin.modes:
             return INPUT_REQUIRED if origin.era == "modern" else PUSH_TO_CLIENT
+        if (require := getattr(origin, "require", None)) is not None:  # a 2026-07-28 client learns why
+            require({"elicitation": {mode: {}}})
         raise errors.gateway_error(
             errors.ELICITATION_UNDELIVERABLE,
             f"the client cannot present {mode}-mode elicitations",

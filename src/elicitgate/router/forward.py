@@ -172,9 +172,12 @@ async def _answer_input_requests(
 
     if hasattr(call, "expect"):
         call.expect(len(requests))
-        async with anyio.create_task_group() as tg:
-            for key, request in requests.items():
-                tg.start_soon(answer, key, request)
+        try:
+            async with anyio.create_task_group() as tg:
+                for key, request in requests.items():
+                    tg.start_soon(answer, key, request)
+        except* MCPError as refused:  # one refusal ends the round; say which, not "a group failed"
+            raise refused.exceptions[0] from None
     else:
         for key, request in requests.items():
             await answer(key, request)
@@ -205,6 +208,8 @@ async def _answer_one(
     capability = PASSTHROUGH_INPUT_REQUESTS.get(method) if isinstance(method, str) else None
     if capability is not None and capability in call.raw_capabilities():
         return await call.send_request(method, request_params)
+    if capability is not None and (require := getattr(call, "require", None)) is not None:
+        require({capability: {}})
     raise errors.gateway_error(
         errors.ELICITATION_UNDELIVERABLE,
         f"upstream {link.name!r} asked for input the client cannot give"

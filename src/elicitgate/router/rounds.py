@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from mcp.shared.exceptions import MCPError
 
@@ -73,6 +73,7 @@ class ParkedCall:
         self._processing: set[Any] = set()
         self._url_waits: dict[str, anyio.Event] = {}
         self._changed = anyio.Event()
+        self._failure: MCPError | None = None
 
     # -- what the broker and router see (the `DownstreamCall` surface) ---------------------------
 
@@ -110,6 +111,16 @@ class ParkedCall:
                     self._url_waits[params["elicitationId"]] = anyio.Event()
         return question.answer
 
+    def require(self, capabilities: dict[str, Any]) -> None:
+        """The upstream needs something this client did not declare: the call fails with -32021."""
+        self._failure = errors.gateway_error(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "the server needs a client capability this request did not declare",
+            requiredCapabilities=capabilities,
+        )
+        if self.scope is not None:
+            self.scope.cancel()
+
     def expect(self, count: int) -> None:
         """`count` questions are about to be asked together: answer none before all are in."""
         self._registering += count
@@ -130,13 +141,13 @@ class ParkedCall:
             try:
                 self.outcome = await work()
             except anyio.get_cancelled_exc_class():
-                self.outcome = errors.gateway_error(errors.ELICITATION_FAILED, "the call was cancelled")
+                self.outcome = self._failure or errors.gateway_error(errors.ELICITATION_FAILED, "the call was cancelled")
                 raise
             except Exception as exc:  # the client's next request gets it
-                self.outcome = exc
+                self.outcome = self._failure or exc
             finally:
                 self._signal()
-        if self.scope.cancel_called:
+        if self.scope.cancel_called and self._failure is None:
             return  # the client cancelled: no retry will come for it
         # Nobody may be looking right now: keep the outcome for the retry that comes for it.
         with anyio.move_on_after(self.config.state_ttl):
