@@ -53,8 +53,15 @@ def run_gateway(cfg: GatewayConfig, http: str | None) -> None:
 
     from elicitgate.faces.http import build_http_app
 
+    from elicitgate.web.app import attach_hosting
+
     host, port = _parse_hostport(http)
-    err.print(f"elicitgate: MCP at http://{host}:{port}/mcp  health at http://{host}:{port}/healthz")
+    shown = f"[{host}]" if ":" in host else host
+    base = f"http://{shown}:{port}"
+    attach_hosting(gateway, None if host in ("0.0.0.0", "::") else base)
+    err.print(f"elicitgate: MCP at {base}/mcp  health at {base}/healthz")
+    if cfg.admin_token is not None:
+        err.print(f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations")
     uvicorn.run(build_http_app(gateway), host=host, port=port, log_level=cfg.log_level, lifespan="on")
 
 
@@ -115,7 +122,12 @@ async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
 
 
 def demo_config() -> dict[str, Any]:
-    return {"mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "elicitgate.demo.server"]}}}
+    return {
+        "mcpServers": {
+            "demo": {"command": sys.executable, "args": ["-m", "elicitgate.demo.server"]},
+            "colours": {"command": sys.executable, "args": ["-m", "elicitgate.demo.colour_server"]},
+        }
+    }
 
 
 @app.command()
@@ -137,13 +149,47 @@ def demo(
             json.dump(demo_config(), handle)
         run(handle.name)
         return
-    cfg = build_config(demo_config(), "built-in demo config")
-    if not stdio:
-        err.print(
-            "elicitgate demo: the bundled demo server's tools (demo__book_table, demo__confirm, "
-            "demo__connect_account) elicit; point an MCP client at the URL below."
-        )
+    import os
+    import secrets
+
+    config = demo_config()
+    token = os.environ.get("ELICITGATE_ADMIN_TOKEN") or secrets.token_urlsafe(24)
+    config["admin_token"] = token
+    if stdio:
+        config["http"] = {"hosted_listen": http}
+    cfg = build_config(config, "built-in demo config")
+    host, port = _parse_hostport(http)
+    err.print(
+        "elicitgate demo: the bundled demo servers' tools (demo__book_table, demo__confirm, "
+        "demo__connect_account, colours__pick_colour) elicit; point an MCP client at the gateway. A client "
+        "that cannot show forms gets them in the inbox:\n"
+        f"  inbox: http://{host}:{port}/inbox?token={token}\n"
+        f"  terminal: ELICITGATE_ADMIN_TOKEN={token} elicitgate inbox --url http://{host}:{port}"
+    )
     run_gateway(cfg, None if stdio else http)
+
+
+@app.command()
+def inbox(
+    url: Annotated[str, typer.Option("--url", help="the gateway's web address")] = "http://127.0.0.1:8808",
+    token: Annotated[
+        str | None, typer.Option("--token", envvar="ELICITGATE_ADMIN_TOKEN", help="admin token", show_default=False)
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="answer at most one, then exit")] = False,
+) -> None:
+    """Answer the gateway's hosted elicitations in the terminal (the admin API's inbox)."""
+    from elicitgate.web.terminal import InboxError, TerminalInbox
+
+    if not token:
+        err.print("[red]elicitgate inbox needs the admin token: --token or ELICITGATE_ADMIN_TOKEN[/red]")
+        raise typer.Exit(2)
+    try:
+        TerminalInbox(url, token).run(once=once)
+    except InboxError as exc:
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
 
 
 @app.command("check-config")

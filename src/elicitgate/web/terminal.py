@@ -1,0 +1,200 @@
+"""`elicitgate inbox`: the operator's inbox in a terminal, through the admin API.
+
+Lists the pending hosted elicitations (live: it waits on the API's event stream when nothing is
+pending), and answers one at prompts: each form field in turn (defaults offered, secrets typed
+unseen), a review, then submit; decline and cancel too. The gateway checks the answer; what it refuses
+comes back next to the fields and is asked again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import httpx2
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.prompt import Confirm, Prompt
+from rich.table import Table
+
+from elicitgate.web import forms
+
+
+class InboxError(Exception):
+    pass
+
+
+def _age(iso: str) -> str:
+    created = dt.datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    seconds = max(0, int((dt.datetime.now(dt.UTC) - created).total_seconds()))
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60} s"
+
+
+class TerminalInbox:
+    def __init__(self, url: str, token: str, console: Console | None = None) -> None:
+        self.console = console or Console()
+        self.http = httpx2.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        self.last_errors: list[dict[str, Any]] = []
+
+    # -- API ------------------------------------------------------------------------------------------
+
+    def _get(self, path: str, **params: Any) -> Any:
+        response = self.http.get(path, params=params)
+        if response.status_code in (401, 404) and path == "/api/elicitations":
+            raise InboxError(response.json().get("error", response.text))
+        response.raise_for_status()
+        return response.json()
+
+    def pending(self) -> list[dict[str, Any]]:
+        return [item for item in self._get("/api/elicitations", state="pending")["elicitations"] if item["form_url"]]
+
+    def wait_for_new(self) -> None:
+        """Block on the event stream until something is pending."""
+        with self.http.stream("GET", "/api/elicitations/events", timeout=httpx2.Timeout(10, read=None)) as stream:
+            event = None
+            for line in stream.iter_lines():
+                if line.startswith("event:"):
+                    event = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and event == "pending":
+                    if any(item.get("form_url") for item in json.loads(line[5:])):
+                        return
+
+    # -- screens --------------------------------------------------------------------------------------
+
+    def show(self, items: list[dict[str, Any]]) -> None:
+        table = Table(title="Pending elicitations", title_justify="left")
+        for column in ("#", "server", "message", "mode", "waiting", "deadline"):
+            table.add_column(column)
+        for i, item in enumerate(items, 1):
+            table.add_row(
+                str(i), escape(item["server"]), escape(item.get("message") or ""), item["mode"],
+                _age(item["created_at"]), item["deadline"].replace("T", " "),
+            )
+        self.console.print(table)
+
+    def run(self, *, once: bool = False) -> None:
+        while True:
+            items = self.pending()
+            if not items:
+                if once:
+                    self.console.print("Nothing is waiting for an answer.")
+                    return
+                self.console.print("Waiting for elicitations… (Ctrl-C to quit)")
+                self.wait_for_new()
+                continue
+            self.show(items)
+            choices = [str(i) for i in range(1, len(items) + 1)]
+            pick = Prompt.ask("Answer which one? (number, r to refresh, q to quit)",
+                              choices=[*choices, "r", "q"], default="1", console=self.console, show_choices=False)
+            if pick == "q":
+                return
+            if pick == "r":
+                continue
+            self.answer(items[int(pick) - 1]["id"])
+            if once:
+                return
+
+    def answer(self, id_: str) -> None:
+        response = self.http.get(f"/api/elicitations/{id_}")
+        if response.status_code != 200 or response.json().get("state") not in ("pending", "presented"):
+            self.console.print(f"It has already ended ({escape(str(response.json().get('state')))}).")
+            return
+        el = response.json()
+        self.console.print(Panel(escape(el.get("message") or ""), title=f"[bold]{escape(el['server'])}[/bold] asks",
+                                 title_align="left"))
+        if el["mode"] == "url":
+            self.console.print(f"It asks you to open: [bold]{escape(el.get('url') or '')}[/bold]")
+            action = Prompt.ask("When done there", choices=["done", "decline", "cancel"], default="done",
+                                console=self.console)
+            self._send(id_, {"action": "accept" if action == "done" else action})
+            return
+        fields = forms.fields_of(el.get("requestedSchema") or {})
+        values = forms.initial_values(fields)
+        errors: list[dict[str, Any]] = list(el.get("errors") or [])
+        while True:
+            action = Prompt.ask("Answer, decline or cancel?", choices=["answer", "decline", "cancel"],
+                                default="answer", console=self.console)
+            if action != "answer":
+                self._send(id_, {"action": action})
+                return
+            values = self.ask_fields(fields, values, errors)
+            content, early = forms.parse(fields, values)
+            if early:
+                errors = early
+                continue
+            self.review(fields, content)
+            if not Confirm.ask("Submit this answer?", default=True, console=self.console):
+                errors = []
+                continue
+            result = self._send(id_, {"action": "accept", "content": content})
+            if result != 422:
+                return
+            errors = self.last_errors
+
+    def ask_fields(self, fields: list[forms.Field], values: dict[str, Any], errors: list[dict[str, Any]]) -> dict[str, Any]:
+        by_field: dict[str, list[str]] = {}
+        for problem in errors:
+            by_field.setdefault(str(problem.get("property")), []).append(str(problem.get("message")))
+        out: dict[str, Any] = dict(values)
+        for f in fields:
+            for message in by_field.get(f.name, []):
+                self.console.print(f"[red]  {escape(f.label)}: {escape(message)}[/red]")
+            label = f"{f.label}{' *' if f.required else ''}"
+            current = values.get(f.name)
+            if f.kind == "boolean":
+                out[f.name] = "on" if Confirm.ask(label, default=current == "on", console=self.console) else ""
+            elif f.kind in ("select", "multi"):
+                for i, (value, text) in enumerate(f.options, 1):
+                    self.console.print(f"    {i}. {escape(text)}" + (f" ({escape(value)})" if text != value else ""))
+                hint = " (numbers, comma-separated)" if f.kind == "multi" else " (number)"
+                shown = current if isinstance(current, list) else ([current] if current else [])
+                default = ",".join(str([v for v, _ in f.options].index(v) + 1) for v in shown if v in dict(f.options))
+                typed = Prompt.ask(label + hint, default=default, console=self.console, show_default=bool(default))
+                picked = [self._option(f, part.strip()) for part in typed.split(",") if part.strip()]
+                out[f.name] = picked if f.kind == "multi" else (picked[0] if picked else "")
+            else:
+                kind = {"email": "email", "url": "URL", "date": "YYYY-MM-DD", "datetime": "YYYY-MM-DDTHH:MM UTC"}.get(f.kind)
+                text = f"{label} ({kind})" if kind else label
+                default = "" if f.sensitive or current is None else str(current)
+                out[f.name] = Prompt.ask(text, default=default, password=f.sensitive, console=self.console,
+                                         show_default=bool(default))
+        return out
+
+    @staticmethod
+    def _option(f: forms.Field, typed: str) -> str:
+        values = [v for v, _ in f.options]
+        if typed.isdigit() and 1 <= int(typed) <= len(values):
+            return values[int(typed) - 1]
+        for value, text in f.options:
+            if typed.lower() in (value.lower(), text.lower()):
+                return value
+        return typed
+
+    def review(self, fields: list[forms.Field], content: Mapping[str, Any]) -> None:
+        table = Table(title="Review", title_justify="left", show_header=False)
+        table.add_column("field", style="bold")
+        table.add_column("value")
+        for f in fields:
+            if f.name in content:
+                table.add_row(escape(f.label), escape(forms.display(f, content[f.name])))
+        self.console.print(table)
+
+    def _send(self, id_: str, raw: dict[str, Any]) -> int:
+        response = self.http.post(f"/api/elicitations/{id_}/answer", json=raw)
+        body = response.json()
+        if response.status_code == 200:
+            self.console.print(f"[green]Sent: {escape(body['state'])}[/green]")
+        elif response.status_code == 409:
+            self.console.print(f"It has already ended ({escape(str(body.get('state')))}).")
+        elif response.status_code == 422:
+            self.last_errors = body.get("errors") or []
+            self.console.print("[red]The gateway did not accept the answer:[/red]")
+            for problem in self.last_errors:
+                self.console.print(f"[red]  {escape(str(problem.get('property') or 'form'))}: "
+                                   f"{escape(str(problem.get('message')))}[/red]")
+        else:
+            self.console.print(f"[red]{response.status_code}: {escape(body.get('error', ''))}[/red]")
+        return response.status_code
