@@ -160,7 +160,7 @@ class UpstreamLink:
             if existing is not None and not existing.closed.is_set():
                 return existing
             try:
-                conn = await self.open_connection(owner=peer, capabilities=capabilities_for(peer))
+                conn = await self.open_connection(owner=peer, capabilities=capabilities_for(peer, self._hosted(peer)))
             except ConnectError as exc:
                 raise errors.gateway_error(
                     errors.UPSTREAM_UNAVAILABLE, f"upstream {self.name!r} is not available", server=self.name,
@@ -168,6 +168,10 @@ class UpstreamLink:
                 ) from None
             peer.upstreams[self.name] = conn
             return conn
+
+    def _hosted(self, peer: Any) -> frozenset[str]:
+        hosting = getattr(getattr(self.handler, "broker", None), "hosting", None)
+        return hosting.modes_for(self.name, peer) if hosting is not None else frozenset()
 
     def unavailable(self) -> Exception:
         return errors.gateway_error(
@@ -179,10 +183,11 @@ class UpstreamLink:
         )
 
 
-def capabilities_for(peer: Any) -> dict[str, Any]:
-    """What the gateway can deliver to an upstream on behalf of this one client."""
+def capabilities_for(peer: Any, hosted: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """What the gateway can deliver to an upstream on behalf of this one client (`hosted`: the modes its
+    own hosted page / inbox takes for this client, see docs/hosting.md)."""
     caps: dict[str, Any] = {}
-    modes = peer.modes
+    modes = peer.modes | hosted
     if modes:
         caps["elicitation"] = {mode: {} for mode in sorted(modes)}
     raw = peer.raw_capabilities()
