@@ -336,3 +336,48 @@ async def test_a_2026_client_over_the_stdio_face(tmp_path):
             assert got == [{"action": "accept", "content": {"answer": "over stdio"}}] * 2
     assert [p.message for p in human.seen] == ["[handshake] first", "[handshake] second",
                                                "[modern] first", "[modern] second"]
+
+
+@pytest.mark.parametrize(("client_era", "upstream_era"), DIRECTIONS)
+async def test_sampling_input_requests_reach_a_client_that_declared_sampling(client_era, upstream_era):
+    async def sample(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        prompt = params.messages[0].content.text
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(text=f"echo: {prompt}"),
+                                         model="test-model")
+
+    async with inprocess_gateway(both_eras()) as gw:
+        async with Client(gw.mcp_url, mode=CLIENT_MODES[client_era], sampling_callback=sample) as client:
+            result = await client.call_tool(f"{upstream_era}__sample", {"prompt": "ping"})
+            assert result.content[0].text == "echo: ping"
+        settled(gw)
+
+
+async def test_a_2026_client_without_sampling_learns_what_the_server_needs():
+    async with inprocess_gateway(both_eras()) as gw, httpx2.AsyncClient() as http_client:
+        raw = RawModernClient(gw.mcp_url, capabilities={"elicitation": {}})
+        for upstream_era in ("handshake", "modern"):
+            got = await raw.call(http_client, f"{upstream_era}__sample", {})
+            assert got["error"]["code"] == -32021, got
+            assert got["error"]["data"]["requiredCapabilities"] == {"sampling": {}}
+        settled(gw)
+
+
+async def test_url_mode_from_a_2026_server_completes_for_a_handshake_client():
+    completed = anyio.Event()
+    seen: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ElicitCompleteNotification):
+            seen.append(message.params.elicitation_id)
+            completed.set()
+
+    human = Human(lambda params: types.ElicitResult(action="accept"))
+    async with inprocess_gateway(both_eras()) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human, message_handler=on_message) as client:
+            got = text(await client.call_tool("modern__elicit", {"mode": "url", "url": "https://example.com/k"}))
+            assert got == {"action": "accept"}
+            with anyio.fail_after(5):
+                await completed.wait()
+        minted = human.seen[0].elicitation_id
+        assert minted.startswith("modern-") and seen == [minted]
+        settled(gw)

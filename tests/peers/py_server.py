@@ -12,6 +12,7 @@ Tools:
       server sends notifications/elicitation/complete after an accept. With report_errors=true a
       JSON-RPC error answering the elicitation comes back as text `{"error": {code, message, data}}`
       (what this server received) instead of failing the tool call.
+- `sample {prompt?}`                       -> one sampling/createMessage (pushed, or an input request); the text
 - `elicit_then_give_up {seconds}`          -> one elicitation that the server cancels after `seconds`
                                               (notifications/cancelled to its client), then "gave up"
 - `elicit_twice {schema?}`                  -> two sequential elicitations, both results as JSON
@@ -93,7 +94,7 @@ async def ask(ctx: ServerRequestContext, params: types.CallToolRequestParams, ke
 
 async def list_tools(ctx: ServerRequestContext, params: Any) -> types.ListToolsResult:
     names = [
-        "echo", "whoami", "elicit", "elicit_then_give_up", "elicit_twice", "url_required", "fail", "progress", "sleep", "die",
+        "echo", "whoami", "elicit", "sample", "elicit_then_give_up", "elicit_twice", "url_required", "fail", "progress", "sleep", "die",
         "die_during_elicit", "last_cancelled", "echo_meta", "add_tool", "stats", *EXTRA_TOOLS,
     ]
     return types.ListToolsResult(
@@ -151,6 +152,21 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
         with anyio.move_on_after(float(args.get("seconds", 0.5))):
             return _text(json.dumps(await ask(ctx, params, "ask", _request(args)), sort_keys=True))
         return _text("gave up")
+    if name == "sample":
+        request = {"messages": [{"role": "user", "content": {"type": "text", "text": args.get("prompt", "hi")}}],
+                   "maxTokens": 20}
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            reply = await ctx.session._request_outbound.send_raw_request("sampling/createMessage", request, None)
+        elif params.input_responses and "s" in params.input_responses:
+            reply = params.input_responses["s"]
+            reply = reply if isinstance(reply, dict) else reply.model_dump(by_alias=True, exclude_none=True)
+        else:
+            return types.InputRequiredResult(
+                input_requests={"s": types.CreateMessageRequest.model_validate(
+                    {"method": "sampling/createMessage", "params": request})},
+                request_state="sampling",
+            )
+        return _text(reply["content"]["text"])
     if name == "elicit_twice":
         first = await ask(ctx, params, "first", _request({**args, "message": "first"}))
         if isinstance(first, types.InputRequiredResult):
