@@ -175,7 +175,7 @@ def inbox(
     token: Annotated[
         str | None, typer.Option("--token", envvar="ELICITGATE_ADMIN_TOKEN", help="admin token", show_default=False)
     ] = None,
-    once: Annotated[bool, typer.Option("--once", help="answer at most one, then exit")] = False,
+    once: Annotated[bool, typer.Option("--once", help="answer one (waiting for it if need be), then exit")] = False,
 ) -> None:
     """Answer the gateway's hosted elicitations in the terminal (the admin API's inbox)."""
     from elicitgate.web.terminal import InboxError, TerminalInbox

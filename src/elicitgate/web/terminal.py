@@ -79,9 +79,6 @@ class TerminalInbox:
         while True:
             items = self.pending()
             if not items:
-                if once:
-                    self.console.print("Nothing is waiting for an answer.")
-                    return
                 self.console.print("Waiting for elicitations… (Ctrl-C to quit)")
                 self.wait_for_new()
                 continue

@@ -1,0 +1,331 @@
+"""Hosted elicitation end to end in real headless Chromium (Debian's /usr/bin/chromium, driven by
+Playwright): one gateway process and one browser for the module; MCP clients call tools from a
+background thread while the test drives the pages. Screenshots of the form and the inbox go to
+docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+
+from mcp import Client
+from mcp.client.session import ClientSession
+
+from tests.conftest import PY, ROOT, Process, free_port, wait_healthy
+from tests.hosted_helpers import AUTH, TOKEN, next_pending_sync
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = ROOT / "docs" / "screenshots"
+
+# scripts/test installs Debian's chromium; run by hand without it, these skip (never in CI).
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() and not os.environ.get("CI"),
+                                reason="Debian chromium is not installed (scripts/test installs it)")
+
+EVERYTHING = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Your name", "minLength": 2, "description": "As on the booking"},
+        "email": {"type": "string", "format": "email", "title": "Email"},
+        "site": {"type": "string", "format": "uri", "title": "Website"},
+        "day": {"type": "string", "format": "date", "title": "Day"},
+        "at": {"type": "string", "format": "date-time", "title": "Arrival"},
+        "budget": {"type": "number", "minimum": 10, "maximum": 500, "title": "Budget"},
+        "guests": {"type": "integer", "minimum": 1, "maximum": 8, "default": 2, "title": "Guests"},
+        "vip": {"type": "boolean", "title": "VIP", "default": False},
+        "colour": {"type": "string", "enum": ["red", "green"], "title": "Colour"},
+        "size": {"type": "string", "enum": ["s", "l"], "enumNames": ["Small", "Large"], "title": "Size"},
+        "seat": {"type": "string", "oneOf": [{"const": "in", "title": "Inside"}, {"const": "out", "title": "Terrace"}],
+                 "default": "out", "title": "Seating"},
+        "extras": {"type": "array", "items": {"type": "string", "enum": ["cake", "wine", "flowers"]},
+                   "minItems": 1, "maxItems": 2, "title": "Extras"},
+        "diet": {"type": "array", "items": {"anyOf": [{"const": "veg", "title": "Vegetarian"},
+                                                      {"const": "gf", "title": "Gluten-free"}]},
+                 "default": ["veg"], "title": "Diet"},
+    },
+    "required": ["name", "email", "day", "guests", "extras"],
+}
+
+
+# -- fixtures ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    config = tmp_path_factory.mktemp("hosted") / "elicitgate.json"
+    config.write_text(json.dumps({
+        "mcpServers": {
+            "x": {"command": PY, "args": ["-m", "tests.peers.py_server", "--name", "x"], "era": "handshake"},
+            "demo": {"command": PY, "args": ["-m", "elicitgate.demo.server"], "era": "handshake"},
+            "colours": {"command": PY, "args": ["-m", "elicitgate.demo.colour_server"], "era": "handshake"},
+        },
+    }))
+    port = free_port()
+    proc = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
+                   port, env={"ELICITGATE_ADMIN_TOKEN": TOKEN})
+    wait_healthy(proc.url)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 900, "height": 1000})
+    yield context.new_page()
+    context.close()
+
+
+@pytest.fixture(autouse=True)
+def settled(gw: Process) -> Iterator[None]:
+    yield
+    pending = httpx2.get(f"{gw.url}/api/elicitations", headers=AUTH).json()["elicitations"]
+    assert pending == [], pending
+
+
+class ToolCall(threading.Thread):
+    """An MCP client calling one tool from its own thread (and event loop)."""
+
+    def __init__(self, url: str, tool: str, args: dict[str, Any], callback: Any = None) -> None:
+        super().__init__(daemon=True)
+        self.url, self.tool, self.args, self.callback = url, tool, args, callback
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        async def main() -> None:
+            extra = {"elicitation_callback": self.callback} if self.callback else {}
+            async with Client(f"{self.url}/mcp", mode="legacy", **extra) as client:
+                self.result = await client.call_tool(self.tool, self.args)
+
+        try:
+            anyio.run(main)
+        except BaseException as exc:  # noqa: BLE001 - reported by outcome()
+            self.error = exc
+
+    def outcome(self, timeout: float = 30) -> Any:
+        self.join(timeout)
+        assert not self.is_alive(), "the tool call did not finish"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def content_of(result: Any) -> Any:
+    assert not result.is_error, result
+    return json.loads(result.content[0].text)
+
+
+def hosted_page_of(gw: Process, call: ToolCall) -> str:
+    (item,) = next_pending_sync(gw.url)
+    return item["form_url"]
+
+
+# -- the generated form ----------------------------------------------------------------------------------
+
+
+def test_every_field_type_inline_error_review_and_submit(gw, page):
+    call = ToolCall(gw.url, "x__elicit", {"schema": EVERYTHING, "message": "Tell us about your visit"})
+    url = hosted_page_of(gw, call)
+    page.goto(url)
+    assert page.inner_text("#eg-server") == "x"
+    assert page.inner_text("#eg-message") == "Tell us about your visit"
+    # Defaults are pre-filled; native inputs per format.
+    assert page.input_value("#f-guests") == "2"
+    assert page.input_value("#f-seat") == "out"
+    assert page.is_checked("#f-diet-0") and not page.is_checked("#f-vip")
+    assert [page.get_attribute(f"#f-{n}", "type") for n in ("email", "site", "day", "at", "budget")] == [
+        "email", "url", "date", "datetime-local", "number"]
+
+    page.fill("#f-name", "Ada")
+    page.fill("#f-email", "ada-at-example")  # invalid
+    page.fill("#f-site", "https://ada.example.com")
+    page.fill("#f-day", "2026-12-24")
+    page.fill("#f-at", "2026-12-24T19:30")
+    page.fill("#f-budget", "120.5")
+    page.fill("#f-guests", "4")
+    page.check("#f-vip")
+    page.select_option("#f-colour", "green")
+    page.select_option("#f-size", label="Large")
+    page.select_option("#f-seat", label="Inside")
+    page.check("#f-extras-0")
+    page.check("#f-extras-1")
+    page.check("#f-diet-1")
+    page.click("#eg-review-btn")
+    # Checked in the page: the error sits next to the field, nothing was sent.
+    assert "valid email" in page.inner_text("#err-email")
+    assert page.get_attribute("#f-email", "aria-invalid") == "true"
+    assert page.url == url
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "hosted-form.png"), full_page=True)
+
+    page.fill("#f-email", "ada@example.com")
+    page.check("#f-extras-2")  # a third extra: over maxItems
+    page.click("#eg-review-btn")
+    assert "at most 2" in page.inner_text("#err-extras")
+    page.uncheck("#f-extras-2")
+    page.reload()  # survives a reload: the draft comes back
+    assert page.input_value("#f-email") == "ada@example.com" and page.is_checked("#f-extras-1")
+    page.click("#eg-review-btn")
+    page.wait_for_selector("#eg-review")
+    review = page.inner_text("#eg-review")
+    assert "ada@example.com" in review and "Large" in review and "Inside" in review and "cake, wine" in review
+    page.click("#eg-submit")
+    page.wait_for_selector('[data-state="accepted"]')
+
+    assert content_of(call.outcome()) == {"action": "accept", "content": {
+        "name": "Ada", "email": "ada@example.com", "site": "https://ada.example.com", "day": "2026-12-24",
+        "at": "2026-12-24T19:30:00Z", "budget": 120.5, "guests": 4, "vip": True, "colour": "green", "size": "l",
+        "seat": "in", "extras": ["cake", "wine"], "diet": ["veg", "gf"]}}
+    page.reload()  # single use: the link is dead now
+    assert "This request has ended" in page.inner_text("h1")
+    assert page.evaluate("() => document.querySelector('[data-state]').dataset.state") == "accepted"
+
+
+def test_without_javascript_the_gateway_check_is_final(gw, browser):
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    call = ToolCall(gw.url, "x__elicit", {"schema": EVERYTHING})
+    page.goto(hosted_page_of(gw, call))
+    page.fill("#f-name", "Al")
+    page.fill("#f-email", "al@example.com")
+    page.fill("#f-day", "2026-01-02")
+    for i in range(3):
+        page.check(f"#f-extras-{i}")
+    page.click("#eg-review-btn")  # the browser's own checks pass; the gateway's do not
+    assert "is too long" in page.inner_text("#err-extras")
+    assert page.is_checked("#f-extras-2")  # what was typed is kept
+    page.uncheck("#f-extras-2")
+    page.click("#eg-review-btn")
+    page.click("#eg-submit")
+    assert content_of(call.outcome())["content"]["extras"] == ["cake", "wine"]
+    context.close()
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_decline_and_cancel(gw, page, action):
+    call = ToolCall(gw.url, "x__elicit", {"schema": EVERYTHING})
+    page.goto(hosted_page_of(gw, call))
+    page.click(f"button[value={action}]")  # no review, no field checks
+    page.wait_for_selector("[data-state]")
+    assert content_of(call.outcome()) == {"action": action}
+
+
+def test_url_only_client_opens_the_hosted_page(gw, page, monkeypatch):
+    original = ClientSession._build_capabilities
+
+    def url_only(self: ClientSession, version: str) -> types.ClientCapabilities:
+        caps = original(self, version)
+        return caps.model_copy(update={"elicitation": types.ElicitationCapability(url={})})
+
+    monkeypatch.setattr(ClientSession, "_build_capabilities", url_only)
+    links: queue.Queue[Any] = queue.Queue()
+
+    async def consent(ctx: Any, params: Any) -> types.ElicitResult:
+        links.put(params)
+        return types.ElicitResult(action="accept")
+
+    call = ToolCall(gw.url, "demo__book_table", {"restaurant": "Chez Ada"}, callback=consent)
+    link = links.get(timeout=30)
+    assert isinstance(link, types.ElicitRequestURLParams) and link.url.startswith(f"{gw.url}/e/")
+    page.goto(link.url)
+    assert "Booking at Chez Ada" in page.inner_text("#eg-message")
+    page.fill("#f-name", "Ada")
+    page.fill("#f-email", "ada@example.com")
+    page.fill("#f-date", "2026-12-24")
+    page.click("#eg-review-btn")
+    page.click("#eg-submit")
+    page.wait_for_selector('[data-state="accepted"]')
+    assert "book_table: accepted {'name': 'Ada', 'email': 'ada@example.com'" in call.outcome().content[0].text
+
+
+# -- rich UI delegation ------------------------------------------------------------------------------
+
+
+def test_colour_picker_ui_in_a_sandboxed_frame_with_a_rejected_submission(gw, page):
+    call = ToolCall(gw.url, "colours__pick_colour", {"purpose": "the docs"})
+    page.goto(hosted_page_of(gw, call))
+    assert page.get_attribute("#eg-ui", "sandbox") == "allow-scripts"
+    picker = page.frame_locator("#eg-ui")
+    picker.locator("body[data-context=ready]").wait_for()
+    assert picker.locator("#message").inner_text() == "Pick a colour for the docs"
+    picker.locator("#name").fill("A name far longer than twenty characters")
+    picker.locator("#choose").click()
+    # The gateway refuses it and re-sends the context with the errors; the UI shows them.
+    picker.locator("body[data-context=error]").wait_for()
+    assert "name" in picker.locator("#error").inner_text()
+    assert "too long" in page.inner_text("#eg-ui-error")
+    page.screenshot(path=str(SHOTS / "hosted-rich-ui.png"))
+    picker.locator("#name").fill("Tomato")
+    picker.locator("button[data-colour='#ef4444']").click()
+    picker.locator("#choose").click()
+    page.wait_for_selector("#eg-ui-review:not([hidden])")
+    assert "#ef4444" in page.inner_text("#eg-ui-values") and "Tomato" in page.inner_text("#eg-ui-values")
+    page.click("#eg-ui-send")
+    page.wait_for_selector('[data-state="accepted"]')
+    assert call.outcome().content[0].text == 'pick_colour: {"colour": "#ef4444", "name": "Tomato"}'
+
+
+def test_ui_resource_is_served_sandboxed_and_only_while_open(gw, page):
+    call = ToolCall(gw.url, "colours__pick_colour", {})
+    url = hosted_page_of(gw, call)
+    ui = httpx2.get(f"{url}/ui")
+    assert ui.status_code == 200 and "ui/submit-elicitation" in ui.text
+    assert "sandbox allow-scripts" in ui.headers["content-security-policy"]
+    assert "connect-src 'none'" in ui.headers["content-security-policy"]
+    page.goto(url)
+    page.click("button[value=decline]")
+    assert call.outcome().content[0].text == "pick_colour: decline"
+    assert httpx2.get(f"{url}/ui").status_code == 410
+
+
+# -- the inbox -----------------------------------------------------------------------------------------
+
+
+def test_inbox_lists_pending_elicitations_live(gw, page):
+    page.goto(f"{gw.url}/inbox?token={TOKEN}")
+    assert page.url == f"{gw.url}/inbox"  # the token left the address bar
+    page.wait_for_selector("#eg-empty:not([hidden])")
+    first = ToolCall(gw.url, "demo__book_table", {"restaurant": "Chez Ada"})
+    page.wait_for_selector("tr[data-id]")  # arrives live, no reload
+    second = ToolCall(gw.url, "x__elicit", {"message": "Approve the deployment of v2.3 to production?"})
+    page.wait_for_selector("tr[data-id]:nth-child(2)")
+    rows = page.inner_text("#eg-rows")
+    assert "demo" in rows and "Booking at Chez Ada" in rows and "Approve the deployment" in rows
+    page.screenshot(path=str(SHOTS / "inbox.png"))
+
+    page.click("tr[data-id]:first-child a.eg-answer")
+    page.click("button[value=decline]")
+    page.wait_for_selector('[data-state="declined"]')
+    assert first.outcome().content[0].text == "book_table: decline"
+    page.go_back()
+    page.go_back()
+    page.wait_for_function("() => document.querySelectorAll('tr[data-id]').length === 1")
+    (item,) = httpx2.get(f"{gw.url}/api/elicitations", headers=AUTH).json()["elicitations"]
+    assert httpx2.post(f"{gw.url}/api/elicitations/{item['id']}/cancel", headers=AUTH).json()["state"] == "cancelled"
+    assert content_of(second.outcome()) == {"action": "cancel"}
+    page.wait_for_selector("#eg-empty:not([hidden])")
+
+
