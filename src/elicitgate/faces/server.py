@@ -77,6 +77,7 @@ def build_server(gateway: Gateway) -> GatewayServer:
         async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
             if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
                 peer_for(ctx, gateway.add_peer)
+                return {kind: gateway.catalog.merged(kind)}
             return {kind: gateway.catalog.merged(kind), "resultType": "complete"}
 
         return handle
@@ -90,8 +91,9 @@ def build_server(gateway: Gateway) -> GatewayServer:
             peer.calls.add(call)
             try:
                 result = await gateway.call(call, method, ctx.params or {})
-                # A handshake-era upstream's result has no `resultType`; 2026-07-28 requires it.
-                return {"resultType": "complete", **result}
+                # `resultType` is 2026-07-28's (a modern upstream sends it): a handshake-era client's strict
+                # schemas refuse it (the TypeScript SDK's EmptyResult for resources/subscribe, logging/setLevel).
+                return {k: v for k, v in result.items() if k != "resultType"}
             finally:
                 peer.calls.discard(call)
 
