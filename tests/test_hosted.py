@@ -323,3 +323,23 @@ async def test_openapi_document_describes_every_route_and_is_valid_json():
     doc = json.loads(json.dumps(openapi_document()))
     answer = doc["paths"]["/api/elicitations/{id}/answer"]["post"]
     assert set(answer["responses"]) == {"200", "401", "404", "409", "422"}
+
+
+async def test_hosting_always_sends_even_a_form_capable_client_to_the_page():
+    human = Human(types.ElicitResult(action="accept"))  # declares form and url
+    async with gateway(hosted_config(token=None, hosting="always")) as gw:
+        async with (
+            Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client,
+            anyio.create_task_group() as tg,
+        ):
+            call = Call()
+            tg.start_soon(call.run, client, "x__elicit", {})
+            with anyio.fail_after(10):
+                await human.asked.wait()
+            assert isinstance(human.seen[0], types.ElicitRequestURLParams)
+            async with httpx2.AsyncClient() as http:
+                page = PlainPage(http, human.seen[0].url)
+                await page.open()
+                await page.post("review", answer="through the page")
+                await page.post("submit")
+            assert text(await call.wait()) == {"action": "accept", "content": {"answer": "through the page"}}

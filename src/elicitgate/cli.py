@@ -125,7 +125,8 @@ def demo_config() -> dict[str, Any]:
     return {
         "mcpServers": {
             "demo": {"command": sys.executable, "args": ["-m", "elicitgate.demo.server"]},
-            "colours": {"command": sys.executable, "args": ["-m", "elicitgate.demo.colour_server"]},
+            # handshake: the SDK's typed 2026-07-28 result models drop the request's `ui` field
+            "colours": {"command": sys.executable, "args": ["-m", "elicitgate.demo.colour_server"], "era": "handshake"},
         }
     }
 

@@ -6,7 +6,8 @@
 `ui/submit-elicitation`; any other client shows the plain form. The picker itself checks nothing: the
 host's check of the schema is what counts (a name over 20 characters is refused and sent back).
 
-Run: `python -m elicitgate.demo.colour_server [--http HOST:PORT]`.
+Run: `python -m elicitgate.demo.colour_server [--http HOST:PORT]`. Front it with `"era": "handshake"`:
+answering a 2026-07-28 caller, the `mcp` SDK re-models the `input_required` result and drops `ui`.
 """
 
 from __future__ import annotations
