@@ -1,7 +1,7 @@
 """Hosted elicitation end to end in real headless Chromium (Debian's /usr/bin/chromium, driven by
 Playwright): one gateway process and one browser for the module; MCP clients call tools from a
 background thread while the test drives the pages. Screenshots of the form and the inbox go to
-docs/screenshots/.
+docs/screenshots/ with ELICITGATE_UPDATE_SCREENSHOTS=1.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from tests.hosted_helpers import AUTH, TOKEN, next_pending_sync
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-SHOTS = ROOT / "docs" / "screenshots"
+# The docs' screenshots are refreshed with ELICITGATE_UPDATE_SCREENSHOTS=1; other runs write them aside.
+SHOTS = ROOT / "docs" / "screenshots" if os.environ.get("ELICITGATE_UPDATE_SCREENSHOTS") else Path(
+    os.environ.get("TMPDIR", "/tmp")) / "elicitgate-screenshots"
 
 # scripts/test installs Debian's chromium; run by hand without it, these skip (never in CI).
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() and not os.environ.get("CI"),
@@ -277,6 +279,7 @@ def test_colour_picker_ui_in_a_sandboxed_frame_with_a_rejected_submission(gw, pa
     picker.locator("body[data-context=error]").wait_for()
     assert "name" in picker.locator("#error").inner_text()
     assert "too long" in page.inner_text("#eg-ui-error")
+    SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "hosted-rich-ui.png"))
     picker.locator("#name").fill("Tomato")
     picker.locator("button[data-colour='#ef4444']").click()
@@ -314,6 +317,7 @@ def test_inbox_lists_pending_elicitations_live(gw, page):
     page.wait_for_selector("tr[data-id]:nth-child(2)")
     rows = page.inner_text("#eg-rows")
     assert "demo" in rows and "Booking at Chez Ada" in rows and "Approve the deployment" in rows
+    SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "inbox.png"))
 
     page.click("tr[data-id]:first-child a.eg-answer")
