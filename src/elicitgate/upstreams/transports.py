@@ -17,13 +17,14 @@ from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
 import anyio
+import httpx2
 from mcp_types import CONNECTION_CLOSED, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, RequestId
 
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import StreamableHTTPTransport
 from mcp.shared._context_streams import create_context_streams
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from elicitgate.config import HttpServer, StdioServer
@@ -33,6 +34,12 @@ Streams = tuple[Any, Any]
 STREAM_LOST_KEY = "io.elicitgate/streamLost"
 """Marks the error the HTTP transport makes up when a POST's response stream ends without a response,
 so the router can tell the upstream going away from an upstream's own -32000."""
+
+UPSTREAM_HTTP_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
+"""No cap on connections to one streamable HTTP upstream. Every call in flight holds a connection
+(its POST's response stream) and each answer to an elicitation needs one more, so with httpx2's
+default cap (100) the 100th concurrent eliciting call left no connection for any answer: every call
+hung until the 30 s pool timeout."""
 
 
 class _TaggingWriter:
@@ -79,7 +86,13 @@ class OriginTaggingHTTPTransport(StreamableHTTPTransport):
 async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncIterator[Streams]:
     transport = OriginTaggingHTTPTransport(url)
     async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(create_mcp_http_client(headers=headers or None))
+        client = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                headers=headers or None,
+                timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+                limits=UPSTREAM_HTTP_LIMITS,
+            )
+        )
         read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
         write_stream, write_reader = create_context_streams[SessionMessage](0)
         async with read_writer, read_stream, write_stream, write_reader, anyio.create_task_group() as tg:

@@ -1,0 +1,142 @@
+"""`python -m bench [--quick] [--only SECTION ...] [--ref REV] [--publish]` (usually through `bench/run`)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bench import configs, hotpath, latency, report, scale, startup
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+LATEST = ROOT / "bench" / "latest"
+README = ROOT / "README.md"
+SECTIONS = ("latency", "scale", "startup", "profile")
+
+MODES: dict[str, dict[str, Any]] = {
+    "quick": {"rounds": 3, "batch": 20, "pending": 2_000, "pushed_pending": 300, "total": 5_000, "wave": 10,
+              "per_level": 100, "startup_repeats": 2, "profile_calls": 200},
+    "full": {"rounds": 10, "batch": 50, "pending": 10_000, "pushed_pending": 2_000, "total": 100_000, "wave": 10,
+             "per_level": 300, "startup_repeats": 5, "profile_calls": 1_000},
+}
+
+
+def say(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
+
+
+def use_ref(ref: str) -> Path:
+    """Export `src/` at `ref` and put it first on every process's path, so the bench measures that
+    commit's gateway whatever is uncommitted in the work tree."""
+    target = RESULTS / "src" / _git("rev-parse", "--short", ref)
+    if not target.exists():
+        target.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", ref, "src"], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(target / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    return target / "src"
+
+
+def meta(mode: str, ref: str | None) -> dict[str, Any]:
+    dirty = [] if ref else [line[3:] for line in _git("status", "--porcelain", "src").splitlines()]
+    return {
+        "mode": mode,
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "commit": _git("rev-parse", "--short", ref or "HEAD"),
+        "ref": ref,
+        "dirty_src": dirty,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "limits_raised": ", ".join(f"{k}={v:g}" for k, v in configs.BENCH_LIMITS.items()),
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    mode = "quick" if args.quick else "full"
+    p = MODES[mode]
+    results: dict[str, Any] = {"meta": meta(mode, args.ref), "params": p}
+    work = RESULTS / "work"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS / "bench.log", "w") as log:
+        if "latency" in args.only:
+            say(f"latency: {p['rounds']} rounds x {p['batch']} calls per target and operation")
+            found = await latency.measure(p["rounds"], p["batch"], log, work)
+            results["latency"] = {"rounds": p["rounds"], "batch": p["batch"], "rows": report.latency_rows(found)}
+        if "scale" in args.only:
+            say(f"scale: {p['total']:,} in waves of {p['wave']}, throughput, {p['pending']:,} pending")
+            results["scale"] = await scale.run(
+                pending=p["pending"], pushed_pending=p["pushed_pending"], total=p["total"], wave=p["wave"],
+                levels=(1, 10, 100), per_level=p["per_level"], log=log, workdir=work, progress=say,
+            )
+        if "startup" in args.only:
+            say("start-up")
+            results["startup"] = startup.run(p["startup_repeats"], log, work)
+        if "profile" in args.only:
+            say(f"profile: {p['profile_calls']} elicitations per face under py-spy")
+            results["profile"] = await hotpath.run(p["profile_calls"], log, work, RESULTS)
+    results["targets"] = report.targets_table(results)
+    return results
+
+
+def publish(results: dict[str, Any], markdown: str) -> None:
+    """Copy the report to bench/latest/ (committed) and refresh the README's Performance section."""
+    LATEST.mkdir(exist_ok=True)
+    for name in ("results.md", "results.json", "latency.png", "scale.png"):
+        if (RESULTS / name).exists():
+            shutil.copy(RESULTS / name, LATEST / name)
+    start, end = "<!-- bench:start -->", "<!-- bench:end -->"
+    text = README.read_text()
+    if start not in text:
+        return
+    body = markdown.split("\n## ", 1)[1] if "\n## " in markdown else markdown
+    section = (f"{start}\n`bench/run` ({results['meta']['mode']} run, {results['meta']['date'][:10]}, commit "
+               f"{results['meta']['commit']}); full report: [bench/latest/results.md](bench/latest/results.md), "
+               f"plots: [latency](bench/latest/latency.png), [scale](bench/latest/scale.png).\n\n### {body}{end}")
+    head, _, rest = text.partition(start)
+    README.write_text(head + section + rest.partition(end)[2])
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(prog="bench", description="elicitgate vs direct vs the FastMCP proxy")
+    parser.add_argument("--quick", action="store_true", help="a short run (a minute or two)")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), metavar="SECTION",
+                        help=f"run only these sections ({', '.join(SECTIONS)})")
+    parser.add_argument("--ref", help="measure src/ as committed at this git revision (default: the work tree)")
+    parser.add_argument("--publish", action="store_true",
+                        help="copy the report to bench/latest/ and refresh README.md's Performance section")
+    args = parser.parse_args()
+    if args.ref:
+        say(f"measuring src/ at {args.ref}: {use_ref(args.ref)}")
+    else:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    started = time.perf_counter()
+    results = anyio.run(main, args)
+    results["meta"]["seconds"] = round(time.perf_counter() - started, 1)
+    (RESULTS / "results.json").write_text(json.dumps(results, indent=1))
+    markdown = report.markdown(results)
+    (RESULTS / "results.md").write_text(markdown)
+    report.plots(results, RESULTS)
+    if args.publish:
+        publish(results, markdown)
+    print(markdown)
+    say(f"done in {results['meta']['seconds']:.0f} s: {RESULTS}")
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,70 @@
+"""Gateway configs for the bench, and the launch lines of every process it starts.
+
+The gateway's defaults protect a real deployment (32 pending elicitations per session, 10,000 in
+all, 120 per minute per client with a burst of 30). A benchmark that sends thousands of
+elicitations from one client hits all of them, so `gateway_config` raises them; the report says so.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+PY = sys.executable
+Era = Literal["handshake", "modern"]
+
+DEMO_SERVER = ["-m", "elicitgate.demo.server"]
+"""The bundled demo upstream: `confirm` does one form elicitation, `echo` answers at once."""
+
+BENCH_LIMITS: dict[str, Any] = {
+    "max_pending_per_session": 1_000_000,
+    "max_pending_total": 1_000_000,
+    "rate_limit_per_minute": 1e12,
+    "rate_limit_burst": 1_000_000_000,
+}
+"""What the bench raises (defaults: 32, 10,000, 120/min, burst 30)."""
+
+
+def stdio_upstream(era: Era) -> dict[str, Any]:
+    return {"command": PY, "args": list(DEMO_SERVER), "era": era}
+
+
+def http_upstream(url: str, era: Era) -> dict[str, Any]:
+    return {"url": url, "era": era}
+
+
+def gateway_config(servers: dict[str, dict[str, Any]], *, log_level: str = "info") -> dict[str, Any]:
+    """A gateway config with the bench's limits; everything else stays at its default.
+
+    `log_level` stays `info` (the default) unless a caller says otherwise: every elicitation's
+    audit event is part of the work the gateway does.
+    """
+    return {"mcpServers": servers, "elicitation": dict(BENCH_LIMITS), "log_level": log_level}
+
+
+def write_config(directory: Path, name: str, config: dict[str, Any]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def gateway_argv(config: Path, http: str | None = None) -> list[str]:
+    argv = [PY, "-m", "elicitgate.cli", "serve", "--config", str(config)]
+    return [*argv, "--http", http] if http else argv
+
+
+def demo_argv(http: str | None = None) -> list[str]:
+    return [PY, *DEMO_SERVER, *(["--http", http] if http else [])]
+
+
+def fastmcp_argv(*, upstream_url: str | None = None, http: str | None = None) -> list[str]:
+    """The FastMCP proxy (`bench.fastmcp_proxy`) in front of the demo server (stdio) or a URL."""
+    argv = [PY, "-m", "bench.fastmcp_proxy"]
+    if http:
+        argv += ["--http", http]
+    if upstream_url:
+        return [*argv, "--url", upstream_url]
+    return [*argv, "--command", PY, *DEMO_SERVER]

@@ -1,0 +1,50 @@
+"""`elicitgate serve --config CONFIG` (stdio face) with a probe for the scale bench.
+
+Run: `python -m bench.gateway_probe CONFIG PROBE_FILE`. The gateway is the real one, built and
+served as `elicitgate.cli.run_gateway` does for stdio; on SIGUSR1 it writes what the broker holds
+(`pending`), the connected clients and the asyncio task count as JSON to PROBE_FILE, so the bench
+can check that every elicitation it counts is really pending in the broker, and that nothing is
+left after the waves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+import anyio
+
+from elicitgate.cli import _setup_logging
+from elicitgate.config import load_config
+from elicitgate.faces.stdio import serve_stdio
+from elicitgate.gateway import Gateway
+
+
+def main() -> None:
+    config, probe = sys.argv[1], Path(sys.argv[2])
+    cfg = load_config(config)
+    _setup_logging(cfg.log_level)
+    gateway = Gateway(cfg)
+
+    def on_probe(signum: int, frame: FrameType | None) -> None:
+        try:
+            tasks = len(asyncio.all_tasks())
+        except RuntimeError:
+            tasks = -1
+        stats = {"pid": os.getpid(), "pending": len(gateway.broker.pending), "peers": len(gateway.peers),
+                 "tasks": tasks}
+        tmp = probe.with_suffix(".tmp")
+        tmp.write_text(json.dumps(stats))
+        tmp.replace(probe)
+
+    signal.signal(signal.SIGUSR1, on_probe)
+    anyio.run(serve_stdio, gateway)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""Round-trip latency, side by side: direct, through elicitgate, through the FastMCP proxy.
+
+Every target is one `mcp.Client` session kept open for the whole measurement. Rounds interleave
+the targets (in a shuffled order each round) so that machine noise lands on all of them alike;
+within a round each target makes `batch` sequential calls of each operation:
+
+- `elicit`: the demo server's `confirm` tool, which does one form elicitation; the client's
+  callback answers at once.
+- `echo`: the demo server's `echo` tool, a plain pass-through call.
+
+A target that cannot connect, or whose warm-up call of an operation fails, is not measured for it:
+its error is recorded and reported instead.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import mcp_types as types
+
+from mcp import Client
+
+from bench import configs
+from bench.procs import HttpProcess, free_port, stdio_transport
+
+OPS = ("elicit", "echo")
+TOOLS = {"elicit": ("confirm", {"question": "Proceed?"}), "echo": ("echo", {"text": "hello"})}
+CALL_TIMEOUT = 30.0
+WARMUP_CALLS = 10
+
+
+@dataclass
+class Target:
+    transport: str
+    """`stdio` or `http`: the wire between the client and the first hop (and every hop after it)."""
+    era: str
+    """`handshake` or `2026-07-28`: the era of the row this target belongs to."""
+    path: str
+    """`direct`, `elicitgate`, `elicitgate-modern-client` or `fastmcp`."""
+    client_mode: str
+    """`mcp.Client(mode=...)`: `legacy` or `2026-07-28`."""
+    server: Callable[[], Any]
+    """Makes what `mcp.Client` connects to (a URL or a stdio transport)."""
+    prefix: str = ""
+    """Tool-name prefix on this path (the gateway namespaces `<server>__<tool>`)."""
+    note: str = ""
+    samples: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPS})
+    round_p50: dict[str, list[float]] = field(default_factory=lambda: {op: [] for op in OPS})
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.transport}/{self.era}/{self.path}"
+
+
+async def _answer(ctx: Any, params: Any) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"ok": True})
+
+
+def _describe(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
+
+
+class CallFailed(Exception):
+    """A tool call that came back with `isError`."""
+
+
+async def call(client: Client, name: str, arguments: dict[str, Any]) -> float:
+    """One tool call; returns its wall time in seconds, raises `CallFailed` on an error result."""
+    start = time.perf_counter()
+    with anyio.fail_after(CALL_TIMEOUT):
+        result = await client.call_tool(name, arguments)
+    elapsed = time.perf_counter() - start
+    if result.is_error:
+        text = " ".join(getattr(block, "text", "") for block in result.content)
+        raise CallFailed(text.strip() or "isError result")
+    return elapsed
+
+
+async def _open(stack: AsyncExitStack, target: Target) -> Client | None:
+    """Connect and warm up; on failure record the error and return None."""
+    sub = AsyncExitStack()
+    try:
+        # No cancel scope around this: the client's task groups must be exited in the scope they
+        # were entered in. `read_timeout_seconds` bounds the handshake instead.
+        client = await sub.enter_async_context(
+            Client(target.server(), mode=target.client_mode, elicitation_callback=_answer,
+                   read_timeout_seconds=CALL_TIMEOUT)
+        )
+        await client.list_tools()
+    except Exception as exc:  # noqa: BLE001 - reported, never hidden
+        target.errors = {op: f"connect: {_describe(exc)}" for op in OPS}
+        with anyio.move_on_after(10):
+            try:
+                await sub.aclose()
+            except Exception:  # noqa: BLE001
+                pass
+        return None
+    stack.push_async_exit(sub)
+    for op in OPS:
+        name, arguments = TOOLS[op]
+        try:
+            for _ in range(WARMUP_CALLS):
+                await call(client, target.prefix + name, arguments)
+        except Exception as exc:  # noqa: BLE001
+            target.errors[op] = _describe(exc)
+    return client
+
+
+def targets(log: IO[str], workdir: Path, upstream_url: str, gateway_url: str, fastmcp_url: str) -> list[Target]:
+    """The matrix: {stdio, http} x {handshake, 2026-07-28} x {direct, elicitgate, FastMCP}."""
+    config = configs.write_config(
+        workdir,
+        "latency-stdio",
+        configs.gateway_config(
+            {"hs": configs.stdio_upstream("handshake"), "modern": configs.stdio_upstream("modern")}
+        ),
+    )
+    stdio = lambda argv: (lambda: stdio_transport(argv, log))  # noqa: E731
+    gw_stdio = stdio(configs.gateway_argv(config))
+    fm_stdio = stdio(configs.fastmcp_argv())
+    direct_stdio = stdio(configs.demo_argv())
+    url = lambda u: (lambda: u)  # noqa: E731
+    found: list[Target] = []
+    for transport, direct, gateway, fastmcp in (
+        ("stdio", direct_stdio, gw_stdio, fm_stdio),
+        ("http", url(upstream_url), url(gateway_url), url(fastmcp_url)),
+    ):
+        found += [
+            Target(transport, "handshake", "direct", "legacy", direct),
+            Target(transport, "handshake", "elicitgate", "legacy", gateway, prefix="hs__"),
+            Target(transport, "handshake", "fastmcp", "legacy", fastmcp),
+            Target(transport, "2026-07-28", "direct", "2026-07-28", direct),
+            Target(transport, "2026-07-28", "elicitgate", "legacy", gateway, prefix="modern__",
+                   note="handshake-era client -> gateway -> 2026-07-28 upstream (input_required bridged)"),
+            Target(transport, "2026-07-28", "elicitgate-modern-client", "2026-07-28", gateway, prefix="modern__",
+                   note="2026-07-28 client -> gateway -> 2026-07-28 upstream"),
+            Target(transport, "2026-07-28", "fastmcp", "2026-07-28", fastmcp),
+        ]
+    return found
+
+
+async def measure(rounds: int, batch: int, log: IO[str], workdir: Path, seed: int = 6) -> list[Target]:
+    """Run the interleaved rounds; returns every target with its samples and errors."""
+    upstream_port, gateway_port, fastmcp_port = free_port(), free_port(), free_port()
+    with HttpProcess(configs.demo_argv(f"127.0.0.1:{upstream_port}"), upstream_port, log) as upstream:
+        upstream_mcp = f"{upstream.url}/mcp"
+        http_config = configs.write_config(
+            workdir,
+            "latency-http",
+            configs.gateway_config(
+                {"hs": configs.http_upstream(upstream_mcp, "handshake"),
+                 "modern": configs.http_upstream(upstream_mcp, "modern")}
+            ),
+        )
+        gateway_argv = configs.gateway_argv(http_config, f"127.0.0.1:{gateway_port}")
+        fastmcp_argv = configs.fastmcp_argv(upstream_url=upstream_mcp, http=f"127.0.0.1:{fastmcp_port}")
+        with HttpProcess(gateway_argv, gateway_port, log, ready_path="/healthz") as gateway, \
+                HttpProcess(fastmcp_argv, fastmcp_port, log) as fastmcp:
+            found = targets(log, workdir, upstream_mcp, f"{gateway.url}/mcp", f"{fastmcp.url}/mcp")
+            async with AsyncExitStack() as stack:
+                clients = {t.key: await _open(stack, t) for t in found}
+                rng = random.Random(seed)
+                for _ in range(rounds):
+                    order = list(found)
+                    rng.shuffle(order)
+                    for target in order:
+                        client = clients[target.key]
+                        if client is None:
+                            continue
+                        for op in OPS:
+                            if op in target.errors:
+                                continue
+                            name, arguments = TOOLS[op]
+                            try:
+                                times = [await call(client, target.prefix + name, arguments) for _ in range(batch)]
+                            except Exception as exc:  # noqa: BLE001
+                                target.errors[op] = f"during the rounds: {_describe(exc)}"
+                                continue
+                            target.samples[op] += times
+                            target.round_p50[op].append(sorted(times)[len(times) // 2])
+    return found

@@ -1,0 +1,129 @@
+"""Processes the bench starts: free ports, HTTP servers waited on until they answer, RSS from /proc."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import httpx2
+
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_kb(pid: int) -> int:
+    """Resident set size of one process, in KiB (VmRSS from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of `pid` (from /proc/*/stat)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        if ppid == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+
+
+def find_child(marker: str, parent: int | None = None) -> int:
+    """The child of `parent` (default: us) whose command line contains `marker`."""
+    for pid in children(parent or os.getpid()):
+        if marker in " ".join(cmdline(pid)):
+            return pid
+    raise LookupError(f"no child process running {marker!r}")
+
+
+def stdio_transport(argv: list[str], log: IO[str]) -> Any:
+    """An `mcp.Client` transport that starts `argv` over stdio, its stderr into `log`."""
+    return stdio_client(StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ)), errlog=log)
+
+
+def http_transport(url: str) -> Any:
+    """An `mcp.Client` transport for `url` whose connection pool has no cap.
+
+    The SDK's default client caps it at httpx2's 100 connections: with 100 calls in flight, each
+    holding its response stream, no connection is left for the answer to an elicitation, and every
+    call waits for the 30 s pool timeout. The latency rounds (one call at a time) keep the default;
+    concurrent runs use this.
+    """
+    client = httpx2.AsyncClient(
+        timeout=httpx2.Timeout(30.0, read=900.0),
+        limits=httpx2.Limits(max_connections=None, max_keepalive_connections=None),
+    )
+    return streamable_http_client(url, http_client=client)
+
+
+class HttpProcess:
+    """A server process on a 127.0.0.1 port, started and waited on until `ready_path` answers."""
+
+    def __init__(self, argv: list[str], port: int, log: IO[str], *, ready_path: str = "/mcp") -> None:
+        self.argv = argv
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.started = time.perf_counter()
+        self.listening_after: float | None = None
+        """Seconds from spawn until the first HTTP answer of any status."""
+        self.proc = subprocess.Popen(argv, env=dict(os.environ), stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        self.ready_after = self._wait(ready_path)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _wait(self, path: str, timeout: float = 60.0) -> float:
+        """Seconds from spawn until `path` answers (200 for /healthz, any status elsewhere)."""
+        deadline = self.started + timeout
+        with httpx2.Client(timeout=1.0) as client:
+            while time.perf_counter() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"{' '.join(self.argv)} exited with {self.proc.returncode}")
+                try:
+                    response = client.get(self.url + path)
+                    if self.listening_after is None:
+                        self.listening_after = time.perf_counter() - self.started
+                    if path != "/healthz" or response.status_code == 200:
+                        return time.perf_counter() - self.started
+                except httpx2.TransportError:
+                    pass
+                time.sleep(0.01)
+        raise TimeoutError(f"{' '.join(self.argv)} not ready on {self.url}{path}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> HttpProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,290 @@
+"""Statistics, targets, and the three outputs: results.json, results.md and PNG plots."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bench.latency import OPS, Target
+
+PATHS = ("direct", "elicitgate", "elicitgate-modern-client", "fastmcp")
+PATH_LABELS = {
+    "direct": "direct",
+    "elicitgate": "elicitgate",
+    "elicitgate-modern-client": "elicitgate, 2026-07-28 client",
+    "fastmcp": "FastMCP proxy",
+}
+TARGETS = {
+    "added_pct_of_direct": 25.0,
+    "fastmcp_added_ratio": 5.0,
+    "bytes_per_pending": 10 * 1024,
+    "rss_growth_pct": 5.0,
+    "ready_s": 1.0,
+    "idle_rss_mb": 80.0,
+}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def latency_rows(found: list[Target]) -> list[dict[str, Any]]:
+    """One row per target and operation, in ms, with the added latency over the direct row."""
+    rows = []
+    for target in found:
+        for op in OPS:
+            samples = target.samples[op]
+            row: dict[str, Any] = {
+                "transport": target.transport, "era": target.era, "path": target.path, "op": op,
+                "client_mode": target.client_mode, "note": target.note, "n": len(samples),
+                "error": target.errors.get(op),
+            }
+            if samples:
+                row |= {
+                    "p50_ms": round(percentile(samples, 50) * 1000, 3),
+                    "p99_ms": round(percentile(samples, 99) * 1000, 3),
+                    "round_p50_ms": [round(v * 1000, 3) for v in target.round_p50[op]],
+                }
+            rows.append(row)
+    direct = {(r["transport"], r["era"], r["op"]): r for r in rows if r["path"] == "direct"}
+    for row in rows:
+        base = direct.get((row["transport"], row["era"], row["op"]))
+        if row["path"] != "direct" and base and "p50_ms" in base and "p50_ms" in row:
+            row["added_p50_ms"] = round(row["p50_ms"] - base["p50_ms"], 3)
+            row["added_pct_of_direct"] = round(100 * row["added_p50_ms"] / base["p50_ms"], 1)
+    return rows
+
+
+def targets_table(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target next to what was measured (goals, not assertions)."""
+    checks: list[dict[str, Any]] = []
+    rows = results.get("latency", {}).get("rows", [])
+    by = {(r["transport"], r["era"], r["path"], r["op"]): r for r in rows}
+    for (transport, era, path, op), row in sorted(by.items()):
+        if path != "elicitgate" or "added_pct_of_direct" not in row:
+            continue
+        where = f"{op}, {transport}, {era}"
+        checks.append({
+            "target": f"gateway-added p50 <= 25% of direct p50 ({where})",
+            "measured": f"+{row['added_p50_ms']:.2f} ms = {row['added_pct_of_direct']:.0f}% of {row['p50_ms'] - row['added_p50_ms']:.2f} ms",
+            "met": row["added_pct_of_direct"] <= TARGETS["added_pct_of_direct"],
+        })
+        fastmcp = by.get((transport, era, "fastmcp", op))
+        if fastmcp and "added_p50_ms" in fastmcp:
+            ratio = fastmcp["added_p50_ms"] / row["added_p50_ms"] if row["added_p50_ms"] > 0 else math.inf
+            checks.append({
+                "target": f">= 5x lower added latency than FastMCP ({where})",
+                "measured": f"{ratio:.1f}x (FastMCP +{fastmcp['added_p50_ms']:.2f} ms)",
+                "met": ratio >= TARGETS["fastmcp_added_ratio"],
+            })
+        elif fastmcp:
+            checks.append({"target": f">= 5x lower added latency than FastMCP ({where})",
+                           "measured": f"FastMCP failed: {fastmcp.get('error')}", "met": None})
+    scale = results.get("scale", {})
+    if "pending" in scale:
+        per = scale["pending"]["bytes_per_pending"]
+        checks.append({"target": "<= 10 KB per pending elicitation",
+                       "measured": f"{per / 1024:.1f} KB ({scale['pending']['pending']:,} pending, bridged path)",
+                       "met": per <= TARGETS["bytes_per_pending"]})
+    if "pending_pushed" in scale:
+        per = scale["pending_pushed"]["bytes_per_pending"]
+        checks.append({"target": "<= 10 KB per pending elicitation (pushed over HTTP)",
+                       "measured": f"{per / 1024:.1f} KB ({scale['pending_pushed']['pending']:,} pending)",
+                       "met": per <= TARGETS["bytes_per_pending"]})
+    if "waves" in scale:
+        waves = scale["waves"]
+        checks.append({"target": f"RSS within 5% of baseline after {waves['total']:,}",
+                       "measured": f"{waves['growth_pct']:+.2f}% ({waves['rss_before_kb'] / 1024:.1f} -> "
+                                   f"{waves['rss_after_kb'] / 1024:.1f} MiB), broker empty: "
+                                   f"{waves['broker_pending_after'] == 0}",
+                       "met": abs(waves["growth_pct"]) <= TARGETS["rss_growth_pct"]})
+    startup = results.get("startup")
+    if startup:
+        checks.append({"target": "ready (healthz 200) <= 1 s", "measured": f"{startup['ready_s_median']:.2f} s",
+                       "met": startup["ready_s_median"] <= TARGETS["ready_s"]})
+        idle = startup["gateway_rss_kb_median"] / 1024
+        checks.append({"target": "idle RSS <= 80 MB", "measured": f"{idle:.1f} MiB (gateway process)",
+                       "met": idle <= TARGETS["idle_rss_mb"]})
+    return checks
+
+
+def _ms(row: dict[str, Any] | None, key: str) -> str:
+    if row is None:
+        return ""
+    if row.get("error"):
+        return "fails"
+    value = row.get(key)
+    return "" if value is None else f"{value:.2f}"
+
+
+def _added(row: dict[str, Any] | None) -> str:
+    if row is None or "added_p50_ms" not in row:
+        return ""
+    return f"+{row['added_p50_ms']:.2f} ({row['added_pct_of_direct']:.0f}%)"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    lines = [
+        f"# elicitgate bench ({meta['mode']}, {meta['date']})",
+        "",
+        f"Commit {meta['commit']}{' (src as given by --ref ' + meta['ref'] + ')' if meta.get('ref') else ''}"
+        f"{'; uncommitted changes in src: ' + ', '.join(meta['dirty_src']) if meta.get('dirty_src') else ''}; "
+        f"{meta['cpus']} cores, Python {meta['python']}. Limits raised for the bench: {meta['limits_raised']}.",
+        "",
+    ]
+    latency = results.get("latency")
+    if latency:
+        lines += [
+            f"## Round-trip latency (ms; {latency['rounds']} interleaved rounds x {latency['batch']} sequential calls)",
+            "",
+            "`elicit`: a tool call that does one form elicitation, answered at once; `echo`: a plain tool call. "
+            "Added = p50 minus the direct p50 of the same transport, era and operation.",
+            "",
+            "| transport | era | path | elicit p50 | elicit p99 | elicit added | echo p50 | echo p99 | echo added |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        rows = {(r["transport"], r["era"], r["path"], r["op"]): r for r in latency["rows"]}
+        failures = []
+        for transport in ("stdio", "http"):
+            for era in ("handshake", "2026-07-28"):
+                for path in PATHS:
+                    el, ec = rows.get((transport, era, path, "elicit")), rows.get((transport, era, path, "echo"))
+                    if el is None and ec is None:
+                        continue
+                    lines.append(
+                        f"| {transport} | {era} | {PATH_LABELS[path]} | {_ms(el, 'p50_ms')} | {_ms(el, 'p99_ms')} | "
+                        f"{_added(el)} | {_ms(ec, 'p50_ms')} | {_ms(ec, 'p99_ms')} | {_added(ec)} |"
+                    )
+                    for row in (el, ec):
+                        if row and row.get("error"):
+                            failures.append(f"- {transport}, {era}, {PATH_LABELS[path]}, `{row['op']}`: {row['error']}")
+        lines += ["", "The 2026-07-28 `elicitgate` row is a handshake-era client in front of a 2026-07-28 upstream "
+                      "(the gateway answers `input_required` through its broker); its added latency is against a "
+                      "2026-07-28 client calling the upstream directly.", ""]
+        if failures:
+            lines += ["What did not work:", "", *failures, ""]
+    scale = results.get("scale")
+    if scale:
+        waves = scale["waves"]
+        lines += [
+            "## Scale (one gateway process)",
+            "",
+            f"- {waves['total']:,} elicitations completed in waves of {waves['wave']} over stdio "
+            f"({waves['per_second']:.0f}/s): gateway RSS {waves['rss_before_kb'] / 1024:.1f} -> "
+            f"{waves['rss_after_kb'] / 1024:.1f} MiB ({waves['growth_pct']:+.2f}%), broker pending after: "
+            f"{waves['broker_pending_after']}, asyncio tasks {waves['tasks_before']} -> {waves['tasks_after']}.",
+        ]
+        for key in ("pending", "pending_pushed"):
+            if key in scale:
+                p = scale[key]
+                lines.append(
+                    f"- {p['pending']:,} pending at once ({p['setup']}): broker held {p['broker_pending_during']:,}; "
+                    f"gateway RSS {p['rss_before_kb'] / 1024:.1f} -> {p['rss_during_kb'] / 1024:.1f} MiB = "
+                    f"**{p['bytes_per_pending'] / 1024:.1f} KB per pending elicitation**; all pending after "
+                    f"{p['seconds_to_all_pending']:.1f} s; broker pending after release: {p['broker_pending_after']}."
+                )
+        lines += ["", "| concurrency | elicitgate /s | elicitgate p50 ms | direct /s | direct p50 ms |",
+                  "|---:|---:|---:|---:|---:|"]
+        for row in scale["throughput"]:
+            g, d = row["elicitgate"], row["direct"]
+            lines.append(f"| {row['concurrency']} | {g['per_second']:.0f} | {g['p50_ms']:.1f} | "
+                         f"{d['per_second']:.0f} | {d['p50_ms']:.1f} |")
+        lines.append("")
+    startup = results.get("startup")
+    if startup:
+        lines += [
+            "## Start-up",
+            "",
+            f"{startup['upstreams']}, median of {startup['repeats']}: listening after "
+            f"{startup['listening_s_median']:.2f} s, ready (healthz 200) after {startup['ready_s_median']:.2f} s; "
+            f"idle RSS {startup['gateway_rss_kb_median'] / 1024:.1f} MiB for the gateway "
+            f"(+ {startup['upstreams_rss_kb_median'] / 1024:.1f} MiB for its two upstream processes).",
+            "",
+        ]
+    lines += ["## Targets (goals, not assertions)", "", "| target | measured | met |", "|---|---|---|"]
+    for check in results["targets"]:
+        met = "n/a" if check["met"] is None else ("yes" if check["met"] else "no")
+        lines.append(f"| {check['target']} | {check['measured']} | {met} |")
+    profile = results.get("profile")
+    if profile:
+        lines += ["", "## Profile (py-spy, gateway process, sequential elicitations)", ""]
+        for face, summary in profile.items():
+            if "error" in summary:
+                lines.append(f"- {face}: {summary['error']}")
+                continue
+            packages = ", ".join(f"{name} {pct}%" for name, pct in summary["self_by_package_pct"][:8])
+            lines.append(f"- {face} face, self time by package ({summary['samples']} samples): {packages}")
+    return "\n".join(lines) + "\n"
+
+
+def plots(results: dict[str, Any], out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    latency = results.get("latency")
+    if latency:
+        rows = {(r["transport"], r["era"], r["path"], r["op"]): r for r in latency["rows"]}
+        groups = [(t, e) for t in ("stdio", "http") for e in ("handshake", "2026-07-28")]
+        paths = ("direct", "elicitgate", "fastmcp")
+        colors = {"direct": "#888888", "elicitgate": "#1f77b4", "fastmcp": "#d62728"}
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for ax, op in zip(axes, OPS):
+            width = 0.27
+            for i, path in enumerate(paths):
+                xs, p50s, p99s, failed = [], [], [], []
+                for g, (transport, era) in enumerate(groups):
+                    row = rows.get((transport, era, path, op))
+                    x = g + (i - 1) * width
+                    if row and "p50_ms" in row:
+                        xs.append(x)
+                        p50s.append(row["p50_ms"])
+                        p99s.append(row["p99_ms"] - row["p50_ms"])
+                    else:
+                        failed.append(x)
+                ax.bar(xs, p50s, width, yerr=[[0] * len(p99s), p99s], capsize=3, color=colors[path],
+                       label=PATH_LABELS[path])
+                for x in failed:
+                    ax.text(x, 0.5, "fails", rotation=90, ha="center", va="bottom", fontsize=8, color=colors[path])
+            ax.set_xticks(range(len(groups)), [f"{t}\n{e}" for t, e in groups])
+            ax.set_ylabel("ms (bar: p50, whisker: p99)")
+            ax.set_title(f"{op}: tool call round trip")
+            ax.set_yscale("log")
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "latency.png", dpi=110)
+        plt.close(fig)
+        written.append("latency.png")
+    scale = results.get("scale")
+    if scale:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+        trace = scale["waves"]["trace"]
+        left.plot([p["completed"] for p in trace], [p["rss_kb"] / 1024 for p in trace], color="#1f77b4")
+        base = scale["waves"]["rss_before_kb"] / 1024
+        left.axhline(base * 1.05, color="#d62728", linestyle="--", linewidth=1, label="baseline + 5%")
+        left.set_xlabel("elicitations completed")
+        left.set_ylabel("gateway RSS (MiB)")
+        left.set_ylim(0, max(base * 1.2, max(p["rss_kb"] for p in trace) / 1024 * 1.1))
+        left.set_title("RSS over the waves (no leak: flat)")
+        left.legend(fontsize=8)
+        levels = [row["concurrency"] for row in scale["throughput"]]
+        for name, color in (("direct", "#888888"), ("elicitgate", "#1f77b4")):
+            right.plot(levels, [row[name]["per_second"] for row in scale["throughput"]], marker="o", color=color,
+                       label=name)
+        right.set_xscale("log")
+        right.set_xlabel("concurrent calls")
+        right.set_ylabel("elicitation round trips / s")
+        right.set_title("throughput over stdio")
+        right.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "scale.png", dpi=110)
+        plt.close(fig)
+        written.append("scale.png")
+    return written

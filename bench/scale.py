@@ -1,0 +1,242 @@
+"""Scale: many elicitations in one gateway process.
+
+Set-up: one `mcp.Client` (handshake era) talks to the gateway over stdio (`bench.gateway_probe`,
+the real gateway plus a SIGUSR1 probe); the gateway talks to the demo server over stdio (the
+desktop default: one upstream process for the client's session). Every call is `demo__confirm`:
+one form elicitation, answered by the client.
+
+Phases, in this order (so that the leak check runs before the pending phase inflates the heap):
+1. waves: `total` elicitations completed in waves of `wave` concurrent calls; the gateway's RSS
+   after the warm-up wave and after the last one (no leak: within 5%), and the broker empty after;
+2. throughput at concurrency 1 / 10 / 100, through the gateway and direct (client -> upstream);
+3. pending: calls whose elicitations the client holds unanswered, all at once; the gateway's RSS
+   then, minus before, divided by their number; the broker's own count as a check. Twice: a few
+   thousand pushed by the handshake-era HTTP upstream (each also holds its call's upstream POST),
+   then `pending` (10,000) through a fresh gateway whose 2026-07-28 stdio upstream returns
+   `input_required`, so that only the gateway holds them. Thousands of concurrent calls on one HTTP
+   upstream get slower per call as they grow (httpcore2's connection pool scans every connection
+   for every request), which is why the 10,000 go the second way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import mcp_types as types
+
+from mcp import Client
+
+from bench import configs
+from bench.procs import HttpProcess, find_child, free_port, http_transport, rss_kb, stdio_transport
+
+TOOL = "confirm"
+ARGS = {"question": "Proceed?"}
+
+
+class Answerer:
+    """The client's elicitation callback: answers at once, or holds every answer until released."""
+
+    def __init__(self) -> None:
+        self.hold = False
+        self.held = 0
+        self.target = 0
+        self.all_held = anyio.Event()
+        self.release = anyio.Event()
+
+    def start_holding(self, target: int) -> None:
+        self.hold, self.held, self.target = True, 0, target
+        self.all_held, self.release = anyio.Event(), anyio.Event()
+
+    async def __call__(self, ctx: Any, params: Any) -> types.ElicitResult:
+        if self.hold:
+            self.held += 1
+            if self.held == self.target:
+                self.all_held.set()
+            await self.release.wait()
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+
+class Probe:
+    """Asks `bench.gateway_probe` what its broker holds."""
+
+    def __init__(self, pid: int, path: Path) -> None:
+        self.pid = pid
+        self.path = path
+
+    async def read(self) -> dict[str, Any]:
+        self.path.unlink(missing_ok=True)
+        os.kill(self.pid, signal.SIGUSR1)
+        with anyio.fail_after(30):
+            while not self.path.exists():
+                await anyio.sleep(0.02)
+        stats = json.loads(self.path.read_text())
+        stats["rss_kb"] = rss_kb(self.pid)
+        return stats
+
+
+async def concurrent_calls(call: Callable[[], Awaitable[Any]], n: int, concurrency: int) -> list[float]:
+    """`n` calls made by `concurrency` workers; returns each call's latency in seconds."""
+    latencies: list[float] = []
+    remaining = n
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            start = time.perf_counter()
+            await call()
+            latencies.append(time.perf_counter() - start)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(concurrency):
+            tg.start_soon(worker)
+    return latencies
+
+
+def _checked(client: Client, name: str) -> Callable[[], Awaitable[None]]:
+    async def call() -> None:
+        result = await client.call_tool(name, ARGS)
+        if result.is_error:
+            raise RuntimeError(" ".join(getattr(b, "text", "") for b in result.content))
+
+    return call
+
+
+async def run(
+    *, pending: int, pushed_pending: int, total: int, wave: int, levels: tuple[int, ...], per_level: int, log: IO[str],
+    workdir: Path, progress: Callable[[str], None],
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    answer = Answerer()
+    async with _gateway(workdir, "scale-stdio", configs.stdio_upstream("handshake"), answer, log) as (client, probe), \
+            Client(stdio_transport(configs.demo_argv(), log), mode="legacy", elicitation_callback=answer,
+                   read_timeout_seconds=900) as direct:
+        via_gateway = _checked(client, f"demo__{TOOL}")
+        out["waves"] = await _waves(via_gateway, probe, total, wave, progress)
+        out["throughput"] = await _throughput(via_gateway, _checked(direct, TOOL), levels, per_level, progress)
+    port = free_port()
+    with HttpProcess(configs.demo_argv(f"127.0.0.1:{port}"), port, log) as upstream:
+        answer = Answerer()
+        http = configs.http_upstream(f"{upstream.url}/mcp", "handshake")
+        async with _gateway(workdir, "scale-http", http, answer, log) as (client, probe):
+            out["pending_pushed"] = {
+                "setup": "handshake-era upstream over streamable HTTP pushes each elicitation/create; each pending "
+                         "elicitation also holds its call's POST to the upstream",
+                **await _pending(client, answer, probe, pushed_pending, progress),
+            }
+    answer = Answerer()
+    async with _gateway(workdir, "scale-modern", configs.stdio_upstream("modern"), answer, log) as (client, probe):
+        out["pending"] = {
+            "setup": "2026-07-28 upstream over stdio returns input_required; the broker pushes elicitation/create "
+                     "to the client and holds it (the upstream holds nothing)",
+            **await _pending(client, answer, probe, pending, progress),
+        }
+    return out
+
+
+@asynccontextmanager
+async def _gateway(
+    workdir: Path, name: str, upstream: dict[str, Any], answer: Answerer, log: IO[str]
+) -> AsyncIterator[tuple[Client, Probe]]:
+    """A gateway (stdio face, with the probe) in front of one upstream named `demo`, and its client."""
+    config = configs.write_config(workdir, name, configs.gateway_config({"demo": upstream}))
+    probe_file = workdir / f"{name}.probe.json"
+    argv = [configs.PY, "-m", "bench.gateway_probe", str(config), str(probe_file)]
+    async with Client(stdio_transport(argv, log), mode="legacy", elicitation_callback=answer,
+                      read_timeout_seconds=900) as client:
+        await _checked(client, f"demo__{TOOL}")()
+        yield client, Probe(find_child(str(probe_file)), probe_file)
+
+
+async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, wave: int,
+                 progress: Callable[[str], None]) -> dict[str, Any]:
+    await concurrent_calls(call, wave, wave)  # warm-up: the heap reaches a wave's high-water mark
+    before = await probe.read()
+    trace = [{"completed": 0, "rss_kb": before["rss_kb"]}]
+    start = time.perf_counter()
+    done = 0
+    while done < total:
+        n = min(wave, total - done)
+        await concurrent_calls(call, n, n)
+        done += n
+        trace.append({"completed": done, "rss_kb": rss_kb(probe.pid)})
+        if done % (10 * wave) == 0 or done == total:
+            progress(f"waves: {done:,}/{total:,} completed, gateway RSS {trace[-1]['rss_kb'] / 1024:.1f} MiB")
+    elapsed = time.perf_counter() - start
+    after = await probe.read()
+    return {
+        "total": total,
+        "wave": wave,
+        "seconds": round(elapsed, 2),
+        "per_second": round(total / elapsed, 1),
+        "rss_before_kb": before["rss_kb"],
+        "rss_after_kb": after["rss_kb"],
+        "growth_pct": round(100 * (after["rss_kb"] - before["rss_kb"]) / before["rss_kb"], 2),
+        "broker_pending_after": after["pending"],
+        "tasks_before": before["tasks"],
+        "tasks_after": after["tasks"],
+        "trace": trace,
+    }
+
+
+async def _throughput(via_gateway: Callable[[], Awaitable[None]], direct: Callable[[], Awaitable[None]],
+                      levels: tuple[int, ...], per_level: int, progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    rows = []
+    for level in levels:
+        n = max(per_level, 10 * level)
+        row: dict[str, Any] = {"concurrency": level, "calls": n}
+        for name, call in (("direct", direct), ("elicitgate", via_gateway)):
+            await concurrent_calls(call, level, level)
+            start = time.perf_counter()
+            latencies = await concurrent_calls(call, n, level)
+            elapsed = time.perf_counter() - start
+            row[name] = {
+                "per_second": round(n / elapsed, 1),
+                "p50_ms": round(statistics.median(latencies) * 1000, 2),
+            }
+        progress(f"throughput at concurrency {level}: elicitgate {row['elicitgate']['per_second']}/s, "
+                 f"direct {row['direct']['per_second']}/s")
+        rows.append(row)
+    return rows
+
+
+async def _pending(client: Client, answer: Answerer, probe: Probe, n: int,
+                   progress: Callable[[str], None]) -> dict[str, Any]:
+    before = await probe.read()
+    answer.start_holding(n)
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(n):
+            tg.start_soon(_checked(client, f"demo__{TOOL}"))
+        with anyio.fail_after(900):
+            await answer.all_held.wait()
+        reached = time.perf_counter() - start
+        await anyio.sleep(1.0)
+        during = await probe.read()
+        progress(f"pending: {answer.held:,} held by the client, {during['pending']:,} pending in the broker, "
+                 f"gateway RSS {during['rss_kb'] / 1024:.1f} MiB")
+        answer.hold = False
+        answer.release.set()
+    drained = time.perf_counter() - start - reached
+    after = await probe.read()
+    return {
+        "pending": n,
+        "seconds_to_all_pending": round(reached, 2),
+        "seconds_to_drain": round(drained, 2),
+        "broker_pending_during": during["pending"],
+        "tasks_during": during["tasks"],
+        "rss_before_kb": before["rss_kb"],
+        "rss_during_kb": during["rss_kb"],
+        "rss_after_kb": after["rss_kb"],
+        "bytes_per_pending": round((during["rss_kb"] - before["rss_kb"]) * 1024 / n),
+        "broker_pending_after": after["pending"],
+    }
