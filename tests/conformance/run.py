@@ -1,0 +1,215 @@
+"""Run the conformance server suite against our conformance server directly and through elicitgate,
+and print the scenarios whose verdicts differ.
+
+    python -m tests.conformance.run                  # every target, a table, exit 1 on a difference
+    python -m tests.conformance.run --markdown       # the table as Markdown (docs/conformance.md)
+    python -m tests.conformance.run --keep out/      # keep each scenario's checks.json under out/
+
+Targets (each with its own processes, suites run side by side):
+- direct:            the suite -> tests/conformance/server.py over streamable HTTP
+- gateway-http:      the suite -> `elicitgate serve --http` -> that server as an HTTP upstream
+- gateway-stdio:     the suite -> `elicitgate serve --http` -> that server as a stdio upstream
+- gateway-http-2026: as gateway-http, but the upstream leg speaks 2026-07-28 (the gateway bridges);
+                     reported, not compared: the 2026-07-28 work is in progress.
+The compared gateway targets pin the upstream leg to the handshake era, the era the suite speaks, so
+both legs run the same protocol revision as the direct run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from tests.conformance.suite import Check, Verdict, installed, problems, run_suite, verdict
+from tests.conftest import PY, ROOT, Process, free_port, wait_healthy
+
+SERVER_MODULE = "tests.conformance.server"
+DIRECT = "direct"
+COMPARED = ("gateway-http", "gateway-stdio")
+INFORMATIONAL = ("gateway-http-2026",)
+ELICITATION_SCENARIOS = ("tools-call-elicitation", "elicitation-sep1034-defaults", "elicitation-sep1330-enums")
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    upstream: str | None
+    """None: the suite talks to the server itself; else how the gateway reaches it (http or stdio)."""
+    era: str = "handshake"
+
+
+TARGETS = {
+    DIRECT: Target(DIRECT, None),
+    "gateway-http": Target("gateway-http", "http"),
+    "gateway-stdio": Target("gateway-stdio", "stdio"),
+    "gateway-http-2026": Target("gateway-http-2026", "http", era="modern"),
+}
+
+
+@dataclass
+class Outcome:
+    targets: list[str]
+    checks: dict[str, dict[str, list[Check]]] = field(default_factory=dict)
+    """target -> scenario -> the suite's checks"""
+
+    def verdict(self, target: str, scenario: str) -> Verdict:
+        return verdict(self.checks.get(target, {}).get(scenario, []))
+
+    @property
+    def scenarios(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for target in self.targets:
+            seen.update(dict.fromkeys(self.checks.get(target, {})))
+        return list(seen)
+
+    def differences(self, target: str) -> list[str]:
+        """Scenarios whose verdict through `target` is not the direct one."""
+        return [s for s in self.scenarios if self.verdict(target, s) != self.verdict(DIRECT, s)]
+
+    def failures(self) -> list[str]:
+        """What makes the run fail: a compared target differing from direct, or an elicitation scenario
+        that does not pass through the gateway."""
+        found = []
+        for target in (t for t in self.targets if t in COMPARED):
+            found += [
+                f"{target}: {s} is {self.verdict(target, s)}, direct {self.verdict(DIRECT, s)}"
+                for s in self.differences(target)
+            ]
+            found += [
+                f"{target}: {s} is {self.verdict(target, s)}, not pass"
+                for s in ELICITATION_SCENARIOS
+                if self.verdict(target, s) != "pass"
+            ]
+        return found
+
+    def table(self, *, markdown: bool = False) -> str:
+        head = ["scenario", *self.targets]
+        rows = []
+        for scenario in self.scenarios:
+            direct = self.verdict(DIRECT, scenario)
+            cells = [
+                self.verdict(t, scenario) + ("" if self.verdict(t, scenario) == direct else " (differs)")
+                for t in self.targets
+            ]
+            rows.append([scenario, *cells])
+        if markdown:
+            lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)])
+        widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+        return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in [head, *rows])
+
+    def report(self) -> str:
+        lines = [self.table(), ""]
+        for target in self.targets[1:]:
+            differing = self.differences(target)
+            note = "" if target in COMPARED else " (informational)"
+            lines.append(f"{target}{note}: {len(differing) or 'no'} scenario(s) differ from direct")
+            for scenario in differing:
+                lines.append(
+                    f"  {scenario}: direct {self.verdict(DIRECT, scenario)}, {target} {self.verdict(target, scenario)}"
+                )
+                lines += [f"    {p}" for p in problems(self.checks[target].get(scenario, []))]
+        return "\n".join(lines)
+
+
+def _env() -> dict[str, str]:
+    """`python -m tests.conformance.server` must import from the checkout wherever it is started."""
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join([path, str(ROOT)]) if path else str(ROOT)}
+
+
+def _start_server() -> Process:
+    port = free_port()
+    return Process([PY, "-m", SERVER_MODULE, "--http", f"127.0.0.1:{port}"], port, env=_env())
+
+
+def _gateway_config(target: Target, server: Process | None, folder: Path) -> Path:
+    if target.upstream == "http":
+        assert server is not None
+        upstream: dict[str, Any] = {"url": f"{server.url}/mcp"}
+    else:
+        upstream = {"command": PY, "args": ["-m", SERVER_MODULE], "cwd": str(ROOT), "env": _env()}
+    config = {
+        "mcpServers": {"conformance": {**upstream, "era": target.era}},
+        "namespacing": {"prefix_single_server": False},  # the suite calls the tools by their own names
+        "log_level": "warning",  # stderr is read only at the end: keep it small
+    }
+    path = folder / f"{target.name}.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _start_gateway(config: Path) -> Process:
+    port = free_port()
+    gateway = Process(
+        [PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"], port, env=_env()
+    )
+    wait_healthy(gateway.url)
+    return gateway
+
+
+async def compare(targets: list[str], output: Path) -> Outcome:
+    """Start what each target needs, run the suite against all of them side by side, stop everything."""
+    started: list[Process] = []
+    urls: dict[str, str] = {}
+
+    async def prepare(target: Target) -> None:
+        server = None
+        if target.upstream != "stdio":
+            server = await anyio.to_thread.run_sync(_start_server)
+            started.append(server)
+        if target.upstream is None:
+            assert server is not None
+            urls[target.name] = f"{server.url}/mcp"
+            return
+        gateway = await anyio.to_thread.run_sync(_start_gateway, _gateway_config(target, server, output))
+        started.append(gateway)
+        urls[target.name] = f"{gateway.url}/mcp"
+
+    outcome = Outcome(targets)
+
+    async def run(name: str) -> None:
+        outcome.checks[name] = await run_suite(urls[name], output / name)
+
+    output.mkdir(parents=True, exist_ok=True)
+    try:
+        async with anyio.create_task_group() as tg:
+            for name in targets:
+                tg.start_soon(prepare, TARGETS[name])
+        async with anyio.create_task_group() as tg:
+            for name in targets:
+                tg.start_soon(run, name)
+    finally:
+        for proc in started:
+            proc.stop()
+    return outcome
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="conformance suite: direct vs through elicitgate")
+    parser.add_argument("--targets", nargs="+", choices=list(TARGETS)[1:], default=[*COMPARED, *INFORMATIONAL])
+    parser.add_argument("--keep", type=Path, help="keep each scenario's checks.json under this folder")
+    parser.add_argument("--markdown", action="store_true", help="print the verdict table as Markdown")
+    args = parser.parse_args()
+    reason = installed()
+    if reason:
+        sys.exit(reason)
+    with tempfile.TemporaryDirectory(prefix="conformance-") as scratch:
+        outcome = anyio.run(compare, [DIRECT, *args.targets], args.keep or Path(scratch))
+    print(outcome.table(markdown=True) if args.markdown else outcome.report())
+    failures = outcome.failures()
+    if failures:
+        print("\nFAILED:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
