@@ -152,7 +152,11 @@ def _start_gateway(config: Path) -> Process:
     gateway = Process(
         [PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"], port, env=_env()
     )
-    wait_healthy(gateway.url)
+    try:
+        wait_healthy(gateway.url)
+    except BaseException:
+        print(gateway.stop(), file=sys.stderr)  # why its upstream never came up
+        raise
     return gateway
 
 
