@@ -343,3 +343,45 @@ async def test_hosting_always_sends_even_a_form_capable_client_to_the_page():
                 await page.post("review", answer="through the page")
                 await page.post("submit")
             assert text(await call.wait()) == {"action": "accept", "content": {"answer": "through the page"}}
+
+
+# -- 2026-07-28 clients: the same hosting, reached through input_required rounds ------------------------
+
+
+async def test_a_2026_client_without_elicitation_is_answered_through_the_admin_api():
+    async with gateway(hosted_config()) as gw:
+        async with Client(gw.mcp_url, mode="2026-07-28") as client, anyio.create_task_group() as tg:
+            call = Call()
+            tg.start_soon(call.run, client, "x__elicit", {"schema": BOOKING, "message": "Book a table"})
+            (item,) = await next_pending(gw.url)
+            assert item["hosted"] == "inbox"
+            async with httpx2.AsyncClient(base_url=gw.url, headers=AUTH) as http:
+                ok = await http.post(f"/api/elicitations/{item['id']}/answer",
+                                     json={"action": "accept", "content": {"email": "ada@example.com", "guests": 3}})
+                assert ok.status_code == 200
+            result = text(await call.wait())
+            assert result == {"action": "accept", "content": {"email": "ada@example.com", "guests": 3}}
+        assert gw.gateway.rounds.parked == {}
+
+
+async def test_a_2026_url_only_client_gets_the_page_link_as_an_input_request(form_only_capability):
+    form_only_capability(types.ElicitationCapability(url={}))
+    human = Human(types.ElicitResult(action="accept"))  # consents to open the link
+    async with gateway(hosted_config()) as gw:
+        async with Client(gw.mcp_url, mode="2026-07-28", elicitation_callback=human) as client, \
+                anyio.create_task_group() as tg:
+            call = Call()
+            tg.start_soon(call.run, client, "x__elicit", {"schema": BOOKING, "message": "Book a table"})
+            with anyio.fail_after(10):
+                await human.asked.wait()
+            (link,) = human.seen
+            assert isinstance(link, types.ElicitRequestURLParams)  # never the form itself
+            assert link.url.startswith(f"{gw.url}/e/") and link.elicitation_id is None
+            (item,) = await next_pending(gw.url)
+            async with httpx2.AsyncClient(base_url=gw.url, headers=AUTH) as http:
+                ok = await http.post(f"/api/elicitations/{item['id']}/answer",
+                                     json={"action": "accept", "content": {"email": "ada@example.com", "guests": 2}})
+                assert ok.status_code == 200
+            result = text(await call.wait())
+            assert result == {"action": "accept", "content": {"email": "ada@example.com", "guests": 2}}
+        assert gw.gateway.rounds.parked == {}
