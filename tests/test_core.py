@@ -284,3 +284,30 @@ def test_dns_rebinding_is_refused(tmp_path, http_gateway, path):
     assert refused.status_code == 403
     assert refused.json()["error"]["message"] == "Origin header not allowed"
     assert send(origin=f"http://localhost:{gateway.port}").status_code == 200
+
+
+async def test_an_http_upstream_that_restarts_unnoticed_gets_a_new_session():
+    port = free_port()
+    argv = [PY, "-m", "tests.peers.py_server", "--name", "h", "--http", f"127.0.0.1:{port}"]
+    upstream = Process(argv, port)
+    config = {"mcpServers": {"h": {"url": f"{upstream.url}/mcp", "era": "handshake"}},
+              "upstream_retry": {"initial_backoff": 0.1, "max_backoff": 0.2}}
+    try:
+        async with inprocess_gateway(config) as gw, Client(gw.mcp_url, mode="legacy") as client:
+            assert text(await client.call_tool("h__whoami", {})) == "h"
+            failures_before = gw.gateway.links["h"].status()["failures"]
+            upstream.stop()
+            upstream = Process(argv, port)  # back before the gateway noticed: our session id is unknown there
+            errors_seen = []
+            with anyio.fail_after(20):
+                while True:
+                    try:
+                        assert text(await client.call_tool("h__whoami", {})) == "h"
+                        break
+                    except MCPError as exc:
+                        errors_seen.append(exc.error.code)
+                        await anyio.sleep(0.05)
+            assert set(errors_seen) <= {UPSTREAM_GONE, UPSTREAM_UNAVAILABLE}, errors_seen  # never "Session not found"
+            assert gw.gateway.links["h"].status()["failures"] > failures_before  # reported, and reconnected
+    finally:
+        upstream.stop()

@@ -10,6 +10,7 @@ the exact call that caused it (design invariant 1).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Awaitable
@@ -22,7 +23,7 @@ from mcp_types import CONNECTION_CLOSED, ErrorData, JSONRPCError, JSONRPCNotific
 
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import StreamableHTTPTransport
+from mcp.client.streamable_http import MCP_SESSION_ID, StreamableHTTPTransport
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
@@ -59,7 +60,52 @@ class _TaggingWriter:
         await self._inner.send(item)
 
 
+class _SessionLossWriter:
+    """Turns the error for a request the server refused with 404 (its session is gone) into a lost stream."""
+
+    def __init__(self, inner: Any, transport: OriginTaggingHTTPTransport) -> None:
+        self._inner = inner
+        self._transport = transport
+
+    async def send(self, item: Any) -> None:
+        message = item.message if isinstance(item, SessionMessage) else None
+        if self._transport.session_lost and isinstance(message, JSONRPCError):
+            error = ErrorData(
+                code=CONNECTION_CLOSED,
+                message="the upstream no longer knows this session (it restarted)",
+                data={STREAM_LOST_KEY: True},
+            )
+            item = SessionMessage(JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
+        await self._inner.send(item)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 class OriginTaggingHTTPTransport(StreamableHTTPTransport):
+    """The SDK's streamable HTTP client transport, plus what a gateway needs to know of it.
+
+    - Server messages on a POST's response stream are tagged with that POST's request id, so an
+      upstream's `elicitation/create` names the call that caused it.
+    - A POST's stream that ends without a response gives a marked error (`STREAM_LOST_KEY`).
+    - A 404 for a request that carried our session id means the server forgot the session (it
+      restarted before we noticed): the connection ends, so the link reconnects, instead of every
+      later call failing with "Session not found".
+    """
+
+    session_lost = False
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        """httpx response hook: notices the session going away."""
+        if response.status_code == 404 and MCP_SESSION_ID in response.request.headers:
+            self.session_lost = True
+
+    async def _handle_post_request(self, ctx: Any) -> None:
+        ctx = dataclasses.replace(ctx, read_stream_writer=_SessionLossWriter(ctx.read_stream_writer, self))
+        await super()._handle_post_request(ctx)
+        if self.session_lost:
+            await ctx.read_stream_writer.aclose()  # the dispatcher sees the end of the connection
+
     async def _handle_sse_event(
         self,
         sse: Any,
@@ -88,6 +134,7 @@ async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncIterator[S
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(
             httpx2.AsyncClient(
+                event_hooks={"response": [transport.on_response]},
                 headers=headers or None,
                 timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
                 limits=UPSTREAM_HTTP_LIMITS,
