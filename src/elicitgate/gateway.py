@@ -18,7 +18,8 @@ from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.faces.peer import DownstreamCall, DownstreamPeer
 from elicitgate.router.catalog import Catalog
-from elicitgate.router.forward import PASSTHROUGH_INPUT_REQUESTS, forward
+from elicitgate.router import subscriptions
+from elicitgate.router.forward import LOG_LEVEL_STATE_KEY, PASSTHROUGH_INPUT_REQUESTS, forward
 from elicitgate.router.rounds import Rounds
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
@@ -82,6 +83,7 @@ class Gateway:
         peer.closed = True
         self.peers.discard(peer)
         self.broker.stop_for_peer(peer, "the client disconnected")
+        subscriptions.close_all(peer)
         for conn in list(peer.upstreams.values()):
             with anyio.move_on_after(5, shield=True):
                 await conn.close()
@@ -131,19 +133,27 @@ class Gateway:
             return await self._set_log_level(call, params)
         else:
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
+        link = self.links[server]
+        if method in ("resources/subscribe", "resources/unsubscribe") and link.primary is not None:
+            if link.primary.era == "modern":  # 2026-07-28 subscribes with subscriptions/listen
+                if method == "resources/subscribe":
+                    return await subscriptions.subscribe(self.task_group, call.peer, link, params["uri"])
+                return subscriptions.unsubscribe(call.peer, server, params["uri"])
         return await forward(
             self.broker, self.links[server], call, method, params, max_rounds=self.config.bridging.max_rounds
         )
 
     async def _set_log_level(self, call: DownstreamCall, params: Mapping[str, Any]) -> dict[str, Any]:
-        """`logging/setLevel` goes to every handshake-era upstream that offers logging (on the connection
+        """`logging/setLevel` is remembered for the client and goes to every handshake-era upstream that offers logging (on the connection
         this client's calls use: its own under `per_session`, the shared one otherwise, where the last
         level set wins). 2026-07-28 upstreams take a level per request instead. One upstream refusing
         does not fail the others."""
+        if isinstance(params.get("level"), str):
+            call.peer.state[LOG_LEVEL_STATE_KEY] = params["level"]
         for link in self.links.values():
             negotiated = link.primary.negotiated if link.primary is not None else None
             if negotiated is None or negotiated.era == "modern" or "logging" not in negotiated.capabilities:
-                continue
+                continue  # a 2026-07-28 upstream gets the level with each request (`forward`)
             try:
                 conn = await link.connection_for(call.peer)
                 await conn.request("logging/setLevel", params, origin=call, timeout=link.config.request_timeout)

@@ -9,9 +9,10 @@ Targets (each with its own processes, suites run side by side):
 - direct:            the suite -> tests/conformance/server.py over streamable HTTP
 - gateway-http:      the suite -> `elicitgate serve --http` -> that server as an HTTP upstream
 - gateway-stdio:     the suite -> `elicitgate serve --http` -> that server as a stdio upstream
-- gateway-http-2026: as gateway-http, but the upstream leg speaks 2026-07-28 (the gateway bridges);
-                     reported, not compared: the 2026-07-28 work is in progress.
-The compared gateway targets pin the upstream leg to the handshake era, the era the suite speaks, so
+- gateway-http-2026: as gateway-http, but the upstream leg speaks 2026-07-28 (the gateway bridges the
+                     suite's 2025-11-25 to it: input_required rounds, per-request log level,
+                     resources/subscribe as subscriptions/listen).
+gateway-http and gateway-stdio pin the upstream leg to the handshake era, the era the suite speaks, so
 both legs run the same protocol revision as the direct run.
 """
 
@@ -33,8 +34,8 @@ from tests.conftest import PY, ROOT, Process, free_port, wait_healthy
 
 SERVER_MODULE = "tests.conformance.server"
 DIRECT = "direct"
-COMPARED = ("gateway-http", "gateway-stdio")
-INFORMATIONAL = ("gateway-http-2026",)
+COMPARED = ("gateway-http", "gateway-stdio", "gateway-http-2026")
+INFORMATIONAL: tuple[str, ...] = ()
 ELICITATION_SCENARIOS = ("tools-call-elicitation", "elicitation-sep1034-defaults", "elicitation-sep1330-enums")
 
 

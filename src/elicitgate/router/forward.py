@@ -31,10 +31,10 @@ from elicitgate.upstreams.link import UpstreamLink
 from elicitgate.upstreams.transports import STREAM_LOST_KEY
 
 PASSTHROUGH_INPUT_REQUESTS = {"sampling/createMessage": "sampling", "roots/list": "roots"}
-ENVELOPE_META_KEYS = frozenset(
-    {PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY}
-)
+ENVELOPE_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
 """A 2026-07-28 client's envelope describes it to the gateway; each upstream connection stamps its own."""
+LOG_LEVEL_STATE_KEY = "elicitgate.log_level"
+"""The level a handshake-era client set with `logging/setLevel`, for 2026-07-28 upstreams."""
 CLOSE_GRACE = 1.0
 
 
@@ -57,6 +57,10 @@ async def forward(
     for key in ("requestState", "inputResponses"):  # the client's rounds are the gateway's, never the upstream's
         params.pop(key, None)
     meta = {k: v for k, v in (params.get("_meta") or {}).items() if k not in ENVELOPE_META_KEYS}
+    # 2026-07-28 asks for log messages per request; the handshake era set a level once per session.
+    level = meta.pop(LOG_LEVEL_META_KEY, None) or call.peer.state.get(LOG_LEVEL_STATE_KEY)
+    if conn.era == "modern" and level is not None:
+        meta[LOG_LEVEL_META_KEY] = level
     token = meta.pop("progressToken", None)
     if meta:
         params["_meta"] = meta

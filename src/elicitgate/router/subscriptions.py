@@ -1,0 +1,54 @@
+"""Resource subscriptions of handshake-era clients, carried to 2026-07-28 upstreams.
+
+2026-07-28 has no `resources/subscribe`: a client opens `subscriptions/listen` with the URIs it wants,
+and `notifications/resources/updated` arrive on that request's stream until it ends. The gateway
+opens one such listen per (client, server, URI) on the client's connection to that upstream, and
+ends it on `resources/unsubscribe` or when the client goes away; the updates reach clients the same
+way as a handshake-era upstream's.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from elicitgate.upstreams.link import UpstreamLink
+
+logger = logging.getLogger(__name__)
+
+_LISTENS_KEY = "elicitgate.resource_listens"
+
+
+async def subscribe(task_group: anyio.abc.TaskGroup, peer: Any, link: UpstreamLink, uri: str) -> dict[str, Any]:
+    listens: dict[tuple[str, str], anyio.CancelScope] = peer.state.setdefault(_LISTENS_KEY, {})
+    if (link.name, uri) in listens:
+        return {}
+    conn = await link.connection_for(peer)
+    scope = anyio.CancelScope()
+    listens[(link.name, uri)] = scope
+
+    async def listen() -> None:
+        with scope:
+            try:
+                await conn.request("subscriptions/listen", {"notifications": {"resourceSubscriptions": [uri]}})
+            except Exception as exc:  # the subscription is gone; say why, the client keeps working
+                logger.warning("upstream %r: listening for %s ended: %s", link.name, uri, exc)
+        listens.pop((link.name, uri), None)
+
+    task_group.start_soon(listen, name=f"listen:{link.name}:{uri}")
+    return {}
+
+
+def unsubscribe(peer: Any, server: str, uri: str) -> dict[str, Any]:
+    scope = peer.state.get(_LISTENS_KEY, {}).pop((server, uri), None)
+    if scope is not None:
+        scope.cancel()
+    return {}
+
+
+def close_all(peer: Any) -> None:
+    for scope in peer.state.pop(_LISTENS_KEY, {}).values():
+        scope.cancel()
