@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only SECTION ...] [--ref REV] [--publish]` (usually through `bench/run`)."""
+"""`python -m bench [--quick] [--only SECTION ...] [--ref REV] [--publish] [--report-only]` (usually via `bench/run`)."""
 
 from __future__ import annotations
 
@@ -62,6 +62,7 @@ def meta(mode: str, ref: str | None) -> dict[str, Any]:
         "dirty_src": dirty,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
+        "loadavg_start": [round(v, 2) for v in os.getloadavg()],
         "limits_raised": ", ".join(f"{k}={v:g}" for k, v in configs.BENCH_LIMITS.items()),
     }
 
@@ -93,7 +94,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def publish(results: dict[str, Any], markdown: str) -> None:
+def publish(results: dict[str, Any]) -> None:
     """Copy the report to bench/latest/ (committed) and refresh the README's Performance section."""
     LATEST.mkdir(exist_ok=True)
     for name in ("results.md", "results.json", "latency.png", "scale.png"):
@@ -103,12 +104,23 @@ def publish(results: dict[str, Any], markdown: str) -> None:
     text = README.read_text()
     if start not in text:
         return
-    body = markdown.split("\n## ", 1)[1] if "\n## " in markdown else markdown
-    section = (f"{start}\n`bench/run` ({results['meta']['mode']} run, {results['meta']['date'][:10]}, commit "
-               f"{results['meta']['commit']}); full report: [bench/latest/results.md](bench/latest/results.md), "
-               f"plots: [latency](bench/latest/latency.png), [scale](bench/latest/scale.png).\n\n### {body}{end}")
+    m = results["meta"]
+    section = (f"{start}\n`bench/run` ({m['mode']} run, {m['date'][:10]}, commit {m['commit']}, {m['cpus']} cores; "
+               f"how and what: [bench/README.md](bench/README.md)).\n\n{report.readme_section(results)}{end}")
     head, _, rest = text.partition(start)
     README.write_text(head + section + rest.partition(end)[2])
+
+
+def write_report(results: dict[str, Any], *, publish_it: bool) -> str:
+    if "waves" in results.get("scale", {}):
+        results["scale"]["waves"]["trace"] = report.thin(results["scale"]["waves"]["trace"])
+    (RESULTS / "results.json").write_text(json.dumps(results, indent=1))
+    markdown = report.markdown(results)
+    (RESULTS / "results.md").write_text(markdown)
+    report.plots(results, RESULTS)
+    if publish_it:
+        publish(results)
+    return markdown
 
 
 def cli() -> None:
@@ -119,7 +131,13 @@ def cli() -> None:
     parser.add_argument("--ref", help="measure src/ as committed at this git revision (default: the work tree)")
     parser.add_argument("--publish", action="store_true",
                         help="copy the report to bench/latest/ and refresh README.md's Performance section")
+    parser.add_argument("--report-only", action="store_true",
+                        help="measure nothing: render bench/results/results.json again (markdown, plots, --publish)")
     args = parser.parse_args()
+    if args.report_only:
+        results = json.loads((RESULTS / "results.json").read_text())
+        print(write_report(results, publish_it=args.publish))
+        return
     if args.ref:
         say(f"measuring src/ at {args.ref}: {use_ref(args.ref)}")
     else:
@@ -127,13 +145,8 @@ def cli() -> None:
     started = time.perf_counter()
     results = anyio.run(main, args)
     results["meta"]["seconds"] = round(time.perf_counter() - started, 1)
-    (RESULTS / "results.json").write_text(json.dumps(results, indent=1))
-    markdown = report.markdown(results)
-    (RESULTS / "results.md").write_text(markdown)
-    report.plots(results, RESULTS)
-    if args.publish:
-        publish(results, markdown)
-    print(markdown)
+    results["meta"]["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
+    print(write_report(results, publish_it=args.publish))
     say(f"done in {results['meta']['seconds']:.0f} s: {RESULTS}")
     sys.exit(0)
 

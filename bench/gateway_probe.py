@@ -4,7 +4,8 @@ Run: `python -m bench.gateway_probe CONFIG PROBE_FILE`. The gateway is the real 
 served as `elicitgate.cli.run_gateway` does for stdio; on SIGUSR1 it writes what the broker holds
 (`pending`), the connected clients and the asyncio task count as JSON to PROBE_FILE, so the bench
 can check that every elicitation it counts is really pending in the broker, and that nothing is
-left after the waves.
+left after the waves. With BENCH_TRACEMALLOC=1 it also traces allocations (slower) and adds the
+live Python memory by source file to the probe (`traced`), to see where pending elicitations' bytes go.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import tracemalloc
 from pathlib import Path
 from types import FrameType
 
@@ -30,6 +32,8 @@ def main() -> None:
     cfg = load_config(config)
     _setup_logging(cfg.log_level)
     gateway = Gateway(cfg)
+    if os.environ.get("BENCH_TRACEMALLOC"):
+        tracemalloc.start()
 
     def on_probe(signum: int, frame: FrameType | None) -> None:
         try:
@@ -38,6 +42,10 @@ def main() -> None:
             tasks = -1
         stats = {"pid": os.getpid(), "pending": len(gateway.broker.pending), "peers": len(gateway.peers),
                  "tasks": tasks}
+        if tracemalloc.is_tracing():
+            top = tracemalloc.take_snapshot().statistics("filename")
+            stats["traced_total_kb"] = sum(stat.size for stat in top) // 1024
+            stats["traced"] = [[str(stat.traceback[0].filename), stat.size // 1024, stat.count] for stat in top[:25]]
         tmp = probe.with_suffix(".tmp")
         tmp.write_text(json.dumps(stats))
         tmp.replace(probe)

@@ -1,6 +1,8 @@
 """Profile of the gateway's hot path: py-spy samples the gateway process (attached by pid, without
-pausing it) while a client makes sequential elicitation round trips through it, over stdio and over
-streamable HTTP (handshake era). The raw samples are kept; the summary is where CPU time goes.
+pausing it, only the thread holding the GIL: CPU spent in Python, not waiting) while a client makes
+sequential elicitation round trips through it, over stdio and over streamable HTTP (handshake era).
+The raw samples are kept (`profile-*.txt`, py-spy's folded "raw" format: one stack and its count a
+line); the summary is where the CPU time goes.
 """
 
 from __future__ import annotations
@@ -25,41 +27,63 @@ RATE = 250
 WARMUP = 20
 
 
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("face: SDK stdio server (stdin/stdout through worker threads)", ("mcp/server/stdio",)),
+    ("face: uvicorn + h11", ("uvicorn/", "h11/")),
+    ("face: starlette + sse_starlette", ("starlette/", "sse_starlette/")),
+    ("face: SDK streamable HTTP server transport", ("mcp/server/streamable_http",)),
+    ("SDK server runner", ("mcp/server/runner", "mcp/server/lowlevel")),
+    ("JSON-RPC dispatcher", ("mcp/shared/jsonrpc_dispatcher",)),
+    ("upstream: SDK HTTP client + httpx2/httpcore2", ("mcp/client/streamable_http", "httpx2/", "httpcore2/")),
+    ("upstream: SDK stdio client", ("mcp/client/stdio",)),
+    ("elicitgate's own code", ("elicitgate/",)),
+    ("pydantic", ("pydantic/", "pydantic_core/")),
+    ("jsonschema (answer check)", ("jsonschema/", "referencing/")),
+    ("logging", ("logging/",)),
+)
+"""Inclusive layers: a sample counts for every layer on its stack (so they add up to more than 100%)."""
+
+
 def _where(frame: str) -> tuple[str, str]:
-    """(`function (file:line)` without the line, the package or stdlib module) of a py-spy frame."""
+    """(`function (file)` without the line, file path) of a py-spy frame."""
     match = re.match(r"(.*) \((.*?)(?::\d+)?\)$", frame)
     if not match:
         return frame, frame
     name, path = match.groups()
-    return f"{name} ({path})", path.split("/")[0]
+    return f"{name} ({path})", path
 
 
-def summarize(raw: Path, top: int = 12) -> dict[str, Any]:
-    """Self time by package and by function, and inclusive time of elicitgate's own functions."""
+def summarize(raw: Path, *, calls: int | None = None, top: int = 12) -> dict[str, Any]:
+    """Where the gateway's CPU goes: self time by package and function, inclusive time by layer."""
     by_package: Counter[str] = Counter()
     by_function: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
+    by_layer: Counter[str] = Counter()
     total = 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not count.isdigit():
             continue
         n = int(count)
-        total += n
         frames = [_where(f) for f in stack.split(";") if f]
         if not frames:
             continue
-        function, package = frames[-1]
-        by_package[package] += n
+        total += n
+        function, path = frames[-1]
+        by_package[path.split("/")[0]] += n
         by_function[function] += n
-        for function in {f for f, p in frames if p == "elicitgate"}:
-            inclusive[function] += n
+        paths = [p for _, p in frames if not p.startswith("elicitgate/cli")]
+        for layer, prefixes in LAYERS:
+            if any(p.startswith(prefixes) for p in paths):
+                by_layer[layer] += n
 
-    def share(counter: Counter[str]) -> list[list[Any]]:
-        return [[name, round(100 * n / total, 1)] for name, n in counter.most_common(top)]
+    def share(counter: Counter[str], limit: int = top) -> list[list[Any]]:
+        return [[name, round(100 * n / total, 1)] for name, n in counter.most_common(limit)] if total else []
 
-    return {"samples": total, "self_by_package_pct": share(by_package), "self_by_function_pct": share(by_function),
-            "elicitgate_inclusive_pct": share(inclusive)}
+    summary: dict[str, Any] = {"samples": total, "layers_inclusive_pct": share(by_layer, len(LAYERS)),
+                               "self_by_package_pct": share(by_package), "self_by_function_pct": share(by_function)}
+    if calls:
+        summary["cpu_ms_per_call"] = round(total / RATE / calls * 1000, 2)
+    return summary
 
 
 async def _profile(client: Client, prefix: str, pid: int, calls: int, out: Path) -> dict[str, Any]:
@@ -68,7 +92,7 @@ async def _profile(client: Client, prefix: str, pid: int, calls: int, out: Path)
         await call(client, prefix + name, arguments)
     spy = subprocess.Popen(
         [PY_SPY, "record", "--pid", str(pid), "--rate", str(RATE), "--format", "raw", "--output", str(out),
-         "--nonblocking", "--duration", "600"],
+         "--nonblocking", "--gil", "--duration", "600"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -79,7 +103,7 @@ async def _profile(client: Client, prefix: str, pid: int, calls: int, out: Path)
         _, err = spy.communicate(timeout=60)
     if not out.exists():
         return {"error": f"py-spy wrote nothing: {err.strip()[-500:]}"}
-    return {"calls": calls, "raw": out.name, **summarize(out)}
+    return {"calls": calls, "raw": out.name, **summarize(out, calls=calls)}
 
 
 async def run(calls: int, log: IO[str], workdir: Path, results: Path) -> dict[str, Any]:

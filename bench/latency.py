@@ -127,11 +127,15 @@ def targets(log: IO[str], workdir: Path, upstream_url: str, gateway_url: str, fa
             {"hs": configs.stdio_upstream("handshake"), "modern": configs.stdio_upstream("modern")}
         ),
     )
-    stdio = lambda argv: (lambda: stdio_transport(argv, log))  # noqa: E731
+    def stdio(argv: list[str]) -> Callable[[], Any]:
+        return lambda: stdio_transport(argv, log)
+
+    def url(address: str) -> Callable[[], Any]:
+        return lambda: address
+
     gw_stdio = stdio(configs.gateway_argv(config))
     fm_stdio = stdio(configs.fastmcp_argv())
     direct_stdio = stdio(configs.demo_argv())
-    url = lambda u: (lambda: u)  # noqa: E731
     found: list[Target] = []
     for transport, direct, gateway, fastmcp in (
         ("stdio", direct_stdio, gw_stdio, fm_stdio),

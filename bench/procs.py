@@ -13,7 +13,6 @@ from typing import IO, Any
 import httpx2
 
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 
 def free_port() -> int:
@@ -61,21 +60,6 @@ def find_child(marker: str, parent: int | None = None) -> int:
 def stdio_transport(argv: list[str], log: IO[str]) -> Any:
     """An `mcp.Client` transport that starts `argv` over stdio, its stderr into `log`."""
     return stdio_client(StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ)), errlog=log)
-
-
-def http_transport(url: str) -> Any:
-    """An `mcp.Client` transport for `url` whose connection pool has no cap.
-
-    The SDK's default client caps it at httpx2's 100 connections: with 100 calls in flight, each
-    holding its response stream, no connection is left for the answer to an elicitation, and every
-    call waits for the 30 s pool timeout. The latency rounds (one call at a time) keep the default;
-    concurrent runs use this.
-    """
-    client = httpx2.AsyncClient(
-        timeout=httpx2.Timeout(30.0, read=900.0),
-        limits=httpx2.Limits(max_connections=None, max_keepalive_connections=None),
-    )
-    return streamable_http_client(url, http_client=client)
 
 
 class HttpProcess:

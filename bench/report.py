@@ -32,6 +32,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
+def thin(trace: list[dict[str, Any]], points: int = 500) -> list[dict[str, Any]]:
+    """At most about `points` evenly spaced entries of a trace, the first and last kept."""
+    step = max(1, len(trace) // points)
+    return trace[::step] if (len(trace) - 1) % step == 0 else [*trace[::step], trace[-1]]
+
+
 def latency_rows(found: list[Target]) -> list[dict[str, Any]]:
     """One row per target and operation, in ms, with the added latency over the direct row."""
     rows = []
@@ -134,7 +140,9 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Commit {meta['commit']}{' (src as given by --ref ' + meta['ref'] + ')' if meta.get('ref') else ''}"
         f"{'; uncommitted changes in src: ' + ', '.join(meta['dirty_src']) if meta.get('dirty_src') else ''}; "
-        f"{meta['cpus']} cores, Python {meta['python']}. Limits raised for the bench: {meta['limits_raised']}.",
+        f"{meta['cpus']} cores, Python {meta['python']}, load average (1/5/15 min) {meta.get('loadavg_start')} at the "
+        f"start and {meta.get('loadavg_end')} at the end (other work on the machine shows here). "
+        f"Limits raised for the bench: {meta['limits_raised']}.",
         "",
     ]
     latency = results.get("latency")
@@ -217,9 +225,24 @@ def markdown(results: dict[str, Any]) -> str:
             if "error" in summary:
                 lines.append(f"- {face}: {summary['error']}")
                 continue
-            packages = ", ".join(f"{name} {pct}%" for name, pct in summary["self_by_package_pct"][:8])
-            lines.append(f"- {face} face, self time by package ({summary['samples']} samples): {packages}")
+            layers = ", ".join(f"{name} {pct}%" for name, pct in summary["layers_inclusive_pct"])
+            functions = ", ".join(f"`{name}` {pct}%" for name, pct in summary["self_by_function_pct"][:6])
+            lines.append(f"- {face} face: {summary.get('cpu_ms_per_call', '?')} ms of gateway CPU per elicitation "
+                         f"round trip ({summary['samples']} samples). By layer (inclusive): {layers}. "
+                         f"Top self time: {functions}.")
     return "\n".join(lines) + "\n"
+
+
+def readme_section(results: dict[str, Any]) -> str:
+    """The README's short version: the latency table, the scale and start-up lines, the plots."""
+    full = markdown(results)
+    keep = [part for part in full.split("\n## ")[1:] if part.startswith(("Round-trip", "Scale", "Start-up"))]
+    body = "\n".join("### " + part.replace("\n\nWhat did not work:", "\n\nWhat did not work:") for part in keep)
+    missed = [c["target"] for c in results["targets"] if c["met"] is False]
+    met = [c["target"] for c in results["targets"] if c["met"]]
+    return (f"{body}\n![latency](bench/latest/latency.png)\n\n![scale](bench/latest/scale.png)\n\n"
+            f"Targets met: {len(met)} of {len(met) + len(missed)} (the rest, with the figures, in "
+            f"[bench/latest/results.md](bench/latest/results.md); what dominates: [bench/README.md](bench/README.md)).\n")
 
 
 def plots(results: dict[str, Any], out: Path) -> list[str]:
@@ -252,7 +275,8 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
                 ax.bar(xs, p50s, width, yerr=[[0] * len(p99s), p99s], capsize=3, color=colors[path],
                        label=PATH_LABELS[path])
                 for x in failed:
-                    ax.text(x, 0.5, "fails", rotation=90, ha="center", va="bottom", fontsize=8, color=colors[path])
+                    ax.text(x, 0.03, "fails", rotation=90, ha="center", va="bottom", fontsize=8, color=colors[path],
+                            transform=ax.get_xaxis_transform())
             ax.set_xticks(range(len(groups)), [f"{t}\n{e}" for t, e in groups])
             ax.set_ylabel("ms (bar: p50, whisker: p99)")
             ax.set_title(f"{op}: tool call round trip")

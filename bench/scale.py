@@ -36,7 +36,7 @@ import mcp_types as types
 from mcp import Client
 
 from bench import configs
-from bench.procs import HttpProcess, find_child, free_port, http_transport, rss_kb, stdio_transport
+from bench.procs import HttpProcess, find_child, free_port, rss_kb, stdio_transport
 
 TOOL = "confirm"
 ARGS = {"question": "Proceed?"}
@@ -137,7 +137,7 @@ async def run(
     async with _gateway(workdir, "scale-modern", configs.stdio_upstream("modern"), answer, log) as (client, probe):
         out["pending"] = {
             "setup": "2026-07-28 upstream over stdio returns input_required; the broker pushes elicitation/create "
-                     "to the client and holds it (the upstream holds nothing)",
+                     "to the client and holds it; the upstream holds nothing",
             **await _pending(client, answer, probe, pending, progress),
         }
     return out
@@ -169,7 +169,7 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
         await concurrent_calls(call, n, n)
         done += n
         trace.append({"completed": done, "rss_kb": rss_kb(probe.pid)})
-        if done % (10 * wave) == 0 or done == total:
+        if done * 10 // total != (done - n) * 10 // total:  # every tenth
             progress(f"waves: {done:,}/{total:,} completed, gateway RSS {trace[-1]['rss_kb'] / 1024:.1f} MiB")
     elapsed = time.perf_counter() - start
     after = await probe.read()
