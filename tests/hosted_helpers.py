@@ -13,32 +13,45 @@ TOKEN = "test-admin-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
+class _PendingEvents:
+    """Reads the admin API's event stream line by line until `count` elicitations are pending."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.event: str | None = None
+
+    def feed(self, line: str) -> list[dict[str, Any]] | None:
+        if line.startswith("event:"):
+            self.event = line.split(":", 1)[1].strip()
+        elif line.startswith("data:") and self.event == "pending":
+            items = json.loads(line[5:])
+            if len(items) >= self.count:
+                return items
+        return None
+
+
+EVENTS_PATH = "/api/elicitations/events"
+EVENTS_TIMEOUT = httpx2.Timeout(10, read=30)
+
+
 async def next_pending(base_url: str, *, token: str = TOKEN, count: int = 1) -> list[dict[str, Any]]:
     """Wait (on the admin API's server-sent events) until at least `count` elicitations are pending."""
+    reader = _PendingEvents(count)
     async with httpx2.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {token}"}) as http:
-        async with http.stream("GET", "/api/elicitations/events", timeout=httpx2.Timeout(10, read=30)) as stream:
-            event = None
+        async with http.stream("GET", EVENTS_PATH, timeout=EVENTS_TIMEOUT) as stream:
             async for line in stream.aiter_lines():
-                if line.startswith("event:"):
-                    event = line.split(":", 1)[1].strip()
-                elif line.startswith("data:") and event == "pending":
-                    items = json.loads(line[5:])
-                    if len(items) >= count:
-                        return items
+                if (items := reader.feed(line)) is not None:
+                    return items
     raise AssertionError("event stream ended")
 
 
 def next_pending_sync(base_url: str, *, token: str = TOKEN, count: int = 1) -> list[dict[str, Any]]:
+    reader = _PendingEvents(count)
     with httpx2.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}) as http:
-        with http.stream("GET", "/api/elicitations/events", timeout=httpx2.Timeout(10, read=30)) as stream:
-            event = None
+        with http.stream("GET", EVENTS_PATH, timeout=EVENTS_TIMEOUT) as stream:
             for line in stream.iter_lines():
-                if line.startswith("event:"):
-                    event = line.split(":", 1)[1].strip()
-                elif line.startswith("data:") and event == "pending":
-                    items = json.loads(line[5:])
-                    if len(items) >= count:
-                        return items
+                if (items := reader.feed(line)) is not None:
+                    return items
     raise AssertionError("event stream ended")
 
 

@@ -12,7 +12,6 @@ answering a 2026-07-28 caller, the `mcp` SDK re-models the `input_required` resu
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any
 
@@ -21,7 +20,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp.server import Server, ServerRequestContext
 
-from elicitgate.demo.serving import run_server
+from elicitgate.demo.serving import serve_main
 
 UI_URI = "ui://colours/picker"
 UI_MIME = "text/html;profile=mcp-app"
@@ -170,10 +169,7 @@ def build() -> Server:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
-    args = parser.parse_args()
-    run_server(build(), http=args.http)
+    serve_main(build, __doc__)
 
 
 if __name__ == "__main__":

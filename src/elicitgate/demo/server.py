@@ -6,7 +6,6 @@ Run it directly with `python -m elicitgate.demo.server` (stdio), or
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 import mcp_types as types
@@ -15,7 +14,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 
-from elicitgate.demo.serving import run_server
+from elicitgate.demo.serving import serve_main
 
 BOOKING_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -130,10 +129,7 @@ def build_demo_server() -> Server:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
-    args = parser.parse_args()
-    run_server(build_demo_server(), http=args.http)
+    serve_main(build_demo_server, __doc__)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
+
 import anyio
 import uvicorn
 from starlette.applications import Starlette
@@ -47,3 +50,11 @@ def run_server(server: Server, *, http: str | None = None, sse: str | None = Non
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(run)
+
+
+def serve_main(build: Callable[[], Server], description: str | None) -> None:
+    """The command line of a bundled demo server: stdio, or `--http HOST:PORT`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    args = parser.parse_args()
+    run_server(build(), http=args.http)
