@@ -311,3 +311,15 @@ async def test_an_http_upstream_that_restarts_unnoticed_gets_a_new_session():
             assert gw.gateway.links["h"].status()["failures"] > failures_before  # reported, and reconnected
     finally:
         upstream.stop()
+
+
+async def test_an_upstream_without_resource_templates_is_catalogued_without_errors(caplog):
+    # The colour demo server declares `resources` but serves no resources/templates/list.
+    config = {"mcpServers": {"colours": stdio_server("elicitgate.demo.colour_server", era="handshake"),
+                             "a": py("a")}}
+    with caplog.at_level("WARNING", logger="elicitgate"):
+        async with inprocess_gateway(config) as gw, Client(gw.mcp_url, mode="legacy") as client:
+            assert "colours__pick_colour" in {t.name for t in (await client.list_tools()).tools}
+            uris = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert any(uri.startswith("ui://") for uri in uris) and "mem://a/note" in uris
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("elicitgate")] == []

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
+
+from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.config import NamespacingConfig
@@ -127,7 +129,14 @@ class Catalog:
             if CAPABILITY_OF[kind] not in capabilities:
                 self.by_server[server].items[kind] = []
                 continue
-            self.by_server[server].items[kind] = await _fetch_all(conn, *LISTS[kind])
+            try:
+                self.by_server[server].items[kind] = await _fetch_all(conn, *LISTS[kind])
+            except MCPError as exc:
+                # Declaring `resources` without serving templates is common: that list is empty, and one
+                # list an upstream refuses does not cost the others.
+                self.by_server[server].items[kind] = []
+                if exc.error.code != METHOD_NOT_FOUND:
+                    logger.warning("upstream %r: %s failed: %s", server, LISTS[kind][0], exc.error.message)
         self._reindex_uris()
 
 
