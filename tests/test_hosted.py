@@ -7,6 +7,7 @@ conversion for a client that declared only URL, single-use and expiring links, C
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import anyio
@@ -123,6 +124,11 @@ async def test_admin_api_and_inbox_need_the_token_and_are_off_without_one():
         assert "samesite=strict" in login.headers["set-cookie"].lower()
         inbox = await http.get("/inbox")
         assert inbox.status_code == 200 and "Nothing is waiting" in inbox.text
+        csp = inbox.headers["content-security-policy"]
+        assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
+        assert "http" not in csp  # nothing from another origin, no CDN
+        for src in re.findall(r'(?:src|href)="([^"]+)"', inbox.text):
+            assert src.startswith("/"), src  # every asset served by the gateway itself
         assert (await http.get("/api/elicitations")).status_code == 200  # the inbox's session reads
         assert (await http.post("/api/elicitations/x/cancel")).status_code == 401  # but never writes
         spec = (await http.get("/api/openapi.json")).json()
