@@ -18,6 +18,7 @@ import mcp_types as types
 import pytest
 
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import PY, gateway_stdio, inprocess_gateway, write_config
 
@@ -380,4 +381,18 @@ async def test_url_mode_from_a_2026_server_completes_for_a_handshake_client():
                 await completed.wait()
         minted = human.seen[0].elicitation_id
         assert minted.startswith("modern-") and seen == [minted]
+        settled(gw)
+
+
+@pytest.mark.parametrize("client_era", ["handshake", "modern"])
+async def test_rounds_are_bounded(client_era):
+    human = Human(lambda params: types.ElicitResult(action="accept", content={"answer": "again"}))
+    config = {**both_eras(), "bridging": {"max_rounds": 1}}
+    async with inprocess_gateway(config) as gw:
+        async with Client(gw.mcp_url, mode=CLIENT_MODES[client_era], elicitation_callback=human) as client:
+            assert text(await client.call_tool("modern__elicit", {}))["action"] == "accept"  # one round is fine
+            with pytest.raises(MCPError) as caught:
+                await client.call_tool("modern__elicit_twice", {})
+        assert caught.value.error.code == -32019
+        assert caught.value.error.data["rule"] == "bridging.max_rounds"
         settled(gw)
