@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -44,6 +45,7 @@ class Gateway:
         self.modern_peers: dict[str, DownstreamPeer] = {}
         """2026-07-28 clients, by principal (they have no connection that could end)."""
         self.rounds = Rounds(config.bridging)
+        self._modern_ids = itertools.count(1)
         self.links: dict[str, UpstreamLink] = {
             name: UpstreamLink(name, cfg, config.upstream_retry, self, self._on_link_connected)
             for name, cfg in upstreams.items()
@@ -94,7 +96,7 @@ class Gateway:
         peer = self.modern_peers.get(principal)
         if peer is None or peer.closed:
             peer = self.modern_peers[principal] = DownstreamPeer(
-                id=f"m{len(self.modern_peers) + 1}", connection=connection, principal=principal
+                id=f"m{next(self._modern_ids)}", connection=connection, principal=principal
             )
         peer.connection = connection
         peer.last_seen = anyio.current_time()
@@ -139,15 +141,13 @@ class Gateway:
                 if method == "resources/subscribe":
                     return await subscriptions.subscribe(self.task_group, call.peer, link, params["uri"])
                 return subscriptions.unsubscribe(call.peer, server, params["uri"])
-        return await forward(
-            self.broker, self.links[server], call, method, params, max_rounds=self.config.bridging.max_rounds
-        )
+        return await forward(self.broker, link, call, method, params, max_rounds=self.config.bridging.max_rounds)
 
     async def _set_log_level(self, call: DownstreamCall, params: Mapping[str, Any]) -> dict[str, Any]:
-        """`logging/setLevel` is remembered for the client and goes to every handshake-era upstream that offers logging (on the connection
-        this client's calls use: its own under `per_session`, the shared one otherwise, where the last
-        level set wins). 2026-07-28 upstreams take a level per request instead. One upstream refusing
-        does not fail the others."""
+        """`logging/setLevel` is remembered for the client and goes to every handshake-era upstream that
+        offers logging (on the connection this client's calls use: its own under `per_session`, the
+        shared one otherwise, where the last level set wins). 2026-07-28 upstreams take the remembered
+        level with each request (`forward`). One upstream refusing does not fail the others."""
         if isinstance(params.get("level"), str):
             call.peer.state[LOG_LEVEL_STATE_KEY] = params["level"]
         for link in self.links.values():
@@ -177,13 +177,13 @@ class Gateway:
         self, connection: UpstreamConnection, origin: Any | None, method: str, params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
         if method == "elicitation/create":
-            clocks = connection.clocks_for(origin) if origin is not None else []
             guessed = origin is not None and connection.owner is not None and not connection.tags_origin
             if guessed:
                 # A per-session pipe names no call: the elicitation may belong to any call in flight
                 # on it, so none of them spends human time against its request timeout.
-                calls = list({id(c): c for c in connection.in_flight_origins()}.values())
-                clocks = [clock for call in calls for clock in connection.clocks_for(call)]
+                clocks = connection.clocks_in_flight()
+            else:
+                clocks = connection.clocks_for(origin) if origin is not None else []
             return await self.broker.elicit(
                 server=connection.server,
                 origin=origin,
@@ -215,12 +215,10 @@ class Gateway:
                 await self.broadcast(method, None)
         elif method == "notifications/elicitation/complete":
             elicitation_id = (params or {}).get("elicitationId")
+            # The client that accepted it: a handshake-era peer, or a 2026-07-28 client's parked call.
             target = self.broker.url_route(server, elicitation_id, pop=True) if isinstance(elicitation_id, str) else None
-            if isinstance(target, DownstreamPeer):
-                if not target.closed:
-                    await target.connection.outbound.notify(method, params)
-            elif target is not None:  # a 2026-07-28 client's parked call, whose retry waits for this
-                target.url_completed(elicitation_id)
+            if target is not None:
+                await target.url_completed(params or {})
         elif method == "notifications/message" and origin is not None:
             await origin.notify(method, params)
         elif method == "notifications/resources/updated" and isinstance((params or {}).get("uri"), str):

@@ -25,7 +25,7 @@ from elicitgate import errors
 from elicitgate.config import ElicitationConfig
 from elicitgate.elicitation.limits import TokenBucket
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
-from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, HumanGone, Responder
+from elicitgate.elicitation.responders import HumanGone, Responder, to_client
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
 from elicitgate.elicitation.sensitive import sensitive_fields
 from elicitgate.metrics import ELICITATIONS_ENDED, ELICITATIONS_PENDING
@@ -114,7 +114,7 @@ class Broker:
     def _responder_for(self, server: str, origin: Any, mode: str) -> Responder:
         """Who presents this elicitation; refuses at once when nobody can (never after a timeout)."""
         if mode in origin.modes:
-            return INPUT_REQUIRED if origin.era == "modern" else PUSH_TO_CLIENT
+            return to_client(origin)
         if (require := getattr(origin, "require", None)) is not None:  # a 2026-07-28 client learns why
             require({"elicitation": {mode: {}}})
         raise errors.gateway_error(
@@ -127,16 +127,19 @@ class Broker:
 
     def _hosted_responder(self, server: str, origin: Any, mode: str, params: dict[str, Any]) -> Responder | None:
         """The gateway's own page / inbox when the server's `hosting` policy says so (docs/hosting.md)."""
-        secrets = mode == "form" and self.config.sensitive_fields == "host" and bool(
+        fields = (
             sensitive_fields(params.get("requestedSchema"))
+            if mode == "form" and self.config.sensitive_fields == "host"
+            else []
         )
+        secrets = bool(fields)
         responder = self.hosting.responder_for(server, origin, mode, secrets=secrets) if self.hosting else None
         if responder is None and secrets:
             raise errors.gateway_error(
                 errors.ELICITATION_SENSITIVE_BLOCKED,
                 "form-mode elicitation asks for secrets and the gateway cannot host it",
                 server=server,
-                fields=sensitive_fields(params.get("requestedSchema")),
+                fields=fields,
                 reason=self.hosting.unavailable_reason(server, origin, mode) if self.hosting else "no web surface",
             )
         return responder
@@ -323,11 +326,11 @@ class Broker:
         self.recent.append(summary)
         ELICITATIONS_ENDED.labels(server=el.server, state=str(state)).inc()
         audit.info(json.dumps({"event": "elicitation.ended", **summary}))
-        if (on_end := getattr(el.origin, "elicitation_ended", None)) is not None:
-            on_end(el)
-        on_end = getattr(el.responder, "ended", None)
-        if on_end is not None:
-            on_end(el)
+        el.mark_ended()
+        # Who else keeps state about it: a parked call counting its open answers, a hosted page.
+        for on_end in (getattr(el.origin, "elicitation_ended", None), getattr(el.responder, "ended", None)):
+            if on_end is not None:
+                on_end(el)
 
 
 def _outgoing(server: str, params: Mapping[str, Any]) -> dict[str, Any]:

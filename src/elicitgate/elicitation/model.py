@@ -52,10 +52,24 @@ class Elicitation:
     scope: anyio.CancelScope | None = None
     stop_state: State | None = None
     """Set by whoever stops it from outside (client gone, call cancelled) before cancelling `scope`."""
+    _ended: anyio.Event | None = None
+    """Made only when someone waits for the end (`wait_ended`): most elicitations never need one."""
 
     @property
     def requested_schema(self) -> dict[str, Any]:
         return self.params.get("requestedSchema") or {}
+
+    async def wait_ended(self) -> None:
+        """Until the broker has recorded its end."""
+        if self.state.terminal:
+            return
+        if self._ended is None:
+            self._ended = anyio.Event()
+        await self._ended.wait()
+
+    def mark_ended(self) -> None:
+        if self._ended is not None:
+            self._ended.set()
 
     def stop(self, state: State, reason: str) -> None:
         """End it from outside: the waiting task wakes and records `state`."""

@@ -68,3 +68,8 @@ class InputRequired:
 
 PUSH_TO_CLIENT = PushToClient()
 INPUT_REQUIRED = InputRequired()
+
+
+def to_client(origin: Any) -> Responder:
+    """How a request reaches the client of `origin` itself: a round of its call in 2026-07-28, a push before."""
+    return INPUT_REQUIRED if origin.era == "modern" else PUSH_TO_CLIENT

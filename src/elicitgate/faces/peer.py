@@ -17,6 +17,8 @@ from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.shared.dispatcher import CallOptions
 
+from elicitgate import errors
+
 if TYPE_CHECKING:
     from elicitgate.elicitation.model import Elicitation
     from elicitgate.upstreams.connection import UpstreamConnection
@@ -53,6 +55,11 @@ class DownstreamPeer:
     """Set for 2026-07-28 clients, which have no connection of their own: one peer per principal,
     and `connection` is the one of its latest request."""
     last_seen: float = 0.0
+
+    async def url_completed(self, params: Mapping[str, Any]) -> None:
+        """A URL-mode elicitation this client accepted is done: `notifications/elicitation/complete`."""
+        if not self.closed:
+            await self.connection.outbound.notify("notifications/elicitation/complete", params)
 
     @property
     def capabilities(self) -> ClientCapabilities | None:
@@ -125,8 +132,6 @@ class DownstreamCall:
 
     async def ask(self, method: str, params: Mapping[str, Any], elicitation: Any | None) -> Any:
         """Only calls that can return `input_required` (tools, prompts, resource reads) can ask."""
-        from elicitgate import errors
-
         raise errors.gateway_error(
             errors.ELICITATION_UNDELIVERABLE,
             f"a 2026-07-28 client's {self.method} cannot carry input requests",

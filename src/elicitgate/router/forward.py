@@ -228,9 +228,7 @@ async def _answer_one(
 async def _complete_minted(broker: Broker, server: str, minted: list[str]) -> None:
     """The upstream's retry came back: the URL interactions of that round are over."""
     for elicitation_id in minted:
-        peer = broker.url_route(server, elicitation_id, pop=True)
-        if peer is not None and not peer.closed:
-            await peer.connection.outbound.notify(
-                "notifications/elicitation/complete", {"elicitationId": elicitation_id}
-            )
+        target = broker.url_route(server, elicitation_id, pop=True)
+        if target is not None:
+            await target.url_completed({"elicitationId": elicitation_id})
     minted.clear()

@@ -129,8 +129,9 @@ class ParkedCall:
         self._processing.discard(elicitation)
         self._signal()
 
-    def url_completed(self, elicitation_id: str) -> None:
-        event = self._url_waits.get(elicitation_id)
+    async def url_completed(self, params: Mapping[str, Any]) -> None:
+        """The upstream finished a URL-mode interaction of this call: the waiting retry may return."""
+        event = self._url_waits.get(params.get("elicitationId"))  # type: ignore[arg-type]
         if event is not None:
             event.set()
 

@@ -173,6 +173,10 @@ class UpstreamConnection:
     def clocks_for(self, origin: Any) -> list[PausableDeadline]:
         return [entry.clock for entry in self._in_flight.values() if entry.origin is origin]
 
+    def clocks_in_flight(self) -> list[PausableDeadline]:
+        """The clocks of every call in flight on this connection that has a downstream origin."""
+        return [entry.clock for entry in self._in_flight.values() if entry.origin is not None]
+
     def in_flight_origins(self) -> list[Any]:
         return [entry.origin for entry in self._in_flight.values() if entry.origin is not None]
 

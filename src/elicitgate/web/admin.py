@@ -176,8 +176,7 @@ class AdminRoutes:
             return refused
         el.stop(State.CANCELLED, "cancelled by the operator")
         with anyio.move_on_after(STOP_WAIT):
-            while not el.state.terminal:  # the broker's task records the end on its next step
-                await anyio.sleep(0.01)
+            await el.wait_ended()  # the broker's task records the end on its next step
         return secure(JSONResponse({"id": el.id, "state": str(el.state)}))
 
     async def events(self, request: Request) -> Response:

@@ -24,9 +24,8 @@ from typing import Any
 
 import anyio
 
-from elicitgate.elicitation import responders
 from elicitgate.elicitation.model import Elicitation
-from elicitgate.elicitation.responders import PUSH_TO_CLIENT, HumanGone
+from elicitgate.elicitation.responders import HumanGone, to_client
 from elicitgate.web.registry import HostedEntry, HostedRegistry
 
 logger = logging.getLogger(__name__)
@@ -187,11 +186,6 @@ class HostedPage:
     def __init__(self, hosting: Hosting) -> None:
         self.hosting = hosting
 
-    def _delivery(self, el: Elicitation) -> Any:
-        if getattr(el.origin, "era", None) == "modern" and hasattr(responders, "INPUT_REQUIRED"):
-            return responders.INPUT_REQUIRED
-        return PUSH_TO_CLIENT
-
     async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
         first = el.id not in self.hosting.registry.by_id
         entry = await self.hosting.open(el, request, "page")
@@ -204,7 +198,7 @@ class HostedPage:
                 "elicitationId": entry.client_elicitation_id,
                 "_meta": request.get("_meta") or {},
             }
-            consent = await self._delivery(el).ask(el, link)
+            consent = await to_client(el.origin).ask(el, link)
             action = consent.get("action") if isinstance(consent, Mapping) else None
             if action != "accept":
                 return consent  # decline / cancel from the client (or an invalid result for the broker)
@@ -214,16 +208,13 @@ class HostedPage:
 
     async def _complete(self, el: Elicitation, entry: HostedEntry) -> None:
         """Tell the client the out-of-band interaction is over (2025-11-25 URL mode)."""
-        peer = el.origin.peer
-        if getattr(el.origin, "era", "handshake") == "modern" or peer.closed:
-            return
+        if el.origin.era == "modern":
+            return  # a 2026-07-28 client learns it by its retry
         try:
             with anyio.move_on_after(5):
-                await peer.connection.outbound.notify(
-                    "notifications/elicitation/complete", {"elicitationId": entry.client_elicitation_id}
-                )
+                await el.origin.peer.url_completed({"elicitationId": entry.client_elicitation_id})
         except Exception as exc:  # the answer matters more than the courtesy note
-            logger.debug("could not send elicitation/complete to %s: %s", peer.id, exc)
+            logger.debug("could not send elicitation/complete to %s: %s", el.origin.peer.id, exc)
 
     def ended(self, el: Elicitation) -> None:
         self.hosting.ended(el)
