@@ -106,16 +106,21 @@ def http_gateway() -> Iterator[Any]:
     started: list[Process] = []
 
     def start(config: Path, env: dict[str, str] | None = None) -> Process:
-        port = free_port()
-        proc = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
-                       port, env=env)
-        wait_healthy(proc.url)
-        started.append(proc)
-        return proc
+        started.append(serve_http(config, env))
+        return started[-1]
 
     yield start
     for proc in started:
         proc.stop()
+
+
+def serve_http(config: Path, env: dict[str, str] | None = None) -> Process:
+    """`elicitgate serve --http` on a free port, returned once /healthz says every upstream is up."""
+    port = free_port()
+    proc = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
+                   port, env=env)
+    wait_healthy(proc.url)
+    return proc
 
 
 def wait_healthy(url: str, timeout: float = 30) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.session import ClientSession
 
-from tests.conftest import PY, ROOT, Process, free_port, wait_healthy
+from tests.conftest import PY, ROOT, Process, serve_http
 from tests.hosted_helpers import AUTH, TOKEN, next_pending_sync
 
 CHROMIUM = "/usr/bin/chromium"
@@ -74,10 +74,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
             "colours": {"command": PY, "args": ["-m", "elicitgate.demo.colour_server"], "era": "handshake"},
         },
     }))
-    port = free_port()
-    proc = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
-                   port, env={"ELICITGATE_ADMIN_TOKEN": TOKEN})
-    wait_healthy(proc.url)
+    proc = serve_http(config, env={"ELICITGATE_ADMIN_TOKEN": TOKEN})
     yield proc
     proc.stop()
 

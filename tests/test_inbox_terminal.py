@@ -13,7 +13,7 @@ import httpx2
 import pexpect
 import pytest
 
-from tests.conftest import PY, ROOT, Process, free_port, wait_healthy
+from tests.conftest import PY, ROOT, Process, serve_http
 from tests.hosted_helpers import AUTH, TOKEN
 from tests.test_hosted_browser import ToolCall, content_of
 
@@ -37,10 +37,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     config = tmp_path_factory.mktemp("inbox") / "elicitgate.json"
     config.write_text(json.dumps({"mcpServers": {
         "x": {"command": PY, "args": ["-m", "tests.peers.py_server", "--name", "x"], "era": "handshake"}}}))
-    port = free_port()
-    proc = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
-                   port, env={"ELICITGATE_ADMIN_TOKEN": TOKEN})
-    wait_healthy(proc.url)
+    proc = serve_http(config, env={"ELICITGATE_ADMIN_TOKEN": TOKEN})
     yield proc
     proc.stop()
 
