@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import sys
 from collections.abc import AsyncIterator, Callable, Awaitable
 from contextlib import asynccontextmanager
@@ -169,7 +168,7 @@ async def open_transport(config: StdioServer | HttpServer) -> AsyncIterator[Stre
         params = StdioServerParameters(
             command=config.command,
             args=config.args,
-            env={**os.environ, **config.env} if config.env else None,
+            env=config.env,  # the SDK merges it over its safe default environment, nothing else of ours
             cwd=config.cwd,
         )
         async with stdio_client(params, errlog=stderr_sink()) as streams:

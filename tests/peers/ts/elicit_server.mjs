@@ -9,6 +9,7 @@
 //   ask_url {url?, elicitationId?, complete?}
 //                      -> one URL-mode elicitation; the ElicitResult as JSON text. With complete=true
 //                         it sends notifications/elicitation/complete after an accept.
+//   environment        -> the names of the environment variables this process got, as JSON
 //
 // Elicitations are sent with `relatedRequestId` = the tool call's id, so over streamable HTTP they
 // travel on that call's POST response stream (without it the SDK sends them on the standalone GET
@@ -39,6 +40,7 @@ function build() {
   server.registerTool('echo', { inputSchema: { text: z.string() } }, async ({ text }) => ({
     content: [{ type: 'text', text }],
   }));
+  server.registerTool('environment', {}, async () => json(Object.keys(process.env).sort()));
   server.registerTool('ask_form', { inputSchema: { message: z.string().optional() } }, async ({ message }, extra) => {
     const request = { mode: 'form', message: message ?? 'Who are you?', requestedSchema: FORM_SCHEMA };
     const options = STANDALONE ? {} : { relatedRequestId: extra.requestId };
