@@ -74,6 +74,7 @@ async def test_client_without_elicitation_is_answered_through_the_admin_api():
             (item,) = await next_pending(gw.url)
             assert item["server"] == "x" and item["message"] == "Book a table" and item["mode"] == "form"
             assert item["state"] == "presented" and item["hosted"] == "inbox"
+            assert item["source"] == "upstream" and item["gateway_reason"] is None
             assert item["form_url"].startswith(f"{gw.url}/e/") and len(item["form_url"].rsplit("/", 1)[1]) >= 40
             assert item["created_at"].endswith("Z") and item["deadline"] > item["created_at"]
             async with httpx2.AsyncClient(base_url=gw.url, headers=AUTH) as http:
@@ -94,6 +95,7 @@ async def test_client_without_elicitation_is_answered_through_the_admin_api():
                 assert late_cancel.status_code == 409 and late_cancel.json()["state"] == "accepted"
                 ended = (await http.get(f"/api/elicitations/{item['id']}")).json()
                 assert ended["state"] == "accepted" and ended["responder"] == "hosted_inbox"
+                assert ended["source"] == "upstream" and ended["gateway_reason"] is None
                 assert (await http.get("/api/elicitations")).json() == {"elicitations": []}
                 assert (await http.get(item["form_url"])).status_code == 410  # dead once ended
         assert gw.gateway.broker.hosting.registry.by_id == {}

@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.config import ElicitationConfig
 from elicitgate.elicitation.limits import TokenBucket
-from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
+from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
 from elicitgate.elicitation.sensitive import sensitive_fields
@@ -59,12 +59,15 @@ class Broker:
         clocks: list[Any] = (),  # type: ignore[assignment]
         candidates: Callable[[], list[Any]] | None = None,
         url_ids: bool = True,
+        source: Source = "upstream",
+        gateway_reason: GatewayReason | None = None,
     ) -> dict[str, Any]:
         """Run one upstream elicitation to its end; returns the `ElicitResult` for the upstream.
 
         `candidates` is given when `origin` is only a guess among the calls in flight on a pipe that
         cannot name its call: it returns those calls (see `Elicitation.candidates`).
         `url_ids` is false for a 2026-07-28 source, whose URL-mode requests carry no `elicitationId`.
+        `source` and `gateway_reason` say who asks and why (the gateway's own questions: `router.asks`).
         Raises `MCPError` with a specific code when the request is refused or cannot end well.
         """
         params = dict(params or {})
@@ -88,6 +91,8 @@ class Broker:
             origin=origin,
             candidates=candidates,
             responder=responder,
+            source=source,
+            gateway_reason=gateway_reason,
         )
         self.pending[el.id] = el
         peer.elicitations.add(el)

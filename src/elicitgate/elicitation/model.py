@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -28,6 +28,11 @@ class State(enum.StrEnum):
 
 ACTION_STATES = {"accept": State.ACCEPTED, "decline": State.DECLINED, "cancel": State.CANCELLED}
 
+Source = Literal["upstream", "gateway"]
+"""Who asks: an upstream server (`elicitation/create`, `input_required`), or the gateway itself."""
+GatewayReason = Literal["missing_arguments", "confirmation"]
+"""Why the gateway asks on its own (see `router.asks`)."""
+
 
 @dataclass(eq=False)
 class Elicitation:
@@ -43,6 +48,9 @@ class Elicitation:
     belong to, so that it can move to another one instead of ending with the guessed call."""
     responder: Any | None = None
     """The `Responder` that presents it to a human."""
+    source: Source = "upstream"
+    gateway_reason: GatewayReason | None = None
+    """Set when `source` is `gateway`. (`reason` below is why it *ended*.)"""
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created_at: float = field(default_factory=time.time)
     state: State = State.PENDING
@@ -85,6 +93,8 @@ class Elicitation:
             "id": self.id,
             "server": self.server,
             "mode": self.mode,
+            "source": self.source,
+            "gateway_reason": self.gateway_reason,
             "state": str(self.state),
             "client": getattr(getattr(self.origin, "peer", None), "id", None),
             "responder": getattr(self.responder, "name", None),

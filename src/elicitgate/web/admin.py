@@ -79,6 +79,8 @@ class AdminRoutes:
             "created_at": iso(el.created_at),
             "deadline": iso(time.time() + max(0.0, el.deadline - anyio.current_time())),
             "client": getattr(getattr(el.origin, "peer", None), "id", None),
+            "source": el.source,
+            "gateway_reason": el.gateway_reason,
         }
         if el.mode == "url":
             data["url"] = el.params.get("url")
@@ -267,6 +269,10 @@ def openapi_document() -> dict[str, Any]:
             "deadline": {"type": "string", "format": "date-time"},
             "client": {"type": ["string", "null"]},
             "url": {"type": "string", "description": "URL mode: the page the server wants opened"},
+            "source": {"type": "string", "enum": ["upstream", "gateway"],
+                       "description": "who asks: the upstream server, or the gateway on its own"},
+            "gateway_reason": {"type": ["string", "null"], "enum": ["missing_arguments", "confirmation", None],
+                               "description": "why the gateway asks (null when the upstream asks)"},
         },
     }
     detail = {
