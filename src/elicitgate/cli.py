@@ -14,8 +14,33 @@ from rich.table import Table
 
 from elicitgate.config import ConfigError, GatewayConfig, build_config, load_config
 
-app = typer.Typer(help="elicitgate: an MCP gateway that makes elicitation work everywhere.", no_args_is_help=True)
+app = typer.Typer(
+    help="elicitgate: an MCP gateway that makes elicitation work everywhere. Docs: docs/ in the source, "
+    "starting with docs/configuration.md.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 err = Console(stderr=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"elicitgate {version('elicitgate')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_print_version, is_eager=True, help="print the version and exit"),
+    ] = False,
+) -> None:
+    """elicitgate: an MCP gateway that makes elicitation work everywhere."""
 
 
 def _load(config: Path) -> GatewayConfig:
