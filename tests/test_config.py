@@ -73,7 +73,7 @@ def test_bad_config_names_the_key_path_and_problem(tmp_path, case):
 
 
 def test_syntax_error_names_the_line(tmp_path):
-    path = _write(tmp_path, '{"mcpServers": {\n  "a": {"command": "x",}\n}}')
+    path = _write(tmp_path, '{"mcpServers": {\n  "a": {"command": "x" "args": []}\n}}')
     with pytest.raises(ConfigError, match=r"not valid JSON: .* at line 2"):
         load_config(path)
 
@@ -86,7 +86,7 @@ def test_missing_file(tmp_path):
 def test_malformed_environment_value_is_a_config_error(tmp_path, monkeypatch):
     path = _write(tmp_path, json.dumps({"mcpServers": {}}))
     monkeypatch.setenv("ELICITGATE_ELICITATION__DEFAULT_TIMEOUT", "-1")
-    with pytest.raises(ConfigError, match="elicitation.default_timeout"):
+    with pytest.raises(ConfigError, match=r"ELICITGATE_ELICITATION__DEFAULT_TIMEOUT \(environment\): "):
         load_config(path)
 
 

@@ -43,12 +43,20 @@ def _main(
     """elicitgate: an MCP gateway that makes elicitation work everywhere."""
 
 
+def _warn(message: str) -> None:
+    err.print(f"elicitgate: warning: {message}", style="yellow", highlight=False, markup=False, soft_wrap=True)
+
+
 def _load(config: Path) -> GatewayConfig:
     try:
-        return load_config(config)
+        cfg = load_config(config, warn=_warn)
     except ConfigError as exc:
-        err.print(f"[red]{exc.render()}[/red]", highlight=False)
+        err.print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
+    if not cfg.upstreams():
+        what = "only disabled servers" if cfg.mcp_servers else "no servers"
+        _warn(f"{config} has {what}: add them under \"mcpServers\" (docs/configuration.md)")
+    return cfg
 
 
 def _setup_logging(level: str) -> None:
@@ -224,6 +232,8 @@ def check_config(config: Annotated[Path, typer.Option("--config", "-c")]) -> Non
     cfg = _load(config)
     for name, server in cfg.mcp_servers.items():
         typer.echo(f"{name}: {server.model_dump(exclude_defaults=True)}")
+    if not cfg.upstreams():
+        raise typer.Exit(1)
 
 
 
