@@ -81,7 +81,9 @@ class PlainPage:
         return response
 
     async def post(self, action: str, **fields: Any) -> httpx2.Response:
-        data: dict[str, Any] = {"csrf": csrf_of(self.html), "action": action, **fields}
+        """`fields` by property name (the page names their controls `f.<property>`)."""
+        data: dict[str, Any] = {"csrf": csrf_of(self.html), "action": action,
+                                **{f"f.{name}": value for name, value in fields.items()}}
         response = await self.http.post(self.url, data=data, follow_redirects=True)
         self.html = response.text
         return response

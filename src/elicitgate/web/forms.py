@@ -10,6 +10,7 @@ gateway's own check (`answer_problems`, the broker's) is the one that counts.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html import escape
@@ -18,6 +19,10 @@ from typing import Any
 from elicitgate.elicitation.sensitive import sensitive_fields
 
 INPUT_TYPES = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
+FIELD_PREFIX = "f."
+"""Every schema property's control is named `f.<property>`, so a property called `csrf` or `action` never
+meets the page's own fields (which have no dot)."""
+PLAIN_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 def e(value: Any) -> str:
@@ -38,16 +43,24 @@ class Field:
     attrs: dict[str, Any] = field(default_factory=dict)
     min_items: int | None = None
     max_items: int | None = None
+    slug: str = ""
+    """What element ids are made of (`f-<slug>`, `err-<slug>`): the name when it is a plain word, else
+    the position, so that no property name can break an id or an `aria-describedby` list."""
+
+    @property
+    def input_name(self) -> str:
+        return FIELD_PREFIX + self.name
 
 
 def fields_of(schema: Mapping[str, Any]) -> list[Field]:
     required = set(schema.get("required") or [])
     secret = set(sensitive_fields(schema))
     out = []
-    for name, prop in (schema.get("properties") or {}).items():
+    for position, (name, prop) in enumerate((schema.get("properties") or {}).items()):
         kind = prop.get("type")
         f = Field(
             name=name,
+            slug=name if PLAIN_ID.fullmatch(name) else str(position),
             kind="text",
             label=str(prop.get("title") or name),
             description=str(prop.get("description") or ""),
@@ -119,9 +132,9 @@ def raw_from_form(fields: list[Field], form: Any) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for f in fields:
         if f.kind == "multi":
-            values[f.name] = [str(v) for v in form.getlist(f.name)]
+            values[f.name] = [str(v) for v in form.getlist(f.input_name)]
         else:
-            values[f.name] = str(form.get(f.name, ""))
+            values[f.name] = str(form.get(f.input_name, ""))
     return values
 
 
@@ -215,17 +228,17 @@ def _attrs(attrs: Mapping[str, Any]) -> str:
 
 
 def _render_field(f: Field, value: Any, errors: list[str]) -> str:
-    fid = f"f-{f.name}"
-    err_id = f"err-{f.name}"
+    fid = f"f-{f.slug}"
+    err_id = f"err-{f.slug}"
     invalid = bool(errors)
     described = [err_id]
     hint = ""
     if f.description:
-        hint = f'<p class="eg-hint" id="hint-{e(f.name)}">{e(f.description)}</p>'
-        described.insert(0, f"hint-{f.name}")
+        hint = f'<p class="eg-hint" id="hint-{e(f.slug)}">{e(f.description)}</p>'
+        described.insert(0, f"hint-{f.slug}")
     common: dict[str, Any] = {
         "id": fid,
-        "name": f.name,
+        "name": f.input_name,
         "aria-describedby": " ".join(described),
         "aria-invalid": "true" if invalid else None,
     }
@@ -258,7 +271,7 @@ def _render_field(f: Field, value: Any, errors: list[str]) -> str:
             checked = " checked" if v in chosen else ""
             boxes.append(
                 f'<label class="eg-option" for="{e(box_id)}"><input type="checkbox" id="{e(box_id)}" '
-                f'name="{e(f.name)}" value="{e(v)}"{checked}> {e(text)}</label>'
+                f'name="{e(f.input_name)}" value="{e(v)}"{checked}> {e(text)}</label>'
             )
         limits = []
         if f.min_items:

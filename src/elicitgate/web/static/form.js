@@ -64,15 +64,18 @@
     }
   });
 
+  // An error is re-checked as the person types, never on blur: blur happens on the pointer's way down on
+  // a button, and a message vanishing then moves the button away before the pointer comes up.
   fieldsOf().forEach(function (field) {
-    field.addEventListener("change", function () { if (errorOf(field).textContent) show(field, problem(field)); });
+    field.addEventListener("input", function () { if (errorOf(field).textContent) show(field, problem(field)); });
   });
 
   // Drafts: what was typed survives a reload even before the first Review.
+  function kept(el) { return el.name.indexOf("f.") === 0 && el.type !== "password"; } // the schema's fields, no secrets
   function save() {
     var data = {};
     Array.prototype.forEach.call(form.elements, function (el) {
-      if (!el.name || el.name === "csrf" || el.type === "password" || el.type === "submit") return;
+      if (!kept(el)) return;
       if (el.type === "checkbox") { (data[el.name] = data[el.name] || []); if (el.checked) data[el.name].push(el.value); }
       else data[el.name] = el.value;
     });
@@ -84,7 +87,7 @@
     try {
       var data = JSON.parse(saved);
       Array.prototype.forEach.call(form.elements, function (el) {
-        if (!el.name || !(el.name in data) || el.type === "password" || el.type === "submit" || el.name === "csrf") return;
+        if (!kept(el) || !(el.name in data)) return;
         if (el.type === "checkbox") el.checked = data[el.name].indexOf(el.value) >= 0;
         else el.value = data[el.name];
       });
