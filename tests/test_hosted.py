@@ -393,3 +393,52 @@ async def test_a_2026_url_only_client_gets_the_page_link_as_an_input_request(for
             result = text(await call.wait())
             assert result == {"action": "accept", "content": {"email": "ada@example.com", "guests": 2}}
         assert gw.gateway.rounds.parked == {}
+
+
+# -- the page belongs to the first browser that opens it ---------------------------------------------------
+
+
+async def test_the_page_belongs_to_the_first_browser_until_the_operator_releases_it(form_only_capability):
+    form_only_capability(types.ElicitationCapability(url={}))
+    human = Human(types.ElicitResult(action="accept"))
+    async with gateway(hosted_config()) as gw:
+        async with (
+            Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client,
+            anyio.create_task_group() as tg,
+        ):
+            call = Call()
+            tg.start_soon(call.run, client, "x__elicit", {"schema": BOOKING, "message": "Book a table"})
+            with anyio.fail_after(10):
+                await human.asked.wait()
+            url = human.seen[0].url
+            async with (
+                httpx2.AsyncClient() as person,
+                httpx2.AsyncClient() as client_side,  # the party that got the link too
+                httpx2.AsyncClient(base_url=gw.url, headers=AUTH) as operator,
+            ):
+                # A prefetch or a HEAD claims nothing.
+                assert (await client_side.get(url, headers={"Sec-Purpose": "prefetch"})).status_code == 503
+                assert (await client_side.head(url)).status_code == 503
+                mine = PlainPage(person, url)
+                assert (await mine.open()).status_code == 200
+                assert "claimed_at" in (await operator.get("/api/elicitations")).json()["elicitations"][0]
+                await mine.post("review", email="ada@example.com", guests="3")
+
+                theirs = PlainPage(client_side, url)
+                shown = await theirs.open()
+                assert shown.status_code == 409 and "Opened in another browser" in theirs.html
+                assert "ada@example.com" not in theirs.html and 'name="csrf"' not in theirs.html
+                # Not even with the claimant's CSRF token (the cookie that binds the page is not theirs).
+                forged = await client_side.post(url, data={"action": "decline", "csrf": csrf_of_page(mine)})
+                assert forged.status_code == 403
+
+                (item,) = (await operator.get("/api/elicitations")).json()["elicitations"]
+                assert item["claimed_at"] is not None
+                released = await operator.post(f"/api/elicitations/{item['id']}/release")
+                assert released.json() == {"id": item["id"], "released": True}
+                assert (await theirs.open()).status_code == 200  # the next browser to open it gets it
+                assert "ada@example.com" not in theirs.html  # what the first one typed is not handed on
+                assert (await mine.open()).status_code == 409  # and the first one has lost it
+                await theirs.post("decline")
+                assert 'data-state="declined"' in theirs.html
+            assert text(await call.wait()) == {"action": "decline"}

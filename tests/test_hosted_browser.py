@@ -388,3 +388,34 @@ def test_inbox_lists_pending_elicitations_live(gw, page):
     page.wait_for_selector("#eg-empty:not([hidden])")
 
 
+
+
+def open_inbox(page: Any, gw: Process) -> None:
+    page.goto(f"{gw.url}/inbox?token={TOKEN}")
+    page.wait_for_selector("#eg-inbox")
+
+
+def test_the_page_is_the_first_browsers_and_the_operator_can_release_it(gw, browser, page):
+    call = ToolCall(gw.url, "x__elicit", {"schema": AGE, "message": "How old are you?"})
+    url = hosted_page_of(gw, call)
+    page.goto(url)
+    retype(page, "#f-age", "42")
+    other = browser.new_context()  # another browser: its own cookies
+    elsewhere = other.new_page()
+    elsewhere.goto(url)
+    assert "Opened in another browser" in elsewhere.inner_text("#eg-elsewhere")
+    assert "How old are you?" in elsewhere.inner_text("#eg-message")
+    assert elsewhere.locator("input, button").count() == 0  # read-only: nothing to type, nothing to press
+
+    operator = browser.new_context().new_page()
+    open_inbox(operator, gw)
+    operator.locator("tr[data-id] .eg-release button").click()
+    operator.wait_for_selector("tr[data-id] a.eg-answer")
+    assert operator.locator(".eg-release").count() == 0
+    operator.context.close()
+
+    elsewhere.reload()  # the next browser to open it gets it
+    elsewhere.locator("button[value=decline]").click()
+    elsewhere.wait_for_selector('[data-state="declined"]')
+    assert content_of(call.outcome()) == {"action": "decline"}
+    other.close()

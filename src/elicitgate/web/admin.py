@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import secrets
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -20,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from elicitgate.elicitation.model import ACTION_STATES, State
+from elicitgate.web import claims
 from elicitgate.web.forms import e
 from elicitgate.web.pages import check_answer, deliver, iso, page, secure
 from elicitgate.web.registry import HostedEntry
@@ -38,6 +40,7 @@ class AdminRoutes:
         self.hosting = hosting
         self.registry = hosting.registry
         self.broker = hosting.gateway.broker
+        self._form_key = secrets.token_bytes(32)
 
     # -- auth ------------------------------------------------------------------------------------
 
@@ -79,6 +82,7 @@ class AdminRoutes:
             "created_at": iso(el.created_at),
             "deadline": iso(time.time() + max(0.0, el.deadline - anyio.current_time())),
             "client": getattr(getattr(el.origin, "peer", None), "id", None),
+            "claimed_at": iso(entry.claimed_at) if entry is not None and entry.claimed_at is not None else None,
             "source": el.source,
             "gateway_reason": el.gateway_reason,
         }
@@ -181,6 +185,37 @@ class AdminRoutes:
             await el.wait_ended()  # the broker's task records the end on its next step
         return secure(JSONResponse({"id": el.id, "state": str(el.state)}))
 
+    async def release(self, request: Request) -> Response:
+        """Free a hosted page from the browser that claimed it (web/claims.py)."""
+        if (denied := self._deny(request, write=True)) is not None:
+            return denied
+        el, refused = await self._target(request)
+        if refused is not None:
+            return refused
+        return secure(JSONResponse({"id": el.id, "released": self._release(el.id)}))
+
+    def _release(self, id_: str) -> bool:
+        entry = self.registry.by_id.get(id_)
+        released = entry is not None and claims.release(entry)
+        if released:
+            self.registry.bump()
+        return released
+
+    def _inbox_form_token(self, request: Request) -> str:
+        """The inbox's own posts carry this, bound to its session cookie (which alone is good for reads)."""
+        return hmac.new(self._form_key, request.cookies.get(ADMIN_COOKIE, "").encode(), hashlib.sha256).hexdigest()
+
+    async def inbox_release(self, request: Request) -> Response:
+        """The inbox's Release button (a plain form post: works without JavaScript)."""
+        if (denied := self._deny(request, write=False)) is not None:
+            return denied
+        form = await request.form()
+        given = form.get("csrf")
+        if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self._inbox_form_token(request).encode()):
+            return problem(403, "the inbox form expired: reload the inbox")
+        self._release(request.path_params["id"])
+        return secure(RedirectResponse("/inbox", status_code=303))
+
     async def events(self, request: Request) -> Response:
         """Server-sent events: `pending` with the whole pending list, at once and on every change."""
         if (denied := self._deny(request, write=False)) is not None:
@@ -226,23 +261,30 @@ class AdminRoutes:
                 '</div><div class="eg-actions"><button class="eg-primary" type="submit">Open</button></div></form>'
             )
             return page("elicitgate inbox", body, 401)
-        rows = "".join(self._row(item) for item in self.pending())
+        form_token = self._inbox_form_token(request)
+        rows = "".join(self._row(item, form_token) for item in self.pending())
         body = (
             '<h1>Pending elicitations</h1><p class="eg-meta" id="eg-live">Updates live.</p>'
-            '<table class="eg-inbox" id="eg-inbox"><thead><tr><th>Server</th><th>Message</th><th>Mode</th>'
-            "<th>Waiting</th><th>Deadline</th><th></th></tr></thead>"
+            f'<table class="eg-inbox" id="eg-inbox" data-form-token="{e(form_token)}"><thead><tr><th>Server</th>'
+            "<th>Message</th><th>Mode</th><th>Waiting</th><th>Deadline</th><th></th></tr></thead>"
             f'<tbody id="eg-rows">{rows}</tbody></table>'
             f'<p class="eg-empty" id="eg-empty"{" hidden" if rows else ""}>Nothing is waiting for an answer.</p>'
         )
         return page("elicitgate inbox", body, scripts=("inbox.js",))
 
     @staticmethod
-    def _row(item: Mapping[str, Any]) -> str:
+    def _row(item: Mapping[str, Any], form_token: str) -> str:
         link = (
             f'<a href="{e(item["form_url"])}" class="eg-answer">Answer</a>'
             if item.get("form_url")
             else f'<span class="eg-meta">with client {e(item.get("client") or "?")}</span>'
         )
+        if item.get("claimed_at"):
+            link += (
+                f'<form method="post" action="/inbox/release/{e(item["id"])}" class="eg-release">'
+                f'<input type="hidden" name="csrf" value="{e(form_token)}"><span class="eg-meta">opened</span> '
+                '<button type="submit" class="eg-secondary">Release</button></form>'
+            )
         return (
             f'<tr data-id="{e(item["id"])}"><td class="eg-col-server">{e(item["server"])}</td>'
             f'<td class="eg-col-message">{e(item.get("message") or "")}</td><td>{e(item["mode"])}</td>'
@@ -268,6 +310,8 @@ def openapi_document() -> dict[str, Any]:
             "created_at": {"type": "string", "format": "date-time"},
             "deadline": {"type": "string", "format": "date-time"},
             "client": {"type": ["string", "null"]},
+            "claimed_at": {"type": ["string", "null"], "format": "date-time",
+                           "description": "when a browser opened the hosted page and so became the only one that may answer"},
             "url": {"type": "string", "description": "URL mode: the page the server wants opened"},
             "source": {"type": "string", "enum": ["upstream", "gateway"],
                        "description": "who asks: the upstream server, or the gateway on its own"},
@@ -319,6 +363,8 @@ def openapi_document() -> dict[str, Any]:
                     "action": {"type": "string", "enum": ["accept", "decline", "cancel"]},
                     "content": {"type": "object", "description": "with accept on a form: the answers"}}},
                 "Outcome": {"type": "object", "properties": {"id": {"type": "string"}, "state": {"type": "string"}}},
+                "Released": {"type": "object", "properties": {"id": {"type": "string"}, "released": {
+                    "type": "boolean", "description": "false when no browser had opened the page"}}},
                 "List": {"type": "object", "properties": {"elicitations": {
                     "type": "array", "items": {"$ref": "#/components/schemas/Elicitation"}}}},
             },
@@ -346,6 +392,11 @@ def openapi_document() -> dict[str, Any]:
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {
                     "$ref": "#/components/schemas/ElicitResult"}}}},
                 "responses": responses("#/components/schemas/Outcome", 404, 409, 422),
+            }},
+            "/api/elicitations/{id}/release": {"post": {
+                "summary": "Release a hosted page from the browser that opened it; the next browser to open it gets it",
+                "parameters": [id_param],
+                "responses": responses("#/components/schemas/Released", 404, 409),
             }},
             "/api/elicitations/{id}/cancel": {"post": {
                 "summary": "Cancel a pending elicitation (the server gets {\"action\": \"cancel\"})",

@@ -70,6 +70,8 @@ def web_routes(hosting: Hosting) -> list[BaseRoute]:
         Route("/api/elicitations/{id}", admin.show, methods=["GET"]),
         Route("/api/elicitations/{id}/answer", admin.answer, methods=["POST"]),
         Route("/api/elicitations/{id}/cancel", admin.cancel, methods=["POST"]),
+        Route("/api/elicitations/{id}/release", admin.release, methods=["POST"]),
+        Route("/inbox/release/{id}", admin.inbox_release, methods=["POST"]),
     ]
 
 

@@ -4,7 +4,8 @@ One page per elicitation, generated from its `requestedSchema`; works without Ja
 only adds in-page checks, drafts kept across reloads, and the rich-UI bridge). Flow: form -> Review
 (checked by the gateway, errors next to the fields) -> Submit; Decline and Cancel at every step. The
 state lives on the server, so a reload shows the same step with what was typed. The token in the URL is
-the capability; every POST also needs the page's CSRF token (hidden field + SameSite=Strict cookie).
+the capability, and the first browser to use it owns the page (web/claims.py); every POST also needs the
+page's CSRF token (hidden field + SameSite=Strict cookie).
 Once the elicitation ends the URL answers 410 with how it ended.
 """
 
@@ -22,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from elicitgate.elicitation.schema import answer_problems
-from elicitgate.web import forms
+from elicitgate.web import claims, forms
 from elicitgate.web.forms import e
 from elicitgate.web.registry import HostedEntry
 
@@ -192,6 +193,17 @@ def render_entry(entry: HostedEntry, *, plain: bool = False) -> Response:
     return page(f"{entry.server} asks", body, scripts=("form.js",))
 
 
+def elsewhere_page(entry: HostedEntry, status: int = 409) -> Response:
+    """What any browser but the page's claimant sees: what is asked, nothing typed, no way to answer."""
+    body = (
+        f'{header(entry)}<section class="eg-elsewhere" id="eg-elsewhere"><h2>Opened in another browser</h2>'
+        "<p>This page was already opened in another browser, and only that browser can answer it. If that "
+        "was you, carry on there.</p><p>If it was not you, do not trust this request: tell the gateway's "
+        "operator, who can release the page from the inbox so that it can be opened again.</p></section>"
+    )
+    return page("Opened elsewhere", body, status)
+
+
 def with_csrf_cookie(response: Response, entry: HostedEntry) -> Response:
     response.set_cookie(
         CSRF_COOKIE, entry.csrf, path=f"/e/{entry.token}", httponly=True, samesite="strict"
@@ -238,13 +250,26 @@ class PageRoutes:
         entry = self.registry.by_token.get(token)
         if entry is None or entry.ended:
             return self._gone(token)
-        return with_csrf_cookie(render_entry(entry, plain=request.query_params.get("plain") == "1"), entry)
+        claimed_now = None
+        if not claims.holds(request, entry):
+            if entry.claim is not None:
+                return elsewhere_page(entry)
+            if request.method == "HEAD" or claims.is_prefetch(request):
+                return page("Open it to answer", "<h1>Open this page to answer</h1>", 503)
+            claimed_now = claims.claim(entry)
+            self.registry.bump()
+        response = with_csrf_cookie(render_entry(entry, plain=request.query_params.get("plain") == "1"), entry)
+        if claimed_now is not None:
+            claims.set_claim_cookie(response, request, entry, claimed_now)
+        return response
 
     async def post(self, request: Request) -> Response:
         token = request.path_params["token"]
         entry = self.registry.by_token.get(token)
         if entry is None or entry.ended:
             return self._gone(token)
+        if not claims.holds(request, entry):
+            return elsewhere_page(entry, 403)
         form = await request.form()
         if not csrf_ok(request, entry, form.get("csrf")):
             return page("Forbidden", "<h1>This form expired</h1><p>Reload the page and try again.</p>", 403)
@@ -303,6 +328,8 @@ class PageRoutes:
             body = None
         if not isinstance(body, Mapping) or not csrf_ok(request, entry, request.headers.get("x-elicitgate-csrf")):
             return secure(JSONResponse({"error": "bad request"}, status_code=403))
+        if not claims.holds(request, entry):
+            return secure(JSONResponse({"error": "this page was opened in another browser"}, status_code=403))
         action = body.get("action")
         if entry.answer is not None:
             return secure(JSONResponse({"error": "an answer is already being sent"}, status_code=409))

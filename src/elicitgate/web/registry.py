@@ -49,6 +49,9 @@ class HostedEntry:
     ui_html: str | None = None
     """The upstream's `ui://` resource when the request delegates rendering to it."""
     client_elicitation_id: str | None = None
+    claim: str | None = None
+    """sha256 of the claim cookie of the browser the page belongs to (web/claims.py); None: unclaimed."""
+    claimed_at: float | None = None
     answer: Mapping[str, Any] | None = None
     _answered: anyio.Event = field(default_factory=anyio.Event)
     _changed: anyio.Event = field(default_factory=anyio.Event)
@@ -94,11 +97,15 @@ class HostedEntry:
         """The broker asks again (the answer failed its check): show its errors, take a new answer."""
         self.round += 1
         self.request = request
-        self.errors = list((request.get("_meta") or {}).get(ERRORS_META_KEY) or [])
+        self.errors = self.broker_errors()
         self.answer = None
         self.review = None
         self._answered = anyio.Event()
         self.touch()
+
+    def broker_errors(self) -> list[dict[str, Any]]:
+        """The broker's verdict on the last answer, when it asked again because of it."""
+        return list((self.request.get("_meta") or {}).get(ERRORS_META_KEY) or [])
 
     def touch(self) -> None:
         changed, self._changed = self._changed, anyio.Event()

@@ -15,6 +15,18 @@
     var s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
     return s < 60 ? s + " s" : Math.floor(s / 60) + " min " + (s % 60) + " s";
   }
+  // A page some browser opened answers only there; the operator can hand it back (web/claims.py).
+  function releaseForm(id) {
+    var form = document.createElement("form");
+    form.method = "post"; form.action = "/inbox/release/" + encodeURIComponent(id); form.className = "eg-release";
+    var token = document.createElement("input");
+    token.type = "hidden"; token.name = "csrf"; token.value = document.getElementById("eg-inbox").getAttribute("data-form-token");
+    var note = document.createElement("span"); note.className = "eg-meta"; note.textContent = "opened";
+    var button = document.createElement("button");
+    button.type = "submit"; button.className = "eg-secondary"; button.textContent = "Release";
+    form.appendChild(token); form.appendChild(note); form.appendChild(document.createTextNode(" ")); form.appendChild(button);
+    return form;
+  }
   function render(items) {
     rows.textContent = "";
     items.forEach(function (item) {
@@ -34,6 +46,7 @@
       } else {
         action.textContent = "with client " + (item.client || "?");
       }
+      if (item.claimed_at) action.appendChild(releaseForm(item.id));
       tr.appendChild(action);
       rows.appendChild(tr);
     });
