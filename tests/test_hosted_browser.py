@@ -36,6 +36,8 @@ SHOTS = ROOT / "docs" / "screenshots" if os.environ.get("ELICITGATE_UPDATE_SCREE
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() and not os.environ.get("CI"),
                                 reason="Debian chromium is not installed (scripts/test installs it)")
 
+UI_READY_TIMEOUT = 4  # seconds; the never-ready guest's test waits this long
+
 EVERYTHING = {
     "type": "object",
     "properties": {
@@ -73,6 +75,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
             "demo": {"command": PY, "args": ["-m", "elicitgate.demo.server"], "era": "handshake"},
             "colours": {"command": PY, "args": ["-m", "elicitgate.demo.colour_server"], "era": "handshake"},
         },
+        "http": {"ui_ready_timeout": UI_READY_TIMEOUT},
     }))
     proc = serve_http(config, env={"ELICITGATE_ADMIN_TOKEN": TOKEN})
     yield proc
@@ -357,6 +360,62 @@ def test_ui_resource_is_served_sandboxed_and_only_while_open(gw, page):
     page.click("button[value=decline]")
     assert call.outcome().content[0].text == "pick_colour: decline"
     assert httpx2.get(f"{url}/ui").status_code == 410
+
+
+ANSWER = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 5}}, "required": ["answer"]}
+
+
+def test_an_mcp_ui_guest_gets_its_context_once_ready_and_the_ui_options_apply(gw, page):
+    ui = {"uri": "ui://tests/mcp-ui", "mode": "modal", "size": {"width": 420}}
+    call = ToolCall(gw.url, "x__elicit", {"schema": ANSWER, "message": "Say it briefly", "ui": ui})
+    page.goto(hosted_page_of(gw, call))
+    guest = page.frame_locator("#eg-ui")
+    # It listens only after posting ui-lifecycle-iframe-ready, after its frame loaded: the context
+    # arrives then, once.
+    guest.locator("body[data-rendered='1']").wait_for()
+    assert guest.locator("#message").inner_text() == "Say it briefly"
+    frame = page.locator("#eg-ui")
+    assert "eg-ui-modal" in frame.get_attribute("class")
+    page.wait_for_function("() => document.getElementById('eg-ui').style.height === '300px'")  # ui-size-change
+    box = frame.bounding_box()
+    assert (round(box["width"]), round(box["height"])) == (420, 300)  # ui.size's width, the guest's height
+
+    guest.locator("#answer").click()
+    page.keyboard.type("far too long")
+    guest.locator("#send").click()
+    guest.locator("body[data-rendered='2']").wait_for()  # the refusal goes back as render data too
+    assert "answer" in guest.locator("#error").inner_text()
+    guest.locator("#answer").fill("short")
+    guest.locator("#send").click()
+    page.locator("#eg-ui-send").click()
+    page.wait_for_selector('[data-state="accepted"]')
+    assert content_of(call.outcome()) == {"action": "accept", "content": {"answer": "short"}}
+
+
+def test_the_plain_form_when_the_ui_cannot_be_read_or_never_becomes_ready(gw, page):
+    call = ToolCall(gw.url, "x__elicit", {"schema": ANSWER, "ui": {"uri": "ui://tests/missing"}})
+    page.goto(hosted_page_of(gw, call))
+    assert page.locator("#eg-ui").count() == 0 and page.locator("#eg-ui-fallback").is_visible()
+    retype(page, "#f-answer", "hi")
+    page.locator("#eg-review-btn").click()
+    page.locator("#eg-submit").click()
+    page.wait_for_selector('[data-state="accepted"]')
+    assert content_of(call.outcome()) == {"action": "accept", "content": {"answer": "hi"}}
+
+    call = ToolCall(gw.url, "x__elicit", {"schema": ANSWER, "ui": {"uri": "ui://tests/never-ready"}})
+    page.goto(hosted_page_of(gw, call))
+    assert page.locator("#eg-ui").count() == 1
+    page.wait_for_selector("#eg-ui-fallback", timeout=(UI_READY_TIMEOUT + 10) * 1000)
+    assert page.url.endswith("?plain=ui-not-ready")
+    retype(page, "#f-answer", "ok")
+    page.locator("#eg-review-btn").click()
+    page.locator("button[value=edit]").click()  # back from the review: still the plain form
+    page.wait_for_selector("#eg-ui-fallback")
+    assert page.locator("#eg-ui").count() == 0 and page.input_value("#f-answer") == "ok"
+    page.locator("#eg-review-btn").click()
+    page.locator("#eg-submit").click()
+    page.wait_for_selector('[data-state="accepted"]')
+    assert content_of(call.outcome()) == {"action": "accept", "content": {"answer": "ok"}}
 
 
 # -- the inbox -----------------------------------------------------------------------------------------

@@ -204,3 +204,16 @@ def test_ts_client_answers_a_2026_upstream(tmp_path):
     assert out["error"] is None, out
     assert json.loads(out["result"]["content"][0]["text"]) == [{"action": "accept", "content": {"answer": "ok"}}] * 2
     assert [e["message"] for e in out["elicitations"]] == ["[modern] first", "[modern] second"]
+
+
+def test_the_ui_field_reaches_a_ts_client_that_renders_it_itself(tmp_path):
+    # A client that shows forms gets the request as the server sent it, `ui` included (it may render the
+    # server's ui:// resource itself); the gateway hosts nothing here. The SDK's own schema drops fields it
+    # does not model, so such a client reads the message as it arrived.
+    colours = {"command": PY, "args": ["-m", "elicitgate.demo.colour_server"], "era": "handshake"}
+    out = ts_client("--call", "colours__pick_colour", "--args", '{"purpose": "the docs"}',
+                    "--answer", '{"colour": "#ef4444"}', config=write_config(tmp_path, {"colours": colours}))
+    (asked,) = out["rawElicitations"]
+    assert asked["ui"] == {"uri": "ui://colours/picker", "mode": "modal", "context": {"defaultColor": "#3b82f6"}}
+    assert asked["requestedSchema"]["properties"]["colour"]["title"] == "Colour (#rrggbb)"
+    assert out["result"]["content"][0]["text"] == 'pick_colour: {"colour": "#ef4444"}'

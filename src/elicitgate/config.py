@@ -157,6 +157,9 @@ class HttpFaceConfig(_Strict):
     hosted_listen: str | None = None
     """`HOST:PORT` for a side web server with the hosted pages, inbox and admin API when the face
     is stdio (`serve --stdio` has no web server of its own)."""
+    ui_ready_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a hosted page waits for a server's rich UI (`ui://`) to start before it shows the
+    plain form instead (docs/hosting.md)."""
 
     @field_validator("public_url")
     @classmethod

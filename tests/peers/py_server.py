@@ -7,7 +7,7 @@ InputRequiredResult (one round per `ask`).
 Tools:
 - `echo {text}`                            -> text
 - `whoami`                                 -> the server's --name
-- `elicit {message?, schema?, mode?, url?, elicitation_id?, complete?, report_errors?}`
+- `elicit {message?, schema?, ui?, mode?, url?, elicitation_id?, complete?, report_errors?}`
       one elicitation; returns the ElicitResult as JSON text. With mode=url and complete=true the
       server sends notifications/elicitation/complete after an accept. With report_errors=true a
       JSON-RPC error answering the elicitation comes back as text `{"error": {code, message, data}}`
@@ -28,7 +28,8 @@ Tools:
 - `add_tool {name}`                        -> lists one more tool (answers "<name> from <server>") and
                                               sends notifications/tools/list_changed (on the session, or
                                               on `subscriptions/listen` streams for 2026-07-28 callers)
-Resources: `mem://{name}/note` (listed), template `mem://{name}/items/{id}`; prompt `greet {who}`.
+Resources: `mem://{name}/note` (listed), template `mem://{name}/items/{id}`, the rich-UI guests of
+tests/peers/ui_guests.py (`ui://tests/...`, for `elicit`'s `ui`); prompt `greet {who}`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.demo.serving import run_server
+from tests.peers.ui_guests import GUESTS, UI_MIME
 
 NAME = "py"
 STATE: dict[str, Any] = {"cancelled": None, "calls": 0, "last_result": None}
@@ -72,7 +74,10 @@ def _request(args: dict[str, Any]) -> dict[str, Any]:
             "url": args.get("url", "https://example.com/start"),
             "elicitationId": args.get("elicitation_id", "el-1"),
         }
-    return {"mode": "form", "message": args.get("message", "Please answer"), "requestedSchema": args.get("schema", DEFAULT_SCHEMA)}
+    request = {"mode": "form", "message": args.get("message", "Please answer"), "requestedSchema": args.get("schema", DEFAULT_SCHEMA)}
+    if "ui" in args:
+        request["ui"] = args["ui"]
+    return request
 
 
 async def ask(ctx: ServerRequestContext, params: types.CallToolRequestParams, key: str, request: dict[str, Any]) -> Any:
@@ -232,6 +237,11 @@ async def list_templates(ctx: ServerRequestContext, params: Any) -> types.ListRe
 
 
 async def read_resource(ctx: ServerRequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    uri = str(params.uri)
+    if uri.startswith("ui://tests/"):
+        if uri not in GUESTS:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"no UI at {uri}")
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=UI_MIME, text=GUESTS[uri])])
     return types.ReadResourceResult(
         contents=[types.TextResourceContents(uri=str(params.uri), text=f"{NAME}:{params.uri}")]
     )

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import secrets
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import anyio
 from starlette.requests import Request
@@ -40,6 +41,29 @@ UI_CSP = (
     "media-src data:; connect-src 'none'; form-action 'none'; base-uri 'none'; frame-src 'none'; "
     "sandbox allow-scripts"
 )
+
+
+UI_MODES = ("inline", "modal", "sidebar")
+CSS_LENGTH = re.compile(r"\d{1,4}(\.\d+)?(px|rem|em|vh|vw|%)")
+UI_NOT_READY = "ui-not-ready"
+"""`?plain=ui-not-ready`: where host-ui.js sends the person when the server's UI never started."""
+
+
+def ui_options(ui: Mapping[str, Any]) -> dict[str, Any]:
+    """The `ui` options a host page honours: `mode` (inline, modal, sidebar) and a preferred `size`
+    (`{width, height}` or mcp-ui's `[width, height]`, in px or CSS lengths); anything else is ignored."""
+    mode = ui.get("mode") if ui.get("mode") in UI_MODES else "inline"
+    raw = ui.get("size")
+    if isinstance(raw, (list, tuple)) and len(raw) == 2:
+        raw = {"width": raw[0], "height": raw[1]}
+    size: dict[str, str] = {}
+    for key in ("width", "height"):
+        value = raw.get(key) if isinstance(raw, Mapping) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 4000:
+            size[key] = f"{value:g}px"
+        elif isinstance(value, str) and CSS_LENGTH.fullmatch(value.strip()):
+            size[key] = value.strip()
+    return {"mode": mode, "size": size}
 
 
 def secure(response: Response, csp: str = PAGE_CSP) -> Response:
@@ -121,8 +145,8 @@ def _errors_banner(entry: HostedEntry) -> str:
     )
 
 
-def render_entry(entry: HostedEntry, *, plain: bool = False) -> Response:
-    action = f"/e/{entry.token}"
+def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeout: float = 10.0) -> Response:
+    action = f"/e/{entry.token}" + (f"?plain={quote(plain)}" if plain else "")  # the plain form stays plain
     head = header(entry)
     if entry.el.mode == "url":
         url = str(entry.el.params.get("url", ""))
@@ -156,13 +180,21 @@ def render_entry(entry: HostedEntry, *, plain: bool = False) -> Response:
             + "</form>"
         )
         return page(f"Review: {entry.server} asks", body)
+    ui = entry.el.params.get("ui")
+    ui = ui if isinstance(ui, Mapping) else {}
     if entry.ui_html is not None and not plain:
+        options = ui_options(ui)
         context = {
             "message": entry.message,
             "schema": entry.schema,
-            "context": dict((entry.el.params.get("ui") or {}).get("context") or {}),
+            "context": dict(ui.get("context") or {}),
             "csrf": entry.csrf,
             "answerUrl": f"/e/{entry.token}/ui-answer",
+            "size": options["size"],
+            # A guest that speaks mcp-ui's lifecycle is ready when it says so, not when its frame loads.
+            "lifecycle": "ui-lifecycle-iframe-ready" in entry.ui_html,
+            "readyTimeoutMs": int(ui_ready_timeout * 1000),
+            "plainUrl": f"/e/{entry.token}?plain={UI_NOT_READY}",
         }
         if entry.errors:
             context["context"]["errors"] = entry.errors
@@ -170,20 +202,24 @@ def render_entry(entry: HostedEntry, *, plain: bool = False) -> Response:
         data = json.dumps(context).replace("<", "\\u003c")
         body = (
             f'{head}<script type="application/json" id="eg-context">{data}</script>'
-            f'<iframe id="eg-ui" class="eg-ui" title="{e(entry.server)} form" sandbox="allow-scripts" '
-            f'src="/e/{e(entry.token)}/ui"></iframe>'
+            f'<iframe id="eg-ui" class="eg-ui eg-ui-{options["mode"]}" title="{e(entry.server)} form" sandbox="allow-scripts" '
+            f'data-src="/e/{e(entry.token)}/ui"></iframe>'
             '<p class="eg-banner" id="eg-ui-error" role="alert" hidden></p>'
             '<section class="eg-review" id="eg-ui-review" hidden><h2>Review your answer</h2><dl id="eg-ui-values"></dl>'
             f'<p class="eg-note">This goes to <strong>{e(entry.server)}</strong> when you submit.</p>'
             '<div class="eg-actions"><button type="button" class="eg-primary" id="eg-ui-send">Submit</button>'
             '<button type="button" class="eg-secondary" id="eg-ui-change">Change</button></div></section>'
             f'<form method="post" action="{e(action)}" class="eg-form">{csrf_field(entry)}{action_buttons()}</form>'
-            f'<p class="eg-note"><a href="{e(action)}?plain=1">Use the plain form instead</a></p>'
+            f'<p class="eg-note"><a href="{e(action)}?plain=1" id="eg-plain-link">Use the plain form instead</a></p>'
         )
         return page(f"{entry.server} asks", body, scripts=("host-ui.js",))
     values = entry.draft if entry.draft is not None else forms.initial_values(fields)
+    fallback = ""
+    if str(ui.get("uri", "")).startswith("ui://") and (entry.ui_html is None or plain == UI_NOT_READY):
+        fallback = ('<p class="eg-note" id="eg-ui-fallback">The server\'s own form could not be shown, so '
+                    "here is the plain one.</p>")
     body = (
-        f"{head}{_errors_banner(entry)}"
+        f"{head}{fallback}{_errors_banner(entry)}"
         f'<form method="post" action="{e(action)}" class="eg-form" id="eg-form">{csrf_field(entry)}'
         f"{forms.render_fields(fields, values, entry.errors)}"
         + action_buttons('<button type="submit" name="action" value="review" class="eg-primary" id="eg-review-btn">'
@@ -258,7 +294,9 @@ class PageRoutes:
                 return page("Open it to answer", "<h1>Open this page to answer</h1>", 503)
             claimed_now = claims.claim(entry)
             self.registry.bump()
-        response = with_csrf_cookie(render_entry(entry, plain=request.query_params.get("plain") == "1"), entry)
+        shown = render_entry(entry, plain=request.query_params.get("plain"),
+                             ui_ready_timeout=self.hosting.config.http.ui_ready_timeout)
+        response = with_csrf_cookie(shown, entry)
         if claimed_now is not None:
             claims.set_claim_cookie(response, request, entry, claimed_now)
         return response
@@ -274,7 +312,8 @@ class PageRoutes:
         if not csrf_ok(request, entry, form.get("csrf")):
             return page("Forbidden", "<h1>This form expired</h1><p>Reload the page and try again.</p>", 403)
         action = form.get("action")
-        again = RedirectResponse(f"/e/{token}", status_code=303)
+        query = f"?{request.url.query}" if request.url.query else ""
+        again = RedirectResponse(f"/e/{token}{query}", status_code=303)
         if entry.answer is not None:
             return page("Busy", "<h1>An answer is already being sent</h1>", 409)
         if action in ("decline", "cancel") or (action == "accept" and entry.el.mode == "url"):

@@ -10,7 +10,8 @@
 //   --wait-complete           after the call, wait for one notifications/elicitation/complete
 //
 // Prints one JSON line: {"tools": [names], "result": CallToolResult | null, "error": {code, message,
-// data} | null, "elicitations": [params received], "completions": [notification params]}.
+// data} | null, "elicitations": [params received], "rawElicitations": [params as on the wire, fields the
+// SDK does not model (`ui`) included], "completions": [notification params]}.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -31,6 +32,7 @@ function parseArgs(argv) {
 const opts = parseArgs(process.argv.slice(2));
 const modes = (opts.modes ?? 'form').split(',');
 const elicitations = [];
+const rawElicitations = [];
 const completions = [];
 let completed;
 const completion = new Promise((resolve) => (completed = resolve));
@@ -54,8 +56,14 @@ const transport = opts.url
   ? new StreamableHTTPClientTransport(new URL(opts.url))
   : new StdioClientTransport({ command: opts.command[0], args: opts.command.slice(1), env: process.env });
 await client.connect(transport);
+// What a client that renders `ui` itself reads: the message before the SDK's schema strips unknown fields.
+const onmessage = transport.onmessage;
+transport.onmessage = (message, extra) => {
+  if (message.method === 'elicitation/create') rawElicitations.push(message.params);
+  onmessage(message, extra);
+};
 
-const output = { tools: [], result: null, error: null, elicitations, completions };
+const output = { tools: [], result: null, error: null, elicitations, rawElicitations, completions };
 output.tools = (await client.listTools()).tools.map((tool) => tool.name);
 if (opts.call) {
   try {

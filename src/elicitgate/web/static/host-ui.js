@@ -1,6 +1,10 @@
 // elicitgate rich-UI host: renders the server's ui:// resource in a sandboxed iframe and speaks the
 // elicitation bridge with it: ui/notifications/elicitation-context out, ui/submit-elicitation in.
 // Every submission is checked by the gateway; an invalid one goes back to the UI with the errors.
+//
+// When the guest gets its context: guests written against mcp-ui post `ui-lifecycle-iframe-ready` and
+// expect it only then (as mcp-ui's `ui-lifecycle-iframe-render-data` too); others get it on the frame's
+// load event. A guest that is not ready within the timeout is replaced by the plain form.
 (function () {
   "use strict";
   var frame = document.getElementById("eg-ui");
@@ -9,14 +13,30 @@
   var review = document.getElementById("eg-ui-review");
   var values = document.getElementById("eg-ui-values");
   var context = data.context || {};
+  var ready = false;
+  var MIN_HEIGHT = 120, MAX_HEIGHT = 4000;
+
+  if (data.size && data.size.width) frame.style.width = data.size.width;
+  if (data.size && data.size.height) frame.style.height = data.size.height;
 
   function sendContext(extra) {
     var ctx = Object.assign({}, context, extra || {});
-    frame.contentWindow.postMessage({
-      jsonrpc: "2.0", method: "ui/notifications/elicitation-context",
-      params: { message: data.message, schema: data.schema, context: ctx }
-    }, "*"); // the sandboxed frame has an opaque origin: no narrower target exists
+    var params = { message: data.message, schema: data.schema, context: ctx };
+    var guest = frame.contentWindow;
+    // The sandboxed frame has an opaque origin: no narrower target than "*" exists.
+    guest.postMessage({ jsonrpc: "2.0", method: "ui/notifications/elicitation-context", params: params }, "*");
+    guest.postMessage({ type: "ui-lifecycle-iframe-render-data", payload: { renderData: params } }, "*");
   }
+
+  function becameReady() {
+    ready = true;
+    document.body.setAttribute("data-ui", "ready");
+    sendContext(context.errors ? {} : undefined);
+  }
+
+  var giveUp = setTimeout(function () {
+    if (!ready) location.replace(data.plainUrl);
+  }, data.readyTimeoutMs);
 
   function post(body) {
     return fetch(data.answerUrl, {
@@ -38,14 +58,19 @@
     sendContext({ error: text, errors: errors });
   }
 
-  frame.addEventListener("load", function () { sendContext(context.errors ? {} : undefined); });
+  function resize(payload) {
+    var height = Number(payload && payload.height);
+    if (isFinite(height) && height > 0) frame.style.height = Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, Math.ceil(height))) + "px";
+  }
 
-  window.addEventListener("message", function (event) {
-    if (event.source !== frame.contentWindow) return;
-    var msg = event.data;
-    if (!msg || msg.jsonrpc !== "2.0" || msg.method !== "ui/submit-elicitation" || !msg.params) return;
-    var action = msg.params.action;
-    post({ action: action, content: msg.params.content, step: "check" }).then(function (result) {
+  frame.addEventListener("load", function () {
+    if (!data.lifecycle && !ready) becameReady(); // the load-event path; a lifecycle guest says when it is ready
+  });
+  frame.src = frame.getAttribute("data-src"); // only now: no load event can pass unheard
+
+  function submitted(params) {
+    clearTimeout(giveUp);
+    post({ action: params.action, content: params.content, step: "check" }).then(function (result) {
       if (result.ended) return ended(result);
       if (!result.ok) return showErrors(result.errors || []);
       errorBox.hidden = true;
@@ -58,7 +83,18 @@
       });
       review.hidden = false;
       frame.hidden = true;
+      document.getElementById("eg-ui-send").focus();
     });
+  }
+
+  window.addEventListener("message", function (event) {
+    if (event.source !== frame.contentWindow) return;
+    var msg = event.data;
+    if (!msg || typeof msg !== "object") return;
+    if (msg.type === "ui-lifecycle-iframe-ready") { clearTimeout(giveUp); return becameReady(); }
+    if (msg.type === "ui-request-render-data") return sendContext();
+    if (msg.type === "ui-size-change") return resize(msg.payload);
+    if (msg.jsonrpc === "2.0" && msg.method === "ui/submit-elicitation" && msg.params) return submitted(msg.params);
   });
 
   document.getElementById("eg-ui-send").addEventListener("click", function () {
