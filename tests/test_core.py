@@ -254,9 +254,10 @@ def test_doctor_prints_what_works_and_exits_1_when_something_does_not(tmp_path):
     proc = subprocess.run([PY, "-m", "elicitgate.cli", "doctor", "--config", str(config)],
                           capture_output=True, text=True, timeout=60, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 1, proc.stderr
-    rows = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines() if line.count("│") > 4}
+    rows = {line.split(" ")[0]: line for line in proc.stdout.splitlines() if line.split(" ")[0] in ("a", "ghost")}
     assert "up" in rows["a"] and "2026-07-28" in rows["a"]
     assert "down" in rows["ghost"]
+    assert "command not found" in proc.stdout
 
     healthy = write_config(tmp_path, {"a": py("a")})
     proc = subprocess.run([PY, "-m", "elicitgate.cli", "doctor", "--config", str(healthy)],

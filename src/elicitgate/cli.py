@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import shutil
+import socket
 import sys
+import textwrap
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from elicitgate.config import ConfigError, GatewayConfig, build_config, load_config
 
@@ -63,6 +67,8 @@ def _setup_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if level != "debug":  # one INFO line per upstream HTTP request is noise; debug shows them
+        logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
 def _parse_hostport(value: str) -> tuple[str, int]:
@@ -72,7 +78,30 @@ def _parse_hostport(value: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def run_gateway(cfg: GatewayConfig, http: str | None) -> None:
+def claim_port(host: str, port: int) -> socket.socket:
+    """Bind the web face's address before anything starts, so a port in use is the first thing said."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        shown = f"[{host}]" if ":" in host else host
+        why = "is already in use (another elicitgate?)" if exc.errno == errno.EADDRINUSE else f"cannot be used: {exc.strerror}"
+        err.print(
+            f"elicitgate: {shown}:{port} {why}; choose another port, e.g. --http {shown}:{port + 1}",
+            style="red", highlight=False, markup=False, soft_wrap=True,
+        )
+        raise typer.Exit(2) from None
+    return sock
+
+
+def _say_ready(gateway: Any, face: str) -> None:
+    states = ", ".join(f"{name} {link.state}" for name, link in gateway.links.items()) or "no servers"
+    err.print(f"elicitgate: ready on {face} ({states})", highlight=False, markup=False, soft_wrap=True)
+
+
+def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None = None) -> None:
     from elicitgate.gateway import Gateway
 
     _setup_logging(cfg.log_level)
@@ -80,7 +109,10 @@ def run_gateway(cfg: GatewayConfig, http: str | None) -> None:
     if http is None:
         from elicitgate.faces.stdio import serve_stdio
 
-        anyio.run(serve_stdio, gateway)
+        try:
+            anyio.run(partial(serve_stdio, gateway, on_ready=partial(_say_ready, gateway, "stdio")))
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
         return
     import uvicorn
 
@@ -89,45 +121,94 @@ def run_gateway(cfg: GatewayConfig, http: str | None) -> None:
     from elicitgate.web.app import attach_hosting
 
     host, port = _parse_hostport(http)
+    sock = sock or claim_port(host, port)
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}"
     attach_hosting(gateway, None if host in ("0.0.0.0", "::") else base)
-    err.print(f"elicitgate: MCP at {base}/mcp  health at {base}/healthz")
+    err.print(f"elicitgate: MCP at {base}/mcp  health at {base}/healthz", highlight=False, soft_wrap=True)
     if cfg.admin_token is not None:
-        err.print(f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations")
-    uvicorn.run(build_http_app(gateway), host=host, port=port, log_level=cfg.log_level, lifespan="on")
+        err.print(f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations",
+                  highlight=False, soft_wrap=True)
+    # The access log (one line per request) only when asked for, with log_level debug.
+    config = uvicorn.Config(
+        build_http_app(gateway), log_level=cfg.log_level, lifespan="on", access_log=cfg.log_level == "debug"
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+LOG_LEVEL_HELP = "debug, info (default), warning or error; overrides log_level and ELICITGATE_LOG_LEVEL"
+
+
+def _with_log_level(cfg: GatewayConfig, log_level: str | None) -> GatewayConfig:
+    if log_level is None:
+        return cfg
+    if log_level not in ("debug", "info", "warning", "error"):
+        raise typer.BadParameter(f"expected debug, info, warning or error, got {log_level!r}", param_hint="--log-level")
+    return cfg.model_copy(update={"log_level": log_level})
+
+
+ConfigOption = Annotated[
+    Path,
+    typer.Option(
+        "--config", "-c", metavar="FILE",
+        help="the mcpServers file: JSON/JSONC (Claude Desktop, Cursor, VS Code's as they are) or YAML",
+    ),
+]
+LogLevelOption = Annotated[str | None, typer.Option("--log-level", metavar="LEVEL", help=LOG_LEVEL_HELP)]
 
 
 @app.command()
 def serve(
-    config: Annotated[Path, typer.Option("--config", "-c", help="mcpServers JSON or YAML file")],
-    stdio: Annotated[bool, typer.Option("--stdio", help="serve one client on stdin/stdout (default)")] = False,
-    http: Annotated[str | None, typer.Option("--http", metavar="HOST:PORT", help="serve streamable HTTP")] = None,
+    config: ConfigOption,
+    stdio: Annotated[bool, typer.Option("--stdio", help="serve one client on stdin/stdout (the default)")] = False,
+    http: Annotated[
+        str | None, typer.Option("--http", metavar="HOST:PORT", help="serve streamable HTTP at /mcp instead")
+    ] = None,
+    log_level: LogLevelOption = None,
 ) -> None:
-    """Run the gateway in front of the servers in CONFIG."""
+    """Run the gateway in front of the servers in FILE.
+
+    Every setting can also come from the environment, which wins over the file: ELICITGATE_ and the
+    key, __ between levels (ELICITGATE_ELICITATION__DEFAULT_TIMEOUT=60, ELICITGATE_LOG_LEVEL=debug).
+    ELICITGATE_ADMIN_TOKEN turns on the inbox and the admin API (a client without forms needs them).
+    Docs: docs/configuration.md (every key), docs/clients.md (your client's config), docs/hosting.md.
+    """
     if stdio and http:
         raise typer.BadParameter("choose one of --stdio and --http")
-    run_gateway(_load(config), http)
+    run_gateway(_with_log_level(_load(config), log_level), http)
 
 
 @app.command()
-def doctor(config: Annotated[Path, typer.Option("--config", "-c")]) -> None:
-    """Check the config, start every upstream, and show what each offers."""
+def doctor(config: ConfigOption) -> None:
+    """Check FILE, start every server in it, and show what each offers or why it failed.
+
+    Exit code 0 when every server is up, 1 otherwise, 2 when FILE is invalid.
+    """
     cfg = _load(config)
+    logging.basicConfig(level=logging.CRITICAL)  # the report below says it all, once
     rows = anyio.run(_doctor, cfg)
-    table = Table(title=f"elicitgate doctor: {config}")
-    for column in ("server", "transport", "state", "era", "tools", "prompts", "resources", "problem"):
-        table.add_column(column)
-    ok = True
+    width = min(shutil.get_terminal_size().columns, 100)
+
+    def say(text: str, indent: str = "") -> None:
+        typer.echo(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                                 break_long_words=False, break_on_hyphens=False))
+
+    typer.echo(f"elicitgate doctor: {config}")
     for row in rows:
-        ok &= row["state"] == "up"
-        color = "green" if row["state"] == "up" else "red"
-        table.add_row(
-            row["server"], row["transport"], f"[{color}]{row['state']}[/{color}]", row["era"] or "-",
-            str(row["tools"]), str(row["prompts"]), str(row["resources"]), row["problem"] or "",
-        )
-    Console().print(table)
-    raise typer.Exit(0 if ok else 1)
+        typer.echo("")
+        say(f"{row['server']} ({row['transport']}): {row['state']}" + (f", {row['era']}" if row["era"] else ""))
+        if row["state"] == "up":
+            say(f"{row['tools']} tools, {row['prompts']} prompts, {row['resources']} resources", "  ")
+        if row["problem"]:
+            problem = row["problem"].removeprefix(f"upstream {row['server']!r}: ")
+            if row["stderr"]:  # shown whole below
+                problem = problem.split("; its stderr ended with: ")[0]
+            say(f"problem: {problem}", "  ")
+        if row["stderr"]:
+            say("its stderr ended with:", "  ")
+            for line in row["stderr"]:
+                say(line, "    ")
+    raise typer.Exit(0 if rows and all(row["state"] == "up" for row in rows) else 1)
 
 
 async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
@@ -149,9 +230,25 @@ async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
                     "prompts": len(items["prompts"]),
                     "resources": len(items["resources"]) + len(items["resourceTemplates"]),
                     "problem": status["error"],
+                    "stderr": list(link.stderr_tail) if status["state"] != "up" else [],
                 }
             )
     return rows
+
+
+def self_command() -> str:
+    """How the person ran us, to repeat in hints: `elicitgate` when that is on PATH, else the path
+    they used (`.venv/bin/elicitgate`, as the README does)."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name != "elicitgate":
+        return f"{sys.executable} -m elicitgate.cli"
+    on_path = shutil.which("elicitgate")
+    if on_path and Path(on_path).resolve() == argv0.resolve():
+        return "elicitgate"
+    try:
+        return str(argv0.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(argv0.resolve())
 
 
 def demo_config() -> dict[str, Any]:
@@ -166,13 +263,18 @@ def demo_config() -> dict[str, Any]:
 
 @app.command()
 def demo(
-    http: Annotated[str, typer.Option("--http", metavar="HOST:PORT")] = "127.0.0.1:8808",
-    stdio: Annotated[bool, typer.Option("--stdio", help="serve the demo on stdin/stdout instead")] = False,
+    http: Annotated[
+        str, typer.Option("--http", metavar="HOST:PORT", help="where the gateway listens (and the inbox)")
+    ] = "127.0.0.1:8808",
+    stdio: Annotated[
+        bool, typer.Option("--stdio", help="serve the demo on stdin/stdout; the inbox stays on --http")
+    ] = False,
     walkthrough: Annotated[
         bool, typer.Option("--walkthrough", help="call an eliciting tool from a terminal client and exit")
     ] = False,
+    log_level: LogLevelOption = None,
 ) -> None:
-    """Run the gateway over the bundled demo server (no setup needed)."""
+    """Run the gateway over the bundled demo servers (no setup needed)."""
     if walkthrough:
         import json
         import tempfile
@@ -181,26 +283,30 @@ def demo(
 
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
             json.dump(demo_config(), handle)
-        run(handle.name)
-        return
+        raise typer.Exit(run(handle.name))
     import os
     import secrets
 
+    host, port = _parse_hostport(http)
+    sock = claim_port(host, port)  # before the token: a second demo must not print one that works nowhere
+    if stdio:
+        sock.close()  # the side web server binds it itself
     config = demo_config()
     token = os.environ.get("ELICITGATE_ADMIN_TOKEN") or secrets.token_urlsafe(24)
     config["admin_token"] = token
     if stdio:
         config["http"] = {"hosted_listen": http}
-    cfg = build_config(config, "built-in demo config")
-    host, port = _parse_hostport(http)
+    cfg = _with_log_level(build_config(config, "built-in demo config", warn=_warn), log_level)
+    shown = f"[{host}]" if ":" in host else host
     err.print(
         "elicitgate demo: the bundled demo servers' tools (demo__book_table, demo__confirm, "
         "demo__connect_account, colours__pick_colour) elicit; point an MCP client at the gateway. A client "
         "that cannot show forms gets them in the inbox:\n"
-        f"  inbox: http://{host}:{port}/inbox?token={token}\n"
-        f"  terminal: ELICITGATE_ADMIN_TOKEN={token} elicitgate inbox --url http://{host}:{port}"
+        f"  inbox: http://{shown}:{port}/inbox?token={token}\n"
+        f"  terminal: ELICITGATE_ADMIN_TOKEN={token} {self_command()} inbox --url http://{shown}:{port}",
+        highlight=False, markup=False, soft_wrap=True,
     )
-    run_gateway(cfg, None if stdio else http)
+    run_gateway(cfg, None if stdio else http, None if stdio else sock)
 
 
 @app.command()
@@ -212,6 +318,8 @@ def inbox(
     once: Annotated[bool, typer.Option("--once", help="answer one (waiting for it if need be), then exit")] = False,
 ) -> None:
     """Answer the gateway's hosted elicitations in the terminal (the admin API's inbox)."""
+    import httpx2
+
     from elicitgate.web.terminal import InboxError, TerminalInbox
 
     if not token:
@@ -220,22 +328,30 @@ def inbox(
     try:
         TerminalInbox(url, token).run(once=once)
     except InboxError as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
+        err.print(f"{exc}", style="red", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    except httpx2.TransportError as exc:
+        err.print(
+            f"elicitgate inbox: no gateway answers at {url} ({exc or type(exc).__name__}); start one "
+            f"({self_command()} demo, or serve --http with ELICITGATE_ADMIN_TOKEN set) or pass --url",
+            style="red", highlight=False, markup=False, soft_wrap=True,
+        )
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
 
 
 @app.command("check-config")
-def check_config(config: Annotated[Path, typer.Option("--config", "-c")]) -> None:
-    """Validate CONFIG and print the servers it defines."""
+def check_config(config: ConfigOption) -> None:
+    """Validate FILE and print the servers it defines, starting nothing.
+
+    Exit code 0 when valid, 2 when not (one line per problem), 1 when it defines no enabled server.
+    """
     cfg = _load(config)
     for name, server in cfg.mcp_servers.items():
         typer.echo(f"{name}: {server.model_dump(exclude_defaults=True)}")
     if not cfg.upstreams():
         raise typer.Exit(1)
-
-
 
 
 if __name__ == "__main__":

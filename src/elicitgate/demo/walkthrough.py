@@ -3,7 +3,10 @@ through the gateway and asks you the form's questions (sample answers when stdin
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import tempfile
 from typing import Any
 
 import anyio
@@ -13,7 +16,8 @@ from rich.markup import escape
 from rich.prompt import Prompt
 
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 SAMPLE = {"name": "Ada", "email": "ada.example.com", "date": "2026-12-24", "guests": "4"}
 """The first sample email is invalid on purpose: the gateway sends the form back with the error."""
@@ -58,14 +62,53 @@ async def walkthrough(config_path: str, console: Console) -> None:
             content[name] = _coerce(prop, text)
         return types.ElicitResult(action="accept", content=content)
 
-    gateway = StdioServerParameters(command=sys.executable, args=["-m", "elicitgate.cli", "serve", "-c", config_path])
-    async with Client(gateway, mode="legacy", elicitation_callback=answer) as client:
-        tools = [tool.name for tool in (await client.list_tools()).tools]
-        console.print(f"tools through the gateway: {', '.join(tools)}")
-        result = await client.call_tool("demo__book_table", {"restaurant": "Chez Demo"})
-        text = result.content[0].text if result.content else ""
-        console.print(f"\n[bold green]tool result:[/bold green] {escape(text)}")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "elicitgate.cli", "serve", "-c", config_path])
+    # The gateway's own log (audit events included) goes to a file, not between the questions.
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as gateway_log:
+        try:
+            async with Client(stdio_client(params, errlog=gateway_log), mode="legacy", elicitation_callback=answer) as client:
+                tools = [tool.name for tool in (await client.list_tools()).tools]
+                console.print(f"tools through the gateway: {', '.join(tools)}")
+                try:
+                    result = await client.call_tool("demo__book_table", {"restaurant": "Chez Demo"})
+                except MCPError as exc:
+                    after = f" after {attempts} invalid answers (elicitation.max_answer_attempts)" if attempts > 1 else ""
+                    console.print(f"\n[bold red]the server gave up{after}:[/bold red] {escape(exc.message)}")
+                    raise WalkthroughFailed from None
+                text = result.content[0].text if result.content else ""
+                label = "[bold red]tool error:[/bold red]" if result.is_error else "[bold green]tool result:[/bold green]"
+                console.print(f"\n{label} {escape(text)}")
+                if result.is_error:
+                    raise WalkthroughFailed
+        except* (OSError, MCPError) as group:  # the gateway itself did not start or went away
+            gateway_log.seek(0)
+            tail = "".join(gateway_log.readlines()[-20:])
+            console.print(f"[bold red]the gateway failed:[/bold red] {escape(str(group.exceptions[0]))}")
+            if tail:
+                console.print(escape(tail), highlight=False)
+            raise WalkthroughFailed from None
 
 
-def run(config_path: str) -> None:
-    anyio.run(walkthrough, config_path, Console())
+class WalkthroughFailed(Exception):
+    """Said to the person already; the command exits 1."""
+
+
+def _exit_now(signum: int, frame: Any) -> None:
+    # A blocking prompt does not return to the event loop, so cancelling it would wait for the gateway's
+    # shutdown; the gateway (same terminal, same Ctrl-C) and its servers end on their own.
+    sys.stdout.write("\ninterrupted\n")
+    sys.stdout.flush()
+    os._exit(130)
+
+
+def run(config_path: str) -> int:
+    """Run the walkthrough; the exit code (0 done, 1 failed, 130 Ctrl-C)."""
+    previous = signal.signal(signal.SIGINT, _exit_now)
+    code = 0
+    try:
+        anyio.run(walkthrough, config_path, Console())
+    except* WalkthroughFailed:
+        code = 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return code

@@ -122,12 +122,22 @@ class Broker:
             return to_client(origin)
         if (require := getattr(origin, "require", None)) is not None:  # a 2026-07-28 client learns why
             require({"elicitation": {mode: {}}})
+        reason = self._why_not_hosted(server, origin, mode)
         raise errors.gateway_error(
             errors.ELICITATION_UNDELIVERABLE,
-            f"the client cannot present {mode}-mode elicitations",
+            f"the client cannot present {mode}-mode elicitations and the gateway cannot host them: {reason}",
             server=server,
             mode=mode,
             clientModes=sorted(origin.modes),
+            reason=reason,
+        )
+
+    def _why_not_hosted(self, server: str, origin: Any, mode: str) -> str:
+        if self.hosting is not None:
+            return self.hosting.unavailable_reason(server, origin, mode)
+        return (
+            "serve --stdio has no web server for the inbox: set http.hosted_listen and ELICITGATE_ADMIN_TOKEN, "
+            "see docs/hosting.md"
         )
 
     def _hosted_responder(self, server: str, origin: Any, mode: str, params: dict[str, Any]) -> Responder | None:
@@ -145,7 +155,7 @@ class Broker:
                 "form-mode elicitation asks for secrets and the gateway cannot host it",
                 server=server,
                 fields=fields,
-                reason=self.hosting.unavailable_reason(server, origin, mode) if self.hosting else "no web surface",
+                reason=self._why_not_hosted(server, origin, mode),
             )
         return responder
 

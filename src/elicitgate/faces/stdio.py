@@ -6,6 +6,7 @@ admin API (stdio itself has no web server), see docs/hosting.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 from mcp.server.stdio import stdio_server
@@ -14,7 +15,7 @@ from elicitgate.faces.server import build_server
 from elicitgate.gateway import Gateway
 
 
-async def serve_stdio(gateway: Gateway) -> None:
+async def serve_stdio(gateway: Gateway, on_ready: Callable[[], None] | None = None) -> None:
     server = build_server(gateway)
     async with AsyncExitStack() as stack:
         listen = gateway.config.http.hosted_listen
@@ -23,5 +24,7 @@ async def serve_stdio(gateway: Gateway) -> None:
 
             await stack.enter_async_context(side_server(gateway, listen))
         await stack.enter_async_context(gateway.running())
+        if on_ready is not None:
+            on_ready()
         read_stream, write_stream = await stack.enter_async_context(stdio_server())
         await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections import deque
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from mcp.shared.message import ServerMessageMetadata
 from elicitgate import __version__
 from elicitgate.config import HttpServer, StdioServer
 from elicitgate.upstreams.clock import PausableDeadline
-from elicitgate.upstreams.transports import open_transport
+from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ class UpstreamConnection:
     owner: Any | None = None
     """The downstream session that owns this connection under `per_session`; `None` when shared."""
     closed: anyio.Event = field(default_factory=anyio.Event)
+    stderr_tail: deque[str] = field(default_factory=deque)
+    """A stdio server's last lines of stderr."""
     _in_flight: dict[RequestId, _InFlight] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _advertised: dict[str, Any] = field(default_factory=dict)
@@ -200,11 +203,12 @@ class UpstreamConnection:
         """
         ready: anyio.Event = anyio.Event()
         holder: dict[str, Any] = {}
+        stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
 
         async def run() -> None:
             try:
                 async with AsyncExitStack() as stack:
-                    read, write = await stack.enter_async_context(open_transport(config))
+                    read, write = await stack.enter_async_context(open_transport(config, stderr_tail))
                     dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(read, write)
                     conn = cls(server=server, config=config, dispatcher=dispatcher, owner=owner)
                     conn._advertised = advertised_capabilities
@@ -241,8 +245,9 @@ class UpstreamConnection:
             error = holder.get("error")
             if isinstance(error, BaseExceptionGroup):
                 error = _first_leaf(error)
-            raise ConnectError(server, error)
+            raise ConnectError(server, error, config=config, stderr_tail=list(stderr_tail))
         conn._cancel = holder["scope"]
+        conn.stderr_tail = stderr_tail
         return conn
 
     async def close(self) -> None:
@@ -260,13 +265,35 @@ def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
 
 
 class ConnectError(Exception):
-    """An upstream could not be started or did not complete negotiation."""
+    """An upstream could not be started or did not complete negotiation.
 
-    def __init__(self, server: str, cause: BaseException | None) -> None:
+    The message names the URL of an HTTP server, and ends with the last line a stdio server wrote to
+    stderr (all of `stderr_tail` is kept for `doctor`)."""
+
+    def __init__(
+        self,
+        server: str,
+        cause: BaseException | None,
+        *,
+        config: StdioServer | HttpServer | None = None,
+        stderr_tail: list[str] | None = None,
+    ) -> None:
         self.server = server
         self.cause = cause
+        self.stderr_tail = stderr_tail or []
         detail = describe_failure(cause) if cause is not None else "the connection closed during negotiation"
+        if isinstance(config, HttpServer):
+            detail = f"{config.url}: {detail}{_http_hint(cause)}"
+        said = next((line.strip() for line in reversed(self.stderr_tail) if line.strip()), None)
+        if said:
+            detail += f"; its stderr ended with: {said}"
         super().__init__(f"upstream {server!r}: {detail}")
+
+
+def _http_hint(cause: BaseException | None) -> str:
+    if isinstance(cause, MCPError) and cause.error.message == "Not Found":
+        return " (the URL's path may be wrong: streamable HTTP servers usually answer at /mcp, SSE ones at /sse)"
+    return ""
 
 
 def describe_failure(exc: BaseException) -> str:

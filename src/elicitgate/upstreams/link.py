@@ -53,6 +53,8 @@ class UpstreamLink:
         self.state = LinkState.STARTING
         self.primary: UpstreamConnection | None = None
         self.last_error: str | None = None
+        self.stderr_tail: list[str] = []
+        """What a stdio server wrote to stderr last, when it failed (for `doctor`)."""
         self.failures = 0
         self.since = time.time()
         self.first_attempt_done = anyio.Event()
@@ -87,6 +89,7 @@ class UpstreamLink:
                 conn = await self.open_connection(owner=None, capabilities=RELAYABLE)
             except ConnectError as exc:
                 self._set_down(str(exc))
+                self.stderr_tail = exc.stderr_tail
                 self.first_attempt_done.set()
                 logger.error("%s; retrying in %.1fs", exc, backoff)
                 await anyio.sleep(backoff)
@@ -104,8 +107,10 @@ class UpstreamLink:
                 task_group.start_soon(self._listen, conn, name=f"upstream:{self.name}:listen")
             await conn.closed.wait()
             self.primary = None
-            self._set_down("the connection closed")
-            logger.error("upstream %r went away; reconnecting", self.name)
+            self.stderr_tail = list(conn.stderr_tail)
+            said = next((line.strip() for line in reversed(self.stderr_tail) if line.strip()), None)
+            self._set_down("the connection closed" + (f"; its stderr ended with: {said}" if said else ""))
+            logger.error("upstream %r went away (%s); reconnecting", self.name, self.last_error)
 
     async def _listen(self, conn: UpstreamConnection) -> None:
         """Open `subscriptions/listen` on a 2026-07-28 primary connection for the list changes it offers.

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import sys
+import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Awaitable
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
@@ -161,9 +164,39 @@ def stderr_sink() -> TextIO:
     return sys.stderr
 
 
+STDERR_TAIL_LINES = 20
+
+
 @asynccontextmanager
-async def open_transport(config: StdioServer | HttpServer) -> AsyncIterator[Streams]:
-    """Open the wire to one upstream; raises `OSError` / httpx errors when it cannot."""
+async def _stderr_pipe(tail: deque[str]) -> AsyncIterator[TextIO]:
+    """A pipe for a stdio server's stderr: each line goes on to ours, and the last ones stay in `tail`
+    (a server that dies before answering often says why only there: `ModuleNotFoundError`, ...)."""
+    read_fd, write_fd = os.pipe()
+    writer = os.fdopen(write_fd, "w")
+    drained = threading.Event()
+
+    def pump() -> None:
+        with os.fdopen(read_fd, encoding="utf-8", errors="replace") as reader:
+            for line in reader:
+                sink = stderr_sink()
+                sink.write(line)
+                sink.flush()
+                tail.append(line.rstrip("\n"))
+        drained.set()
+
+    threading.Thread(target=pump, name="upstream-stderr", daemon=True).start()
+    try:
+        yield writer
+    finally:
+        writer.close()  # the process holds its own copy: the pipe ends when it exits
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(drained.wait, 2.0)
+
+
+@asynccontextmanager
+async def open_transport(config: StdioServer | HttpServer, stderr_tail: deque[str] | None = None) -> AsyncIterator[Streams]:
+    """Open the wire to one upstream; raises `OSError` / httpx errors when it cannot. A stdio server's
+    last lines of stderr are kept in `stderr_tail`."""
     if isinstance(config, StdioServer):
         params = StdioServerParameters(
             command=config.command,
@@ -171,7 +204,8 @@ async def open_transport(config: StdioServer | HttpServer) -> AsyncIterator[Stre
             env=config.env,  # the SDK merges it over its safe default environment, nothing else of ours
             cwd=config.cwd,
         )
-        async with stdio_client(params, errlog=stderr_sink()) as streams:
+        tail = stderr_tail if stderr_tail is not None else deque(maxlen=STDERR_TAIL_LINES)
+        async with _stderr_pipe(tail) as errlog, stdio_client(params, errlog=errlog) as streams:
             yield streams
     elif config.transport == "sse":
         async with sse_client(config.url, headers=config.headers or None) as streams:

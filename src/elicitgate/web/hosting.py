@@ -100,7 +100,10 @@ class Hosting:
     def unavailable_reason(self, server: str, origin: Any, mode: str) -> str:
         if self.policy(server) == "never":
             return f"hosting is 'never' for server {server!r}"
-        return "the client has no URL mode and the inbox is off (no admin token)"
+        return (
+            "the client has no URL mode and the inbox is off: set ELICITGATE_ADMIN_TOKEN (or admin_token) to "
+            "answer it in the gateway's inbox, see docs/hosting.md"
+        )
 
     def modes_for(self, server: str, peer: Any) -> frozenset[str]:
         """Modes the gateway can take for `peer` through hosting (what a per-session upstream is told)."""

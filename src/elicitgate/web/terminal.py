@@ -43,6 +43,11 @@ class TerminalInbox:
 
     def _get(self, path: str, **params: Any) -> Any:
         response = self.http.get(path, params=params)
+        if not response.headers.get("content-type", "").startswith("application/json"):
+            raise InboxError(
+                f"{response.url} answered {response.status_code} {response.reason_phrase}, not the admin API: "
+                "is it an elicitgate gateway (serve --http, or demo)?"
+            )
         if response.status_code in (401, 404) and path == "/api/elicitations":
             raise InboxError(response.json().get("error", response.text))
         response.raise_for_status()
