@@ -5,8 +5,10 @@ snippet in docs/clients.md connects to a real gateway in front of the demo serve
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ def _blocks(page: Path, *languages: str) -> list[str]:
 def _command_lines() -> list[tuple[str, str]]:
     found = []
     for page in PAGES:
-        for block in _blocks(page, "bash", ""):
+        for block in _blocks(page, "bash", "console", ""):
             for line in block.replace("\\\n", " ").splitlines():
                 line = line.removeprefix("$ ").strip()
                 if re.search(r"(^|&& )(\w+=\S+ )*(\.venv/bin/)?elicitgate \w", line.split("#")[0]):
@@ -71,7 +73,7 @@ def test_every_documented_command_parses_with_the_real_cli(page, line):
 
 def test_no_bare_python_or_elicitgate_without_activation():
     for page in PAGES:
-        for block in _blocks(page, "bash", ""):
+        for block in _blocks(page, "bash", "console", ""):
             for line in block.splitlines():
                 line = line.removeprefix("$ ").strip()
                 if re.match(r"(\w+=\S+ )*(python|elicitgate) ", line):
@@ -144,3 +146,29 @@ async def test_each_client_snippet_reaches_the_demo_server_through_the_gateway(i
     async with Client(target, mode="legacy") as client:
         tools = {tool.name for tool in (await client.list_tools()).tools}
     assert "demo__book_table" in tools, body
+
+
+def test_configuration_page_error_example_is_what_check_config_prints(tmp_path):
+    (block,) = _blocks(ROOT / "docs" / "configuration.md", "console")
+    lines = block.splitlines()
+    assert lines[0] == "$ cat servers.json" and lines[2].startswith("$ .venv/bin/elicitgate check-config")
+    (tmp_path / "servers.json").write_text(lines[1])
+    args = shlex.split(lines[2].removeprefix("$ .venv/bin/elicitgate "))
+    done = subprocess.run([PY, "-m", "elicitgate.cli", *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == lines[3:]
+
+
+def test_configuration_page_vscode_example_checks_with_its_variable(tmp_path):
+    (block,) = _blocks(ROOT / "docs" / "configuration.md", "jsonc")
+    path = tmp_path / ".vscode" / "mcp.json"
+    path.parent.mkdir()
+    path.write_text(block)
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}
+    run = [PY, "-m", "elicitgate.cli", "check-config", "--config", str(path)]
+    unset = subprocess.run(run, capture_output=True, text=True, timeout=60, env=env)
+    assert unset.returncode == 2 and "set the environment variable GITHUB_TOKEN" in unset.stderr
+    done = subprocess.run(run, capture_output=True, text=True, timeout=60, env={**env, "GITHUB_TOKEN": "t"})
+    assert done.returncode == 0, done.stderr
+    assert "github" in done.stdout
