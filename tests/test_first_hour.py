@@ -287,3 +287,15 @@ async def test_no_line_per_request_by_default(tmp_path):
         upstream.stop()
     assert "HTTP Request:" not in err  # httpx2's INFO line per upstream request
     assert '"POST /mcp HTTP/1.1"' not in err  # uvicorn's access log
+
+
+def test_serve_stdio_ctrl_c_exits_cleanly(tmp_path):
+    config = _write(tmp_path, {"demo": {"command": PY, "args": ["-m", "elicitgate.demo.server"]}})
+    child = pexpect.spawn(PY, ["-m", "elicitgate.cli", "serve", "--config", str(config)], encoding="utf-8",
+                          timeout=90, dimensions=(40, 120))
+    child.expect("ready on stdio")
+    child.sendintr()
+    child.expect(pexpect.EOF, timeout=20)
+    child.close()
+    assert "Traceback" not in child.before
+    assert child.exitstatus == 130

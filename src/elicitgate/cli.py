@@ -1,4 +1,4 @@
-"""`elicitgate`: serve, doctor, demo."""
+"""`elicitgate`: serve, doctor, check-config, demo, inbox."""
 
 from __future__ import annotations
 
