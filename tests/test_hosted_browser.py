@@ -99,6 +99,42 @@ def page(browser: Any) -> Iterator[Any]:
     context.close()
 
 
+AXE = ROOT / "tests" / "browser" / "node_modules" / "axe-core" / "axe.min.js"
+PHONE = {"width": 375, "height": 740}
+
+
+@pytest.fixture
+def checked(browser: Any) -> Iterator[Any]:
+    """A page with axe-core in every document it opens (injected by the browser, past the page's CSP)."""
+    if not AXE.exists():
+        pytest.fail(f"axe-core is not installed: run `cd {AXE.parents[2]} && npm ci` (scripts/test does)")
+    context = browser.new_context(viewport={"width": 900, "height": 1000})
+    context.add_init_script(path=str(AXE))
+    yield context.new_page()
+    context.close()
+
+
+def axe(page: Any) -> list[dict[str, Any]]:
+    """axe-core's WCAG 2.x A/AA and best-practice violations on the page (not inside a guest's frame)."""
+    return page.evaluate("""async () => {
+        const result = await axe.run(document, {iframes: false, resultTypes: ["violations"],
+            runOnly: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]});
+        return result.violations.map(v => ({id: v.id, help: v.help, nodes: v.nodes.map(n => n.target.join(" "))}));
+    }""")
+
+
+def focused(page: Any) -> str:
+    return page.evaluate("() => document.activeElement.id || document.activeElement.name || document.activeElement.tagName")
+
+
+def tab_to(page: Any, element_id: str, limit: int = 30) -> None:
+    for _ in range(limit):
+        if focused(page) == element_id:
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError(f"#{element_id} is not reachable with the Tab key (stuck at {focused(page)})")
+
+
 @pytest.fixture(autouse=True)
 def settled(gw: Process) -> Iterator[None]:
     yield
@@ -321,10 +357,174 @@ def test_url_only_client_opens_the_hosted_page(gw, page, monkeypatch):
     assert "book_table: accepted {'name': 'Ada', 'email': 'ada@example.com'" in call.outcome().content[0].text
 
 
+# -- accessible, by keyboard alone, and on a phone ----------------------------------------------------------
+
+KEYBOARD = {"type": "object", "properties": {
+    "name": {"type": "string", "title": "Your name", "description": "As on the booking"},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150, "title": "Age"},
+    "size": {"type": "string", "enum": ["s", "l"], "enumNames": ["Small", "Large"], "title": "Size"},
+    "extras": {"type": "array", "items": {"type": "string", "enum": ["cake", "wine"]}, "maxItems": 1,
+               "title": "Extras"},
+    "vip": {"type": "boolean", "title": "VIP"},
+}, "required": ["name", "age", "size"]}
+
+
+def test_keyboard_only_with_labels_errors_described_and_focused_and_no_axe_violations(gw, checked):
+    page = checked
+    call = ToolCall(gw.url, "x__elicit", {"schema": KEYBOARD, "message": "About you"})
+    url = hosted_page_of(gw, call)
+    page.goto(url)
+    assert axe(page) == []
+    for label in ("Your name", "Age", "Size", "VIP", "cake", "wine"):
+        assert page.get_by_label(label).count() == 1  # every control has its label
+    assert page.get_by_role("group", name="Extras").count() == 1
+    assert page.get_attribute("#f-name", "aria-describedby") == "hint-name err-name"
+
+    tab_to(page, "f-name")  # from the top of the page, by keyboard only
+    page.keyboard.type("Ada")
+    page.keyboard.press("Tab")
+    page.keyboard.type("200")
+    page.keyboard.press("Tab")
+    assert focused(page) == "f-size"
+    page.keyboard.press("ArrowDown")  # a closed select changes with the arrow keys
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Space")  # cake
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Space")  # VIP
+    tab_to(page, "eg-review-btn")
+    page.keyboard.press("Enter")
+    # Checked in the page: the focus moves to the first error, which describes the field.
+    page.wait_for_function("() => document.activeElement.id === 'f-age'")
+    assert page.get_attribute("#f-age", "aria-invalid") == "true"
+    assert "err-age" in page.get_attribute("#f-age", "aria-describedby").split()
+    assert page.inner_text("#err-age") == "must be at most 150"
+    assert axe(page) == []
+    page.keyboard.press("Control+A")
+    page.keyboard.type("42")
+    page.keyboard.press("Enter")  # Enter in a field submits with the form's first button: Review
+    page.wait_for_selector("#eg-review")
+    assert axe(page) == []
+    assert "Large" in page.inner_text("#eg-review") and "cake" in page.inner_text("#eg-review")
+    tab_to(page, "eg-submit")
+    page.keyboard.press("Enter")
+    page.wait_for_selector('[data-state="accepted"]')
+    assert axe(page) == []
+    assert content_of(call.outcome()) == {"action": "accept", "content": {
+        "name": "Ada", "age": 42, "size": "l", "extras": ["cake"], "vip": True}}
+
+
+def test_the_gateways_own_errors_get_the_focus(gw, browser):
+    context = browser.new_context(java_script_enabled=False)
+    call = ToolCall(gw.url, "x__elicit", {"schema": KEYBOARD})
+    url = hosted_page_of(gw, call)
+    nojs = context.new_page()
+    nojs.goto(url)
+    nojs.fill("#f-name", "Ada")
+    nojs.fill("#f-age", "20")
+    nojs.select_option("#f-size", "s")
+    nojs.check("#f-extras-0")
+    nojs.check("#f-extras-1")
+    nojs.click("#eg-review-btn")  # the browser's own checks pass, the gateway's do not
+    assert "too long" in nojs.inner_text("#err-extras")
+    other = browser.new_context(storage_state=context.storage_state())  # the same browser, scripts on
+    context.close()
+    page = other.new_page()
+    page.goto(url)
+    page.wait_for_function("() => document.activeElement.id === 'f-extras-0'")
+    assert page.is_checked("#f-extras-1")
+    page.locator("button[value=decline]").click()
+    page.wait_for_selector('[data-state="declined"]')
+    assert content_of(call.outcome()) == {"action": "decline"}
+    other.close()
+
+
+def test_phone_width_layout_and_screenshots(gw, browser):
+    call = ToolCall(gw.url, "x__elicit", {"schema": KEYBOARD, "message": "About you"})
+    url = hosted_page_of(gw, call)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport=PHONE, device_scale_factor=2, has_touch=True)
+    context.add_init_script(path=str(AXE))
+    page = context.new_page()
+    page.goto(url)
+    fits = "() => document.documentElement.scrollWidth <= window.innerWidth"
+    assert page.evaluate(fits)
+    assert axe(page) == []
+    page.locator("#f-name").tap()
+    page.keyboard.type("Ada")
+    retype(page, "#f-age", "200")
+    page.locator("#eg-review-btn").tap()
+    assert page.inner_text("#err-age") == "must be at most 150"
+    page.screenshot(path=str(SHOTS / "hosted-form-phone.png"), full_page=True)
+    retype(page, "#f-age", "42")
+    page.select_option("#f-size", "l")
+    page.locator("#eg-review-btn").tap()
+    page.wait_for_selector("#eg-review")
+    assert page.evaluate(fits) and axe(page) == []
+    page.screenshot(path=str(SHOTS / "hosted-review-phone.png"), full_page=True)
+    page.locator("#eg-submit").tap()
+    page.wait_for_selector('[data-state="accepted"]')
+    assert content_of(call.outcome())["action"] == "accept"
+    context.close()
+
+
+# -- drafts and single submission -------------------------------------------------------------------------
+
+DRAFTED = {"type": "object", "properties": {
+    "name": {"type": "string", "title": "Name"},
+    "guests": {"type": "integer", "minimum": 1, "maximum": 8, "title": "Guests"},
+    "extras": {"type": "array", "items": {"type": "string", "enum": ["cake", "wine"]}, "title": "Extras"},
+    "api_key": {"type": "string", "title": "API key"},
+}, "required": ["name", "api_key"]}
+
+
+def test_drafts_survive_reload_back_and_a_second_tab_and_the_answer_is_sent_once(gw, page):
+    call = ToolCall(gw.url, "x__elicit", {"schema": DRAFTED})
+    url = hosted_page_of(gw, call)
+    page.goto(url)
+    retype(page, "#f-name", "Ada")
+    retype(page, "#f-guests", "3")
+    page.locator("#f-extras-1").click()
+    retype(page, "#f-api_key", "sk-secret")
+
+    def typed(tab: Any) -> tuple[str, str, bool, str]:
+        return (tab.input_value("#f-name"), tab.input_value("#f-guests"), tab.is_checked("#f-extras-1"),
+                tab.input_value("#f-api_key"))
+
+    page.reload()
+    assert typed(page) == ("Ada", "3", True, "")  # never the secret
+    page.goto("about:blank")
+    page.go_back()
+    assert typed(page) == ("Ada", "3", True, "")
+    second = page.context.new_page()  # the same browser: the page is still its own
+    second.goto(url)
+    assert typed(second) == ("Ada", "3", True, "")
+    retype(second, "#f-name", "Ada L.")
+    page.wait_for_function("() => document.getElementById('f-name').value === 'Ada L.'")  # follows live
+    second.close()
+
+    retype(page, "#f-api_key", "sk-secret")
+    page.locator("#eg-review-btn").click()
+    page.wait_for_selector("#eg-review")
+    posts: list[str] = []
+    page.on("request", lambda request: posts.append(request.url) if request.method == "POST" else None)
+    page.locator("#eg-submit").dblclick()  # a double click sends the answer once
+    page.wait_for_selector('[data-state="accepted"]')
+    page.reload()
+    page.go_back()
+    page.wait_for_selector('[data-state="accepted"]')
+    assert posts == [url]
+    assert content_of(call.outcome()) == {"action": "accept", "content": {
+        "name": "Ada L.", "guests": 3, "extras": ["wine"], "api_key": "sk-secret"}}
+    assert page.evaluate("() => Object.keys(localStorage)") == []  # the draft went with the request
+
+
 # -- rich UI delegation ------------------------------------------------------------------------------
 
 
-def test_colour_picker_ui_in_a_sandboxed_frame_with_a_rejected_submission(gw, page):
+def test_colour_picker_ui_in_a_sandboxed_frame_with_a_rejected_submission(gw, checked):
+    page = checked
     call = ToolCall(gw.url, "colours__pick_colour", {"purpose": "the docs"})
     page.goto(hosted_page_of(gw, call))
     assert page.get_attribute("#eg-ui", "sandbox") == "allow-scripts"
@@ -337,6 +537,7 @@ def test_colour_picker_ui_in_a_sandboxed_frame_with_a_rejected_submission(gw, pa
     picker.locator("body[data-context=error]").wait_for()
     assert "name" in picker.locator("#error").inner_text()
     assert "too long" in page.inner_text("#eg-ui-error")
+    assert axe(page) == []  # the host page; the guest's own frame is the server's to make accessible
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "hosted-rich-ui.png"))
     picker.locator("#name").fill("Tomato")
@@ -460,14 +661,19 @@ def test_the_page_is_the_first_browsers_and_the_operator_can_release_it(gw, brow
     page.goto(url)
     retype(page, "#f-age", "42")
     other = browser.new_context()  # another browser: its own cookies
+    other.add_init_script(path=str(AXE))
     elsewhere = other.new_page()
     elsewhere.goto(url)
     assert "Opened in another browser" in elsewhere.inner_text("#eg-elsewhere")
+    assert axe(elsewhere) == []
     assert "How old are you?" in elsewhere.inner_text("#eg-message")
     assert elsewhere.locator("input, button").count() == 0  # read-only: nothing to type, nothing to press
 
-    operator = browser.new_context().new_page()
+    operator_context = browser.new_context()
+    operator_context.add_init_script(path=str(AXE))
+    operator = operator_context.new_page()
     open_inbox(operator, gw)
+    assert axe(operator) == []
     operator.locator("tr[data-id] .eg-release button").click()
     operator.wait_for_selector("tr[data-id] a.eg-answer")
     assert operator.locator(".eg-release").count() == 0

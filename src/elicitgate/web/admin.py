@@ -266,7 +266,7 @@ class AdminRoutes:
         body = (
             '<h1>Pending elicitations</h1><p class="eg-meta" id="eg-live">Updates live.</p>'
             f'<table class="eg-inbox" id="eg-inbox" data-form-token="{e(form_token)}"><thead><tr><th>Server</th>'
-            "<th>Message</th><th>Mode</th><th>Waiting</th><th>Deadline</th><th></th></tr></thead>"
+            "<th>Message</th><th>Mode</th><th>Waiting</th><th>Deadline</th><th>Action</th></tr></thead>"
             f'<tbody id="eg-rows">{rows}</tbody></table>'
             f'<p class="eg-empty" id="eg-empty"{" hidden" if rows else ""}>Nothing is waiting for an answer.</p>'
         )

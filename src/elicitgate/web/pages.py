@@ -109,7 +109,7 @@ def ended_page(state: str | None, status: int = 410) -> Response:
         f'<h1>This request has ended</h1><p class="eg-state" data-state="{e(state)}">'
         f"{e(words.get(state, state))} (<code>{e(state)}</code>)</p><p>You can close this page.</p>"
     )
-    return page("Request ended", body, status)
+    return page("Request ended", body, status, scripts=("form.js",))  # the script drops the page's draft
 
 
 def header(entry: HostedEntry) -> str:
@@ -159,7 +159,7 @@ def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeo
             + action_buttons('<button type="submit" name="action" value="accept" class="eg-primary">Done</button>')
             + "</form>"
         )
-        return page(f"{entry.server} asks", body)
+        return page(f"{entry.server} asks", body, scripts=("form.js",))
     fields = forms.fields_of(entry.schema)
     if entry.review is not None:
         rows = "".join(
@@ -179,7 +179,7 @@ def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeo
             )
             + "</form>"
         )
-        return page(f"Review: {entry.server} asks", body)
+        return page(f"Review: {entry.server} asks", body, scripts=("form.js",))
     ui = entry.el.params.get("ui")
     ui = ui if isinstance(ui, Mapping) else {}
     if entry.ui_html is not None and not plain:
@@ -277,7 +277,9 @@ class PageRoutes:
         self.hosting = hosting
         self.registry = hosting.registry
 
-    def _gone(self, token: str) -> Response:
+    def _gone(self, token: str, entry: HostedEntry | None = None) -> Response:
+        if entry is not None:  # ended, its tombstone perhaps not written yet
+            return ended_page(str(entry.el.state))
         tomb = self.registry.ended_state(token)
         return ended_page(tomb["state"] if tomb else None)
 
@@ -285,7 +287,7 @@ class PageRoutes:
         token = request.path_params["token"]
         entry = self.registry.by_token.get(token)
         if entry is None or entry.ended:
-            return self._gone(token)
+            return self._gone(token, entry)
         claimed_now = None
         if not claims.holds(request, entry):
             if entry.claim is not None:
@@ -305,7 +307,7 @@ class PageRoutes:
         token = request.path_params["token"]
         entry = self.registry.by_token.get(token)
         if entry is None or entry.ended:
-            return self._gone(token)
+            return self._gone(token, entry)
         if not claims.holds(request, entry):
             return elsewhere_page(entry, 403)
         form = await request.form()
@@ -340,9 +342,9 @@ class PageRoutes:
     async def _finish(self, entry: HostedEntry, raw: Mapping[str, Any]) -> Response:
         if not await deliver(entry, raw):
             return page("Busy", "<h1>An answer is already being sent</h1>", 409)
-        if entry.ended:
-            return ended_page(str(entry.el.state), 200)
-        return RedirectResponse(f"/e/{entry.token}", status_code=303)  # asked again: the errors are on the page
+        # Ended (the page says how) or asked again (the errors are on the page): a GET either way, so that
+        # a reload or the back button never posts the answer again.
+        return RedirectResponse(f"/e/{entry.token}", status_code=303)
 
     async def ui_resource(self, request: Request) -> Response:
         entry = self.registry.by_token.get(request.path_params["token"])
