@@ -656,10 +656,17 @@ def open_inbox(page: Any, gw: Process) -> None:
 
 
 def test_the_page_is_the_first_browsers_and_the_operator_can_release_it(gw, browser, page):
+    operator_context = browser.new_context()
+    operator_context.add_init_script(path=str(AXE))
+    operator = operator_context.new_page()
+    open_inbox(operator, gw)
     call = ToolCall(gw.url, "x__elicit", {"schema": AGE, "message": "How old are you?"})
     url = hosted_page_of(gw, call)
+    operator.wait_for_selector("tr[data-id] a.eg-answer")
+    assert operator.locator(".eg-release").count() == 0  # nobody opened it yet
     page.goto(url)
     retype(page, "#f-age", "42")
+    operator.wait_for_selector("tr[data-id] .eg-release")  # live: someone has opened it
     other = browser.new_context()  # another browser: its own cookies
     other.add_init_script(path=str(AXE))
     elsewhere = other.new_page()
@@ -669,15 +676,11 @@ def test_the_page_is_the_first_browsers_and_the_operator_can_release_it(gw, brow
     assert "How old are you?" in elsewhere.inner_text("#eg-message")
     assert elsewhere.locator("input, button").count() == 0  # read-only: nothing to type, nothing to press
 
-    operator_context = browser.new_context()
-    operator_context.add_init_script(path=str(AXE))
-    operator = operator_context.new_page()
-    open_inbox(operator, gw)
     assert axe(operator) == []
-    operator.locator("tr[data-id] .eg-release button").click()
+    operator.locator("tr[data-id] .eg-release button").click()  # the form inbox.js drew
     operator.wait_for_selector("tr[data-id] a.eg-answer")
     assert operator.locator(".eg-release").count() == 0
-    operator.context.close()
+    operator_context.close()
 
     elsewhere.reload()  # the next browser to open it gets it
     elsewhere.locator("button[value=decline]").click()
