@@ -10,12 +10,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def run_example(script: str, mode: str | None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`python docs/examples/SCRIPT [MODE]` as the docs say, with this venv's `python` on PATH."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    argv = [sys.executable, f"docs/examples/{script}", *([mode] if mode else [])]
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 @pytest.mark.parametrize("mode", [None, "2026-07-28"])
 def test_elicitation_example_runs_as_documented(mode):
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    argv = [sys.executable, "docs/examples/client.py", *([mode] if mode else [])]
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    done = run_example("client.py", mode)
     assert "asked: [demo] Booking at Chez Ada" in done.stdout
     assert "asked: [modern] Booking at Chez Ada" in done.stdout
     for tool in ("demo__book_table", "modern__book_table"):
@@ -34,3 +40,12 @@ def test_readme_demo_walkthrough_shows_validation_and_result():
     assert "[demo] Booking at Chez Demo" in done.stdout
     assert "Your previous answer was not accepted (email:" in done.stdout
     assert "tool result: book_table: accepted {'name': 'Ada', 'email': 'ada@example.com'" in done.stdout
+
+
+@pytest.mark.parametrize("mode", [None, "2026-07-28"])
+def test_gateway_asks_example_runs_as_documented(mode):
+    done = run_example("asks_client.py", mode, timeout=90)
+    documented = (ROOT / "docs" / "elicitation.md").read_text().split("python docs/examples/asks_client.py\n", 1)[1]
+    documented = documented.split("```", 1)[0]
+    assert done.stdout == documented
+    assert done.stderr.count('"source": "gateway"') == 3  # one audit event per question

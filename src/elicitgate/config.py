@@ -58,6 +58,8 @@ class _UpstreamCommon(_Strict):
     """When the gateway presents this server's elicitations itself (hosted form page, inbox):
     `auto` when the client lacks the mode or `elicitation.sensitive_fields` is `host` and the form
     asks for a secret; `always` for every form; `never`. See docs/hosting.md."""
+    ask_missing_arguments: bool | None = None
+    """This server's own `elicitation.ask_missing_arguments` (unset: the gateway-wide one)."""
 
 
 class StdioServer(_UpstreamCommon):
@@ -121,6 +123,12 @@ class ElicitationConfig(_Strict):
     sensitive_fields: Literal["warn", "block", "host"] = "warn"
     """What happens to a form that asks for a secret (password, token, API key, card number):
     `host` presents it on the gateway's own page so the secret never passes through the client."""
+    ask_missing_arguments: bool = True
+    """A `tools/call` or `prompts/get` without required arguments: the gateway asks the human for them
+    (docs/elicitation.md, "The gateway asks on its own")."""
+    confirm_tools: list[str] = Field(default_factory=list)
+    """Tools the human confirms before each call: globs over namespaced names (`files__delete_*`), and
+    `destructive` for every tool annotated `destructiveHint: true`."""
 
 
 class BridgingConfig(_Strict):

@@ -18,6 +18,7 @@ from elicitgate import errors
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.faces.peer import DownstreamCall, DownstreamPeer
+from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router import subscriptions
 from elicitgate.router.forward import LOG_LEVEL_STATE_KEY, PASSTHROUGH_INPUT_REQUESTS, forward
@@ -41,6 +42,7 @@ class Gateway:
         upstreams = config.upstreams()
         self.catalog = Catalog(list(upstreams), config.namespacing)
         self.broker = Broker(config.elicitation)
+        self.asks = GatewayAsks(config, self.catalog, self.broker)
         self.peers: set[DownstreamPeer] = set()
         self.modern_peers: dict[str, DownstreamPeer] = {}
         """2026-07-28 clients, by principal (they have no connection that could end)."""
@@ -126,6 +128,11 @@ class Gateway:
             kind = "tool" if method == "tools/call" else "prompt"
             server, name = self.catalog.resolve_name(kind, params.get("name"))
             params = {**params, "name": name}
+            if (ask := self.asks.needed(f"{kind}s", server, name, params)) is not None:
+                asked = await self.asks.run(ask, self.links[server], call, params)
+                if isinstance(asked, Answered):
+                    return asked.result
+                params = asked
         elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
             server, uri = self.catalog.resolve_uri(params.get("uri"))
             params = {**params, "uri": uri}

@@ -34,6 +34,10 @@ logger = logging.getLogger(__name__)
 audit = logging.getLogger("elicitgate.audit")
 
 SERVER_META_KEY = "io.elicitgate/server"
+SOURCE_META_KEY = "io.elicitgate/source"
+REASON_META_KEY = "io.elicitgate/reason"
+"""On the gateway's own questions: `source` is `gateway`, `reason` says why it asks."""
+GATEWAY_ASKER = "elicitgate"
 ERRORS_META_KEY = "io.elicitgate/previousErrors"
 _BUCKET_KEY = "elicitgate.bucket"
 
@@ -159,6 +163,16 @@ class Broker:
             )
         return responder
 
+    def can_present(self, server: str, origin: Any, params: dict[str, Any]) -> bool:
+        """Whether this request would reach a human for `origin` (checked, hosted or the client's own mode),
+        without asking: the gateway's optional questions are skipped when it would not."""
+        mode = params.get("mode", "form")
+        try:
+            self._check_request(server, mode, params, url_ids=True)
+            return self._hosted_responder(server, origin, mode, params) is not None or mode in origin.modes
+        except MCPError:
+            return False
+
     def stop_for_peer(self, peer: Any, reason: str) -> None:
         """The client is gone: every elicitation it had ends cancelled."""
         for el in list(peer.elicitations):
@@ -283,7 +297,7 @@ class Broker:
         )
 
     async def _present(self, el: Elicitation) -> dict[str, Any]:
-        outgoing = _outgoing(el.server, el.params)
+        outgoing = _outgoing(el)
         while True:
             el.attempts += 1
             el.state = State.PRESENTED
@@ -330,7 +344,7 @@ class Broker:
                     errors=problems,
                     attempts=el.attempts,
                 )
-            outgoing = _retry_params(el.server, el.params, problems)
+            outgoing = _retry_params(el, problems)
 
     def _end(self, el: Elicitation, state: State, reason: str) -> None:
         if el.state.terminal:
@@ -348,18 +362,23 @@ class Broker:
                 on_end(el)
 
 
-def _outgoing(server: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    """The request as the client sees it: says which server asks; everything else untouched."""
-    outgoing = dict(params)
-    outgoing["message"] = f"[{server}] {params['message']}"
-    outgoing["_meta"] = {**(params.get("_meta") or {}), SERVER_META_KEY: server}
+def _outgoing(el: Elicitation) -> dict[str, Any]:
+    """The request as the client sees it: says who asks (the server, or the gateway itself); everything
+    else untouched."""
+    outgoing = dict(el.params)
+    asker = GATEWAY_ASKER if el.source == "gateway" else el.server
+    outgoing["message"] = f"[{asker}] {el.params['message']}"
+    outgoing["_meta"] = {**(el.params.get("_meta") or {}), SERVER_META_KEY: el.server}
+    if el.source == "gateway":
+        outgoing["_meta"] |= {SOURCE_META_KEY: el.source, REASON_META_KEY: el.gateway_reason}
     return outgoing
 
 
-def _retry_params(server: str, params: Mapping[str, Any], problems: list[dict[str, Any]]) -> dict[str, Any]:
+def _retry_params(el: Elicitation, problems: list[dict[str, Any]]) -> dict[str, Any]:
     listed = "; ".join(f"{p['property'] or 'form'}: {p['message']}" for p in problems)
-    outgoing = _outgoing(server, params)
-    outgoing["message"] = f"[{server}] Your previous answer was not accepted ({listed}). {params['message']}"
+    outgoing = _outgoing(el)
+    prefix, _, message = outgoing["message"].partition(" ")
+    outgoing["message"] = f"{prefix} Your previous answer was not accepted ({listed}). {message}"
     outgoing["_meta"][ERRORS_META_KEY] = problems
     return outgoing
 

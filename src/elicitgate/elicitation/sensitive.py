@@ -20,8 +20,12 @@ def sensitive_fields(schema: Any) -> list[str]:
     found = []
     for name, prop in schema["properties"].items():
         prop = prop if isinstance(prop, Mapping) else {}
-        text = " ".join(str(x) for x in (name, prop.get("title", "")))
-        text = _CAMEL.sub("_", text).lower()
-        if prop.get("format") == "password" or prop.get("writeOnly") is True or _SECRET_NAME.search(text):
+        if prop.get("format") == "password" or prop.get("writeOnly") is True or secret_name(name, prop.get("title", "")):
             found.append(str(name))
     return found
+
+
+def secret_name(*names: Any) -> bool:
+    """Whether a field or argument called this (name, title, ...) looks like it holds a secret."""
+    text = _CAMEL.sub("_", " ".join(str(n) for n in names)).lower()
+    return _SECRET_NAME.search(text) is not None

@@ -43,6 +43,8 @@ class Catalog:
         self.namespacing = namespacing
         self.by_server: dict[str, ServerCatalog] = {name: ServerCatalog() for name in servers}
         self._uri_owner: dict[str, tuple[str, str]] = {}
+        self._named: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        """(server, "tools" | "prompts") -> upstream name -> the listed item."""
 
     @property
     def prefixed(self) -> bool:
@@ -88,6 +90,15 @@ class Catalog:
             candidates=matches,
         )
 
+    def find(self, kind: str, server: str, name: str) -> dict[str, Any] | None:
+        """The tool or prompt (`kind` "tools" / "prompts") `server` lists as `name`, as the server sent it."""
+        return self._named.get((server, kind), {}).get(name)
+
+    def _reindex_names(self, server: str) -> None:
+        for kind in ("tools", "prompts"):
+            items = self.by_server[server].items[kind]
+            self._named[(server, kind)] = {i["name"]: i for i in items if isinstance(i.get("name"), str)}
+
     def _templates(self, server: str) -> list[dict[str, Any]]:
         return self.by_server[server].items["resourceTemplates"]
 
@@ -121,6 +132,7 @@ class Catalog:
 
     def clear(self, server: str) -> None:
         self.by_server[server] = ServerCatalog()
+        self._reindex_names(server)
         self._reindex_uris()
 
     async def refresh(self, server: str, conn: UpstreamConnection, kinds: tuple[str, ...] = tuple(LISTS)) -> None:
@@ -137,6 +149,7 @@ class Catalog:
                 self.by_server[server].items[kind] = []
                 if exc.error.code != METHOD_NOT_FOUND:
                     logger.warning("upstream %r: %s failed: %s", server, LISTS[kind][0], exc.error.message)
+        self._reindex_names(server)
         self._reindex_uris()
 
 

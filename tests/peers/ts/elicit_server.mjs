@@ -10,6 +10,7 @@
 //                      -> one URL-mode elicitation; the ElicitResult as JSON text. With complete=true
 //                         it sends notifications/elicitation/complete after an accept.
 //   environment        -> the names of the environment variables this process got, as JSON
+//   remove {path}      (annotated destructiveHint) -> "removed <path>"
 //
 // Elicitations are sent with `relatedRequestId` = the tool call's id, so over streamable HTTP they
 // travel on that call's POST response stream (without it the SDK sends them on the standalone GET
@@ -41,6 +42,11 @@ function build() {
     content: [{ type: 'text', text }],
   }));
   server.registerTool('environment', {}, async () => json(Object.keys(process.env).sort()));
+  server.registerTool(
+    'remove',
+    { description: 'Remove a file', inputSchema: { path: z.string().describe('What to remove') }, annotations: { destructiveHint: true } },
+    async ({ path }) => ({ content: [{ type: 'text', text: `removed ${path}` }] }),
+  );
   server.registerTool('ask_form', { inputSchema: { message: z.string().optional() } }, async ({ message }, extra) => {
     const request = { mode: 'form', message: message ?? 'Who are you?', requestedSchema: FORM_SCHEMA };
     const options = STANDALONE ? {} : { relatedRequestId: extra.requestId };

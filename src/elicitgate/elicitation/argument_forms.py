@@ -1,0 +1,158 @@
+"""Forms the gateway builds itself: missing tool or prompt arguments as form fields, and the arguments
+of a call shown for confirmation with their secrets masked.
+
+Pure functions over what upstreams list (`inputSchema`, `PromptArgument`); `router.asks` decides when
+to use them. Every form leaves here checked against the form-mode subset, or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from elicitgate.elicitation.schema import (
+    BOOLEAN_KEYS,
+    MULTI_KEYS,
+    NUMBER_KEYS,
+    SINGLE_ENUM_KEYS,
+    STRING_FORMATS,
+    STRING_KEYS,
+    TITLED_SINGLE_KEYS,
+    check_requested_schema,
+)
+from elicitgate.elicitation.sensitive import secret_name, sensitive_fields
+
+MASK = "•••"
+MAX_SHOWN_VALUE = 200
+"""Characters of one argument's value shown in a confirmation before it is cut."""
+
+
+def missing_arguments_form(
+    input_schema: Any, missing: Sequence[str], *, max_properties: int
+) -> dict[str, Any] | None:
+    """A `requestedSchema` asking exactly for `missing` (all required), each field copied from the tool's
+    `inputSchema`; None when one of them cannot be a form field."""
+    properties = input_schema.get("properties") if isinstance(input_schema, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return None
+    defs = {**(input_schema.get("definitions") or {}), **(input_schema.get("$defs") or {})}
+    fields: dict[str, Any] = {}
+    for name in missing:
+        field = form_field(properties.get(name), defs)
+        if field is None:
+            return None
+        fields[name] = field
+    return _checked({"type": "object", "properties": fields, "required": list(missing)}, max_properties)
+
+
+def prompt_arguments_form(
+    arguments: Sequence[Mapping[str, Any]], missing: Sequence[str], choices: Mapping[str, list[str]], *, max_properties: int
+) -> dict[str, Any] | None:
+    """A `requestedSchema` of string fields for a prompt's missing arguments; `choices` (from the server's
+    completions) turn a field into a single-select enum."""
+    by_name = {a.get("name"): a for a in arguments}
+    fields: dict[str, Any] = {}
+    for name in missing:
+        argument = by_name.get(name) or {}
+        field: dict[str, Any] = {"type": "string"}
+        for key in ("title", "description"):
+            if isinstance(argument.get(key), str):
+                field[key] = argument[key]
+        if choices.get(name):
+            field["enum"] = list(dict.fromkeys(choices[name]))
+        fields[name] = field
+    return _checked({"type": "object", "properties": fields, "required": list(missing)}, max_properties)
+
+
+def form_field(prop: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One `inputSchema` property as a form-mode field (its constraints kept where form mode has them),
+    or None when a person cannot type it into a form (objects, free arrays, unions, numeric enums)."""
+    prop = _resolved(prop, defs)
+    if prop is None:
+        return None
+    kind = prop.get("type")
+    if "enum" in prop:
+        if kind not in (None, "string") or not prop["enum"] or not all(isinstance(v, str) for v in prop["enum"]):
+            return None
+        return _pick({**prop, "type": "string"}, SINGLE_ENUM_KEYS)
+    if kind == "string" and "oneOf" in prop:
+        return _pick(prop, TITLED_SINGLE_KEYS)
+    if kind == "string":
+        field = _pick(prop, STRING_KEYS)
+        if field.get("format") not in (None, *STRING_FORMATS):
+            del field["format"]  # a format forms cannot check (uuid, hostname): the upstream still does
+        return field
+    if kind in ("number", "integer"):
+        return _pick(prop, NUMBER_KEYS)
+    if kind == "boolean":
+        return _pick(prop, BOOLEAN_KEYS)
+    if kind == "array":
+        items = _resolved(prop.get("items"), defs)
+        if items is None:
+            return None
+        return _pick({**prop, "items": items}, MULTI_KEYS)  # only enum arrays pass the check
+    return None
+
+
+def _resolved(prop: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Follow one local `$ref`, and read `Optional[X]` (`anyOf: [X, null]`, `type: [x, "null"]`) as X."""
+    if not isinstance(prop, Mapping):
+        return None
+    if isinstance(prop.get("$ref"), str):
+        target = defs.get(prop["$ref"].rsplit("/", 1)[-1])
+        if not isinstance(target, Mapping):
+            return None
+        prop = {**target, **{k: v for k, v in prop.items() if k != "$ref"}}
+    variants = prop.get("anyOf")
+    if isinstance(variants, list):
+        real = [v for v in variants if not (isinstance(v, Mapping) and v.get("type") == "null")]
+        if len(real) != 1:
+            return None
+        inner = _resolved(real[0], defs)
+        if inner is None:
+            return None
+        prop = {**inner, **{k: v for k, v in prop.items() if k != "anyOf"}}
+    kind = prop.get("type")
+    if isinstance(kind, list):
+        real_kinds = [k for k in kind if k != "null"]
+        if len(real_kinds) != 1:
+            return None
+        prop = {**prop, "type": real_kinds[0]}
+    return dict(prop)
+
+
+def _pick(prop: Mapping[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+    keep = {"examples", "$comment", "deprecated"}  # annotations a form has no use for
+    return {k: v for k, v in prop.items() if k in allowed and k not in keep}
+
+
+def _checked(schema: dict[str, Any], max_properties: int) -> dict[str, Any] | None:
+    return None if check_requested_schema(schema, max_properties=max_properties) else schema
+
+
+def confirmation_form() -> dict[str, Any]:
+    """A confirmation asks nothing: accept goes on, decline or cancel stops the call."""
+    return {"type": "object", "properties": {}}
+
+
+def shown_arguments(arguments: Mapping[str, Any], input_schema: Any) -> str:
+    """The call's arguments for a person to read: secrets masked (by the schema's secret fields and by
+    name, at any depth), long values cut."""
+    secret = set(sensitive_fields(input_schema))
+    parts = []
+    for name, value in arguments.items():
+        shown = MASK if name in secret or secret_name(name) else _masked(value)
+        text = json.dumps(shown, ensure_ascii=False)
+        if len(text) > MAX_SHOWN_VALUE:
+            text = text[: MAX_SHOWN_VALUE - 1] + "…"
+        parts.append(f"{name}={text}")
+    return ", ".join(parts) if parts else "(no arguments)"
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: MASK if secret_name(k) else _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
