@@ -124,7 +124,7 @@ def axe(page: Any) -> list[dict[str, Any]]:
 
 
 def focused(page: Any) -> str:
-    return page.evaluate("() => document.activeElement.id || document.activeElement.name || document.activeElement.tagName")
+    return page.evaluate("() => { const el = document.activeElement; return el.id || el.name || el.tagName; }")
 
 
 def tab_to(page: Any, element_id: str, limit: int = 30) -> None:

@@ -74,7 +74,8 @@ def _request(args: dict[str, Any]) -> dict[str, Any]:
             "url": args.get("url", "https://example.com/start"),
             "elicitationId": args.get("elicitation_id", "el-1"),
         }
-    request = {"mode": "form", "message": args.get("message", "Please answer"), "requestedSchema": args.get("schema", DEFAULT_SCHEMA)}
+    request = {"mode": "form", "message": args.get("message", "Please answer"),
+               "requestedSchema": args.get("schema", DEFAULT_SCHEMA)}
     if "ui" in args:
         request["ui"] = args["ui"]
     return request
@@ -241,7 +242,8 @@ async def read_resource(ctx: ServerRequestContext, params: types.ReadResourceReq
     if uri.startswith("ui://tests/"):
         if uri not in GUESTS:
             raise MCPError(code=types.INVALID_PARAMS, message=f"no UI at {uri}")
-        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=UI_MIME, text=GUESTS[uri])])
+        html = types.TextResourceContents(uri=uri, mime_type=UI_MIME, text=GUESTS[uri])
+        return types.ReadResourceResult(contents=[html])
     return types.ReadResourceResult(
         contents=[types.TextResourceContents(uri=str(params.uri), text=f"{NAME}:{params.uri}")]
     )

@@ -27,7 +27,8 @@ MCP_UI_GUEST = """<!doctype html>
         var data = msg.payload.renderData;
         document.getElementById("message").textContent = data.message;
         document.getElementById("error").textContent = (data.context && data.context.error) || "";
-        document.body.setAttribute("data-rendered", String(Number(document.body.getAttribute("data-rendered") || 0) + 1));
+        var rendered = Number(document.body.getAttribute("data-rendered") || 0) + 1;
+        document.body.setAttribute("data-rendered", String(rendered));
       });
       window.parent.postMessage({ type: "ui-lifecycle-iframe-ready" }, "*");
       window.parent.postMessage({ type: "ui-size-change", payload: { height: 300, width: 400 } }, "*");

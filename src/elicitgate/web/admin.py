@@ -211,7 +211,8 @@ class AdminRoutes:
             return denied
         form = await request.form()
         given = form.get("csrf")
-        if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self._inbox_form_token(request).encode()):
+        expected = self._inbox_form_token(request)
+        if not isinstance(given, str) or not hmac.compare_digest(given.encode(), expected.encode()):
             return problem(403, "the inbox form expired: reload the inbox")
         self._release(request.path_params["id"])
         return secure(RedirectResponse("/inbox", status_code=303))
@@ -311,7 +312,7 @@ def openapi_document() -> dict[str, Any]:
             "deadline": {"type": "string", "format": "date-time"},
             "client": {"type": ["string", "null"]},
             "claimed_at": {"type": ["string", "null"], "format": "date-time",
-                           "description": "when a browser opened the hosted page and so became the only one that may answer"},
+                           "description": "when a browser opened the hosted page (the only one that may answer)"},
             "url": {"type": "string", "description": "URL mode: the page the server wants opened"},
             "source": {"type": "string", "enum": ["upstream", "gateway"],
                        "description": "who asks: the upstream server, or the gateway on its own"},

@@ -202,7 +202,8 @@ def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeo
         data = json.dumps(context).replace("<", "\\u003c")
         body = (
             f'{head}<script type="application/json" id="eg-context">{data}</script>'
-            f'<iframe id="eg-ui" class="eg-ui eg-ui-{options["mode"]}" title="{e(entry.server)} form" sandbox="allow-scripts" '
+            f'<iframe id="eg-ui" class="eg-ui eg-ui-{options["mode"]}" title="{e(entry.server)} form" '
+            'sandbox="allow-scripts" '
             f'data-src="/e/{e(entry.token)}/ui"></iframe>'
             '<p class="eg-banner" id="eg-ui-error" role="alert" hidden></p>'
             '<section class="eg-review" id="eg-ui-review" hidden><h2>Review your answer</h2><dl id="eg-ui-values"></dl>'
