@@ -340,6 +340,9 @@ async def test_gateway_questions_reach_the_inbox_when_the_client_cannot_show_for
                 assert "t__create_ticket" in item["message"]
                 detail = (await http.get(f"/api/elicitations/{item['id']}")).json()
                 assert detail["requestedSchema"] == TICKET_FORM
+                async with httpx2.AsyncClient() as browser:  # the inbox link's page says who asks
+                    shown = (await browser.get(item["form_url"])).text
+                    assert 'elicitgate asks, before a call to the server <strong id="eg-server">t</strong>' in shown
                 answered = await http.post(f"/api/elicitations/{item['id']}/answer",
                                            json={"action": "accept", "content": TICKET_ANSWER})
                 assert answered.json() == {"id": item["id"], "state": "accepted"}

@@ -115,11 +115,19 @@ def ended_page(state: str | None, status: int = 410) -> Response:
 def header(entry: HostedEntry) -> str:
     deadline = iso(entry.deadline_wall())
     return (
-        f'<header class="eg-head"><p class="eg-server">The server <strong id="eg-server">{e(entry.server)}</strong>'
-        f' asks:</p><h1 class="eg-message" id="eg-message">{e(entry.message)}</h1>'
+        f'<header class="eg-head"><p class="eg-server">{asker(entry)}'
+        f'</p><h1 class="eg-message" id="eg-message">{e(entry.message)}</h1>'
         f'<p class="eg-meta">Answer before <time datetime="{deadline}">{deadline.replace("T", " ")}</time></p>'
         "</header>"
     )
+
+
+def asker(entry: HostedEntry) -> str:
+    """Who asks: the server, or the gateway itself before a call to it (`router.asks`)."""
+    server = f'<strong id="eg-server">{e(entry.server)}</strong>'
+    if entry.el.source == "gateway":
+        return f"elicitgate asks, before a call to the server {server}:"
+    return f"The server {server} asks:"
 
 
 def csrf_field(entry: HostedEntry) -> str:
