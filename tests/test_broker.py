@@ -319,7 +319,8 @@ async def test_form_only_client_never_gets_url_mode(upstream, form_only_capabili
             started = time.monotonic()
             result = text(await client.call_tool(
                 "x__elicit", {"mode": "url", "url": "https://example.com/x", "report_errors": True}))
-            assert time.monotonic() - started < 5  # at once, not after the 300 s deadline
+            # At once rather than after the 300 s deadline; the bound leaves room for a loaded CI machine.
+            assert time.monotonic() - started < 60
             error = result["error"]
             assert error["code"] == ELICITATION_UNDELIVERABLE
             assert error["data"]["mode"] == "url"
@@ -340,7 +341,7 @@ async def test_client_without_elicitation_capability_gets_undeliverable_at_once(
         async with Client(gw.mcp_url, mode="legacy") as client:
             started = time.monotonic()
             result = text(await client.call_tool("x__elicit", {"report_errors": True}))
-            assert time.monotonic() - started < 5
+            assert time.monotonic() - started < 60  # not the 300 s elicitation deadline
             assert result["error"]["code"] == ELICITATION_UNDELIVERABLE
             assert result["error"]["data"]["mode"] == "form"
             assert result["error"]["data"]["clientModes"] == []
