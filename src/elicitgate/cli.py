@@ -63,10 +63,10 @@ def _load(config: Path) -> GatewayConfig:
     return cfg
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def _setup_logging(level: str, log_format: str = "text") -> None:
+    from elicitgate.logs import configure_logging
+
+    configure_logging(level, log_format)
     if level != "debug":  # one INFO line per upstream HTTP request is noise; debug shows them
         logging.getLogger("httpx2").setLevel(logging.WARNING)
 
@@ -104,7 +104,7 @@ def _say_ready(gateway: Any, face: str) -> None:
 def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None = None) -> None:
     from elicitgate.gateway import Gateway
 
-    _setup_logging(cfg.log_level)
+    _setup_logging(cfg.log_level, cfg.log_format)
     gateway = Gateway(cfg)
     if http is None:
         from elicitgate.faces.stdio import serve_stdio
@@ -130,8 +130,11 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
         err.print(f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations",
                   highlight=False, soft_wrap=True)
     # The access log (one line per request) only when asked for, with log_level debug.
+    # log_config=None: uvicorn's own lines go through the gateway's handler (JSON with `log_format: json`).
+    log_config = None if cfg.log_format == "json" else uvicorn.config.LOGGING_CONFIG
     config = uvicorn.Config(
-        build_http_app(gateway), log_level=cfg.log_level, lifespan="on", access_log=cfg.log_level == "debug"
+        build_http_app(gateway), log_level=cfg.log_level, lifespan="on", access_log=cfg.log_level == "debug",
+        log_config=log_config,
     )
     uvicorn.Server(config).run(sockets=[sock])
 
@@ -352,6 +355,11 @@ def check_config(config: ConfigOption) -> None:
         typer.echo(f"{name}: {server.model_dump(exclude_defaults=True)}")
     if not cfg.upstreams():
         raise typer.Exit(1)
+
+
+from elicitgate.cli_audit import audit_app  # noqa: E402
+
+app.add_typer(audit_app, name="audit")
 
 
 if __name__ == "__main__":

@@ -186,6 +186,27 @@ class HttpFaceConfig(_Strict):
         return value
 
 
+class AuditConfig(_Strict):
+    """The durable audit trail: one record per elicitation end and per refusal (docs/operations.md)."""
+
+    enabled: bool = True
+    url: str = Field(default_factory=lambda: f"sqlite:///{_state_dir() / 'audit.db'}")
+    """`sqlite:///PATH` (a file), or `postgresql://USER:PASSWORD@HOST:PORT/DB` for a shared store."""
+    retention_days: float = Field(default=90.0, gt=0)
+    """Records whose elicitation ended longer ago than this are deleted (checked hourly)."""
+    store_content: bool = False
+    """Keep accepted answers' values; fields detected as secrets are never kept."""
+    queue_size: int = Field(default=10_000, gt=0)
+    """Records waiting for the writer; when full, new ones are dropped (counted and logged), never waited for."""
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if not value.startswith(("sqlite://", "postgresql://", "postgres://", "postgresql+")):
+            raise ValueError("must start with sqlite:/// or postgresql://")
+        return value
+
+
 class UpstreamRetryConfig(_Strict):
     initial_backoff: float = Field(default=0.5, gt=0)
     max_backoff: float = Field(default=30.0, gt=0)
@@ -205,6 +226,9 @@ class GatewayConfig(BaseSettings):
     bridging: BridgingConfig = Field(default_factory=BridgingConfig)
     http: HttpFaceConfig = Field(default_factory=HttpFaceConfig)
     upstream_retry: UpstreamRetryConfig = Field(default_factory=UpstreamRetryConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    log_format: Literal["text", "json"] = "text"
+    """`json`: one JSON object per log line (docs/operations.md)."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     admin_token: SecretStr | None = None
     """Bearer token for the admin API and the inbox (`ELICITGATE_ADMIN_TOKEN`); without it both are off."""

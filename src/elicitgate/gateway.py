@@ -15,6 +15,7 @@ from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
+from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.faces.peer import DownstreamCall, DownstreamPeer
@@ -41,7 +42,8 @@ class Gateway:
         self.config = config
         upstreams = config.upstreams()
         self.catalog = Catalog(list(upstreams), config.namespacing)
-        self.broker = Broker(config.elicitation)
+        self.audit = AuditTrail(config.audit) if config.audit.enabled else None
+        self.broker = Broker(config.elicitation, self.audit)
         self.asks = GatewayAsks(config, self.catalog, self.broker)
         self.peers: set[DownstreamPeer] = set()
         self.modern_peers: dict[str, DownstreamPeer] = {}
@@ -61,6 +63,8 @@ class Gateway:
             for link in self.links.values():
                 tg.start_soon(link.run, tg, name=f"link:{link.name}")
             tg.start_soon(self._expire_modern_peers, name="modern-peer-expiry")
+            if self.audit is not None:
+                tg.start_soon(self.audit.run, name="audit-writer")
             if wait_for_upstreams:
                 with anyio.move_on_after(STARTUP_WAIT):
                     for link in self.links.values():
@@ -68,6 +72,8 @@ class Gateway:
             try:
                 yield self
             finally:
+                if self.audit is not None:
+                    await self.audit.close()  # what is queued reaches the store before the writer stops
                 tg.cancel_scope.cancel()
 
     # -- health --------------------------------------------------------------------------------

@@ -1,11 +1,40 @@
-"""Prometheus metrics, served at /metrics on the HTTP face."""
+"""Prometheus metrics, served at /metrics on the HTTP face and on the stdio face's side server
+(`http.hosted_listen`). docs/operations.md lists them with what each means."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
-ELICITATIONS_ENDED = Counter(
-    "elicitgate_elicitations_total", "Elicitations that reached a terminal state", ["server", "state"]
+ELICITATIONS = Counter(
+    "elicitgate_elicitations",
+    "Elicitations by how they ended; refusals (never shown to a human) have state=\"refused\"",
+    ["server", "mode", "state"],
 )
-ELICITATIONS_PENDING = Gauge("elicitgate_elicitations_pending", "Elicitations not yet ended")
+ELICITATION_DURATION = Histogram(
+    "elicitgate_elicitation_duration_seconds",
+    "Seconds from an elicitation's start to its end (human time included)",
+    ["server", "mode", "state"],
+    buckets=(0.05, 0.25, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+)
+ELICITATIONS_PENDING = Gauge("elicitgate_elicitations_pending", "Elicitations not yet ended", ["server"])
+REASKS = Counter(
+    "elicitgate_elicitation_reasks", "Times a human was asked again after an answer that failed the form", ["server"]
+)
+REFUSALS = Counter(
+    "elicitgate_refusals",
+    "Elicitations refused before reaching a human, by reason (rate_limited, pending_limit, invalid_schema, "
+    "sensitive_blocked, undeliverable, url_refused, origin_unknown, invalid_request)",
+    ["server", "reason"],
+)
 UPSTREAM_UP = Gauge("elicitgate_upstream_up", "1 when the upstream's primary connection is up", ["server"])
+REQUEST_DURATION = Histogram(
+    "elicitgate_request_duration_seconds",
+    "Seconds the gateway took to answer a client request, by method and face (human time included)",
+    ["method", "face"],
+)
+AUDIT_WRITTEN = Counter("elicitgate_audit_records_written", "Audit records stored")
+AUDIT_DROPPED = Counter(
+    "elicitgate_audit_records_dropped",
+    "Audit records lost: queue_full (the writer fell behind), write_failed (the store refused), stopped",
+    ["reason"],
+)

@@ -3,7 +3,9 @@
 A source (an upstream's `elicitation/create`) hands the broker a request and the downstream call
 that caused it. The broker checks the request, admits it against the limits, presents it to the
 origin client, checks the answer (asking again while attempts and time remain), and ends it exactly
-once: the end is logged as one structured event and nothing of it stays in any map.
+once: the end is logged as one structured event, counted in the metrics and handed to the audit trail,
+and nothing of it stays in any map. A request refused before it reaches a human is recorded the same way
+(state `refused`, with a short reason).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 import logging
+from datetime import UTC, datetime
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -22,13 +25,15 @@ from mcp_types import INVALID_PARAMS
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
+from elicitgate.audit.record import REFUSED, AuditRecord, utc
 from elicitgate.config import ElicitationConfig
 from elicitgate.elicitation.limits import TokenBucket
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
 from elicitgate.elicitation.sensitive import sensitive_fields
-from elicitgate.metrics import ELICITATIONS_ENDED, ELICITATIONS_PENDING
+from elicitgate.logs import log_event
+from elicitgate.metrics import ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS
 
 logger = logging.getLogger(__name__)
 audit = logging.getLogger("elicitgate.audit")
@@ -40,11 +45,20 @@ REASON_META_KEY = "io.elicitgate/reason"
 GATEWAY_ASKER = "elicitgate"
 ERRORS_META_KEY = "io.elicitgate/previousErrors"
 _BUCKET_KEY = "elicitgate.bucket"
+_REFUSAL_BY_CODE = {
+    errors.ELICITATION_RATE_LIMITED: "rate_limited",
+    errors.ELICITATION_LIMIT: "pending_limit",
+    errors.ELICITATION_SENSITIVE_BLOCKED: "sensitive_blocked",
+    errors.ELICITATION_UNDELIVERABLE: "undeliverable",
+    errors.ELICITATION_ORIGIN_UNKNOWN: "origin_unknown",
+}
 
 
 class Broker:
-    def __init__(self, config: ElicitationConfig) -> None:
+    def __init__(self, config: ElicitationConfig, audit: Any | None = None) -> None:
         self.config = config
+        self.audit = audit
+        """The `AuditTrail` that keeps every end and refusal (None: audit off)."""
         self.pending: dict[str, Elicitation] = {}
         self.recent: deque[dict[str, Any]] = deque(maxlen=1000)
         self._url_routes: dict[tuple[str, str], Any] = {}
@@ -76,16 +90,22 @@ class Broker:
         """
         params = dict(params or {})
         mode = params.get("mode", "form")
-        self._check_request(server, mode, params, url_ids)
-        if origin is None:
-            raise errors.gateway_error(
-                errors.ELICITATION_ORIGIN_UNKNOWN,
-                "elicitation/create arrived outside any call the gateway can attribute it to",
-                server=server,
+        try:
+            self._check_request(server, mode, params, url_ids)
+            if origin is None:
+                raise errors.gateway_error(
+                    errors.ELICITATION_ORIGIN_UNKNOWN,
+                    "elicitation/create arrived outside any call the gateway can attribute it to",
+                    server=server,
+                )
+            peer = origin.peer
+            responder = self._hosted_responder(server, origin, mode, params) or self._responder_for(
+                server, origin, mode
             )
-        peer = origin.peer
-        responder = self._hosted_responder(server, origin, mode, params) or self._responder_for(server, origin, mode)
-        self._admit(server, peer)
+            self._admit(server, peer)
+        except MCPError as exc:
+            self._refused(server, str(mode), origin, exc)
+            raise
         deadline = anyio.current_time() + (timeout or self.config.default_timeout)
         el = Elicitation(
             server=server,
@@ -100,7 +120,7 @@ class Broker:
         )
         self.pending[el.id] = el
         peer.elicitations.add(el)
-        ELICITATIONS_PENDING.inc()
+        ELICITATIONS_PENDING.labels(server=server).inc()
         try:
             with _paused(clocks):
                 return await self._run(el)
@@ -118,7 +138,7 @@ class Broker:
         finally:
             self.pending.pop(el.id, None)
             peer.elicitations.discard(el)
-            ELICITATIONS_PENDING.dec()
+            ELICITATIONS_PENDING.labels(server=server).dec()
 
     def _responder_for(self, server: str, origin: Any, mode: str) -> Responder:
         """Who presents this elicitation; refuses at once when nobody can (never after a timeout)."""
@@ -202,8 +222,10 @@ class Broker:
     # -- checks ------------------------------------------------------------------------------
 
     def _check_request(self, server: str, mode: str, params: dict[str, Any], url_ids: bool) -> None:
-        def refuse(message: str, **data: Any) -> MCPError:
-            return errors.gateway_error(INVALID_PARAMS, message, server=server, **data)
+        def refuse(message: str, refusal: str = "invalid_request", **data: Any) -> MCPError:
+            exc = errors.gateway_error(INVALID_PARAMS, message, server=server, **data)
+            exc.refusal = refusal  # type: ignore[attr-defined]  # the audit's and the metrics' reason
+            return exc
 
         if mode not in ("form", "url"):
             raise refuse(f"unknown elicitation mode {mode!r}", rule="mode must be form or url")
@@ -217,13 +239,19 @@ class Broker:
             )
         if mode == "url":
             if not isinstance(params.get("url"), str) or not params["url"].startswith(("https://", "http://")):
-                raise refuse("url-mode elicitation needs an http(s) url", rule="url must be an http(s) URL")
+                raise refuse("url-mode elicitation needs an http(s) url", "url_refused", rule="url must be an http(s) URL")
             if url_ids and not isinstance(params.get("elicitationId"), str):
-                raise refuse("url-mode elicitation needs an elicitationId", rule="elicitationId is required")
+                raise refuse(
+                    "url-mode elicitation needs an elicitationId", "url_refused", rule="elicitationId is required"
+                )
             return
         schema = params.get("requestedSchema")
         if len(json.dumps(schema).encode()) > self.config.max_schema_bytes:
-            raise refuse("requestedSchema too large", rule=f"schema is at most {self.config.max_schema_bytes} bytes")
+            raise refuse(
+                "requestedSchema too large",
+                "invalid_schema",
+                rule=f"schema is at most {self.config.max_schema_bytes} bytes",
+            )
         secrets = sensitive_fields(schema)
         if secrets:
             if self.config.sensitive_fields == "block":
@@ -239,6 +267,7 @@ class Broker:
             first = problems[0]
             raise refuse(
                 f"requestedSchema is not a valid form-mode schema: {first}",
+                "invalid_schema",
                 property=first.property,
                 rule=first.rule,
                 problems=[p.as_dict() for p in problems],
@@ -314,6 +343,8 @@ class Broker:
                     server=el.server,
                     cause={"code": exc.error.code, "message": exc.error.message, "data": exc.error.data},
                 ) from None
+            if isinstance(raw, Mapping) and "action" in raw:
+                el.answers += 1
             action = raw.get("action") if isinstance(raw, Mapping) else None
             if action not in ACTION_STATES:
                 self._end(el, State.FAILED, "client answered with an invalid ElicitResult")
@@ -333,6 +364,8 @@ class Broker:
             content = raw.get("content") or {}
             problems = answer_problems(el.requested_schema, content)
             if not problems:
+                if self.audit is not None and self.audit.store_content:
+                    el.answer = dict(content)
                 self._end(el, State.ACCEPTED, "user accepted")
                 return {"action": "accept", "content": dict(content)}
             if el.attempts >= self.config.max_answer_attempts:
@@ -344,6 +377,7 @@ class Broker:
                     errors=problems,
                     attempts=el.attempts,
                 )
+            REASKS.labels(server=el.server).inc()
             outgoing = _retry_params(el, problems)
 
     def _end(self, el: Elicitation, state: State, reason: str) -> None:
@@ -351,15 +385,82 @@ class Broker:
             return
         el.state, el.reason = state, reason
         el.ended_at = time.time()
-        summary = el.summary()
-        self.recent.append(summary)
-        ELICITATIONS_ENDED.labels(server=el.server, state=str(state)).inc()
-        audit.info(json.dumps({"event": "elicitation.ended", **summary}))
+        self.recent.append(el.summary())
+        ELICITATIONS.labels(server=el.server, mode=el.mode, state=str(state)).inc()
+        ELICITATION_DURATION.labels(server=el.server, mode=el.mode, state=str(state)).observe(
+            el.ended_at - el.created_at
+        )
+        self._keep(
+            "elicitation.ended",
+            AuditRecord(
+                id=el.id,
+                server=el.server,
+                mode=el.mode,
+                state=str(state),
+                reason=reason,
+                created_at=utc(el.created_at),
+                ended_at=utc(el.ended_at),
+                attempts=el.answers,
+                responder=getattr(el.responder, "name", None),
+                content=self._kept_content(el),
+                **_about(el.origin),
+                **_source(el),
+            ),
+        )
         el.mark_ended()
         # Who else keeps state about it: a parked call counting its open answers, a hosted page.
         for on_end in (getattr(el.origin, "elicitation_ended", None), getattr(el.responder, "ended", None)):
             if on_end is not None:
                 on_end(el)
+
+    def _refused(self, server: str, mode: str, origin: Any | None, exc: MCPError) -> None:
+        reason = getattr(exc, "refusal", None) or _REFUSAL_BY_CODE.get(exc.error.code, "invalid_request")
+        ELICITATIONS.labels(server=server, mode=mode, state=REFUSED).inc()
+        REFUSALS.labels(server=server, reason=reason).inc()
+        now = datetime.now(UTC)
+        record = AuditRecord(
+            server=server, mode=mode, state=REFUSED, reason=reason, detail=exc.error.message,
+            created_at=now, ended_at=now, **_about(origin),
+        )
+        self._keep("elicitation.refused", record)
+
+    def _keep(self, event: str, record: AuditRecord) -> None:
+        """One log line (never a value a person typed) and one audit record."""
+        fields = record.row()
+        del fields["content"]
+        log_event(audit, event, fields)
+        if self.audit is not None:
+            self.audit.record(record)
+
+    @staticmethod
+    def _kept_content(el: Elicitation) -> dict[str, Any] | None:
+        """With `audit.store_content`: the accepted answer minus every field that looks like a secret."""
+        if el.answer is None:
+            return None
+        secret = set(sensitive_fields(el.requested_schema))
+        return {name: value for name, value in el.answer.items() if name not in secret}
+
+
+def _about(origin: Any | None) -> dict[str, Any]:
+    """Who caused it: the client, its principal, the call (and its tool or prompt)."""
+    peer = getattr(origin, "peer", None)
+    if peer is None:
+        return {}
+    request_id = getattr(origin, "request_id", None)
+    return {
+        "client": getattr(peer, "client_name", None),
+        "client_id": peer.id,
+        "principal": peer.principal,
+        "request_id": None if request_id is None else str(request_id),
+        "tool": getattr(origin, "tool", None),
+    }
+
+
+def _source(el: Elicitation) -> dict[str, Any]:
+    """Who asked: an upstream server, or the gateway itself (and why)."""
+    source = getattr(el, "source", None) or "upstream"
+    purpose = getattr(el, "purpose", None)
+    return {"source": str(source), "purpose": None if purpose is None else str(purpose)}
 
 
 def _outgoing(el: Elicitation) -> dict[str, Any]:

@@ -55,6 +55,11 @@ class Elicitation:
     created_at: float = field(default_factory=time.time)
     state: State = State.PENDING
     attempts: int = 0
+    """Times it was put to the human (the first ask and every re-ask)."""
+    answers: int = 0
+    """Answers the human gave (a timeout or a vanished client gives none)."""
+    answer: dict[str, Any] | None = None
+    """The accepted content, kept only for an audit trail that stores answers (`audit.store_content`)."""
     reason: str | None = None
     ended_at: float | None = None
     scope: anyio.CancelScope | None = None

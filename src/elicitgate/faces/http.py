@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from mcp_types import INVALID_REQUEST
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -19,11 +18,11 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 
 from elicitgate.faces.server import build_server
 from elicitgate.gateway import Gateway
-from elicitgate.web.app import LearnBaseUrl, attach_hosting, web_routes
+from elicitgate.web.app import LearnBaseUrl, attach_hosting, metrics_route, web_routes
 
 
 def build_http_app(gateway: Gateway) -> Starlette:
-    server = build_server(gateway)
+    server = build_server(gateway, face="http")
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=gateway.config.http.allowed_hosts,
@@ -34,13 +33,10 @@ def build_http_app(gateway: Gateway) -> Starlette:
         healthy, body = gateway.health()
         return JSONResponse(body, status_code=200 if healthy else 503)
 
-    async def metrics(request: Request) -> Response:
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
-
     hosting = attach_hosting(gateway)
     app = server.streamable_http_app(
         transport_security=security,
-        custom_starlette_routes=[Route("/healthz", healthz), Route("/metrics", metrics), *web_routes(hosting)],
+        custom_starlette_routes=[Route("/healthz", healthz), metrics_route(), *web_routes(hosting)],
     )
 
     @contextlib.asynccontextmanager

@@ -100,6 +100,12 @@ class DownstreamCall:
         return "modern" if self.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else "handshake"
 
     @property
+    def tool(self) -> str | None:
+        """The tool or prompt the client called (its namespaced name), for the audit trail."""
+        name = (self.ctx.params or {}).get("name") if self.method in ("tools/call", "prompts/get") else None
+        return name if isinstance(name, str) else None
+
+    @property
     def modes(self) -> frozenset[str]:
         """What this request's client declared (per request in 2026-07-28, per session before)."""
         return elicitation_modes(connection_of(self.ctx).client_capabilities)
@@ -156,3 +162,8 @@ def peer_for(ctx: ServerRequestContext[Any, Any], on_new: Any) -> DownstreamPeer
         connection.state[_PEER_KEY] = peer
         on_new(peer)
     return peer
+
+
+def known_peer(ctx: ServerRequestContext[Any, Any]) -> DownstreamPeer | None:
+    """The peer of this request's connection if one was made already (never makes one)."""
+    return connection_of(ctx).state.get(_PEER_KEY)

@@ -19,6 +19,7 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 
 from elicitgate import __version__
+from elicitgate.faces.observe import RequestObserver
 from elicitgate.faces.peer import DownstreamCall, connection_of, peer_for
 from elicitgate.faces.sealing import principal_of, state_boundary
 from elicitgate.gateway import Gateway
@@ -38,6 +39,9 @@ ROUTED = (
     "completion/complete",
     "logging/setLevel",
 )
+
+OBSERVED = ("initialize", "ping", "server/discover", "subscriptions/listen")
+"""Further methods with their own label in the request-latency metric."""
 
 
 class RawParams(RequestParams):
@@ -60,7 +64,7 @@ class GatewayServer(Server[Any]):
         )
 
 
-def build_server(gateway: Gateway) -> GatewayServer:
+def build_server(gateway: Gateway, face: str) -> GatewayServer:
     server = GatewayServer(
         "elicitgate",
         version=__version__,
@@ -71,6 +75,7 @@ def build_server(gateway: Gateway) -> GatewayServer:
         cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS},
     )
     server.middleware.clear()  # no per-message tracing span on the pass-through path
+    server.middleware.append(RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED}))
     server.middleware.append(state_boundary(gateway.config.bridging))
 
     def make_list(kind: str) -> Any:

@@ -1,7 +1,7 @@
 """The stdio face: one client on our stdin / stdout.
 
-With `http.hosted_listen` set, a side web server serves the hosted elicitation pages, the inbox and the
-admin API (stdio itself has no web server), see docs/hosting.md.
+With `http.hosted_listen` set, a side web server serves the hosted elicitation pages, the inbox, the
+admin API and `/metrics` (stdio itself has no web server), see docs/hosting.md.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from elicitgate.gateway import Gateway
 
 
 async def serve_stdio(gateway: Gateway, on_ready: Callable[[], None] | None = None) -> None:
-    server = build_server(gateway)
+    server = build_server(gateway, face="stdio")
     async with AsyncExitStack() as stack:
         listen = gateway.config.http.hosted_listen
         if listen is not None:

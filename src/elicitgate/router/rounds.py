@@ -61,6 +61,7 @@ class ParkedCall:
         self.era = "modern"
         self.config = config
         self.current: DownstreamCall | None = first
+        self._first_request_id = first.request_id
         self._latest = first
         self.rounds = 0
         self.round_nonce = secrets.token_urlsafe(12)
@@ -83,6 +84,15 @@ class ParkedCall:
 
     def raw_capabilities(self) -> dict[str, Any]:
         return self._latest.raw_capabilities()
+
+    @property
+    def tool(self) -> str | None:
+        return self._latest.tool
+
+    @property
+    def request_id(self) -> Any:
+        """The id of the client request that started the call (each retry has its own)."""
+        return self._first_request_id
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
         """Request-scoped notifications (progress) ride the request that is currently waiting, if any."""

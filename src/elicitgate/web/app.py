@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -75,6 +76,15 @@ def web_routes(hosting: Hosting) -> list[BaseRoute]:
     ]
 
 
+def metrics_route() -> Route:
+    """`/metrics` in Prometheus' text format (docs/operations.md)."""
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return Route("/metrics", metrics, methods=["GET"])
+
+
 class LearnBaseUrl:
     """Until the gateway knows its public address, take it from the first request's socket."""
 
@@ -98,7 +108,7 @@ class _QuietServer(uvicorn.Server):
 
 @contextlib.asynccontextmanager
 async def side_server(gateway: Any, listen: str):  # type: ignore[no-untyped-def]
-    """`http.hosted_listen` for the stdio face: the hosted pages, inbox and admin API on their own port."""
+    """`http.hosted_listen` for the stdio face: the hosted pages, inbox, admin API and `/metrics` on their own port."""
     from elicitgate.faces.http import HostGuard
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -106,7 +116,7 @@ async def side_server(gateway: Any, listen: str):  # type: ignore[no-untyped-def
     host = host.strip("[]") or "127.0.0.1"
     shown = f"[{host}]" if ":" in host else host
     hosting = attach_hosting(gateway, f"http://{shown}:{port}")
-    app: ASGIApp = Starlette(routes=web_routes(hosting))
+    app: ASGIApp = Starlette(routes=[metrics_route(), *web_routes(hosting)])
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=gateway.config.http.allowed_hosts,

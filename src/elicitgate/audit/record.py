@@ -1,0 +1,85 @@
+"""One audit record: how one elicitation ended, or why one was refused. Never a value typed by a person,
+except `content` when `audit.store_content` is on (secret fields are left out even then)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+REFUSED = "refused"
+"""The state of a record whose elicitation never reached a human (limits, bad schema, nobody to ask)."""
+STATES = ("accepted", "declined", "cancelled", "timed_out", "failed", REFUSED)
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    server: str
+    mode: str
+    state: str
+    reason: str | None
+    created_at: datetime
+    ended_at: datetime
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    tool: str | None = None
+    """The tool or prompt (as the client named it) whose call caused the elicitation."""
+    client: str | None = None
+    """The client's own name (`clientInfo.name`)."""
+    client_id: str | None = None
+    """The gateway's id of the client connection (`c1`, `m1`, ...), as in the logs and the admin API."""
+    principal: str | None = None
+    request_id: str | None = None
+    """The JSON-RPC id of the client request that caused it."""
+    source: str = "upstream"
+    """`upstream` (a server asked) or `gateway` (the gateway asked on its own)."""
+    purpose: str | None = None
+    """Why the gateway asked on its own (`missing_arguments`, `confirmation`); None for upstream requests."""
+    detail: str | None = None
+    """For a refusal: the error message the server got."""
+    attempts: int = 0
+    """Answers the human gave, re-asks included."""
+    responder: str | None = None
+    content: dict[str, Any] | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return round((self.ended_at - self.created_at).total_seconds(), 3)
+
+    def row(self) -> dict[str, Any]:
+        """The columns of its row in the store."""
+        return {**asdict(self), "duration_s": self.duration_s}
+
+
+FIELDS = (
+    "id", "server", "tool", "client", "client_id", "principal", "request_id", "mode", "state", "reason", "detail",
+    "source", "purpose", "attempts", "responder", "created_at", "ended_at", "duration_s", "content",
+)
+"""The fields of a record as `elicitgate audit list --format jsonl` and `GET /api/audit` show them."""
+
+
+def utc(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, UTC)
+
+
+def as_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A stored row as JSON: times in ISO 8601 (UTC), fields in a fixed order."""
+    out = {name: row.get(name) for name in FIELDS}
+    for name in ("created_at", "ended_at"):
+        if isinstance(out[name], datetime):
+            out[name] = out[name].astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return out
+
+
+def parse_filters(state: str | None, server: str | None, since: str | None) -> dict[str, Any]:
+    """The filters of `audit list` and `GET /api/audit`; a `ValueError` says which one is wrong and why."""
+    if state is not None and state not in STATES:
+        raise ValueError(f"state must be one of {', '.join(STATES)} (got {state!r})")
+    when = None
+    if since is not None:
+        try:
+            when = datetime.fromisoformat(since)
+        except ValueError:
+            raise ValueError(f"since must be an ISO 8601 date or time, e.g. 2026-11-23T15:00:00Z (got {since!r})") from None
+        when = when.replace(tzinfo=UTC) if when.tzinfo is None else when
+    return {"state": state, "server": server or None, "since": when}

@@ -1,0 +1,132 @@
+"""The audit store: a SQLAlchemy async engine on SQLite (aiosqlite) or PostgreSQL (asyncpg), its schema
+kept by the Alembic migrations shipped in `migrations/`, run whenever a store is opened."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Sequence
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import anyio
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from sqlalchemy import Connection, delete, event, insert, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from elicitgate.audit.record import AuditRecord
+from elicitgate.audit.schema import records
+
+_MIGRATION_LOCK = 0x656C6963  # a PostgreSQL advisory lock: two gateways starting at once migrate in turn
+_MIGRATION_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.Lock] = weakref.WeakKeyDictionary()
+
+
+class AuditStoreError(Exception):
+    """The store cannot be opened or read; the message says which and why (never the password)."""
+
+
+def async_url(url: str) -> str:
+    """The configured URL with the async driver SQLAlchemy needs (`sqlite:///x` -> `sqlite+aiosqlite:///x`)."""
+    parsed = make_url(url)
+    driver = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
+    name = driver.get(parsed.drivername, parsed.drivername)
+    return parsed.set(drivername=name).render_as_string(hide_password=False)
+
+
+def describe(url: str) -> str:
+    """The URL fit for a log line or an error message."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+class AuditStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    @classmethod
+    async def open(cls, url: str) -> AuditStore:
+        """Connect and bring the schema up to date."""
+        parsed = make_url(async_url(url))
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
+        if parsed.get_backend_name() == "sqlite":
+            event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        store = cls(engine)
+        try:
+            async with _migration_lock(), engine.begin() as conn:
+                await conn.run_sync(_migrate)
+        except Exception as exc:
+            await engine.dispose()
+            raise AuditStoreError(f"cannot open the audit store {describe(url)}: {exc}") from exc
+        return store
+
+    async def add(self, batch: Sequence[AuditRecord]) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(records), [record.row() for record in batch])
+
+    async def query(
+        self,
+        *,
+        state: str | None = None,
+        server: str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Rows in the order they were created (the newest `limit` of them when `limit` is given)."""
+        stmt = select(records)
+        if state is not None:
+            stmt = stmt.where(records.c.state == state)
+        if server is not None:
+            stmt = stmt.where(records.c.server == server)
+        if since is not None:
+            stmt = stmt.where(records.c.created_at >= since)
+        order = (records.c.created_at.desc(), records.c.id.desc())
+        if limit is not None:
+            stmt = stmt.order_by(*order).limit(limit)
+        else:
+            stmt = stmt.order_by(records.c.created_at, records.c.id)
+        async with self.engine.connect() as conn:
+            rows = [dict(row) for row in (await conn.execute(stmt)).mappings()]
+        if limit is not None and not newest_first:
+            rows.reverse()
+        return rows
+
+    async def purge(self, ended_before: datetime) -> int:
+        """Delete the records of elicitations that ended before `ended_before`; returns how many."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(delete(records).where(records.c.ended_at < ended_before))
+        return result.rowcount or 0
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def _migration_lock() -> anyio.Lock:
+    """Alembic keeps its running migration in a module global: one migration at a time in a process."""
+    loop = asyncio.get_running_loop()
+    lock = _MIGRATION_LOCKS.get(loop)
+    if lock is None:
+        lock = _MIGRATION_LOCKS[loop] = anyio.Lock()
+    return lock
+
+
+def _migrate(conn: Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(resources.files("elicitgate.audit") / "migrations"))
+    config.attributes["connection"] = conn
+    command.upgrade(config, "head")
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # WAL: `elicitgate audit list` reads while the gateway writes; busy_timeout: neither fails at once on a lock.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()

@@ -1,0 +1,128 @@
+"""The gateway's side of the audit store: `record` never waits (a bounded queue), one writer task
+stores what is queued in batches, and a cleanup task applies `audit.retention_days`."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from elicitgate.audit.record import AuditRecord
+from elicitgate.config import AuditConfig
+from elicitgate.metrics import AUDIT_DROPPED, AUDIT_WRITTEN
+
+logger = logging.getLogger(__name__)
+
+BATCH = 500
+CLEANUP_EVERY = 3600.0
+REOPEN_BACKOFF = (1.0, 60.0)
+DROP_LOG_EVERY = 60.0
+
+
+class AuditTrail:
+    def __init__(self, config: AuditConfig) -> None:
+        self.config = config
+        self.store = None  # an `AuditStore` once the writer has opened it
+        self._send: MemoryObjectSendStream[AuditRecord]
+        self._receive: MemoryObjectReceiveStream[AuditRecord]
+        self._send, self._receive = anyio.create_memory_object_stream[AuditRecord](config.queue_size)
+        self._stopped: anyio.Event | None = None
+        self._closing: anyio.Event | None = None
+        self._dropped_since_log = 0
+        self._last_drop_log = float("-inf")
+
+    @property
+    def store_content(self) -> bool:
+        return self.config.store_content
+
+    def record(self, record: AuditRecord) -> None:
+        """Queue one record; when the queue is full it is dropped (counted, logged), never waited for."""
+        try:
+            self._send.send_nowait(record)
+        except anyio.WouldBlock:
+            self._drop("queue_full")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._drop("stopped")
+
+    def _drop(self, why: str) -> None:
+        AUDIT_DROPPED.labels(reason=why).inc()
+        self._dropped_since_log += 1
+        now = time.monotonic()
+        if now - self._last_drop_log >= DROP_LOG_EVERY:
+            logger.warning("audit record dropped (%s); %d dropped since the last warning", why, self._dropped_since_log)
+            self._last_drop_log, self._dropped_since_log = now, 0
+
+    async def run(self) -> None:
+        """The writer: opens the store (retrying while it cannot), then stores batches until `close`."""
+        self._stopped, self._closing = anyio.Event(), anyio.Event()
+        try:
+            self.store = await self._open()
+            if self.store is None:
+                return
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._cleanup)
+                await self._write()
+                tg.cancel_scope.cancel()
+        finally:
+            if self.store is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.store.close()
+            self._stopped.set()
+
+    async def _open(self) -> Any:
+        """The open `AuditStore`, or None when `close` came first."""
+        # SQLAlchemy and Alembic take a while to import: not on the event loop, which is serving already.
+        module = await anyio.to_thread.run_sync(importlib.import_module, "elicitgate.audit.store")
+        backoff = REOPEN_BACKOFF[0]
+        while True:
+            try:
+                store = await module.AuditStore.open(self.config.url)
+            except module.AuditStoreError as exc:
+                logger.error("%s; retrying in %.0f s (records queue up to audit.queue_size)", exc, backoff)
+                with anyio.move_on_after(backoff):
+                    await self._closing.wait()  # type: ignore[union-attr]
+                    return None
+                backoff = min(backoff * 2, REOPEN_BACKOFF[1])
+            else:
+                logger.info("audit trail at %s", module.describe(self.config.url))
+                return store
+
+    async def _write(self) -> None:
+        async for first in self._receive:
+            batch = [first]
+            while len(batch) < BATCH:
+                try:
+                    batch.append(self._receive.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+            try:
+                await self.store.add(batch)  # type: ignore[union-attr]
+                AUDIT_WRITTEN.inc(len(batch))
+            except Exception:
+                logger.exception("could not store %d audit record(s)", len(batch))
+                AUDIT_DROPPED.labels(reason="write_failed").inc(len(batch))
+
+    async def _cleanup(self) -> None:
+        while True:
+            cutoff = datetime.now(UTC) - timedelta(days=self.config.retention_days)
+            try:
+                removed = await self.store.purge(cutoff)  # type: ignore[union-attr]
+                if removed:
+                    logger.info("audit retention: removed %d record(s) that ended before %s", removed, cutoff)
+            except Exception:
+                logger.exception("audit retention cleanup failed")
+            await anyio.sleep(CLEANUP_EVERY)
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Stop taking records and wait (at most `timeout`) until the writer has stored what is queued."""
+        self._send.close()
+        if self._stopped is None or self._closing is None:
+            return  # the writer never started
+        self._closing.set()
+        with anyio.move_on_after(timeout, shield=True):
+            await self._stopped.wait()

@@ -1,0 +1,91 @@
+"""Log lines: plain text by default, one JSON object per line with `log_format: json`.
+
+Lifecycle events (`log_event`) carry their fields as data, so a JSON line has them as top-level keys
+and a text line shows them as JSON after the event's name. The client request being served
+(`request_context`) is added to every line logged while serving it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from pythonjsonlogger.json import JsonFormatter
+
+_EVENT = "eg_event"
+_FIELDS = "eg_fields"
+_request: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("elicitgate_request", default=None)
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def log_event(logger: logging.Logger, event: str, fields: Mapping[str, Any], level: int = logging.INFO) -> None:
+    """One line for one lifecycle event; `fields` must hold nothing a person typed."""
+    if logger.isEnabledFor(level):
+        logger.log(level, "%s", event, extra={_EVENT: event, _FIELDS: dict(fields)})
+
+
+@contextmanager
+def request_context(**ids: Any) -> Iterator[None]:
+    """While serving one client request: its ids go on every log line."""
+    token = _request.set(ids)
+    try:
+        yield
+    finally:
+        _request.reset(token)
+
+
+def current_request() -> dict[str, Any] | None:
+    return _request.get()
+
+
+class _TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = getattr(record, _FIELDS, None)
+        if fields is not None:
+            line += " " + json.dumps(fields, default=str)
+        return line
+
+
+class _JsonLineFormatter(JsonFormatter):
+    def add_fields(self, log_record: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
+        fields = getattr(record, _FIELDS, None)
+        event = getattr(record, _EVENT, None)
+        # python-json-logger would add every `extra` key: ours go in by name, flattened.
+        for key in (_FIELDS, _EVENT):
+            record.__dict__.pop(key, None)
+        super().add_fields(log_record, record, message_dict)
+        if event is not None:
+            log_record["event"] = event
+            log_record.update(fields or {})
+        ids = _request.get()
+        if ids:
+            log_record.setdefault("request", ids)
+
+
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """The root handler on stderr (stdout may be the stdio face's channel)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(
+            _JsonLineFormatter(
+                "%(levelname)s %(name)s %(message)s",
+                rename_fields={"levelname": "level", "name": "logger"},
+                timestamp="time",
+                json_default=str,
+            )
+        )
+    else:
+        handler.setFormatter(_TextFormatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for noisy in ("alembic", "aiosqlite"):  # their DEBUG is every statement
+        logging.getLogger(noisy).setLevel(max(logging.INFO, root.level))

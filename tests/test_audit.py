@@ -1,0 +1,190 @@
+"""The audit trail: one durable record per elicitation end and per refusal, read back with `elicitgate audit`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import pytest
+
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from elicitgate.audit.record import AuditRecord
+from elicitgate.audit.store import AuditStore
+from elicitgate.audit.trail import AuditTrail
+from elicitgate.config import AuditConfig
+from elicitgate.metrics import AUDIT_DROPPED
+from tests.audit_helpers import TYPED, ScriptedHuman, audit_cli, audit_jsonl, scrape, value
+from tests.conftest import PY, free_port, gateway_stdio, inprocess_gateway, stdio_server, write_config
+
+pytestmark = pytest.mark.anyio
+
+NESTED = {"type": "object", "properties": {"address": {"type": "object"}}}
+SECRET_FORM = {"type": "object", "properties": {"password": {"type": "string"}}}
+
+
+async def error_code(client: Client, tool: str, args: dict) -> int:
+    """The JSON-RPC error the elicitation ended with: a handshake-era upstream reports it in its result
+    (`report_errors`); with a 2026-07-28 upstream the gateway fails the client's call with it."""
+    try:
+        result = await client.call_tool(tool, {**args, "report_errors": True})
+    except MCPError as exc:
+        return exc.error.code
+    return json.loads(result.content[0].text)["error"]["code"]
+
+
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'audit.db'}"
+
+
+async def test_every_end_and_refusal_is_recorded_and_counted_stdio(tmp_path):
+    """A scripted run through `serve --stdio`: the audit store and the side server's /metrics tell what happened."""
+    side = free_port()
+    config = write_config(
+        tmp_path,
+        {"x": stdio_server("tests.peers.py_server"), "slow": stdio_server("tests.peers.py_server", elicitation_timeout=1)},
+        elicitation={"sensitive_fields": "block"},
+        audit={"url": sqlite_url(tmp_path)},
+        http={"hosted_listen": f"127.0.0.1:{side}"},
+    )
+    human = ScriptedHuman()
+    async with Client(gateway_stdio(config), mode="legacy", elicitation_callback=human) as client:
+        for word in ("accept-me", "decline-me", "cancel-me", "reask-me"):
+            await client.call_tool("x__elicit", {"message": word})
+        assert await error_code(client, "slow__elicit", {"message": "slow"}) == -32016
+        assert await error_code(client, "x__elicit", {"schema": NESTED}) == -32602
+        assert await error_code(client, "x__elicit", {"schema": SECRET_FORM}) == -32018
+        metrics = scrape(f"http://127.0.0.1:{side}")
+    records = audit_jsonl(config)
+    assert [(r["server"], r["state"]) for r in records] == [
+        ("x", "accepted"), ("x", "declined"), ("x", "cancelled"), ("x", "accepted"), ("slow", "timed_out"),
+        ("x", "refused"), ("x", "refused"),
+    ]
+    accepted, declined, cancelled, reasked, timed, bad_schema, secret = records
+    assert accepted["reason"] == "user accepted" and accepted["attempts"] == 1 and reasked["attempts"] == 2
+    assert declined["reason"] == "user chose decline" and cancelled["reason"] == "user chose cancel"
+    assert timed["reason"] == "no answer before the deadline" and timed["attempts"] == 0
+    assert 0.9 <= timed["duration_s"] < 30
+    assert (bad_schema["reason"], secret["reason"]) == ("invalid_schema", "sensitive_blocked")
+    assert "asks for secrets" in secret["detail"]
+    for record in records:
+        assert record["tool"] == f"{record['server']}__elicit"
+        assert record["client"] == "mcp" and record["client_id"].startswith("c") and record["request_id"]
+        assert record["mode"] == "form" and record["source"] == "upstream" and record["content"] is None
+        assert record["ended_at"] >= record["created_at"]
+    assert {r["responder"] for r in records[:5]} == {"client"}
+    # Never a value a person typed, with `audit.store_content` off.
+    assert TYPED.encode() not in b"".join(p.read_bytes() for p in tmp_path.glob("audit.db*"))
+
+    def count(state: str, server: str = "x") -> float:
+        return value(metrics, "elicitgate_elicitations_total", server=server, mode="form", state=state)
+
+    assert (count("accepted"), count("declined"), count("cancelled"), count("refused")) == (2, 1, 1, 2)
+    assert count("timed_out", "slow") == 1
+    assert value(metrics, "elicitgate_refusals_total", server="x", reason="invalid_schema") == 1
+    assert value(metrics, "elicitgate_refusals_total", server="x", reason="sensitive_blocked") == 1
+    assert value(metrics, "elicitgate_elicitation_reasks_total", server="x") == 1
+    assert value(metrics, "elicitgate_elicitation_duration_seconds_count", server="x", mode="form", state="accepted") == 2
+    assert value(metrics, "elicitgate_elicitation_duration_seconds_count", server="slow", mode="form", state="timed_out") == 1
+    assert value(metrics, "elicitgate_elicitation_duration_seconds_sum", server="slow", mode="form", state="timed_out") >= 0.9
+    assert value(metrics, "elicitgate_elicitations_pending", server="x") == 0
+    assert value(metrics, "elicitgate_upstream_up", server="x") == value(metrics, "elicitgate_upstream_up", server="slow") == 1
+    assert value(metrics, "elicitgate_request_duration_seconds_count", method="tools/call", face="stdio") == 7
+    assert value(metrics, "elicitgate_request_duration_seconds_sum", method="tools/call", face="stdio") >= 0.9
+
+
+async def test_store_content_keeps_answers_but_never_secret_fields(tmp_path):
+    form = {"type": "object", "properties": {"answer": {"type": "string"}, "api_token": {"type": "string"}}}
+    config = {
+        "mcpServers": {"x": {"command": PY, "args": ["-m", "tests.peers.py_server"]}},
+        "audit": {"url": sqlite_url(tmp_path), "store_content": True},
+    }
+
+    async def human(ctx, params):
+        from mcp_types import ElicitResult
+
+        return ElicitResult(action="accept", content={"answer": TYPED, "api_token": "tok-never-kept"})
+
+    async with inprocess_gateway(config) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
+            await client.call_tool("x__elicit", {"schema": form})
+    store = await AuditStore.open(config["audit"]["url"])
+    try:
+        (row,) = await store.query()
+    finally:
+        await store.close()
+    assert row["state"] == "accepted" and row["content"] == {"answer": TYPED}
+    assert b"tok-never-kept" not in b"".join(p.read_bytes() for p in tmp_path.glob("audit.db*"))
+
+
+def _record(server: str, state: str, ended: datetime, **extra) -> AuditRecord:
+    return AuditRecord(server=server, mode="form", state=state, reason="r", created_at=ended - timedelta(seconds=2),
+                       ended_at=ended, **extra)
+
+
+async def test_retention_removes_records_older_than_retention_days(tmp_path):
+    url = sqlite_url(tmp_path)
+    now = datetime.now(UTC)
+    store = await AuditStore.open(url)
+    await store.add([_record("old", "accepted", now - timedelta(days=3)), _record("new", "accepted", now)])
+    await store.close()
+    config = {"mcpServers": {}, "audit": {"url": url, "retention_days": 2}}
+    async with inprocess_gateway(config):
+        store = await AuditStore.open(url)
+        try:
+            with anyio.fail_after(20):
+                while [r["server"] for r in await store.query()] != ["new"]:
+                    await anyio.sleep(0.05)
+        finally:
+            await store.close()
+
+
+def test_a_full_queue_drops_and_counts_instead_of_waiting(caplog):
+    trail = AuditTrail(AuditConfig(url="sqlite:///unused.db", queue_size=2))  # no writer: nothing drains it
+    before = AUDIT_DROPPED.labels(reason="queue_full")._value.get()
+    now = datetime.now(UTC)
+    with caplog.at_level(logging.WARNING, logger="elicitgate.audit.trail"):
+        for _ in range(3):
+            trail.record(_record("x", "accepted", now))
+    assert AUDIT_DROPPED.labels(reason="queue_full")._value.get() == before + 1
+    assert "audit record dropped (queue_full)" in caplog.text
+
+
+async def test_audit_list_and_export_filter_without_a_running_gateway(tmp_path):
+    url = sqlite_url(tmp_path)
+    config = write_config(tmp_path, {}, audit={"url": url})
+    t0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+    store = await AuditStore.open(url)
+    await store.add([
+        _record("a", "accepted", t0, tool="a__book", attempts=1),
+        _record("b", "refused", t0 + timedelta(hours=1)),
+        _record("a", "declined", t0 + timedelta(hours=2)),
+    ])
+    await store.close()
+    assert [r["state"] for r in audit_jsonl(config)] == ["accepted", "refused", "declined"]
+    assert [r["state"] for r in audit_jsonl(config, "--server", "a")] == ["accepted", "declined"]
+    assert [r["server"] for r in audit_jsonl(config, "--state", "refused")] == ["b"]
+    assert [r["state"] for r in audit_jsonl(config, "--since", "2026-11-20T12:59:00Z")] == ["refused", "declined"]
+    assert [r["state"] for r in audit_jsonl(config, "--since", "2026-11-20T14:30:00+01:00")] == ["declined"]
+    assert [r["state"] for r in audit_jsonl(config, "--limit", "1")] == ["declined"]
+    first = audit_jsonl(config)[0]
+    assert list(first) == ["id", "server", "tool", "client", "client_id", "principal", "request_id", "mode", "state",
+                           "reason", "detail", "source", "purpose", "attempts", "responder", "created_at", "ended_at",
+                           "duration_s", "content"]
+    assert (first["created_at"], first["ended_at"], first["duration_s"]) == (
+        "2026-11-20T11:59:58.000Z", "2026-11-20T12:00:00.000Z", 2.0)
+    table = audit_cli(config, "list")
+    assert table.returncode == 0 and "a__book" in table.stdout and "refused" in table.stdout
+    exported = audit_cli(config, "export", "--format", "csv", "--state", "declined")
+    assert exported.returncode == 0
+    lines = exported.stdout.splitlines()
+    assert lines[0].startswith("id,server,tool") and len(lines) == 2 and ",declined," in lines[1]
+    out = tmp_path / "all.jsonl"
+    assert audit_cli(config, "export", "--output", str(out)).returncode == 0
+    assert len(out.read_text().splitlines()) == 3
+    for bad, words in ((["--since", "yesterday"], "ISO 8601"), (["--state", "done"], "state must be one of")):
+        done = audit_cli(config, "list", *bad)
+        assert done.returncode == 2 and words in done.stderr
