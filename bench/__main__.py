@@ -16,19 +16,19 @@ from typing import Any
 
 import anyio
 
-from bench import configs, hotpath, latency, report, scale, startup
+from bench import audit, configs, hotpath, latency, report, scale, startup
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 LATEST = ROOT / "bench" / "latest"
 README = ROOT / "README.md"
-SECTIONS = ("latency", "scale", "startup", "profile")
+SECTIONS = ("latency", "audit", "scale", "startup", "profile")
 
 MODES: dict[str, dict[str, Any]] = {
     "quick": {"rounds": 3, "batch": 20, "pending": 2_000, "pushed_pending": 300, "total": 5_000, "wave": 10,
-              "per_level": 100, "startup_repeats": 2, "profile_calls": 200},
+              "per_level": 100, "startup_repeats": 2, "profile_calls": 200, "audit_rounds": 3, "audit_batch": 20},
     "full": {"rounds": 10, "batch": 50, "pending": 10_000, "pushed_pending": 2_000, "total": 100_000, "wave": 10,
-             "per_level": 300, "startup_repeats": 5, "profile_calls": 1_000},
+             "per_level": 300, "startup_repeats": 5, "profile_calls": 1_000, "audit_rounds": 10, "audit_batch": 50},
 }
 
 
@@ -78,6 +78,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             say(f"latency: {p['rounds']} rounds x {p['batch']} calls per target and operation")
             found = await latency.measure(p["rounds"], p["batch"], log, work)
             results["latency"] = {"rounds": p["rounds"], "batch": p["batch"], "rows": report.latency_rows(found)}
+        if "audit" in args.only:
+            say(f"audit on vs off: {p['audit_rounds']} rounds x {p['audit_batch']} elicitations per target")
+            results["audit"] = await audit.measure(p["audit_rounds"], p["audit_batch"], log, work)
+            say(audit.describe(results["audit"]))
         if "scale" in args.only:
             say(f"scale: {p['total']:,} in waves of {p['wave']}, throughput, {p['pending']:,} pending")
             results["scale"] = await scale.run(

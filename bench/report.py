@@ -214,6 +214,10 @@ def markdown(results: dict[str, Any]) -> str:
             f"(+ {startup['upstreams_rss_kb_median'] / 1024:.1f} MiB for its two upstream processes).",
             "",
         ]
+    if results.get("audit"):
+        from bench.audit import describe
+
+        lines += ["## Audit trail on vs off", "", "```", describe(results["audit"]), "```", ""]
     lines += ["## Targets (goals, not assertions)", "", "| target | measured | met |", "|---|---|---|"]
     for check in results["targets"]:
         met = "n/a" if check["met"] is None else ("yes" if check["met"] else "no")

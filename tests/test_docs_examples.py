@@ -49,3 +49,27 @@ def test_gateway_asks_example_runs_as_documented(mode):
     documented = documented.split("```", 1)[0]
     assert done.stdout == documented
     assert done.stderr.count('"source": "gateway"') == 3  # one audit event per question
+
+
+def test_operations_example_runs_as_documented(tmp_path):
+    """docs/operations.md: metrics while it runs, the audit trail after, JSON log lines without typed values."""
+    from tests.conftest import free_port
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "ELICITGATE_HTTP__HOSTED_LISTEN": f"127.0.0.1:{free_port()}"}
+    done = subprocess.run([sys.executable, str(ROOT / "docs/examples/operations.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "tool: confirm: accepted {'ok': True}" in out and "tool: confirm: decline" in out
+    assert 'metric: elicitgate_elicitations_total{mode="form",server="demo",state="accepted"} 1.0' in out
+    assert 'metric: elicitgate_elicitations_total{mode="form",server="demo",state="declined"} 1.0' in out
+    assert "audit: demo__confirm accepted user accepted" in out
+    assert "audit: demo__confirm declined user chose decline" in out
+    assert (tmp_path / "elicitgate-audit.db").exists()
+    import json
+
+    ended = [json.loads(line) for line in done.stderr.splitlines() if '"elicitation.ended"' in line]
+    assert [(e["state"], e["tool"], e["request"]["client"]) for e in ended] == [
+        ("accepted", "demo__confirm", "c1"), ("declined", "demo__confirm", "c1")]
+    assert [e["request"]["request_id"] for e in ended] == [int(e["request_id"]) for e in ended]

@@ -96,9 +96,17 @@ def claim_port(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _announce(cfg: GatewayConfig, text: str) -> None:
+    """A start-up line for the person at the terminal; a log line when logs are JSON (every stderr line is)."""
+    if cfg.log_format == "json":
+        logging.getLogger("elicitgate").info("%s", text)
+    else:
+        err.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
 def _say_ready(gateway: Any, face: str) -> None:
     states = ", ".join(f"{name} {link.state}" for name, link in gateway.links.items()) or "no servers"
-    err.print(f"elicitgate: ready on {face} ({states})", highlight=False, markup=False, soft_wrap=True)
+    _announce(gateway.config, f"elicitgate: ready on {face} ({states})")
 
 
 def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None = None) -> None:
@@ -125,10 +133,9 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}"
     attach_hosting(gateway, None if host in ("0.0.0.0", "::") else base)
-    err.print(f"elicitgate: MCP at {base}/mcp  health at {base}/healthz", highlight=False, soft_wrap=True)
+    _announce(cfg, f"elicitgate: MCP at {base}/mcp  health at {base}/healthz")
     if cfg.admin_token is not None:
-        err.print(f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations",
-                  highlight=False, soft_wrap=True)
+        _announce(cfg, f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations")
     # The access log (one line per request) only when asked for, with log_level debug.
     # log_config=None: uvicorn's own lines go through the gateway's handler (JSON with `log_format: json`).
     log_config = None if cfg.log_format == "json" else uvicorn.config.LOGGING_CONFIG

@@ -43,6 +43,11 @@ def current_request() -> dict[str, Any] | None:
     return _request.get()
 
 
+def forget_request() -> None:
+    """In a task that outlives the request it was started from (an upstream connection): no request ids."""
+    _request.set(None)
+
+
 class _TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)

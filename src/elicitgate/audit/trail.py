@@ -19,6 +19,8 @@ from elicitgate.metrics import AUDIT_DROPPED, AUDIT_WRITTEN
 logger = logging.getLogger(__name__)
 
 BATCH = 500
+LINGER = 0.25
+"""Seconds the writer waits for more records after the first of a batch: one transaction for many ends."""
 CLEANUP_EVERY = 3600.0
 REOPEN_BACKOFF = (1.0, 60.0)
 DROP_LOG_EVERY = 60.0
@@ -95,11 +97,12 @@ class AuditTrail:
     async def _write(self) -> None:
         async for first in self._receive:
             batch = [first]
-            while len(batch) < BATCH:
-                try:
-                    batch.append(self._receive.receive_nowait())
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
+            with anyio.move_on_after(LINGER):
+                while len(batch) < BATCH:
+                    try:
+                        batch.append(await self._receive.receive())
+                    except anyio.EndOfStream:
+                        break
             try:
                 await self.store.add(batch)  # type: ignore[union-attr]
                 AUDIT_WRITTEN.inc(len(batch))

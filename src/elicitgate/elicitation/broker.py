@@ -16,7 +16,7 @@ import logging
 from datetime import UTC, datetime
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any
 
 import anyio
@@ -25,14 +25,14 @@ from mcp_types import INVALID_PARAMS
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
-from elicitgate.audit.record import REFUSED, AuditRecord, utc
+from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
 from elicitgate.config import ElicitationConfig
 from elicitgate.elicitation.limits import TokenBucket
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
 from elicitgate.elicitation.sensitive import sensitive_fields
-from elicitgate.logs import log_event
+from elicitgate.logs import log_event, request_context
 from elicitgate.metrics import ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS
 
 logger = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class Broker:
         peer.elicitations.add(el)
         ELICITATIONS_PENDING.labels(server=server).inc()
         try:
-            with _paused(clocks):
+            with _paused(clocks), request_context(**_request_ids(origin), elicitation=el.id):
                 return await self._run(el)
         except anyio.get_cancelled_exc_class():
             self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
@@ -422,11 +422,12 @@ class Broker:
             server=server, mode=mode, state=REFUSED, reason=reason, detail=exc.error.message,
             created_at=now, ended_at=now, **_about(origin),
         )
-        self._keep("elicitation.refused", record)
+        with request_context(**_request_ids(origin)) if origin is not None else nullcontext():
+            self._keep("elicitation.refused", record)
 
     def _keep(self, event: str, record: AuditRecord) -> None:
         """One log line (never a value a person typed) and one audit record."""
-        fields = record.row()
+        fields = as_json(record.row())
         del fields["content"]
         log_event(audit, event, fields)
         if self.audit is not None:
@@ -439,6 +440,11 @@ class Broker:
             return None
         secret = set(sensitive_fields(el.requested_schema))
         return {name: value for name, value in el.answer.items() if name not in secret}
+
+
+def _request_ids(origin: Any) -> dict[str, Any]:
+    """For the log lines written while it runs (this task may have been started by another request)."""
+    return {"request_id": getattr(origin, "request_id", None), "client": origin.peer.id}
 
 
 def _about(origin: Any | None) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from mcp.shared.message import ServerMessageMetadata
 
 from elicitgate import __version__
 from elicitgate.config import HttpServer, StdioServer
+from elicitgate.logs import forget_request
 from elicitgate.upstreams.clock import PausableDeadline
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 
@@ -206,6 +207,7 @@ class UpstreamConnection:
         stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
 
         async def run() -> None:
+            forget_request()  # the connection serves later requests too: not the one that opened it
             try:
                 async with AsyncExitStack() as stack:
                     read, write = await stack.enter_async_context(open_transport(config, stderr_tail))

@@ -20,6 +20,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
+from elicitgate.audit.record import FIELDS, STATES, as_json, parse_filters
 from elicitgate.elicitation.model import ACTION_STATES, State
 from elicitgate.web import claims
 from elicitgate.web.forms import e
@@ -28,6 +29,8 @@ from elicitgate.web.registry import HostedEntry
 
 ADMIN_COOKIE = "eg_admin"
 HEARTBEAT = 15.0
+AUDIT_PAGE = 100
+AUDIT_MAX = 10_000
 STOP_WAIT = 10.0
 
 
@@ -238,6 +241,28 @@ class AdminRoutes:
         response.headers["X-Content-Type-Options"] = "nosniff"
         return response
 
+    async def audit(self, request: Request) -> Response:
+        """The audit trail (docs/operations.md), newest `limit` records oldest first, with the CLI's filters."""
+        if (denied := self._deny(request, write=False)) is not None:
+            return denied
+        trail = self.hosting.gateway.audit
+        if trail is None:
+            return problem(404, "the audit trail is off (audit.enabled: false)")
+        query = request.query_params
+        try:
+            filters = parse_filters(query.get("state"), query.get("server"), query.get("since"))
+            limit = int(query.get("limit", AUDIT_PAGE))
+            if not 1 <= limit <= AUDIT_MAX:
+                raise ValueError
+        except ValueError as exc:
+            return problem(422, str(exc) or f"limit must be an integer from 1 to {AUDIT_MAX}")
+        if trail.store is None:
+            response = problem(503, "the audit store is not open yet (see the gateway's log)")
+            response.headers["Retry-After"] = "5"
+            return response
+        rows = await trail.store.query(**filters, limit=limit)
+        return secure(JSONResponse({"records": [as_json(row) for row in rows]}))
+
     async def openapi(self, request: Request) -> Response:
         return secure(JSONResponse(openapi_document()))
 
@@ -339,15 +364,30 @@ def openapi_document() -> dict[str, Any]:
 
     def responses(ok: str, *codes: int) -> dict[str, Any]:
         out: dict[str, Any] = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": ok}}}}}
-        words = {401: "missing or wrong token", 404: "unknown id, or the admin API is off", 409:
+        words = {401: "missing or wrong token", 404: "unknown id, or the admin API is off", 503:
+                 "the audit store is not open yet (Retry-After)", 409:
                  "the elicitation already ended (its final state is in `state`) or is not hosted",
-                 422: "the answer fails the form (`errors`, one per field), or the body is malformed"}
+                 422: "the answer fails the form (`errors`, one per field), the body is malformed, or (audit) a filter is"}
         for code in (401, *codes):
             out[str(code)] = {"description": words[code], "content": {"application/json": {
                 "schema": {"$ref": "#/components/schemas/Error"}}}}
         return out
 
     id_param = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+    nullable_text = {"type": ["string", "null"]}
+    audit_record = {"type": "object", "required": list(FIELDS), "properties": {
+        **{name: nullable_text for name in FIELDS},
+        "id": {"type": "string"}, "server": {"type": "string"}, "mode": {"type": "string", "enum": ["form", "url"]},
+        "state": {"type": "string", "enum": list(STATES)},
+        "reason": {**nullable_text, "description": "how it ended; for a refusal: rate_limited, pending_limit, "
+                   "invalid_schema, sensitive_blocked, undeliverable, url_refused, origin_unknown, invalid_request"},
+        "source": {"type": "string", "enum": ["upstream", "gateway"]},
+        "attempts": {"type": "integer", "description": "answers the human gave, re-asks included"},
+        "created_at": {"type": "string", "format": "date-time"}, "ended_at": {"type": "string", "format": "date-time"},
+        "duration_s": {"type": "number"},
+        "content": {"type": ["object", "null"], "description": "the accepted answer (audit.store_content only), "
+                    "without fields that look like secrets"},
+    }}
     return {
         "openapi": "3.1.0",
         "info": {"title": "elicitgate admin API", "version": "1",
@@ -368,6 +408,9 @@ def openapi_document() -> dict[str, Any]:
                     "type": "boolean", "description": "false when no browser had opened the page"}}},
                 "List": {"type": "object", "properties": {"elicitations": {
                     "type": "array", "items": {"$ref": "#/components/schemas/Elicitation"}}}},
+                "AuditRecord": audit_record,
+                "AuditList": {"type": "object", "properties": {"records": {
+                    "type": "array", "items": {"$ref": "#/components/schemas/AuditRecord"}}}},
             },
         },
         "security": [{"bearer": []}],
@@ -377,6 +420,19 @@ def openapi_document() -> dict[str, Any]:
                 "parameters": [{"name": "state", "in": "query", "schema": {
                     "type": "string", "enum": ["pending", "ended", "all"], "default": "pending"}}],
                 "responses": responses("#/components/schemas/List"),
+            }},
+            "/api/audit": {"get": {
+                "summary": "The audit trail: one record per elicitation end and per refusal (the newest `limit`, "
+                           "oldest first); 404 when the trail is off, 422 for a bad filter",
+                "parameters": [
+                    {"name": "state", "in": "query", "schema": {"type": "string", "enum": list(STATES)}},
+                    {"name": "server", "in": "query", "schema": {"type": "string"}},
+                    {"name": "since", "in": "query", "description": "records created at or after (ISO 8601; UTC "
+                     "without a zone)", "schema": {"type": "string", "format": "date-time"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": AUDIT_MAX,
+                                                                "default": AUDIT_PAGE}},
+                ],
+                "responses": responses("#/components/schemas/AuditList", 404, 422, 503),
             }},
             "/api/elicitations/events": {"get": {
                 "summary": "Server-sent events: `pending` with the full pending list, on connect and on every change",

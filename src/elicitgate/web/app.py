@@ -66,6 +66,7 @@ def web_routes(hosting: Hosting) -> list[BaseRoute]:
         Route("/e/{token}/ui-answer", pages.ui_answer, methods=["POST"]),
         Route("/inbox", admin.inbox, methods=["GET"]),
         Route("/api/openapi.json", admin.openapi, methods=["GET"]),
+        Route("/api/audit", admin.audit, methods=["GET"]),
         Route("/api/elicitations", admin.list, methods=["GET"]),
         Route("/api/elicitations/events", admin.events, methods=["GET"]),
         Route("/api/elicitations/{id}", admin.show, methods=["GET"]),
