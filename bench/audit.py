@@ -15,17 +15,16 @@ the share of the gateway-added latency that the audit trail adds (target: at mos
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import tempfile
-from contextlib import AsyncExitStack, ExitStack
+from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
 import anyio
 
 from bench import configs
-from bench.latency import TOOLS, Target, _open, call
+from bench.latency import Target, interleave
 from bench.procs import HttpProcess, free_port, stdio_transport
 from bench.report import percentile
 
@@ -39,7 +38,6 @@ def _config(workdir: Path, name: str, upstream: dict[str, Any], audit: bool) -> 
 
 
 async def measure(rounds: int, batch: int, log: IO[str], workdir: Path, seed: int = 14) -> dict[str, Any]:
-    name, arguments = TOOLS["elicit"]
     upstream_port = free_port()
     results: dict[str, Any] = {"rounds": rounds, "batch": batch, "target_ratio": TARGET_RATIO, "transports": {}}
     with ExitStack() as procs:
@@ -60,17 +58,7 @@ async def measure(rounds: int, batch: int, log: IO[str], workdir: Path, seed: in
         direct = configs.demo_argv()
         found.append(Target("stdio", "handshake", "direct", "legacy", lambda: stdio_transport(direct, log)))
         found.append(Target("http", "handshake", "direct", "legacy", lambda: upstream_mcp))
-        async with AsyncExitStack() as stack:
-            clients = {t.key: await _open(stack, t) for t in found}
-            rng = random.Random(seed)
-            for _ in range(rounds):
-                order = list(found)
-                rng.shuffle(order)
-                for target in order:
-                    client = clients[target.key]
-                    if client is None or "elicit" in target.errors:
-                        continue
-                    target.samples["elicit"] += [await call(client, target.prefix + name, arguments) for _ in range(batch)]
+        await interleave(found, rounds, batch, seed, ops=("elicit",))
     for transport in ("stdio", "http"):
         p50 = {}
         for target in (t for t in found if t.transport == transport):

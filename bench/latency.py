@@ -173,25 +173,30 @@ async def measure(rounds: int, batch: int, log: IO[str], workdir: Path, seed: in
         with HttpProcess(gateway_argv, gateway_port, log, ready_path="/healthz") as gateway, \
                 HttpProcess(fastmcp_argv, fastmcp_port, log) as fastmcp:
             found = targets(log, workdir, upstream_mcp, f"{gateway.url}/mcp", f"{fastmcp.url}/mcp")
-            async with AsyncExitStack() as stack:
-                clients = {t.key: await _open(stack, t) for t in found}
-                rng = random.Random(seed)
-                for _ in range(rounds):
-                    order = list(found)
-                    rng.shuffle(order)
-                    for target in order:
-                        client = clients[target.key]
-                        if client is None:
-                            continue
-                        for op in OPS:
-                            if op in target.errors:
-                                continue
-                            name, arguments = TOOLS[op]
-                            try:
-                                times = [await call(client, target.prefix + name, arguments) for _ in range(batch)]
-                            except Exception as exc:  # noqa: BLE001
-                                target.errors[op] = f"during the rounds: {_describe(exc)}"
-                                continue
-                            target.samples[op] += times
-                            target.round_p50[op].append(sorted(times)[len(times) // 2])
+            await interleave(found, rounds, batch, seed)
     return found
+
+
+async def interleave(found: list[Target], rounds: int, batch: int, seed: int, ops: tuple[str, ...] = OPS) -> None:
+    """Open every target, then run the rounds: each a shuffled order, each target `batch` calls per op."""
+    async with AsyncExitStack() as stack:
+        clients = {t.key: await _open(stack, t) for t in found}
+        rng = random.Random(seed)
+        for _ in range(rounds):
+            order = list(found)
+            rng.shuffle(order)
+            for target in order:
+                client = clients[target.key]
+                if client is None:
+                    continue
+                for op in ops:
+                    if op in target.errors:
+                        continue
+                    name, arguments = TOOLS[op]
+                    try:
+                        times = [await call(client, target.prefix + name, arguments) for _ in range(batch)]
+                    except Exception as exc:  # noqa: BLE001
+                        target.errors[op] = f"during the rounds: {_describe(exc)}"
+                        continue
+                    target.samples[op] += times
+                    target.round_p50[op].append(sorted(times)[len(times) // 2])

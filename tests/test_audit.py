@@ -169,7 +169,7 @@ async def test_audit_list_and_export_filter_without_a_running_gateway(tmp_path):
     every = audit_jsonl(config)
     assert [r["state"] for r in every] == ["accepted", "refused", "declined"]
     assert list(every[0]) == ["id", "server", "tool", "client", "client_id", "principal", "request_id", "mode", "state",
-                              "reason", "detail", "source", "purpose", "attempts", "responder", "created_at",
+                              "reason", "detail", "source", "gateway_reason", "attempts", "responder", "created_at",
                               "ended_at", "duration_s", "content"]
     assert (every[0]["created_at"], every[0]["ended_at"], every[0]["duration_s"]) == (
         "2026-11-20T11:59:58.000Z", "2026-11-20T12:00:00.000Z", 2.0)

@@ -33,7 +33,7 @@ class AuditRecord:
     """The JSON-RPC id of the client request that caused it."""
     source: str = "upstream"
     """`upstream` (a server asked) or `gateway` (the gateway asked on its own)."""
-    purpose: str | None = None
+    gateway_reason: str | None = None
     """Why the gateway asked on its own (`missing_arguments`, `confirmation`); None for upstream requests."""
     detail: str | None = None
     """For a refusal: the error message the server got."""
@@ -53,7 +53,7 @@ class AuditRecord:
 
 FIELDS = (
     "id", "server", "tool", "client", "client_id", "principal", "request_id", "mode", "state", "reason", "detail",
-    "source", "purpose", "attempts", "responder", "created_at", "ended_at", "duration_s", "content",
+    "source", "gateway_reason", "attempts", "responder", "created_at", "ended_at", "duration_s", "content",
 )
 """The fields of a record as `elicitgate audit list --format jsonl` and `GET /api/audit` show them."""
 

@@ -49,7 +49,7 @@ records = Table(
     Column("reason", Text),
     Column("detail", Text),
     Column("source", String(16), nullable=False),
-    Column("purpose", String(64)),
+    Column("gateway_reason", String(64)),
     Column("attempts", Integer, nullable=False),
     Column("responder", String(64)),
     Column("created_at", UtcDateTime, nullable=False),

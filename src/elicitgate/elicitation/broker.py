@@ -104,7 +104,7 @@ class Broker:
             )
             self._admit(server, peer)
         except MCPError as exc:
-            self._refused(server, str(mode), origin, exc)
+            self._refused(server, str(mode), origin, exc, source, gateway_reason)
             raise
         deadline = anyio.current_time() + (timeout or self.config.default_timeout)
         el = Elicitation(
@@ -403,8 +403,9 @@ class Broker:
                 attempts=el.answers,
                 responder=getattr(el.responder, "name", None),
                 content=self._kept_content(el),
+                source=el.source,
+                gateway_reason=el.gateway_reason,
                 **_about(el.origin),
-                **_source(el),
             ),
         )
         el.mark_ended()
@@ -413,14 +414,16 @@ class Broker:
             if on_end is not None:
                 on_end(el)
 
-    def _refused(self, server: str, mode: str, origin: Any | None, exc: MCPError) -> None:
+    def _refused(
+        self, server: str, mode: str, origin: Any | None, exc: MCPError, source: str, gateway_reason: str | None
+    ) -> None:
         reason = getattr(exc, "refusal", None) or _REFUSAL_BY_CODE.get(exc.error.code, "invalid_request")
         ELICITATIONS.labels(server=server, mode=mode, state=REFUSED).inc()
         REFUSALS.labels(server=server, reason=reason).inc()
         now = datetime.now(UTC)
         record = AuditRecord(
             server=server, mode=mode, state=REFUSED, reason=reason, detail=exc.error.message,
-            created_at=now, ended_at=now, **_about(origin),
+            source=source, gateway_reason=gateway_reason, created_at=now, ended_at=now, **_about(origin),
         )
         with request_context(**_request_ids(origin)) if origin is not None else nullcontext():
             self._keep("elicitation.refused", record)
@@ -460,13 +463,6 @@ def _about(origin: Any | None) -> dict[str, Any]:
         "request_id": None if request_id is None else str(request_id),
         "tool": getattr(origin, "tool", None),
     }
-
-
-def _source(el: Elicitation) -> dict[str, Any]:
-    """Who asked: an upstream server, or the gateway itself (and why)."""
-    source = getattr(el, "source", None) or "upstream"
-    purpose = getattr(el, "purpose", None)
-    return {"source": str(source), "purpose": None if purpose is None else str(purpose)}
 
 
 def _outgoing(el: Elicitation) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text),
         sa.Column("detail", sa.Text),
         sa.Column("source", sa.String(16), nullable=False),
-        sa.Column("purpose", sa.String(64)),
+        sa.Column("gateway_reason", sa.String(64)),
         sa.Column("attempts", sa.Integer, nullable=False),
         sa.Column("responder", sa.String(64)),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
