@@ -200,3 +200,31 @@ async def test_sqlite_schema_is_the_migrated_one(tmp_path):
     finally:
         await store.close()
     assert diff == []
+
+
+async def test_the_gateways_own_question_is_recorded_as_source_gateway(tmp_path):
+    """`demo__confirm` without its required `question`: the gateway asks for it, then the server asks."""
+    url = sqlite_url(tmp_path)
+    config = {"mcpServers": {"demo": {"command": PY, "args": ["-m", "elicitgate.demo.server"], "era": "handshake"}},
+              "audit": {"url": url}}
+
+    async def human(ctx, params):
+        from mcp_types import ElicitResult
+
+        schema = params.requested_schema
+        wanted = schema.get("properties", {}) if isinstance(schema, dict) else schema.properties
+        return ElicitResult(action="accept", content={"question": "Ship it?"} if "question" in wanted else {"ok": True})
+
+    async with inprocess_gateway(config) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
+            result = await client.call_tool("demo__confirm", {})
+            assert "accepted" in result.content[0].text
+    store = await AuditStore.open(url)
+    try:
+        rows = await store.query()
+    finally:
+        await store.close()
+    assert [(r["source"], r["gateway_reason"], r["state"], r["tool"]) for r in rows] == [
+        ("gateway", "missing_arguments", "accepted", "demo__confirm"),
+        ("upstream", None, "accepted", "demo__confirm"),
+    ]
