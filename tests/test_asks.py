@@ -89,8 +89,8 @@ async def upstream_calls(client: Client) -> list[str]:
 
 def test_form_fields_copy_type_and_constraints_and_refuse_what_a_form_cannot_ask():
     defs = {"Colour": {"enum": ["red", "blue"], "type": "string", "title": "Colour"}}
-    assert form_field({"type": "string", "format": "email", "pattern": "x", "minLength": 1, "examples": ["a"]}, defs) == {
-        "type": "string", "format": "email", "minLength": 1}
+    email = {"type": "string", "format": "email", "pattern": "x", "minLength": 1, "examples": ["a"]}
+    assert form_field(email, defs) == {"type": "string", "format": "email", "minLength": 1}
     assert form_field({"type": "string", "format": "uuid"}, defs) == {"type": "string"}
     assert form_field({"$ref": "#/$defs/Colour", "description": "pick"}, defs) == {
         "enum": ["red", "blue"], "type": "string", "title": "Colour", "description": "pick"}
@@ -114,8 +114,10 @@ def test_form_fields_copy_type_and_constraints_and_refuse_what_a_form_cannot_ask
 
 
 def test_prompt_form_uses_completions_as_choices():
-    arguments = [{"name": "language", "description": "Which one", "required": True}, {"name": "style", "required": True}]
-    assert prompt_arguments_form(arguments, ["language", "style"], {"language": ["py", "go", "py"]}, max_properties=64) == {
+    arguments = [{"name": "language", "description": "Which one", "required": True},
+                 {"name": "style", "required": True}]
+    choices = {"language": ["py", "go", "py"]}
+    assert prompt_arguments_form(arguments, ["language", "style"], choices, max_properties=64) == {
         "type": "object",
         "properties": {
             "language": {"type": "string", "description": "Which one", "enum": ["py", "go"]},
@@ -133,7 +135,9 @@ def test_confirmation_masks_secrets_by_schema_and_by_name_at_any_depth():
     )
     for secret in ("hunter2", "k-123", "t-9"):
         assert secret not in shown
-    assert shown.startswith('path="/tmp/x", pw="•••", apiKey="•••", nested={"token": "•••", "n": 1}, long="zzz')
+    assert shown.startswith(
+        'path="/tmp/x", pw="•••", apiKey="•••", nested={"token": "•••", "n": 1}, long="zzz'
+    )
     assert len(shown) < 400 and shown.endswith("…")
     assert MASK == "•••"
 
@@ -177,7 +181,8 @@ async def test_declined_or_cancelled_arguments_never_reach_the_upstream(era, act
         async with Client(gw.mcp_url, mode=ERAS[era], elicitation_callback=human) as client:
             result = await client.call_tool("t__create_ticket", {"title": "Printer on fire"})
             assert result.is_error
-            said = "declined to provide the missing arguments of t__create_ticket" if action == "decline" else "cancelled"
+            declined = "declined to provide the missing arguments of t__create_ticket"
+            said = declined if action == "decline" else "cancelled"
             assert said in text_of(result) and "t__create_ticket was not called" in text_of(result)
             assert await upstream_calls(client) == []
         (summary,) = ended(gw)
@@ -245,7 +250,9 @@ async def test_missing_prompt_arguments_are_asked_with_completions_as_choices(up
             },
             "required": ["language", "style"],
         }
-        assert asked.message.startswith("[elicitgate] The prompt t__review (server t) was called without language, style.")
+        assert asked.message.startswith(
+            "[elicitgate] The prompt t__review (server t) was called without language, style."
+        )
         assert ended(gw)[0]["gateway_reason"] == "missing_arguments"
 
 
@@ -392,7 +399,8 @@ def test_ts_client_is_asked_for_missing_arguments_and_confirmations(tmp_path, ht
     assert json.loads(out["result"]["content"][0]["text"]) == {"title": "Printer on fire", "reporter": "anon",
                                                                **TICKET_ANSWER}
     (asked,) = out["elicitations"]
-    assert asked["requestedSchema"] == TICKET_FORM and asked["message"].startswith("[elicitgate] The tool t__create_ticket")
+    assert asked["requestedSchema"] == TICKET_FORM
+    assert asked["message"].startswith("[elicitgate] The tool t__create_ticket")
     assert asked["_meta"] == {SERVER_META_KEY: "t", SOURCE_META_KEY: "gateway", REASON_META_KEY: "missing_arguments"}
 
     out = ts_client("--call", "t__delete_file", "--args", json.dumps({"path": "/srv/x", "api_token": "tok-SECRET"}),

@@ -47,7 +47,11 @@ def missing_arguments_form(
 
 
 def prompt_arguments_form(
-    arguments: Sequence[Mapping[str, Any]], missing: Sequence[str], choices: Mapping[str, list[str]], *, max_properties: int
+    arguments: Sequence[Mapping[str, Any]],
+    missing: Sequence[str],
+    choices: Mapping[str, list[str]],
+    *,
+    max_properties: int,
 ) -> dict[str, Any] | None:
     """A `requestedSchema` of string fields for a prompt's missing arguments; `choices` (from the server's
     completions) turn a field into a single-select enum."""

@@ -20,7 +20,8 @@ def sensitive_fields(schema: Any) -> list[str]:
     found = []
     for name, prop in schema["properties"].items():
         prop = prop if isinstance(prop, Mapping) else {}
-        if prop.get("format") == "password" or prop.get("writeOnly") is True or secret_name(name, prop.get("title", "")):
+        secret_format = prop.get("format") == "password" or prop.get("writeOnly") is True
+        if secret_format or secret_name(name, prop.get("title", "")):
             found.append(str(name))
     return found
 

@@ -152,7 +152,9 @@ class GatewayAsks:
         choices = await self._completions(ask, link, call, arguments)
         return prompt_arguments_form(listed, ask.missing, choices, max_properties=self.max_properties)
 
-    async def _completions(self, ask: Ask, link: UpstreamLink, call: Any, given: dict[str, Any]) -> dict[str, list[str]]:
+    async def _completions(
+        self, ask: Ask, link: UpstreamLink, call: Any, given: dict[str, Any]
+    ) -> dict[str, list[str]]:
         """The server's completions for each missing prompt argument, where it offers a short, complete list."""
         conn = link.primary
         if conn is None or conn.negotiated is None or "completions" not in conn.negotiated.capabilities:
