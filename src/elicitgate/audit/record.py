@@ -4,7 +4,7 @@ except `content` when `audit.store_content` is on (secret fields are left out ev
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,8 +47,11 @@ class AuditRecord:
         return round((self.ended_at - self.created_at).total_seconds(), 3)
 
     def row(self) -> dict[str, Any]:
-        """The columns of its row in the store."""
-        return {**asdict(self), "duration_s": self.duration_s}
+        """The columns of its row in the store (shallow: `dataclasses.asdict` deep-copies, ten times slower)."""
+        return {**{name: getattr(self, name) for name in _COLUMNS}, "duration_s": self.duration_s}
+
+
+_COLUMNS = tuple(f.name for f in fields(AuditRecord))
 
 
 FIELDS = (
