@@ -79,7 +79,7 @@ def test_terminal_inbox_answers_a_form_at_prompts(gw):
     term.expect(r"Submit this answer\?")
     term.sendline("y")
     term.expect("The gateway did not accept the answer")
-    term.expect("email: 'ada-at-example' is not a 'email'")
+    term.expect("email: must be a valid email")
     term.expect(r"Answer, decline or cancel\?")
     term.sendline("answer")
     term.expect(r"Name \*")

@@ -1,20 +1,34 @@
 """Hardening (issue 11): secrets stay secret. Real gateway processes in front of real SDK peers.
 
 - a stdio upstream gets the SDK's safe default environment plus its own `env`, nothing of the gateway's
+- the admin token: empty is off, short is refused, login by POST, sessions, slowed guesses, never logged
+- what a human typed is never echoed: error texts name the field and the rule, not the value
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import shutil
+import subprocess
+import time
 
+import anyio
+import httpx2
+import mcp_types as types
 import pytest
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, get_default_environment
 
-from tests.conftest import PEERS, PY, write_config
+from elicitgate.elicitation.broker import ERRORS_META_KEY
+from elicitgate.elicitation.schema import answer_problems
+from elicitgate.web import admin_auth
+from tests.conftest import PEERS, PY, serve_http, write_config
+from tests.hosted_helpers import AUTH, TOKEN, PlainPage, next_pending
+from tests.test_broker import Human, form, gateway, stdio_upstream, text
 
 pytestmark = pytest.mark.anyio
 
@@ -50,3 +64,192 @@ async def test_stdio_upstream_gets_only_the_safe_environment_and_its_own_env(tmp
     assert "ONLY_MINE" in with_env and "ONLY_MINE" not in plain
     # node may add a variable or two of its own; nothing else of the gateway's environment arrives
     assert set(with_env) - {"ONLY_MINE"} <= safe | {"NODE_OPTIONS", "NODE"}
+
+
+# -- the admin token ---------------------------------------------------------------------------------
+
+
+def test_empty_admin_token_turns_the_admin_api_and_inbox_off(tmp_path):
+    config = write_config(tmp_path, {"x": stdio_upstream()})
+    gw = serve_http(config, env={"ELICITGATE_ADMIN_TOKEN": ""})
+    try:
+        for auth in ("Bearer", "Bearer x"):
+            refused = httpx2.get(f"{gw.url}/api/elicitations", headers={"Authorization": auth})
+            assert refused.status_code == 404, auth
+        assert httpx2.get(f"{gw.url}/inbox").status_code == 404
+        assert httpx2.post(f"{gw.url}/inbox", data={"token": ""}).status_code == 404
+    finally:
+        assert "inbox at" not in gw.stop()
+
+
+def test_short_admin_token_is_refused_at_start_up_with_a_clear_error(tmp_path):
+    config = write_config(tmp_path, {"x": stdio_upstream()})
+    done = subprocess.run(
+        [PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", "127.0.0.1:1"],
+        env={**os.environ, "ELICITGATE_ADMIN_TOKEN": "tooShort-123"}, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2
+    assert "admin_token: " in done.stderr and "at least 16 characters" in done.stderr
+    assert "Traceback" not in done.stderr and "tooShort-123" not in done.stderr
+
+
+async def test_admin_token_and_page_tokens_never_reach_the_logs(tmp_path):
+    config = write_config(tmp_path, {"x": stdio_upstream()}, admin_token=ADMIN_TOKEN, log_level="info")
+    gw = serve_http(config)
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    try:
+        async with Client(f"{gw.url}/mcp", mode="legacy") as client, anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "x__elicit", {"report_errors": True})
+            (item,) = await next_pending(gw.url, token=ADMIN_TOKEN)
+            page_token = item["form_url"].rsplit("/", 1)[1]
+            async with httpx2.AsyncClient(base_url=gw.url) as http:
+                assert (await http.get(f"/e/{page_token}?plain=1")).status_code == 200
+                assert (await http.get(f"/inbox?token={ADMIN_TOKEN}")).status_code == 401
+                assert (await http.post("/inbox", data={"token": ADMIN_TOKEN})).status_code == 303
+                assert (await http.get(f"/api/elicitations/{item['id']}", headers=auth)).status_code == 200
+                await http.post(f"/api/elicitations/{item['id']}/cancel", headers=auth)
+    finally:
+        logs = gw.stop()
+    logs = re.sub(r"\x1b\[[0-9;]*m", "", logs)  # uvicorn may colour the request line
+    assert '"GET /e/***?*** HTTP/1.1" 200' in logs  # the access log is on, and redacted
+    assert '"GET /inbox?*** HTTP/1.1" 401' in logs
+    assert ADMIN_TOKEN not in logs and page_token not in logs
+
+
+async def test_inbox_sessions_rotate_expire_and_are_secure_over_https(monkeypatch):
+    monkeypatch.setattr(admin_auth, "SESSION_TTL", 1.0)
+    async with gateway({"mcpServers": {"x": stdio_upstream()}, "admin_token": ADMIN_TOKEN}) as gw:
+        async with httpx2.AsyncClient(base_url=gw.url) as http:
+            first = await http.post("/inbox", data={"token": ADMIN_TOKEN})
+            cookie = first.headers["set-cookie"].lower()
+            assert "httponly" in cookie and "samesite=strict" in cookie and "max-age=1" in cookie
+            assert "secure" not in cookie  # plain http: a Secure cookie would never come back
+            old = http.cookies[admin_auth.ADMIN_COOKIE]
+            again = await http.post("/inbox", data={"token": ADMIN_TOKEN})  # presents the old cookie
+            new = again.cookies[admin_auth.ADMIN_COOKIE]
+            assert new != old
+            http.cookies.clear()
+
+            def with_session(sid: str) -> dict[str, str]:
+                return {"Cookie": f"{admin_auth.ADMIN_COOKIE}={sid}"}
+
+            assert (await http.get("/inbox", headers=with_session(old))).status_code == 401
+            assert (await http.get("/inbox", headers=with_session(new))).status_code == 200
+            await anyio.sleep(1.1)  # the session's lifetime
+            assert (await http.get("/inbox", headers=with_session(new))).status_code == 401
+            behind_tls = await http.post("/inbox", data={"token": ADMIN_TOKEN}, headers={"X-Forwarded-Proto": "https"})
+            assert "; secure" in behind_tls.headers["set-cookie"].lower()
+
+
+async def test_failed_logins_slow_their_address_only(caplog):
+    async with gateway({"mcpServers": {"x": stdio_upstream()}, "admin_token": ADMIN_TOKEN}) as gw:
+        other = httpx2.AsyncHTTPTransport(local_address="127.0.0.2")
+        async with httpx2.AsyncClient(base_url=gw.url) as http, \
+                httpx2.AsyncClient(base_url=gw.url, transport=other) as neighbour:
+            assert (await http.post("/inbox", data={"token": "wrong-guess-000000"})).status_code == 401
+            started = time.monotonic()
+            slowed = await http.post("/inbox", data={"token": ADMIN_TOKEN})  # not even checked yet
+            assert slowed.status_code == 429 and slowed.headers["retry-after"] == "1"
+            api = await http.get("/api/elicitations", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+            assert api.status_code == 429 and api.json()["retryAfterSeconds"] == 1
+            assert time.monotonic() - started < 1  # answered at once: nothing waits in the gateway
+            assert (await neighbour.post("/inbox", data={"token": ADMIN_TOKEN})).status_code == 303
+            assert (await http.get("/healthz")).status_code == 200
+            await anyio.sleep(float(slowed.headers["retry-after"]))
+            assert (await http.post("/inbox", data={"token": "wrong-guess-000001"})).status_code == 401
+            await anyio.sleep(1.0)
+            assert (await http.post("/inbox", data={"token": "wrong-guess-000002"})).status_code == 429
+            await anyio.sleep(1.0)  # the second failure in a row costs two seconds
+            assert (await http.post("/inbox", data={"token": ADMIN_TOKEN})).status_code == 303
+
+
+# -- no echo of what was typed ---------------------------------------------------------------------
+
+MARKER = "hunter2-SECRET-7f3a"
+EVERY_KIND = form(
+    ["name"],
+    name={"type": "string", "minLength": 40},
+    code={"type": "string", "maxLength": 3},
+    email={"type": "string", "format": "email"},
+    site={"type": "string", "format": "uri"},
+    day={"type": "string", "format": "date"},
+    when={"type": "string", "format": "date-time"},
+    age={"type": "integer", "minimum": 0},
+    score={"type": "number", "maximum": 1},
+    agree={"type": "boolean"},
+    colour={"type": "string", "enum": ["red", "green"]},
+    size={"type": "string", "oneOf": [{"const": "s", "title": "Small"}]},
+    tags={"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "maxItems": 1},
+    picks={"type": "array", "items": {"anyOf": [{"const": "x", "title": "X"}]}},
+)
+MARKED = {name: MARKER for name in EVERY_KIND["properties"]} | {
+    "tags": [MARKER, MARKER], "picks": [MARKER], "unasked": MARKER,
+}
+
+
+def test_answer_problems_name_field_and_rule_never_the_value():
+    problems = answer_problems(EVERY_KIND, MARKED)
+    assert MARKER not in json.dumps(problems)
+    by_field = {p["property"]: p["message"] for p in problems}
+    assert set(EVERY_KIND["properties"]) <= set(by_field)
+    assert by_field["name"] == "must be at least 40 characters long"
+    assert by_field["code"] == "must be at most 3 characters long"
+    assert by_field["email"] == "must be a valid email"
+    assert by_field["age"] == "must be a whole number"
+    assert by_field["colour"] == "must be one of the offered choices"
+    assert by_field[None] == "unexpected field(s): unasked"
+    assert answer_problems(EVERY_KIND, {"name": "x" * 40, "unasked": 1}) == [
+        {"property": None, "message": "unexpected field(s): unasked"}]
+
+
+def gateway_logs(caplog: pytest.LogCaptureFixture) -> str:
+    """What the gateway logs at its default level, plus all of its own debug lines (the SDK's debug
+    lines carry whole messages, the test client's included: `log_level: debug` is for development)."""
+    return "\n".join(r.getMessage() for r in caplog.records if r.levelno >= logging.INFO or r.name.startswith("elicitgate"))
+
+
+def _no_marker(*texts: object) -> None:
+    for text_ in texts:
+        assert MARKER not in (text_ if isinstance(text_, str) else json.dumps(text_, default=str))
+
+
+async def test_typed_value_reaches_neither_the_client_nor_the_upstream_nor_the_logs(caplog):
+    caplog.set_level(logging.DEBUG)
+    human = Human(types.ElicitResult(action="accept", content=MARKED))
+    async with gateway({"mcpServers": {"x": stdio_upstream()}}) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
+            result = text(await client.call_tool("x__elicit", {"schema": EVERY_KIND, "report_errors": True}))
+    first, second, third = human.seen
+    for again in (second, third):
+        assert again.message.startswith("[x] Your previous answer was not accepted (")
+        assert "name: must be at least 40 characters long" in again.message
+        _no_marker(again.message, again.meta[ERRORS_META_KEY])
+    assert {p["property"] for p in result["error"]["data"]["errors"]} >= set(EVERY_KIND["properties"])
+    _no_marker(result, gw.gateway.broker.recent[-1])
+    _no_marker(gateway_logs(caplog))
+
+
+async def test_typed_value_is_not_echoed_by_the_admin_api_or_the_hosted_page(caplog):
+    caplog.set_level(logging.DEBUG)
+    async with gateway({"mcpServers": {"x": stdio_upstream()}, "admin_token": TOKEN}) as gw:
+        async with Client(gw.mcp_url, mode="legacy") as client, anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "x__elicit", {"schema": EVERY_KIND, "report_errors": True})
+            (item,) = await next_pending(gw.url)
+            async with httpx2.AsyncClient(base_url=gw.url, headers=AUTH) as http:
+                refused = await http.post(f"/api/elicitations/{item['id']}/answer",
+                                          json={"action": "accept", "content": MARKED})
+                assert refused.status_code == 422
+                _no_marker(refused.text)
+                page = PlainPage(http, item["form_url"])
+                await page.open()
+                typed = {name: MARKER for name in ("name", "code", "email", "site", "day", "age", "score")}
+                await page.post("review", **typed)
+                assert 'class="eg-error"' in page.html
+                # the page may keep what was typed in its inputs; no error text repeats it
+                _no_marker(re.sub(r'value="[^"]*"', "", page.html))
+                detail = await http.get(f"/api/elicitations/{item['id']}")
+                assert detail.json()["errors"]
+                _no_marker(detail.text)
+                await http.post(f"/api/elicitations/{item['id']}/cancel")
+    _no_marker(gateway_logs(caplog))
+

@@ -136,9 +136,12 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
     _announce(cfg, f"elicitgate: MCP at {base}/mcp  health at {base}/healthz")
     if cfg.admin_token is not None:
         _announce(cfg, f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations")
-    # The access log (one line per request) only when asked for, with log_level debug.
+    from elicitgate.web.access_log import redact_access_log, uvicorn_log_config
+
+    # The access log (one line per request, redacted) only when asked for, with log_level debug.
     # log_config=None: uvicorn's own lines go through the gateway's handler (JSON with `log_format: json`).
-    log_config = None if cfg.log_format == "json" else uvicorn.config.LOGGING_CONFIG
+    log_config = None if cfg.log_format == "json" else uvicorn_log_config()
+    redact_access_log()
     config = uvicorn.Config(
         build_http_app(gateway), log_level=cfg.log_level, lifespan="on", access_log=cfg.log_level == "debug",
         log_config=log_config,
@@ -312,7 +315,7 @@ def demo(
         "elicitgate demo: the bundled demo servers' tools (demo__book_table, demo__confirm, "
         "demo__connect_account, colours__pick_colour) elicit; point an MCP client at the gateway. A client "
         "that cannot show forms gets them in the inbox:\n"
-        f"  inbox: http://{shown}:{port}/inbox?token={token}\n"
+        f"  inbox: http://{shown}:{port}/inbox#token={token}\n"
         f"  terminal: ELICITGATE_ADMIN_TOKEN={token} {self_command()} inbox --url http://{shown}:{port}",
         highlight=False, markup=False, soft_wrap=True,
     )

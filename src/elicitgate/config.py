@@ -30,6 +30,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from elicitgate.client_files import adapt, close_match, expand_placeholders, parse_jsonc
 
 ENV_PREFIX = "ELICITGATE_"
+MIN_ADMIN_TOKEN_LENGTH = 16
 
 
 class _Strict(BaseModel):
@@ -231,7 +232,21 @@ class GatewayConfig(BaseSettings):
     """`json`: one JSON object per log line (docs/operations.md)."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     admin_token: SecretStr | None = None
-    """Bearer token for the admin API and the inbox (`ELICITGATE_ADMIN_TOKEN`); without it both are off."""
+    """Bearer token for the admin API and the inbox (`ELICITGATE_ADMIN_TOKEN`), at least
+    `MIN_ADMIN_TOKEN_LENGTH` characters; unset or empty, both are off."""
+
+    @field_validator("admin_token")
+    @classmethod
+    def _admin_token(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is None or not token.get_secret_value().strip():
+            return None  # empty means off, never "any token will do"
+        if len(token.get_secret_value()) < MIN_ADMIN_TOKEN_LENGTH:
+            raise ValueError(
+                f"the admin token must be at least {MIN_ADMIN_TOKEN_LENGTH} characters "
+                "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(24))'`), or empty to turn "
+                "the admin API and the inbox off"
+            )
+        return token
 
     @field_validator("mcp_servers")
     @classmethod

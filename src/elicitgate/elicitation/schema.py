@@ -163,21 +163,56 @@ _FORMATS = FormatChecker(formats=STRING_FORMATS)
 
 
 def answer_problems(schema: Mapping[str, Any], content: Any) -> list[dict[str, Any]]:
-    """Validation errors of an accepted answer's `content` against an already-checked schema."""
+    """Validation errors of an accepted answer's `content` against an already-checked schema.
+
+    Each problem names the field and the rule it breaks, never the value: jsonschema's own messages
+    quote the value (`'hunter2' is too short`), and these texts travel to the page, the admin API, the
+    client's re-ask, the upstream's error and the logs.
+    """
     if not isinstance(content, Mapping):
         return [{"property": None, "message": "content must be an object"}]
     strict = {**schema, "additionalProperties": False}
     strict.pop("$schema", None)
     validator = Draft202012Validator(strict, format_checker=_FORMATS)
     problems = []
-    for error in sorted(validator.iter_errors(dict(content)), key=lambda e: list(e.path)):
+    for error in sorted(validator.iter_errors(dict(content)), key=lambda e: [str(p) for p in e.path]):
         prop = str(error.path[0]) if error.path else None
         if error.validator == "additionalProperties":
-            message = f"unexpected field(s): {error.message.split('(')[-1].rstrip(')')}"
+            asked = schema.get("properties") or {}
+            extra = sorted(str(key) for key in content if key not in asked)
+            message = f"unexpected field(s): {', '.join(extra)}"
         elif error.validator == "required":
-            prop = error.message.split("'")[1] if "'" in error.message else prop
+            missing = [name for name in error.validator_value if name not in error.instance]
+            prop = missing[0] if missing else prop
             message = "is required"
         else:
-            message = error.message
+            message = _rule_text(str(error.validator), error.validator_value, item=len(error.path) > 1)
         problems.append({"property": prop, "message": message})
     return problems
+
+
+_TYPE_WORDS = {"string": "text", "integer": "a whole number", "number": "a number", "boolean": "true or false",
+               "array": "a list", "object": "an object"}
+
+
+def _rule_text(rule: str, value: Any, *, item: bool) -> str:
+    """The rule an answer broke, in words, from the schema's side only."""
+    prefix = "each choice must" if item else "must"
+    if rule == "type":
+        kinds = value if isinstance(value, list) else [value]
+        return f"{prefix} be " + " or ".join(_TYPE_WORDS.get(str(k), str(k)) for k in kinds)
+    texts = {
+        "minLength": f"{prefix} be at least {value} characters long",
+        "maxLength": f"{prefix} be at most {value} characters long",
+        "format": f"{prefix} be a valid {value}",
+        "minimum": f"{prefix} be at least {value}",
+        "maximum": f"{prefix} be at most {value}",
+        "enum": f"{prefix} be one of the offered choices",
+        "const": f"{prefix} be one of the offered choices",
+        "oneOf": f"{prefix} be one of the offered choices",
+        "anyOf": f"{prefix} be one of the offered choices",
+        "minItems": f"{prefix} have at least {value} choice(s)",
+        "maxItems": f"{prefix} have at most {value} choice(s)",
+        "uniqueItems": f"{prefix} not repeat a choice",
+    }
+    return texts.get(rule, f"{prefix} satisfy the {rule!r} rule")

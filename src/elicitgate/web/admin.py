@@ -1,9 +1,10 @@
 """The admin API (`/api/...`, JSON, OpenAPI at `/api/openapi.json`) and the operator's inbox (`/inbox`).
 
 Both need the admin token (`ELICITGATE_ADMIN_TOKEN` or `admin_token` in the config): the API takes it as
-`Authorization: Bearer <token>`; the inbox page is opened once with `/inbox?token=<token>`, which sets a
-SameSite=Strict session cookie and redirects to `/inbox` (the cookie is good for the API's reads only,
-so a page elsewhere cannot answer or cancel anything with it). Without a token both answer 404.
+`Authorization: Bearer <token>`; the inbox page logs in by POSTing it to `/inbox`, which sets a session
+cookie and redirects to `/inbox` (the cookie is good for the API's reads only, so a page elsewhere
+cannot answer or cancel anything with it). See `admin_auth` for sessions and slowed guesses. Without
+a token both answer 404.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 from elicitgate.audit.record import FIELDS, STATES, as_json, parse_filters
 from elicitgate.elicitation.model import ACTION_STATES, State
 from elicitgate.web import claims
+from elicitgate.web.admin_auth import ADMIN_COOKIE, AdminAuth
 from elicitgate.web.forms import e
 from elicitgate.web.pages import check_answer, deliver, iso, page, secure
 from elicitgate.web.registry import HostedEntry
 
-ADMIN_COOKIE = "eg_admin"
 HEARTBEAT = 15.0
 AUDIT_PAGE = 100
 AUDIT_MAX = 10_000
@@ -44,31 +45,17 @@ class AdminRoutes:
         self.registry = hosting.registry
         self.broker = hosting.gateway.broker
         self._form_key = secrets.token_bytes(32)
+        self.auth: AdminAuth = hosting.admin_auth
 
     # -- auth ------------------------------------------------------------------------------------
 
-    def _session_value(self) -> str:
-        token = self.hosting.admin_token or ""
-        return hmac.new(self.hosting.session_secret, token.encode(), hashlib.sha256).hexdigest()
-
-    def _bearer_ok(self, request: Request) -> bool:
-        token = self.hosting.admin_token
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        return token is not None and scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode())
-
-    def _cookie_ok(self, request: Request) -> bool:
-        return self.hosting.admin_token is not None and hmac.compare_digest(
-            request.cookies.get(ADMIN_COOKIE, "").encode(), self._session_value().encode()
-        )
-
     def _deny(self, request: Request, *, write: bool) -> Response | None:
-        if self.hosting.admin_token is None:
+        if not self.auth.on:
             return problem(404, "the admin API is off: set ELICITGATE_ADMIN_TOKEN (or admin_token in the config)")
-        if self._bearer_ok(request) or (not write and self._cookie_ok(request)):
+        given = self.auth.bearer(request)
+        if given is None and not write and self.auth.session_ok(request):
             return None
-        response = problem(401, "missing or wrong admin token (Authorization: Bearer <token>)")
-        response.headers["WWW-Authenticate"] = 'Bearer realm="elicitgate"'
-        return response
+        return self.auth.check_token(request, given)
 
     # -- views of an elicitation -----------------------------------------------------------------------
 
@@ -269,24 +256,10 @@ class AdminRoutes:
     # -- the inbox page ------------------------------------------------------------------------------
 
     async def inbox(self, request: Request) -> Response:
-        if self.hosting.admin_token is None:
-            return page("Inbox is off", "<h1>The inbox is off</h1><p>Start the gateway with "
-                        "<code>ELICITGATE_ADMIN_TOKEN</code> set.</p>", 404)
-        given = request.query_params.get("token")
-        if given is not None:
-            if not hmac.compare_digest(given.encode(), self.hosting.admin_token.encode()):
-                return page("Wrong token", "<h1>Wrong token</h1>", 401)
-            response = RedirectResponse("/inbox", status_code=303)
-            response.set_cookie(ADMIN_COOKIE, self._session_value(), httponly=True, samesite="strict", path="/")
-            return secure(response)
-        if not self._cookie_ok(request):
-            body = (
-                "<h1>elicitgate inbox</h1><p>Open the inbox link the gateway printed, or enter the admin token.</p>"
-                '<form method="get" action="/inbox" class="eg-form"><div class="eg-field">'
-                '<label for="token">Admin token</label><input type="password" id="token" name="token" required>'
-                '</div><div class="eg-actions"><button class="eg-primary" type="submit">Open</button></div></form>'
-            )
-            return page("elicitgate inbox", body, 401)
+        if not self.auth.on:
+            return self._inbox_off()
+        if not self.auth.session_ok(request):
+            return self._login_page("", 401)
         form_token = self._inbox_form_token(request)
         rows = "".join(self._row(item, form_token) for item in self.pending())
         body = (
@@ -297,6 +270,41 @@ class AdminRoutes:
             f'<p class="eg-empty" id="eg-empty"{" hidden" if rows else ""}>Nothing is waiting for an answer.</p>'
         )
         return page("elicitgate inbox", body, scripts=("inbox.js",))
+
+    async def login(self, request: Request) -> Response:
+        """POST /inbox with the admin token: a new session, then the inbox."""
+        if not self.auth.on:
+            return self._inbox_off()
+        form = await request.form()
+        given = form.get("token")
+        refused = self.auth.check_token(request, given if isinstance(given, str) else None)
+        if refused is not None:
+            if refused.status_code == 429:
+                text = f"Too many wrong tokens; try again in {refused.headers['Retry-After']} s."
+                response = self._login_page(text, 429)
+                response.headers["Retry-After"] = refused.headers["Retry-After"]
+                return response
+            return self._login_page("Wrong token.", 401)
+        response = RedirectResponse("/inbox", status_code=303)
+        self.auth.start_session(request, response)
+        return secure(response)
+
+    @staticmethod
+    def _inbox_off() -> Response:
+        return page("Inbox is off", "<h1>The inbox is off</h1><p>Start the gateway with "
+                    "<code>ELICITGATE_ADMIN_TOKEN</code> set.</p>", 404)
+
+    @staticmethod
+    def _login_page(error: str, status: int) -> Response:
+        body = (
+            "<h1>elicitgate inbox</h1><p>Enter the admin token.</p>"
+            + (f'<p class="eg-error" id="eg-login-error">{e(error)}</p>' if error else "")
+            + '<form method="post" action="/inbox" class="eg-form" id="eg-login"><div class="eg-field">'
+            '<label for="token">Admin token</label>'
+            '<input type="password" id="token" name="token" required autocomplete="current-password">'
+            '</div><div class="eg-actions"><button class="eg-primary" type="submit">Open</button></div></form>'
+        )
+        return page("elicitgate inbox", body, status, scripts=("inbox.js",))
 
     @staticmethod
     def _row(item: Mapping[str, Any], form_token: str) -> str:

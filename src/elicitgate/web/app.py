@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from elicitgate.web.access_log import uvicorn_log_config
 from elicitgate.web.admin import AdminRoutes
 from elicitgate.web.hosting import Hosting
 from elicitgate.web.pages import PageRoutes
@@ -65,6 +66,7 @@ def web_routes(hosting: Hosting) -> list[BaseRoute]:
         Route("/e/{token}/ui", pages.ui_resource, methods=["GET"]),
         Route("/e/{token}/ui-answer", pages.ui_answer, methods=["POST"]),
         Route("/inbox", admin.inbox, methods=["GET"]),
+        Route("/inbox", admin.login, methods=["POST"]),
         Route("/api/openapi.json", admin.openapi, methods=["GET"]),
         Route("/api/audit", admin.audit, methods=["GET"]),
         Route("/api/elicitations", admin.list, methods=["GET"]),
@@ -124,7 +126,8 @@ async def side_server(gateway: Any, listen: str):  # type: ignore[no-untyped-def
         allowed_origins=gateway.config.http.allowed_origins,
     )
     app = HostGuard(app, settings=security)
-    server = _QuietServer(uvicorn.Config(app, host=host, port=int(port), log_level="warning", lifespan="off"))
+    server = _QuietServer(uvicorn.Config(app, host=host, port=int(port), log_level="warning", lifespan="off",
+                                         log_config=uvicorn_log_config()))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
         try:

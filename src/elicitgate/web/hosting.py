@@ -18,7 +18,6 @@ gateway, the client only learns `accept`. Otherwise the elicitation waits in the
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +25,7 @@ import anyio
 
 from elicitgate.elicitation.model import Elicitation
 from elicitgate.elicitation.responders import HumanGone, to_client
+from elicitgate.web.admin_auth import AdminAuth
 from elicitgate.web.registry import HostedEntry, HostedRegistry
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class Hosting:
         self._base_url = self.config.http.public_url or base_url
         token = self.config.admin_token
         self.admin_token: str | None = token.get_secret_value() if token is not None else None
-        self.session_secret = secrets.token_bytes(32)
+        self.admin_auth = AdminAuth(self.admin_token, self.config.http.public_url)
         self.page = HostedPage(self)
         self.inbox = InInbox(self)
 

@@ -48,7 +48,7 @@ class TerminalInbox:
                 f"{response.url} answered {response.status_code} {response.reason_phrase}, not the admin API: "
                 "is it an elicitgate gateway (serve --http, or demo)?"
             )
-        if response.status_code in (401, 404) and path == "/api/elicitations":
+        if response.status_code in (401, 404, 429) and path == "/api/elicitations":
             raise InboxError(response.json().get("error", response.text))
         response.raise_for_status()
         return response.json()
