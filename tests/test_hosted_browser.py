@@ -652,7 +652,7 @@ def test_inbox_lists_pending_elicitations_live(gw, page):
 
 
 def open_inbox(page: Any, gw: Process) -> None:
-    page.goto(f"{gw.url}/inbox?token={TOKEN}")
+    page.goto(f"{gw.url}/inbox#token={TOKEN}")
     page.wait_for_selector("#eg-inbox")
 
 
