@@ -89,7 +89,7 @@ def test_short_admin_token_is_refused_at_start_up_with_a_clear_error(tmp_path):
         env={**os.environ, "ELICITGATE_ADMIN_TOKEN": "tooShort-123"}, capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2
-    assert "admin_token: " in done.stderr and "at least 16 characters" in done.stderr
+    assert "admin_token" in done.stderr.lower() and "at least 16 characters" in done.stderr
     assert "Traceback" not in done.stderr and "tooShort-123" not in done.stderr
 
 
@@ -253,3 +253,117 @@ async def test_typed_value_is_not_echoed_by_the_admin_api_or_the_hosted_page(cap
                 await http.post(f"/api/elicitations/{item['id']}/cancel")
     _no_marker(gateway_logs(caplog))
 
+
+# -- the terminal inbox shows upstream text literally -------------------------------------------------
+
+HOSTILE_TITLE = "Pick [/] or [link=https://evil.example]here[/link]\x1b[2J"
+HOSTILE_MESSAGE = "Deploy [bold]now[/bold]\x1b]0;pwned\x07 [/]"
+
+
+def test_terminal_inbox_shows_upstream_text_literally_without_control_characters(tmp_path):
+    import io
+
+    import pexpect
+
+    from tests.conftest import ROOT
+    from tests.test_hosted_browser import ToolCall, content_of
+
+    config = write_config(tmp_path, {"x": stdio_upstream()}, admin_token=ADMIN_TOKEN)
+    gw = serve_http(config)
+    try:
+        schema = {"type": "object", "properties": {"q": {"type": "string", "title": HOSTILE_TITLE}}, "required": ["q"]}
+        call = ToolCall(gw.url, "x__elicit", {"schema": schema, "message": HOSTILE_MESSAGE})
+        env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "ELICITGATE_ADMIN_TOKEN": ADMIN_TOKEN}
+        env.pop("NO_COLOR", None)
+        term = pexpect.spawn(PY, ["-m", "elicitgate.cli", "inbox", "--url", gw.url, "--once"], cwd=str(ROOT),
+                             env=env, encoding="utf-8", timeout=30, dimensions=(50, 160))
+        term.logfile_read = seen = io.StringIO()
+        term.expect(r"Answer which one\?")
+        term.sendline("1")
+        term.expect(r"Answer, decline or cancel\?")
+        term.sendline("answer")
+        term.expect("here")  # the field's title, as a prompt
+        term.sendline("yes")
+        term.expect(r"Submit this answer\?")
+        term.sendline("y")
+        term.expect("Sent: accepted")
+        term.expect(pexpect.EOF)
+        assert content_of(call.outcome()) == {"action": "accept", "content": {"q": "yes"}}
+    finally:
+        gw.stop()
+    shown = seen.getvalue()
+    assert "Traceback" not in shown
+    assert "Pick [/] or [link=https://evil.example]here[/link]" in shown  # literally, markup and all
+    assert "Deploy [bold]now[/bold]" in shown
+    assert "\x1b]8;" not in shown  # no terminal hyperlink
+    assert "\x1b[2J" not in shown and "\x1b]0;" not in shown  # no screen clearing, no window title
+
+
+# -- start-up and check-config ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", ["", "\n", "0123abcd", "zz" * 32], ids=["empty", "blank", "truncated", "not-hex"])
+def test_bad_state_key_file_stops_start_up_with_a_clear_error(tmp_path, content):
+    key_file = tmp_path / "state.key"
+    key_file.write_text(content)
+    config = write_config(tmp_path, {"x": stdio_upstream()}, bridging={"state_key_file": str(key_file)})
+    for face in (["--http", "127.0.0.1:1"], ["--stdio"]):
+        done = subprocess.run([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), *face],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert str(key_file) in done.stderr and "64 hex digits" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_check_config_masks_headers_and_env(tmp_path):
+    config = write_config(tmp_path, {
+        "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer sk-header-secret"}},
+        "local": {"command": "server", "env": {"API_KEY": "sk-env-secret"}},
+    })
+    done = subprocess.run([PY, "-m", "elicitgate.cli", "check-config", "--config", str(config)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Authorization" in done.stdout and "API_KEY" in done.stdout and "https://example.com/mcp" in done.stdout
+    assert "sk-header-secret" not in done.stdout and "sk-env-secret" not in done.stdout
+
+
+# -- logs cannot be forged ------------------------------------------------------------------------------
+
+
+async def test_upstream_controlled_text_cannot_forge_log_lines(tmp_path):
+    forged = "2026-01-01 00:00:00,000 CRITICAL elicitgate: FORGED"
+    config = write_config(tmp_path, {"x": stdio_upstream()}, admin_token=ADMIN_TOKEN)
+    gw = serve_http(config)
+    try:
+        schema = form(**{f"password\n{forged}": {"type": "string"}})
+        async with Client(f"{gw.url}/mcp", mode="legacy",
+                          elicitation_callback=Human(types.ElicitResult(action="decline"))) as client:
+            await client.call_tool("x__elicit", {"schema": schema})  # its field name is logged (a secret asked)
+        async with httpx2.AsyncClient(base_url=gw.url) as http:
+            await http.get(f"/inbox%0A{forged.replace(' ', '%20')}")  # a path in the access log
+    finally:
+        logs = gw.stop()
+    assert "asks for secrets" in logs and "GET /inbox" in logs
+    assert not any(line.startswith(forged) or line.startswith("FORGED") for line in logs.splitlines())
+    assert "\\n" + forged in logs  # escaped, on the line that logged it
+
+
+# -- questions inside a parked call have the call's deadline ---------------------------------------------
+
+
+@pytest.mark.parametrize("upstream_era", ["handshake", "modern"])
+async def test_sampling_inside_a_parked_call_ends_at_the_deadline(upstream_era):
+    from tests.test_eras import RawModernClient
+
+    server = {**stdio_upstream(), "era": upstream_era, "elicitation_timeout": 1}
+    async with gateway({"mcpServers": {"x": server}}) as gw, httpx2.AsyncClient() as http:
+        raw = RawModernClient(gw.mcp_url, capabilities={"sampling": {}, "elicitation": {"form": {}}})
+        first = (await raw.call(http, "x__sample", {"prompt": "hi"}))["result"]
+        assert first["resultType"] == "input_required"
+        assert [q["method"] for q in first["inputRequests"].values()] == ["sampling/createMessage"]
+        await anyio.sleep(1.5)  # the client never answers; the question's deadline passes
+        retry = await raw.call(http, "x__sample", {"prompt": "hi"}, requestState=first["requestState"],
+                               inputResponses={})
+        outcome = retry.get("error") or retry["result"]
+        assert outcome.get("resultType") != "input_required", outcome  # not asked again: it ended
+        assert "did not answer" in json.dumps(outcome)

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from elicitgate.config import ConfigError, GatewayConfig, build_config, load_config
 
@@ -71,6 +72,17 @@ def _setup_logging(level: str, log_format: str = "text") -> None:
         logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
+def _check_state_keys(cfg: GatewayConfig) -> None:
+    """A state key file that cannot be used stops start-up here, said plainly (not as a traceback)."""
+    from elicitgate.faces.sealing import load_keys
+
+    try:
+        load_keys(cfg.bridging)
+    except ConfigError as exc:
+        err.print(f"[red]{escape(exc.render())}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+
+
 def _parse_hostport(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit():
@@ -113,6 +125,7 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
     from elicitgate.gateway import Gateway
 
     _setup_logging(cfg.log_level, cfg.log_format)
+    _check_state_keys(cfg)
     gateway = Gateway(cfg)
     if http is None:
         from elicitgate.faces.stdio import serve_stdio
@@ -354,6 +367,12 @@ def inbox(
         raise typer.Exit(0) from None
 
 
+def _masked(server: dict[str, Any]) -> dict[str, Any]:
+    """A server entry for the screen: the names in `headers` and `env` kept, their values (secrets) not."""
+    return {key: {name: "***" for name in value} if key in ("headers", "env") else value
+            for key, value in server.items()}
+
+
 @app.command("check-config")
 def check_config(config: ConfigOption) -> None:
     """Validate FILE and print the servers it defines, starting nothing.
@@ -362,7 +381,7 @@ def check_config(config: ConfigOption) -> None:
     """
     cfg = _load(config)
     for name, server in cfg.mcp_servers.items():
-        typer.echo(f"{name}: {server.model_dump(exclude_defaults=True)}")
+        typer.echo(f"{name}: {_masked(server.model_dump(exclude_defaults=True))}")
     if not cfg.upstreams():
         raise typer.Exit(1)
 

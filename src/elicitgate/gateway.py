@@ -22,7 +22,7 @@ from elicitgate.faces.peer import DownstreamCall, DownstreamPeer
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router import subscriptions
-from elicitgate.router.forward import LOG_LEVEL_STATE_KEY, PASSTHROUGH_INPUT_REQUESTS, forward
+from elicitgate.router.forward import LOG_LEVEL_STATE_KEY, PASSTHROUGH_INPUT_REQUESTS, forward, relay_input_request
 from elicitgate.router.rounds import Rounds
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
@@ -207,7 +207,8 @@ class Gateway:
             )
         capability = PASSTHROUGH_INPUT_REQUESTS.get(method)
         if capability is not None and origin is not None and capability in origin.raw_capabilities():
-            return await origin.send_request(method, params or {})
+            timeout = connection.config.elicitation_timeout or self.broker.config.default_timeout
+            return await relay_input_request(origin, method, params or {}, timeout=timeout, server=connection.server)
         if capability is not None and (require := getattr(origin, "require", None)) is not None:
             require({capability: {}})
         raise MCPError(

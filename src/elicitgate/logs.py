@@ -1,5 +1,9 @@
 """Log lines: plain text by default, one JSON object per line with `log_format: json`.
 
+One event, one line: in text lines, control characters of the message (newlines above all) are
+written escaped, the way `repr` writes them, so what others control (an upstream's field names, a
+`ui://` URI, a request path) cannot forge a log line. Tracebacks are left as they are: the gateway's own.
+
 Lifecycle events (`log_event`) carry their fields as data, so a JSON line has them as top-level keys
 and a text line shows them as JSON after the event's name. The client request being served
 (`request_context`) is added to every line logged while serving it.
@@ -10,7 +14,9 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 import sys
+import unicodedata
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -48,7 +54,27 @@ def forget_request() -> None:
     _request.set(None)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character written as an escape (`\\n`, `\\x1b`, `\\u2028`)."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def strip_controls(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` without control or format characters (escape sequences, bidi overrides), for a terminal."""
+    return "".join(
+        ch for ch in text
+        if (keep_newlines and ch in "\n\t") or unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp")
+    )
+
+
 class _TextFormatter(logging.Formatter):
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
+
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
         fields = getattr(record, _FIELDS, None)

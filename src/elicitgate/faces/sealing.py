@@ -20,11 +20,12 @@ from mcp_types import CLIENT_INFO_META_KEY
 from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity, authenticated_principal
 
-from elicitgate.config import BridgingConfig
+from elicitgate.config import BridgingConfig, ConfigError
 
 logger = logging.getLogger(__name__)
 
 AUDIENCE = "elicitgate"
+KEY_BYTES = 32
 
 
 def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -46,19 +47,32 @@ def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
 
 
 def load_keys(config: BridgingConfig) -> list[bytes]:
-    """The configured keys, or the deployment's own, generated on first use and kept 0600."""
+    """The configured keys, or the deployment's own, generated on first use and kept 0600.
+
+    Raises `ConfigError` when the key file exists but does not hold a 32-byte key (empty, truncated)."""
     if config.state_keys:
         return [key.get_secret_value().encode() for key in config.state_keys]
     path = config.state_key_file
     try:
-        return [bytes.fromhex(path.read_text().strip())]
+        text = path.read_text().strip()
     except FileNotFoundError:
-        pass
+        key = secrets.token_bytes(32)
+        _write_private(path, key.hex())
+        logger.info("generated the requestState key in %s", path)
+        return [key]
+    except OSError as exc:
+        raise ConfigError(str(path), [f"cannot read the requestState key file: {exc.strerror}"]) from None
+    try:
+        key = bytes.fromhex(text)
     except ValueError:
-        raise ValueError(f"{path} does not hold a hex key; delete it to generate a new one") from None
-    key = secrets.token_bytes(32)
-    _write_private(path, key.hex())
-    logger.info("generated the requestState key in %s", path)
+        key = b""
+    if len(key) != KEY_BYTES:
+        what = "is empty" if not text else f"does not hold {KEY_BYTES * 2} hex digits (a {KEY_BYTES}-byte key)"
+        raise ConfigError(str(path), [
+            f"the requestState key file {what}; it must hold {KEY_BYTES * 2} hex digits. Delete it to have a "
+            "new key generated (requestState issued with the old key stops working), or set "
+            "bridging.state_keys",
+        ])
     return [key]
 
 

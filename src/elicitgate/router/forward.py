@@ -211,7 +211,8 @@ async def _answer_one(
         )
     capability = PASSTHROUGH_INPUT_REQUESTS.get(method) if isinstance(method, str) else None
     if capability is not None and capability in call.raw_capabilities():
-        return await call.send_request(method, request_params)
+        timeout = link.config.elicitation_timeout or broker.config.default_timeout
+        return await relay_input_request(call, str(method), request_params, timeout=timeout, server=link.name)
     if capability is not None and (require := getattr(call, "require", None)) is not None:
         require({capability: {}})
     raise errors.gateway_error(
@@ -221,6 +222,22 @@ async def _answer_one(
         else f"upstream {link.name!r} asked for input the gateway cannot relay",
         server=link.name,
         inputRequest=key,
+        method=method,
+    )
+
+
+async def relay_input_request(
+    call: Any, method: str, params: Mapping[str, Any], *, timeout: float, server: str
+) -> dict[str, Any]:
+    """Sampling or roots, relayed to the client whose call caused it, with a human's deadline (that of
+    the server's elicitations): a 2026-07-28 client's parked call would otherwise wait for a retry that
+    may never come, and the upstream's request with it."""
+    with anyio.move_on_after(timeout):
+        return await call.send_request(method, params)
+    raise errors.gateway_error(
+        errors.ELICITATION_TIMEOUT,
+        f"the client did not answer {method} within {timeout:g} s",
+        server=server,
         method=method,
     )
 

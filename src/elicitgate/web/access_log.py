@@ -1,5 +1,6 @@
 """uvicorn's access log without capabilities: no query strings, no hosted-page tokens.
 
+The path is written with control characters escaped (a `%0A` in a URL cannot start a log line).
 A hosted page's URL (`/e/<token>`) is the capability to answer it, and a query string can carry
 anything a client put there; an access log is read by more people than the admin. The path keeps its
 shape (`/e/***/ui`, `/inbox?***`) so the log still says what was asked.
@@ -12,12 +13,14 @@ import logging
 import re
 from typing import Any
 
+from elicitgate.logs import escape_controls
+
 _PAGE_TOKEN = re.compile(r"^/e/[^/?]+")
 
 
 def redact_path(path: str) -> str:
     path, query, _ = path.partition("?")
-    return _PAGE_TOKEN.sub("/e/***", path) + ("?***" if query else "")
+    return escape_controls(_PAGE_TOKEN.sub("/e/***", path)) + ("?***" if query else "")
 
 
 class RedactCapabilities(logging.Filter):

@@ -4,6 +4,11 @@ Lists the pending hosted elicitations (live: it waits on the API's event stream 
 pending), and answers one at prompts: each form field in turn (defaults offered, secrets typed
 unseen), a review, then submit; decline and cancel too. The gateway checks the answer; what it refuses
 comes back next to the fields and is asked again.
+
+Everything the upstream or the gateway's answers put on screen (server names, messages, titles,
+options, errors) is shown literally: as `rich.text.Text`, never parsed as markup (a title `[/]` would
+crash it, `[link=…]` would make a hyperlink), with control characters taken out (no escape sequences
+from an upstream reach the terminal).
 """
 
 from __future__ import annotations
@@ -15,16 +20,27 @@ from typing import Any
 
 import httpx2
 from rich.console import Console
-from rich.markup import escape
 from rich.panel import Panel
 from rich.prompt import Confirm, Prompt
 from rich.table import Table
+from rich.text import Text
 
+from elicitgate.logs import strip_controls
 from elicitgate.web import forms
 
 
 class InboxError(Exception):
     pass
+
+
+def plain(value: Any, style: str = "", *, multiline: bool = False) -> Text:
+    """Text from elsewhere, shown as it is (no markup) and without control characters."""
+    return Text(strip_controls(str(value), keep_newlines=multiline), style=style)
+
+
+def line(*parts: str | Text, style: str = "") -> Text:
+    """Our own words around their text: `line("  ", plain(label), ": ", plain(message), style="red")`."""
+    return Text.assemble(*parts, style=style)
 
 
 def _age(iso: str) -> str:
@@ -75,8 +91,8 @@ class TerminalInbox:
             table.add_column(column)
         for i, item in enumerate(items, 1):
             table.add_row(
-                str(i), escape(item["server"]), escape(item.get("message") or ""), item["mode"],
-                _age(item["created_at"]), item["deadline"].replace("T", " "),
+                str(i), plain(item["server"]), plain(item.get("message") or ""), plain(item["mode"]),
+                _age(item["created_at"]), plain(item["deadline"].replace("T", " ")),
             )
         self.console.print(table)
 
@@ -102,13 +118,13 @@ class TerminalInbox:
     def answer(self, id_: str) -> None:
         response = self.http.get(f"/api/elicitations/{id_}")
         if response.status_code != 200 or response.json().get("state") not in ("pending", "presented"):
-            self.console.print(f"It has already ended ({escape(str(response.json().get('state')))}).")
+            self.console.print(line("It has already ended (", plain(response.json().get("state")), ")."))
             return
         el = response.json()
-        self.console.print(Panel(escape(el.get("message") or ""), title=f"[bold]{escape(el['server'])}[/bold] asks",
-                                 title_align="left"))
+        self.console.print(Panel(plain(el.get("message") or "", multiline=True),
+                                 title=line(plain(el["server"], "bold"), " asks"), title_align="left"))
         if el["mode"] == "url":
-            self.console.print(f"It asks you to open: [bold]{escape(el.get('url') or '')}[/bold]")
+            self.console.print(line("It asks you to open: ", plain(el.get("url") or "", "bold")))
             action = Prompt.ask("When done there", choices=["done", "decline", "cancel"], default="done",
                                 console=self.console)
             self._send(id_, {"action": "accept" if action == "done" else action})
@@ -143,23 +159,23 @@ class TerminalInbox:
         out: dict[str, Any] = dict(values)
         for f in fields:
             for message in by_field.get(f.name, []):
-                self.console.print(f"[red]  {escape(f.label)}: {escape(message)}[/red]")
-            label = f"{f.label}{' *' if f.required else ''}"
+                self.console.print(line("  ", plain(f.label), ": ", plain(message), style="red"))
+            label = line(plain(f.label), " *" if f.required else "")
             current = values.get(f.name)
             if f.kind == "boolean":
                 out[f.name] = "on" if Confirm.ask(label, default=current == "on", console=self.console) else ""
             elif f.kind in ("select", "multi"):
                 for i, (value, text) in enumerate(f.options, 1):
-                    self.console.print(f"    {i}. {escape(text)}" + (f" ({escape(value)})" if text != value else ""))
+                    self.console.print(line(f"    {i}. ", plain(text), *(("(", plain(value), ")") if text != value else ())))
                 hint = " (numbers, comma-separated)" if f.kind == "multi" else " (number)"
                 shown = current if isinstance(current, list) else ([current] if current else [])
                 default = ",".join(str([v for v, _ in f.options].index(v) + 1) for v in shown if v in dict(f.options))
-                typed = Prompt.ask(label + hint, default=default, console=self.console, show_default=bool(default))
+                typed = Prompt.ask(line(label, hint), default=default, console=self.console, show_default=bool(default))
                 picked = [self._option(f, part.strip()) for part in typed.split(",") if part.strip()]
                 out[f.name] = picked if f.kind == "multi" else (picked[0] if picked else "")
             else:
                 kind = {"email": "email", "url": "URL", "date": "YYYY-MM-DD", "datetime": "YYYY-MM-DDTHH:MM UTC"}.get(f.kind)
-                text = f"{label} ({kind})" if kind else label
+                text = line(label, f" ({kind})") if kind else label
                 default = "" if f.sensitive or current is None else str(current)
                 out[f.name] = Prompt.ask(text, default=default, password=f.sensitive, console=self.console,
                                          show_default=bool(default))
@@ -181,22 +197,22 @@ class TerminalInbox:
         table.add_column("value")
         for f in fields:
             if f.name in content:
-                table.add_row(escape(f.label), escape(forms.display(f, content[f.name])))
+                table.add_row(plain(f.label), plain(forms.display(f, content[f.name])))
         self.console.print(table)
 
     def _send(self, id_: str, raw: dict[str, Any]) -> int:
         response = self.http.post(f"/api/elicitations/{id_}/answer", json=raw)
         body = response.json()
         if response.status_code == 200:
-            self.console.print(f"[green]Sent: {escape(body['state'])}[/green]")
+            self.console.print(line("Sent: ", plain(body["state"]), style="green"))
         elif response.status_code == 409:
-            self.console.print(f"It has already ended ({escape(str(body.get('state')))}).")
+            self.console.print(line("It has already ended (", plain(body.get("state")), ")."))
         elif response.status_code == 422:
             self.last_errors = body.get("errors") or []
             self.console.print("[red]The gateway did not accept the answer:[/red]")
             for problem in self.last_errors:
-                self.console.print(f"[red]  {escape(str(problem.get('property') or 'form'))}: "
-                                   f"{escape(str(problem.get('message')))}[/red]")
+                self.console.print(line("  ", plain(problem.get("property") or "form"), ": ",
+                                        plain(problem.get("message")), style="red"))
         else:
-            self.console.print(f"[red]{response.status_code}: {escape(body.get('error', ''))}[/red]")
+            self.console.print(line(f"{response.status_code}: ", plain(body.get("error", "")), style="red"))
         return response.status_code
