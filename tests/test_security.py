@@ -94,7 +94,8 @@ def test_short_admin_token_is_refused_at_start_up_with_a_clear_error(tmp_path):
 
 
 async def test_admin_token_and_page_tokens_never_reach_the_logs(tmp_path):
-    config = write_config(tmp_path, {"x": stdio_upstream()}, admin_token=ADMIN_TOKEN, log_level="info")
+    # debug: the access log is written only then (and the SDK's debug lines are on too)
+    config = write_config(tmp_path, {"x": stdio_upstream()}, admin_token=ADMIN_TOKEN, log_level="debug")
     gw = serve_http(config)
     auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     try:
@@ -332,7 +333,7 @@ def test_check_config_masks_headers_and_env(tmp_path):
 
 async def test_upstream_controlled_text_cannot_forge_log_lines(tmp_path):
     forged = "2026-01-01 00:00:00,000 CRITICAL elicitgate: FORGED"
-    config = write_config(tmp_path, {"x": stdio_upstream()}, admin_token=ADMIN_TOKEN)
+    config = write_config(tmp_path, {"x": stdio_upstream()}, admin_token=ADMIN_TOKEN, log_level="debug")
     gw = serve_http(config)
     try:
         schema = form(**{f"password\n{forged}": {"type": "string"}})
