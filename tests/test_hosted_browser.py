@@ -427,7 +427,7 @@ def test_the_gateways_own_errors_get_the_focus(gw, browser):
     nojs.check("#f-extras-0")
     nojs.check("#f-extras-1")
     nojs.click("#eg-review-btn")  # the browser's own checks pass, the gateway's do not
-    assert "too long" in nojs.inner_text("#err-extras")
+    assert "must have at most 1 choice(s)" in nojs.inner_text("#err-extras")
     other = browser.new_context(storage_state=context.storage_state())  # the same browser, scripts on
     context.close()
     page = other.new_page()
