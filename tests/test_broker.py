@@ -239,7 +239,7 @@ async def test_url_mode_with_a_non_http_url_is_refused(upstream):
             bad_url = text(await client.call_tool(
                 "x__elicit", {"mode": "url", "url": "javascript:alert(1)", "report_errors": True}))
             assert bad_url["error"]["code"] == -32602
-            assert bad_url["error"]["data"]["rule"] == "url must be an http(s) URL"
+            assert bad_url["error"]["data"]["rule"] == "url must be https"
 
 
 # -- answers are checked against the schema ---------------------------------------------------------

@@ -151,12 +151,21 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
         _announce(cfg, f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations")
     from elicitgate.web.access_log import redact_access_log, uvicorn_log_config
 
+    from elicitgate.faces.auth import AuthConfigError, exposure_warning
+
+    if (warning := exposure_warning(host, cfg.http.auth)) is not None:
+        logging.getLogger("elicitgate").warning(warning)
+    try:
+        app_ = build_http_app(gateway, None if host in ("0.0.0.0", "::") else base)
+    except AuthConfigError as exc:
+        err.print(f"invalid configuration: {exc}", style="red", highlight=False, markup=False)
+        raise typer.Exit(2) from None
     # The access log (one line per request, redacted) only when asked for, with log_level debug.
     # log_config=None: uvicorn's own lines go through the gateway's handler (JSON with `log_format: json`).
     log_config = None if cfg.log_format == "json" else uvicorn_log_config()
     redact_access_log()
     config = uvicorn.Config(
-        build_http_app(gateway), log_level=cfg.log_level, lifespan="on", access_log=cfg.log_level == "debug",
+        app_, log_level=cfg.log_level, lifespan="on", access_log=cfg.log_level == "debug",
         log_config=log_config,
     )
     uvicorn.Server(config).run(sockets=[sock])

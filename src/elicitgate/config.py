@@ -108,6 +108,35 @@ class NamespacingConfig(_Strict):
     """With exactly one upstream and this off, names pass through unprefixed."""
 
 
+class UrlPolicyConfig(_Strict):
+    """What a URL-mode link must be before a person's browser is sent to it (docs/security.md).
+
+    The gateway never fetches these URLs; it resolves the host to see where the browser would go."""
+
+    allow_hosts: list[str] = Field(default_factory=list)
+    """Hosts (`auth.corp.example`, or `*.corp.example` for its subdomains) exempt from the address
+    checks: an internal sign-in page the operator trusts. Scheme, userinfo and length rules still apply."""
+    allow_networks: list[str] = Field(default_factory=list)
+    """Address ranges (CIDR, e.g. `10.20.0.0/16`) a link's host may resolve to although they are not public."""
+    allow_unresolved: bool = True
+    """A host the gateway cannot resolve (no DNS, or a name only the person's network knows) passes;
+    `false` refuses it. Single-label names and `.local` / `.internal` / `.localhost` / `.home.arpa` names
+    are refused either way unless allow-listed."""
+    resolve_timeout: float = Field(default=2.0, gt=0)
+    """Seconds to wait for DNS before treating the host as unresolved."""
+    max_url_length: int = Field(default=2048, gt=0)
+    max_elicitation_id_length: int = Field(default=256, gt=0)
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _networks(cls, values: list[str]) -> list[str]:
+        import ipaddress
+
+        for value in values:
+            ipaddress.ip_network(value, strict=False)  # ValueError names the bad entry
+        return values
+
+
 class ElicitationConfig(_Strict):
     default_timeout: float = Field(default=300.0, gt=0)
     """Seconds a human has to answer, unless the server sets its own."""
@@ -130,6 +159,8 @@ class ElicitationConfig(_Strict):
     confirm_tools: list[str] = Field(default_factory=list)
     """Tools the human confirms before each call: globs over namespaced names (`files__delete_*`), and
     `destructive` for every tool annotated `destructiveHint: true`."""
+    url_policy: UrlPolicyConfig = Field(default_factory=UrlPolicyConfig)
+    """Checks on URL-mode links (`elicitation/create`, -32042 items, 2026-07-28 input requests)."""
 
 
 class BridgingConfig(_Strict):
@@ -155,6 +186,44 @@ def _state_dir() -> Path:
     return Path(base) / "elicitgate"
 
 
+class BearerToken(_Strict):
+    token: SecretStr = Field(min_length=16)
+    principal: str = Field(min_length=1)
+    """The identity this token stands for: rate limits, pending limits, sealed `requestState` and
+    elicitation ownership are per principal."""
+
+
+class OAuthResourceConfig(_Strict):
+    """OAuth 2.1 resource server: JWT access tokens checked against the issuer's JWKS."""
+
+    issuer: str = Field(min_length=1)
+    """The authorization server's issuer URL; tokens must carry it as `iss`, and the protected-resource
+    metadata lists it in `authorization_servers`."""
+    jwks_url: str | None = None
+    """Where the issuer publishes its signing keys; default `<issuer>/.well-known/jwks.json`."""
+    audience: str | None = None
+    """The `aud` a token must carry; default the resource (`<public_url>/mcp`)."""
+    resource: str | None = None
+    """This gateway's resource identifier (RFC 8707); default `<public_url or listening address>/mcp`."""
+    required_scopes: list[str] = Field(default_factory=list)
+    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256", "PS256", "EdDSA"])
+    leeway: float = Field(default=30.0, ge=0)
+    """Seconds of clock skew allowed on `exp` / `nbf`."""
+
+
+class HttpAuthConfig(_Strict):
+    """Who may use `/mcp` (docs/security.md): static bearer tokens, an OAuth issuer, or both."""
+
+    tokens: list[BearerToken] = Field(default_factory=list)
+    tokens_file: Path | None = None
+    """A JSON file with more `tokens` entries (`[{"token": ..., "principal": ...}]`), kept out of the config."""
+    oauth: OAuthResourceConfig | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.tokens or self.tokens_file or self.oauth)
+
+
 class HttpFaceConfig(_Strict):
     allowed_hosts: list[str] = Field(default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"])
     allowed_origins: list[str] = Field(
@@ -169,6 +238,8 @@ class HttpFaceConfig(_Strict):
     ui_ready_timeout: float = Field(default=10.0, gt=0)
     """Seconds a hosted page waits for a server's rich UI (`ui://`) to start before it shows the
     plain form instead (docs/hosting.md)."""
+    auth: HttpAuthConfig = Field(default_factory=HttpAuthConfig)
+    """Authentication on `/mcp`; off by default (see docs/security.md)."""
 
     @field_validator("public_url")
     @classmethod

@@ -18,6 +18,7 @@ from elicitgate import errors
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
+from elicitgate.elicitation.url_policy import UrlPolicy, local_upstreams
 from elicitgate.faces.peer import DownstreamCall, DownstreamPeer
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
@@ -43,7 +44,9 @@ class Gateway:
         upstreams = config.upstreams()
         self.catalog = Catalog(list(upstreams), config.namespacing)
         self.audit = AuditTrail(config.audit) if config.audit.enabled else None
-        self.broker = Broker(config.elicitation, self.audit)
+        self.broker = Broker(
+            config.elicitation, self.audit, UrlPolicy(config.elicitation.url_policy, local_upstreams(upstreams))
+        )
         self.asks = GatewayAsks(config, self.catalog, self.broker)
         self.peers: set[DownstreamPeer] = set()
         self.modern_peers: dict[str, DownstreamPeer] = {}

@@ -16,7 +16,7 @@ Tools:
 - `elicit_then_give_up {seconds}`          -> one elicitation that the server cancels after `seconds`
                                               (notifications/cancelled to its client), then "gave up"
 - `elicit_twice {schema?}`                  -> two sequential elicitations, both results as JSON
-- `url_required {elicitation_id?}`         -> fails with -32042 URLElicitationRequired
+- `url_required {elicitation_id?, url?}`   -> fails with -32042 URLElicitationRequired
 - `fail {code, message, data?}`            -> fails with that JSON-RPC error
 - `progress {n}`                           -> n progress notifications, then "done n"
 - `sleep {seconds}`                        -> sleeps (cancellable), then "slept"
@@ -190,7 +190,7 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
                     {
                         "mode": "url",
                         "elicitationId": args.get("elicitation_id", "auth-1"),
-                        "url": "https://example.com/authorize",
+                        "url": args.get("url", "https://example.com/authorize"),
                         "message": "Authorize access",
                     }
                 ]

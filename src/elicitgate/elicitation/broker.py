@@ -34,6 +34,7 @@ from elicitgate.elicitation.schema import answer_problems, check_requested_schem
 from elicitgate.elicitation.sensitive import sensitive_fields
 from elicitgate.logs import log_event, request_context
 from elicitgate.metrics import ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS
+from elicitgate.elicitation.url_policy import UrlPolicy
 
 logger = logging.getLogger(__name__)
 audit = logging.getLogger("elicitgate.audit")
@@ -44,7 +45,7 @@ REASON_META_KEY = "io.elicitgate/reason"
 """On the gateway's own questions: `source` is `gateway`, `reason` says why it asks."""
 GATEWAY_ASKER = "elicitgate"
 ERRORS_META_KEY = "io.elicitgate/previousErrors"
-_BUCKET_KEY = "elicitgate.bucket"
+_MAX_IDLE_BUCKETS = 4096
 _REFUSAL_BY_CODE = {
     errors.ELICITATION_RATE_LIMITED: "rate_limited",
     errors.ELICITATION_LIMIT: "pending_limit",
@@ -55,13 +56,17 @@ _REFUSAL_BY_CODE = {
 
 
 class Broker:
-    def __init__(self, config: ElicitationConfig, audit: Any | None = None) -> None:
+    def __init__(self, config: ElicitationConfig, audit: Any | None = None, url_policy: UrlPolicy | None = None) -> None:
         self.config = config
+        self.url_policy = url_policy or UrlPolicy(config.url_policy)
         self.audit = audit
         """The `AuditTrail` that keeps every end and refusal (None: audit off)."""
         self.pending: dict[str, Elicitation] = {}
         self.recent: deque[dict[str, Any]] = deque(maxlen=1000)
         self._url_routes: dict[tuple[str, str], Any] = {}
+        self._open: dict[str, int] = {}
+        """Pending elicitations per client identity (principal, else session)."""
+        self._buckets: dict[str, TokenBucket] = {}
         self.hosting: Any | None = None
         """The gateway's own web surface (`elicitgate.web.hosting.Hosting`), attached by a face that has one."""
 
@@ -92,6 +97,8 @@ class Broker:
         mode = params.get("mode", "form")
         try:
             self._check_request(server, mode, params, url_ids)
+            if mode == "url":
+                await self.url_policy.check(server, params.get("url"), params.get("elicitationId"), needs_id=url_ids)
             if origin is None:
                 raise errors.gateway_error(
                     errors.ELICITATION_ORIGIN_UNKNOWN,
@@ -102,7 +109,7 @@ class Broker:
             responder = self._hosted_responder(server, origin, mode, params) or self._responder_for(
                 server, origin, mode
             )
-            self._admit(server, peer)
+            identity = self._admit(server, peer)
         except MCPError as exc:
             self._refused(server, str(mode), origin, exc, source, gateway_reason)
             raise
@@ -119,6 +126,7 @@ class Broker:
             gateway_reason=gateway_reason,
         )
         self.pending[el.id] = el
+        self._open[identity] = self._open.get(identity, 0) + 1
         peer.elicitations.add(el)
         ELICITATIONS_PENDING.labels(server=server).inc()
         try:
@@ -137,6 +145,8 @@ class Broker:
             raise
         finally:
             self.pending.pop(el.id, None)
+            if (left := self._open.pop(identity) - 1) > 0:
+                self._open[identity] = left
             peer.elicitations.discard(el)
             ELICITATIONS_PENDING.labels(server=server).dec()
 
@@ -213,6 +223,12 @@ class Broker:
         key = (server, elicitation_id)
         return self._url_routes.pop(key, None) if pop else self._url_routes.get(key)
 
+    async def check_url_elicitations(self, server: str, elicitations: Any) -> None:
+        """The links of a -32042's `data.elicitations` pass the URL policy, or the error is refused."""
+        for item in elicitations if isinstance(elicitations, list) else []:
+            if isinstance(item, Mapping) and item.get("mode", "url") == "url":
+                await self.url_policy.check(server, item.get("url"), item.get("elicitationId"), needs_id=True)
+
     def remember_url_elicitations(self, server: str, peer: Any, elicitations: Any) -> None:
         """Route later `notifications/elicitation/complete` for these ids (from a -32042) to `peer`."""
         for item in elicitations if isinstance(elicitations, list) else []:
@@ -238,13 +254,7 @@ class Broker:
                 rule=f"message is at most {self.config.max_message_bytes} bytes",
             )
         if mode == "url":
-            if not isinstance(params.get("url"), str) or not params["url"].startswith(("https://", "http://")):
-                raise refuse("url-mode elicitation needs an http(s) url", "url_refused", rule="url must be an http(s) URL")
-            if url_ids and not isinstance(params.get("elicitationId"), str):
-                raise refuse(
-                    "url-mode elicitation needs an elicitationId", "url_refused", rule="elicitationId is required"
-                )
-            return
+            return  # the link itself: `UrlPolicy.check`, which may resolve its host
         schema = params.get("requestedSchema")
         if len(json.dumps(schema).encode()) > self.config.max_schema_bytes:
             raise refuse(
@@ -273,8 +283,10 @@ class Broker:
                 problems=[p.as_dict() for p in problems],
             )
 
-    def _admit(self, server: str, peer: Any) -> None:
-        if len(peer.elicitations) >= self.config.max_pending_per_session:
+    def _admit(self, server: str, peer: Any) -> str:
+        """Check the limits for the client's identity (its principal, else its session); returns the identity."""
+        identity = peer.principal or peer.id
+        if self._open.get(identity, 0) >= self.config.max_pending_per_session:
             raise errors.gateway_error(
                 errors.ELICITATION_LIMIT,
                 "too many pending elicitations for this client",
@@ -290,9 +302,11 @@ class Broker:
                 limit="max_pending_total",
                 value=self.config.max_pending_total,
             )
-        bucket = peer.state.get(_BUCKET_KEY)
+        bucket = self._buckets.get(identity)
         if bucket is None:
-            bucket = peer.state[_BUCKET_KEY] = TokenBucket(
+            if len(self._buckets) >= _MAX_IDLE_BUCKETS:  # a full bucket is a fresh one: dropping it loses nothing
+                self._buckets = {k: b for k, b in self._buckets.items() if not b.full()}
+            bucket = self._buckets[identity] = TokenBucket(
                 self.config.rate_limit_per_minute / 60.0, self.config.rate_limit_burst
             )
         wait = bucket.take()
@@ -305,6 +319,7 @@ class Broker:
                 value=self.config.rate_limit_per_minute,
                 retryAfterSeconds=round(wait, 3),
             )
+        return identity
 
     # -- presenting and answering -----------------------------------------------------------
 

@@ -25,3 +25,7 @@ class TokenBucket:
             self.tokens -= 1
             return 0.0
         return (1 - self.tokens) / self.rate_per_second
+
+    def full(self) -> bool:
+        """Refilled to the burst: indistinguishable from a new bucket."""
+        return self.tokens + (time.monotonic() - self.updated) * self.rate_per_second >= self.burst

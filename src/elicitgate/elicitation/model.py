@@ -102,6 +102,7 @@ class Elicitation:
             "gateway_reason": self.gateway_reason,
             "state": str(self.state),
             "client": getattr(getattr(self.origin, "peer", None), "id", None),
+            "principal": getattr(getattr(self.origin, "peer", None), "principal", None),
             "responder": getattr(self.responder, "name", None),
             "attempts": self.attempts,
             "reason": self.reason,

@@ -16,13 +16,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 
+from elicitgate.faces.auth import McpAuth, RequireBearer
 from elicitgate.faces.server import build_server
 from elicitgate.gateway import Gateway
 from elicitgate.web.app import LearnBaseUrl, attach_hosting, metrics_route, web_routes
 
 
-def build_http_app(gateway: Gateway) -> Starlette:
+def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
+    """`base_url` is where the gateway listens (the OAuth resource default when `http.public_url` is unset)."""
     server = build_server(gateway, face="http")
+    auth = McpAuth(gateway.config.http.auth, gateway.config.http.public_url or base_url)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=gateway.config.http.allowed_hosts,
@@ -36,7 +39,7 @@ def build_http_app(gateway: Gateway) -> Starlette:
     hosting = attach_hosting(gateway)
     app = server.streamable_http_app(
         transport_security=security,
-        custom_starlette_routes=[Route("/healthz", healthz), metrics_route(), *web_routes(hosting)],
+        custom_starlette_routes=[Route("/healthz", healthz), metrics_route(), *auth.routes(), *web_routes(hosting)],
     )
 
     @contextlib.asynccontextmanager
@@ -45,6 +48,8 @@ def build_http_app(gateway: Gateway) -> Starlette:
             yield
 
     app.router.lifespan_context = lifespan
+    if gateway.config.http.auth.enabled:
+        app.add_middleware(RequireBearer, auth=auth)
     app.add_middleware(LearnBaseUrl, hosting=hosting)
     app.add_middleware(HostGuard, settings=security)
     return app

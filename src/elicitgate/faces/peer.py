@@ -53,7 +53,8 @@ class DownstreamPeer:
     state: dict[str, Any] = field(default_factory=dict)
     principal: str | None = None
     """Set for 2026-07-28 clients, which have no connection of their own: one peer per principal,
-    and `connection` is the one of its latest request."""
+    and `connection` is the one of its latest request. For a handshake-era session, the principal
+    `http.auth` vouched for, if any. Limits are kept per principal (`Broker._admit`)."""
     last_seen: float = 0.0
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:

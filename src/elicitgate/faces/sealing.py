@@ -28,15 +28,21 @@ AUDIENCE = "elicitgate"
 KEY_BYTES = 32
 
 
+def authenticated_principal_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The identity `http.auth` vouched for (the SDK's issuer, client and subject of the token), if any."""
+    authenticated = authenticated_principal(ctx)
+    return f"auth:{authenticated}" if authenticated is not None else None
+
+
 def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
     """Who is asking: the authenticated identity, or else the client's identity.
 
     Without authentication the client identity is what the client says it is (its `clientInfo`),
     which keeps one client's state from being replayed by another, not an impostor out.
     """
-    authenticated = authenticated_principal(ctx)
+    authenticated = authenticated_principal_of(ctx)
     if authenticated is not None:
-        return f"auth:{authenticated}"
+        return authenticated
     info: Any = (ctx.meta or {}).get(CLIENT_INFO_META_KEY)
     if info is None:
         params = ctx.session._connection.client_params  # noqa: SLF001 - the per-client Connection

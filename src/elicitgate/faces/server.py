@@ -21,7 +21,8 @@ from mcp.server.models import InitializationOptions
 from elicitgate import __version__
 from elicitgate.faces.observe import RequestObserver
 from elicitgate.faces.peer import DownstreamCall, connection_of, peer_for
-from elicitgate.faces.sealing import principal_of, state_boundary
+from elicitgate.faces.peer import DownstreamPeer
+from elicitgate.faces.sealing import authenticated_principal_of, principal_of, state_boundary
 from elicitgate.gateway import Gateway
 
 LISTS = {
@@ -81,7 +82,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     def make_list(kind: str) -> Any:
         async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
             if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-                peer_for(ctx, gateway.add_peer)
+                _handshake_peer(gateway, ctx)
                 return {kind: gateway.catalog.merged(kind)}
             return {kind: gateway.catalog.merged(kind), "resultType": "complete"}
 
@@ -91,7 +92,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return await _serve_modern(gateway, ctx, method)
-            peer = peer_for(ctx, gateway.add_peer)
+            peer = _handshake_peer(gateway, ctx)
             call = DownstreamCall(peer=peer, ctx=ctx, method=method)
             peer.calls.add(call)
             try:
@@ -109,6 +110,14 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     for method in ROUTED:
         server.add_request_handler(method, RawParams, make_routed(method))
     return server
+
+
+def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> DownstreamPeer:
+    """The client's session; with `http.auth` it carries the principal (the SDK keeps a session to it)."""
+    peer = peer_for(ctx, gateway.add_peer)
+    if peer.principal is None:
+        peer.principal = authenticated_principal_of(ctx)
+    return peer
 
 
 async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], method: str) -> dict[str, Any]:

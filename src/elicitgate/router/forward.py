@@ -112,6 +112,7 @@ async def forward(
                 method=method,
             ) from None
         if exc.error.code == URL_ELICITATION_REQUIRED and isinstance(exc.error.data, Mapping):
+            await broker.check_url_elicitations(link.name, exc.error.data.get("elicitations"))
             broker.remember_url_elicitations(link.name, call.peer, exc.error.data.get("elicitations"))
         raise
     finally:

@@ -17,13 +17,14 @@ import re
 import secrets
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import anyio
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from elicitgate.elicitation.schema import answer_problems
+from elicitgate.elicitation.url_policy import browser_host
 from elicitgate.web import claims, forms
 from elicitgate.web.forms import e
 from elicitgate.web.registry import HostedEntry
@@ -158,7 +159,7 @@ def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeo
     head = header(entry)
     if entry.el.mode == "url":
         url = str(entry.el.params.get("url", ""))
-        host = urlsplit(url).hostname or url
+        host = browser_host(url) or url  # the host the browser goes to, not what a URI parser reads
         body = (
             f'{head}<section class="eg-url"><p>It asks you to open a page on <strong class="eg-host">{e(host)}</strong>:'
             f'</p><p><a href="{e(url)}" rel="noopener noreferrer" target="_blank" id="eg-target">{e(url)}</a></p>'
