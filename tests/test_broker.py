@@ -389,7 +389,7 @@ async def test_url_mode_passes_through_and_complete_reaches_the_same_client(upst
                 await completed.wait()
             assert notes == ["el-42"]
             assert bystander_notes == []
-            assert gw.gateway.broker._url_routes == {}  # the route is used once
+            assert len(gw.gateway.broker.url_routes) == 0  # the route is used once
         (summary,) = ended(gw)
         assert summary["mode"] == "url" and summary["state"] == "accepted"
 
@@ -400,7 +400,7 @@ async def test_url_mode_decline_sends_no_content_and_keeps_no_route(upstream):
         async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
             result = text(await client.call_tool("x__elicit", {"mode": "url", "elicitation_id": "el-d", "complete": True}))
             assert result == {"action": "decline"}
-            assert gw.gateway.broker._url_routes == {}
+            assert len(gw.gateway.broker.url_routes) == 0
 
 
 async def test_url_elicitation_required_error_reaches_the_client_intact(upstream):

@@ -1,6 +1,8 @@
 """The `@modelcontextprotocol/conformance` server suite, run against tests/conformance/server.py directly
-and through elicitgate (HTTP upstream, stdio upstream), must give every scenario the same verdict, and
-the elicitation scenarios must pass through the gateway. See docs/conformance.md.
+and through elicitgate (HTTP upstream, stdio upstream), and against a TypeScript SDK server in its
+examples' style (asking on the standalone GET stream) directly and through elicitgate with default
+settings, must give every scenario the same verdict, and the elicitation scenarios must pass through
+the gateway. See docs/conformance.md.
 
 Real processes throughout: the suite (Node 22 from npm), the server, `elicitgate serve --http`.
 """
@@ -11,21 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.run import COMPARED, DIRECT, ELICITATION_SCENARIOS, compare
+from tests.conformance.run import COMPARED, ELICITATION_SCENARIOS, compare, with_references
 from tests.conformance.suite import installed, scenarios
 
 pytestmark = [pytest.mark.anyio, pytest.mark.node]
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 async def test_every_scenario_has_the_same_verdict_through_the_gateway(tmp_path: Path) -> None:
     reason = installed()
     if reason:
         pytest.fail(reason)
-    outcome = await compare([DIRECT, *COMPARED], tmp_path)
+    targets = with_references(list(COMPARED))
+    outcome = await compare(targets, tmp_path)
     report = outcome.report()
     listed = await scenarios()
-    for target in (DIRECT, *COMPARED):
+    for target in targets:
         missing = sorted(set(listed) - set(outcome.checks[target]))
         assert not missing, f"{target} ran no checks for {missing}\n{report}"
     assert outcome.failures() == [], report

@@ -121,15 +121,16 @@ async def test_decline_passes_through_to_the_ts_server():
         assert [s["state"] for s in gw.gateway.broker.recent] == ["declined"]
 
 
-async def test_standalone_stream_elicitation_needs_per_session_over_http(ts_http_upstream):
+async def test_standalone_stream_elicitation_works_by_default_and_shared_names_the_fix(ts_http_upstream):
     # Like the SDK's own examples, this server sends its elicitation on the GET stream, tied to no call.
     url = ts_http_upstream("--standalone-stream")
     human = Human(accept({"name": "Ada"}))
-    config = {"mcpServers": {"shared": {"url": url}, "mine": {"url": url, "session_policy": "per_session"}}}
+    config = {"mcpServers": {"shared": {"url": url, "session_policy": "shared"}, "mine": {"url": url}}}
     async with inprocess_gateway(config) as gw:
         async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
             refused = await client.call_tool("shared__ask_form", {})
             assert refused.is_error and "-32017" in refused.content[0].text
+            assert "session_policy" in refused.content[0].text
             assert not human.seen
             result = await client.call_tool("mine__ask_form", {})
         assert tool_json(result) == {"action": "accept", "content": {"name": "Ada"}}

@@ -44,9 +44,18 @@ class _UpstreamCommon(_Strict):
     enabled: bool = True
     """A disabled server is neither started nor listed."""
     session_policy: SessionPolicy | None = None
-    """How downstream sessions map onto upstream connections; see docs/routing.md.
-    Default: `shared` for streamable HTTP (the POST's stream links elicitations to calls),
-    `per_session` for stdio and SSE (the wire has no such link)."""
+    """How downstream sessions map onto upstream connections; see docs/routing.md. Default:
+    `per_session` on every transport (a server may ask on a stream that names no call: stdio, SSE, and
+    the standalone GET stream of streamable HTTP). A 2026-07-28 upstream never asks, so it is always
+    shared."""
+    max_upstream_sessions: int | None = Field(default=None, ge=1)
+    """At most this many per-client upstream connections (processes, HTTP sessions) to this server,
+    besides the primary one; default 16 for stdio (each is a process), 256 for HTTP and SSE. Past it,
+    idle ones are closed to make room; a call finding all of them busy fails at once (-32010). See
+    docs/routing.md."""
+    idle_session_timeout: float = Field(default=300.0, gt=0)
+    """Seconds a per-client upstream connection may sit without a call before it is closed (the next
+    call of that client opens a new one)."""
     era: Literal["auto", "handshake", "modern"] = "auto"
     """`auto` probes `server/discover` (2026-07-28) and falls back to the `initialize` handshake;
     the others force one era."""
@@ -70,6 +79,10 @@ class StdioServer(_UpstreamCommon):
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
 
+    @property
+    def session_cap(self) -> int:
+        return self.max_upstream_sessions or 16
+
 
 class HttpServer(_UpstreamCommon):
     type: Literal["http", "streamable-http", "sse"] = "http"
@@ -86,6 +99,10 @@ class HttpServer(_UpstreamCommon):
     @property
     def transport(self) -> Literal["http", "sse"]:
         return "sse" if self.type == "sse" else "http"
+
+    @property
+    def session_cap(self) -> int:
+        return self.max_upstream_sessions or 256
 
 
 def _server_kind(value: Any) -> str:

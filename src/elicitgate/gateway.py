@@ -19,6 +19,7 @@ from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.url_policy import UrlPolicy, local_upstreams
+from elicitgate.fixable import warn_once
 from elicitgate.faces.peer import DownstreamCall, DownstreamPeer
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
@@ -58,6 +59,8 @@ class Gateway:
             for name, cfg in upstreams.items()
         }
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._list_changes: dict[str, set[str]] = {}
+        """Per server, while a refresh of its lists runs: the `list_changed` methods that came meanwhile."""
 
     @asynccontextmanager
     async def running(self, *, wait_for_upstreams: bool = True) -> AsyncIterator[Gateway]:
@@ -97,13 +100,26 @@ class Gateway:
         self.peers.discard(peer)
         self.broker.stop_for_peer(peer, "the client disconnected")
         subscriptions.close_all(peer)
-        for conn in list(peer.upstreams.values()):
-            with anyio.move_on_after(5, shield=True):
-                await conn.close()
+        await self.release_upstreams(peer)
+
+    async def release_upstreams(self, peer: DownstreamPeer) -> None:
+        """Give back the per-client upstream connections of `peer`: a per-call client's to the pool, the
+        others closed (their upstream session state was that client's)."""
+        for server, conn in list(peer.upstreams.items()):
+            await self.links[server].release(conn, reuse=peer.per_call)
         peer.upstreams.clear()
 
-    def modern_peer(self, principal: str, connection: Any) -> DownstreamPeer:
-        """The peer of a 2026-07-28 client: one per principal, kept while it is active."""
+    def modern_peer(self, principal: str | None, connection: Any, *, resuming: Any | None = None) -> DownstreamPeer:
+        """The peer of a 2026-07-28 client: one per authenticated principal, kept while it is active;
+        without one (`principal` None, see `faces.sealing.authenticated_principal_of`), one per call: a first request
+        gets a new peer, a retry the one of the call it resumes."""
+        if principal is None:
+            if resuming is not None and resuming.peer.per_call:
+                peer = resuming.peer
+            else:
+                peer = DownstreamPeer(id=f"m{next(self._modern_ids)}", connection=connection, per_call=True)
+            peer.connection = connection
+            return peer
         peer = self.modern_peers.get(principal)
         if peer is None or peer.closed:
             peer = self.modern_peers[principal] = DownstreamPeer(
@@ -157,7 +173,19 @@ class Gateway:
                 if method == "resources/subscribe":
                     return await subscriptions.subscribe(self.task_group, call.peer, link, params["uri"])
                 return subscriptions.unsubscribe(call.peer, server, params["uri"])
-        return await forward(self.broker, link, call, method, params, max_rounds=self.config.bridging.max_rounds)
+        result = await forward(self.broker, link, call, method, params, max_rounds=self.config.bridging.max_rounds)
+        if method in ("resources/subscribe", "resources/unsubscribe"):  # whom its updates are for
+            subscriptions.remember(call.peer, server, params["uri"], subscribed=method == "resources/subscribe")
+        return result
+
+    async def call_once(self, call: Any, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`call`, then give back what a per-call client borrowed for it (its pooled upstream connections)."""
+        try:
+            return await self.call(call, method, params)
+        finally:
+            if call.peer.per_call:
+                with anyio.CancelScope(shield=True):
+                    await self.release_upstreams(call.peer)
 
     async def _set_log_level(self, call: DownstreamCall, params: Mapping[str, Any]) -> dict[str, Any]:
         """`logging/setLevel` is remembered for the client and goes to every handshake-era upstream that
@@ -190,16 +218,25 @@ class Gateway:
     # -- messages from upstreams (InboundHandler) ----------------------------------------------
 
     async def on_server_request(
-        self, connection: UpstreamConnection, origin: Any | None, method: str, params: Mapping[str, Any] | None
+        self,
+        connection: UpstreamConnection,
+        origin: Any | None,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        named: bool,
     ) -> dict[str, Any]:
+        capability = PASSTHROUGH_INPUT_REQUESTS.get(method)
+        if origin is None and (method == "elicitation/create" or capability is not None):
+            raise self._origin_unknown(connection, method)
         if method == "elicitation/create":
-            guessed = origin is not None and connection.owner is not None and not connection.tags_origin
+            guessed = not named and connection.owner is not None
             if guessed:
                 # A per-session pipe names no call: the elicitation may belong to any call in flight
                 # on it, so none of them spends human time against its request timeout.
                 clocks = connection.clocks_in_flight()
             else:
-                clocks = connection.clocks_for(origin) if origin is not None else []
+                clocks = connection.clocks_for(origin)
             return await self.broker.elicit(
                 server=connection.server,
                 origin=origin,
@@ -208,8 +245,7 @@ class Gateway:
                 clocks=clocks,
                 candidates=connection.in_flight_origins if guessed else None,
             )
-        capability = PASSTHROUGH_INPUT_REQUESTS.get(method)
-        if capability is not None and origin is not None and capability in origin.raw_capabilities():
+        if capability is not None and capability in origin.raw_capabilities():
             timeout = connection.config.elicitation_timeout or self.broker.config.default_timeout
             return await relay_input_request(origin, method, params or {}, timeout=timeout, server=connection.server)
         if capability is not None and (require := getattr(origin, "require", None)) is not None:
@@ -222,14 +258,37 @@ class Gateway:
             data={"source": "elicitgate", "method": method, "server": connection.server},
         )
 
+    def _origin_unknown(self, connection: UpstreamConnection, method: str) -> MCPError:
+        """-32017 for a server request no call can own; on a shared connection, the fix is per_session."""
+        server = connection.server
+        data: dict[str, Any] = {"server": server, "method": method}
+        if connection.owner is None and self.links[server].policy == "shared":
+            data["fix"] = (
+                f'remove "session_policy": "shared" from server {server!r} (the default, per_session, gives each '
+                "client its own upstream session, so a request on a stream that names no call has one owner)"
+            )
+            return warn_once(logger, errors.gateway_error(
+                errors.ELICITATION_ORIGIN_UNKNOWN,
+                f"{method} from upstream {server!r} arrived on a stream that names no call, on a connection "
+                f'every client shares: remove "session_policy": "shared" from server {server!r}',
+                **data,
+            ), key=("origin_unknown", server))
+        return errors.gateway_error(
+            errors.ELICITATION_ORIGIN_UNKNOWN,
+            f"{method} from upstream {server!r} arrived while none of its client's calls was in flight",
+            **data,
+        )
+
     async def on_server_notification(
         self, connection: UpstreamConnection, origin: Any | None, method: str, params: Mapping[str, Any] | None
     ) -> None:
         server = connection.server
         if method in LIST_CHANGED:
-            if connection.owner is None:  # the primary connection speaks for the catalog
-                await self.catalog.refresh(server, connection, LIST_CHANGED[method])
-                await self.broadcast(method, None)
+            # Whichever connection hears it (a client's own, under per_session), the catalog is refreshed
+            # through the primary one, which speaks for the catalog.
+            primary = self.links[server].primary
+            if primary is not None:
+                await self._refresh_lists(server, primary, method)
         elif method == "notifications/elicitation/complete":
             elicitation_id = (params or {}).get("elicitationId")
             # The client that accepted it: a handshake-era peer, or a 2026-07-28 client's parked call.
@@ -239,8 +298,36 @@ class Gateway:
         elif method == "notifications/message" and origin is not None:
             await origin.notify(method, params)
         elif method == "notifications/resources/updated" and isinstance((params or {}).get("uri"), str):
-            uri = self.catalog.public_uri(server, params["uri"])  # type: ignore[index]
-            await self.broadcast(method, {**(params or {}), "uri": uri})
+            # Only to clients that subscribed: a client's own connection speaks for that client alone.
+            raw_uri: str = params["uri"]  # type: ignore[index]
+            owner = connection.owner
+            targets = [p for p in ([owner] if owner is not None else self.peers)
+                       if subscriptions.subscribed(p, server, raw_uri)]
+            updated = {**(params or {}), "uri": self.catalog.public_uri(server, raw_uri)}
+            for peer in targets:
+                try:
+                    await peer.connection.outbound.notify(method, updated)
+                except Exception as exc:  # a client that cannot take it must not stop the rest
+                    logger.debug("could not notify client %s of %s: %s", peer.id, method, exc)
+
+    async def _refresh_lists(self, server: str, connection: UpstreamConnection, method: str) -> None:
+        """Coalesced: while one refresh of `server`'s lists runs, further `list_changed` of it only mark
+        what to refresh once more afterwards, so a flood costs a few refreshes, not one each."""
+        waiting = self._list_changes.get(server)
+        if waiting is not None:
+            waiting.add(method)
+            return
+        waiting = self._list_changes[server] = {method}
+        try:
+            while waiting:
+                methods = sorted(waiting)
+                waiting.clear()
+                kinds = tuple(dict.fromkeys(kind for m in methods for kind in LIST_CHANGED[m]))
+                await self.catalog.refresh(server, connection, kinds)
+                for changed in methods:
+                    await self.broadcast(changed, None)
+        finally:
+            del self._list_changes[server]
 
     async def broadcast(self, method: str, params: Mapping[str, Any] | None) -> None:
         for peer in list(self.peers):

@@ -14,6 +14,10 @@ Targets (each with its own processes, suites run side by side):
                      resources/subscribe as subscriptions/listen).
 gateway-http and gateway-stdio pin the upstream leg to the handshake era, the era the suite speaks, so
 both legs run the same protocol revision as the direct run.
+- direct-ts:         the suite -> tests/peers/ts/everything_server.mjs (TypeScript SDK, its examples'
+                     style: elicitation and sampling on the standalone GET stream) over streamable HTTP
+- gateway-ts:        the suite -> `elicitgate serve --http` -> that TS server as an HTTP upstream, with
+                     default settings; compared with direct-ts.
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ from typing import Any
 
 import anyio
 
+from tests.conformance import fixtures as fx
 from tests.conformance.suite import Check, Verdict, installed, problems, run_suite, verdict
 from tests.conftest import PY, ROOT, Process, free_port, wait_healthy
 
 SERVER_MODULE = "tests.conformance.server"
+TS_SERVER = ROOT / "tests" / "peers" / "ts" / "everything_server.mjs"
 DIRECT = "direct"
-COMPARED = ("gateway-http", "gateway-stdio", "gateway-http-2026")
+DIRECT_TS = "direct-ts"
+COMPARED = ("gateway-http", "gateway-stdio", "gateway-http-2026", "gateway-ts")
 INFORMATIONAL: tuple[str, ...] = ()
 ELICITATION_SCENARIOS = ("tools-call-elicitation", "elicitation-sep1034-defaults", "elicitation-sep1330-enums")
 
@@ -44,7 +51,15 @@ class Target:
     name: str
     upstream: str | None
     """None: the suite talks to the server itself; else how the gateway reaches it (http or stdio)."""
-    era: str = "handshake"
+    era: str | None = "handshake"
+    """The upstream's `era` in the gateway config; None leaves the default."""
+    server: str = "py"
+    """py: tests/conformance/server.py; ts: tests/peers/ts/everything_server.mjs."""
+
+    @property
+    def reference(self) -> str:
+        """The direct run whose verdicts this target must equal."""
+        return DIRECT_TS if self.server == "ts" else DIRECT
 
 
 TARGETS = {
@@ -52,7 +67,10 @@ TARGETS = {
     "gateway-http": Target("gateway-http", "http"),
     "gateway-stdio": Target("gateway-stdio", "stdio"),
     "gateway-http-2026": Target("gateway-http-2026", "http", era="modern"),
+    DIRECT_TS: Target(DIRECT_TS, None, server="ts"),
+    "gateway-ts": Target("gateway-ts", "http", era=None, server="ts"),
 }
+REFERENCES = (DIRECT, DIRECT_TS)
 
 
 @dataclass
@@ -72,16 +90,18 @@ class Outcome:
         return list(seen)
 
     def differences(self, target: str) -> list[str]:
-        """Scenarios whose verdict through `target` is not the direct one."""
-        return [s for s in self.scenarios if self.verdict(target, s) != self.verdict(DIRECT, s)]
+        """Scenarios whose verdict through `target` is not the one of its direct run."""
+        reference = TARGETS[target].reference
+        return [s for s in self.scenarios if self.verdict(target, s) != self.verdict(reference, s)]
 
     def failures(self) -> list[str]:
         """What makes the run fail: a compared target differing from direct, or an elicitation scenario
         that does not pass through the gateway."""
         found = []
         for target in (t for t in self.targets if t in COMPARED):
+            reference = TARGETS[target].reference
             found += [
-                f"{target}: {s} is {self.verdict(target, s)}, direct {self.verdict(DIRECT, s)}"
+                f"{target}: {s} is {self.verdict(target, s)}, {reference} {self.verdict(reference, s)}"
                 for s in self.differences(target)
             ]
             found += [
@@ -95,9 +115,9 @@ class Outcome:
         head = ["scenario", *self.targets]
         rows = []
         for scenario in self.scenarios:
-            direct = self.verdict(DIRECT, scenario)
             cells = [
-                self.verdict(t, scenario) + ("" if self.verdict(t, scenario) == direct else " (differs)")
+                self.verdict(t, scenario)
+                + ("" if self.verdict(t, scenario) == self.verdict(TARGETS[t].reference, scenario) else " (differs)")
                 for t in self.targets
             ]
             rows.append([scenario, *cells])
@@ -109,13 +129,15 @@ class Outcome:
 
     def report(self) -> str:
         lines = [self.table(), ""]
-        for target in self.targets[1:]:
+        for target in (t for t in self.targets if t not in REFERENCES):
             differing = self.differences(target)
+            reference = TARGETS[target].reference
             note = "" if target in COMPARED else " (informational)"
-            lines.append(f"{target}{note}: {len(differing) or 'no'} scenario(s) differ from direct")
+            lines.append(f"{target}{note}: {len(differing) or 'no'} scenario(s) differ from {reference}")
             for scenario in differing:
                 lines.append(
-                    f"  {scenario}: direct {self.verdict(DIRECT, scenario)}, {target} {self.verdict(target, scenario)}"
+                    f"  {scenario}: {reference} {self.verdict(reference, scenario)}, "
+                    f"{target} {self.verdict(target, scenario)}"
                 )
                 lines += [f"    {p}" for p in problems(self.checks[target].get(scenario, []))]
         return "\n".join(lines)
@@ -127,9 +149,30 @@ def _env() -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([path, str(ROOT)]) if path else str(ROOT)}
 
 
-def _start_server() -> Process:
+def _start_server(target: Target, folder: Path) -> Process:
     port = free_port()
+    if target.server == "ts":
+        return Process(["node", str(TS_SERVER), "--fixtures", str(write_ts_fixtures(folder)), "--http", str(port)], port)
     return Process([PY, "-m", SERVER_MODULE, "--http", f"127.0.0.1:{port}"], port, env=_env())
+
+
+def write_ts_fixtures(folder: Path) -> Path:
+    """tests/conformance/fixtures.py as the JSON the TypeScript server reads."""
+    path = folder / "ts-fixtures.json"
+    path.write_text(json.dumps({
+        "tools": {k: v for k, v in fx.TOOLS.items() if "sep1036" not in k and k != "finish_url_elicitation"},
+        "userInfoSchema": fx.USER_INFO_SCHEMA,
+        "elicitations": fx.ELICITATIONS,
+        "resources": fx.RESOURCES,
+        "template": fx.TEMPLATE,
+        "templateParts": [fx.TEMPLATE_PREFIX, fx.TEMPLATE_SUFFIX],
+        "staticText": fx.STATIC_TEXT,
+        "watchedText": fx.WATCHED_TEXT,
+        "prompts": fx.PROMPTS,
+        "image": fx.IMAGE_PNG,
+        "audio": fx.AUDIO_WAV,
+    }))
+    return path
 
 
 def _gateway_config(target: Target, server: Process | None, folder: Path) -> Path:
@@ -138,8 +181,10 @@ def _gateway_config(target: Target, server: Process | None, folder: Path) -> Pat
         upstream: dict[str, Any] = {"url": f"{server.url}/mcp"}
     else:
         upstream = {"command": PY, "args": ["-m", SERVER_MODULE], "cwd": str(ROOT), "env": _env()}
+    if target.era is not None:
+        upstream["era"] = target.era
     config = {
-        "mcpServers": {"conformance": {**upstream, "era": target.era}},
+        "mcpServers": {"conformance": upstream},
         "namespacing": {"prefix_single_server": False},  # the suite calls the tools by their own names
         "log_level": "warning",  # stderr is read only at the end: keep it small
     }
@@ -169,7 +214,7 @@ async def compare(targets: list[str], output: Path) -> Outcome:
     async def prepare(target: Target) -> None:
         server = None
         if target.upstream != "stdio":
-            server = await anyio.to_thread.run_sync(_start_server)
+            server = await anyio.to_thread.run_sync(_start_server, target, output)
             started.append(server)
         if target.upstream is None:
             assert server is not None
@@ -198,9 +243,16 @@ async def compare(targets: list[str], output: Path) -> Outcome:
     return outcome
 
 
+def with_references(targets: list[str]) -> list[str]:
+    """The direct runs `targets` are compared with, first, then the targets."""
+    references = [r for r in REFERENCES if any(TARGETS[t].reference == r for t in targets)]
+    return [*references, *(t for t in targets if t not in references)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="conformance suite: direct vs through elicitgate")
-    parser.add_argument("--targets", nargs="+", choices=list(TARGETS)[1:], default=[*COMPARED, *INFORMATIONAL])
+    parser.add_argument("--targets", nargs="+", choices=[t for t in TARGETS if t not in REFERENCES],
+                        default=[*COMPARED, *INFORMATIONAL])
     parser.add_argument("--keep", type=Path, help="keep each scenario's checks.json under this folder")
     parser.add_argument("--markdown", action="store_true", help="print the verdict table as Markdown")
     args = parser.parse_args()
@@ -208,7 +260,7 @@ def main() -> None:
     if reason:
         sys.exit(reason)
     with tempfile.TemporaryDirectory(prefix="conformance-") as scratch:
-        outcome = anyio.run(compare, [DIRECT, *args.targets], args.keep or Path(scratch))
+        outcome = anyio.run(compare, with_references(args.targets), args.keep or Path(scratch))
     print(outcome.table(markdown=True) if args.markdown else outcome.report())
     failures = outcome.failures()
     if failures:

@@ -28,6 +28,9 @@ Tools:
 - `add_tool {name}`                        -> lists one more tool (answers "<name> from <server>") and
                                               sends notifications/tools/list_changed (on the session, or
                                               on `subscriptions/listen` streams for 2026-07-28 callers)
+- `list_changed_flood {n}`                 -> n notifications/tools/list_changed on the session at once
+- `touch {uri}`                            -> notifications/resources/updated for uri on the session
+                                              (handshake era; `resources/subscribe` is accepted)
 Resources: `mem://{name}/note` (listed), template `mem://{name}/items/{id}`, the rich-UI guests of
 tests/peers/ui_guests.py (`ui://tests/...`, for `elicit`'s `ui`); prompt `greet {who}`.
 """
@@ -51,7 +54,7 @@ from elicitgate.demo.serving import run_server
 from tests.peers.ui_guests import GUESTS, UI_MIME
 
 NAME = "py"
-STATE: dict[str, Any] = {"cancelled": None, "calls": 0, "last_result": None}
+STATE: dict[str, Any] = {"cancelled": None, "calls": 0, "last_result": None, "lists": 0}
 EXTRA_TOOLS: list[str] = []
 BUS = InMemorySubscriptionBus()
 """2026-07-28 change notifications travel on `subscriptions/listen` streams."""
@@ -99,9 +102,11 @@ async def ask(ctx: ServerRequestContext, params: types.CallToolRequestParams, ke
 
 
 async def list_tools(ctx: ServerRequestContext, params: Any) -> types.ListToolsResult:
+    STATE["lists"] += 1
     names = [
         "echo", "whoami", "elicit", "sample", "elicit_then_give_up", "elicit_twice", "url_required", "fail", "progress", "sleep", "die",
-        "die_during_elicit", "last_cancelled", "echo_meta", "add_tool", "stats", *EXTRA_TOOLS,
+        "die_during_elicit", "last_cancelled", "echo_meta", "add_tool", "stats", "list_changed_flood", "touch",
+        *EXTRA_TOOLS,
     ]
     return types.ListToolsResult(
         tools=[types.Tool(name=n, input_schema={"type": "object", "additionalProperties": True}) for n in names]
@@ -112,7 +117,7 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
     args = params.arguments or {}
     name = params.name
     if name == "stats":
-        return _text(json.dumps({"calls": STATE["calls"], "last_result": STATE["last_result"]}, sort_keys=True))
+        return _text(json.dumps({k: STATE[k] for k in ("calls", "last_result", "lists")}, sort_keys=True))
     STATE["calls"] += 1
     if name == "echo":
         return _text(str(args.get("text", "")))
@@ -132,6 +137,13 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
         else:
             await ctx.session.send_tool_list_changed()
         return _text("added")
+    if name == "list_changed_flood":
+        for _ in range(int(args.get("n", 100))):
+            await ctx.session.send_tool_list_changed()
+        return _text("flooded")
+    if name == "touch":
+        await ctx.session.send_resource_updated(str(args["uri"]))
+        return _text("touched")
     if name in EXTRA_TOOLS:
         return _text(f"{name} from {NAME}")
     if name == "elicit":
@@ -266,6 +278,10 @@ async def complete(ctx: ServerRequestContext, params: types.CompleteRequestParam
     return types.CompleteResult(completion=types.Completion(values=[f"{NAME}-{params.argument.value}"]))
 
 
+async def subscribe(ctx: ServerRequestContext, params: Any) -> types.EmptyResult:
+    return types.EmptyResult()
+
+
 def build() -> Server:
     return Server(
         NAME,
@@ -279,6 +295,8 @@ def build() -> Server:
         on_get_prompt=get_prompt,
         on_completion=complete,
         on_subscriptions_listen=ListenHandler(BUS),
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=subscribe,
     )
 
 

@@ -31,6 +31,7 @@ from elicitgate.elicitation.limits import TokenBucket
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
+from elicitgate.elicitation.url_routes import UrlRoutes
 from elicitgate.elicitation.sensitive import sensitive_fields
 from elicitgate.logs import log_event, request_context
 from elicitgate.metrics import ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS
@@ -63,7 +64,7 @@ class Broker:
         """The `AuditTrail` that keeps every end and refusal (None: audit off)."""
         self.pending: dict[str, Elicitation] = {}
         self.recent: deque[dict[str, Any]] = deque(maxlen=1000)
-        self._url_routes: dict[tuple[str, str], Any] = {}
+        self.url_routes = UrlRoutes()
         self._open: dict[str, int] = {}
         """Pending elicitations per client identity (principal, else session)."""
         self._buckets: dict[str, TokenBucket] = {}
@@ -207,7 +208,7 @@ class Broker:
         """The client is gone: every elicitation it had ends cancelled."""
         for el in list(peer.elicitations):
             el.stop(State.CANCELLED, reason)
-        self._url_routes = {key: p for key, p in self._url_routes.items() if p is not peer}
+        self.url_routes.drop_target(peer)
 
     def stop_for_call(self, call: Any, reason: str) -> None:
         for el in list(call.peer.elicitations):
@@ -220,8 +221,7 @@ class Broker:
                 el.stop(State.CANCELLED, reason)
 
     def url_route(self, server: str, elicitation_id: str, *, pop: bool) -> Any | None:
-        key = (server, elicitation_id)
-        return self._url_routes.pop(key, None) if pop else self._url_routes.get(key)
+        return self.url_routes.get(server, elicitation_id, pop=pop)
 
     async def check_url_elicitations(self, server: str, elicitations: Any) -> None:
         """The links of a -32042's `data.elicitations` pass the URL policy, or the error is refused."""
@@ -230,10 +230,12 @@ class Broker:
                 await self.url_policy.check(server, item.get("url"), item.get("elicitationId"), needs_id=True)
 
     def remember_url_elicitations(self, server: str, peer: Any, elicitations: Any) -> None:
-        """Route later `notifications/elicitation/complete` for these ids (from a -32042) to `peer`."""
-        for item in elicitations if isinstance(elicitations, list) else []:
+        """Route later `notifications/elicitation/complete` for these ids (from a -32042) to `peer`
+        (its first `url_routes.per_error` items)."""
+        items = elicitations[: self.url_routes.per_error] if isinstance(elicitations, list) else []
+        for item in items:
             if isinstance(item, Mapping) and isinstance(item.get("elicitationId"), str):
-                self._url_routes[(server, item["elicitationId"])] = peer
+                self.url_routes.add(server, item["elicitationId"], peer)
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -374,7 +376,7 @@ class Broker:
                 if el.mode == "url" and action == "accept" and isinstance(el.params.get("elicitationId"), str):
                     # A 2026-07-28 client learns of completion by retrying: its parked call waits for it.
                     target = el.origin if el.origin.era == "modern" else el.origin.peer
-                    self._url_routes[(el.server, el.params["elicitationId"])] = target
+                    self.url_routes.add(el.server, el.params["elicitationId"], target)
                 return {"action": action}
             content = raw.get("content") or {}
             problems = answer_problems(el.requested_schema, content)

@@ -56,6 +56,9 @@ class DownstreamPeer:
     and `connection` is the one of its latest request. For a handshake-era session, the principal
     `http.auth` vouched for, if any. Limits are kept per principal (`Broker._admit`)."""
     last_seen: float = 0.0
+    per_call: bool = False
+    """A client that is one call and its retries (an unauthenticated 2026-07-28 client, see
+    docs/routing.md): it borrows pooled upstream connections for the call instead of owning some."""
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """A URL-mode elicitation this client accepted is done: `notifications/elicitation/complete`."""
@@ -105,6 +108,11 @@ class DownstreamCall:
         """The tool or prompt the client called (its namespaced name), for the audit trail."""
         name = (self.ctx.params or {}).get("name") if self.method in ("tools/call", "prompts/get") else None
         return name if isinstance(name, str) else None
+
+    @property
+    def cancel_requested(self) -> bool:
+        """The client asked to cancel this request (`notifications/cancelled`), not merely went away."""
+        return self.ctx.session._request_outbound.cancel_requested.is_set()  # noqa: SLF001
 
     @property
     def modes(self) -> frozenset[str]:

@@ -22,7 +22,7 @@ from elicitgate import __version__
 from elicitgate.faces.observe import RequestObserver
 from elicitgate.faces.peer import DownstreamCall, connection_of, peer_for
 from elicitgate.faces.peer import DownstreamPeer
-from elicitgate.faces.sealing import authenticated_principal_of, principal_of, state_boundary
+from elicitgate.faces.sealing import authenticated_principal_of, state_boundary
 from elicitgate.gateway import Gateway
 
 LISTS = {
@@ -122,20 +122,21 @@ def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> Do
 
 async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], method: str) -> dict[str, Any]:
     """A 2026-07-28 client's request: a first round starts a parked call, a retry resumes one."""
-    peer = gateway.modern_peer(principal_of(ctx), connection_of(ctx))
-    call = DownstreamCall(peer=peer, ctx=ctx, method=method)
     params = dict(ctx.params or {})
+    state = params.get("requestState") if method in INPUT_REQUIRED_METHODS else None
+    resumed = gateway.rounds.parked_for(state) if state is not None else None
+    peer = gateway.modern_peer(authenticated_principal_of(ctx), connection_of(ctx), resuming=resumed)
+    call = DownstreamCall(peer=peer, ctx=ctx, method=method)
     if method not in INPUT_REQUIRED_METHODS:
         peer.calls.add(call)
         try:
-            return {"resultType": "complete", **await gateway.call(call, method, params)}
+            return {"resultType": "complete", **await gateway.call_once(call, method, params)}
         finally:
             peer.calls.discard(call)
-    state = params.get("requestState")
     if state is not None:
         result = await gateway.rounds.resume(call, method, state, params.get("inputResponses"))
     else:
         result = await gateway.rounds.start(
-            gateway.task_group, call, method, lambda park: gateway.call(park, method, params)
+            gateway.task_group, call, method, lambda park: gateway.call_once(park, method, params)
         )
     return result if result.get("resultType") == "input_required" else {"resultType": "complete", **result}

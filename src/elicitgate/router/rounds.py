@@ -65,6 +65,10 @@ class ParkedCall:
         self._latest = first
         self.rounds = 0
         self.round_nonce = secrets.token_urlsafe(12)
+        self.spent_nonce: str | None = None
+        """The nonce of the retry that answered the current round: while its request waits it may be lost
+        (the client's HTTP request cancelled), and the client may come back with the same state."""
+        self._waiting: anyio.CancelScope | None = None
         self.open: dict[str, Question] = {}
         self.outcome: dict[str, Any] | BaseException | None = None
         self.scope: anyio.CancelScope | None = None
@@ -173,24 +177,39 @@ class ParkedCall:
             return True
         return bool(self.open) and not self._processing and self._registering == 0
 
+    def supersede(self) -> None:
+        """A retry with the state of the one now waiting: that one was lost; the new one takes its place."""
+        if self._waiting is not None:
+            self._waiting.cancel()
+
     async def next_round(self, call: DownstreamCall) -> dict[str, Any]:
         """Wait, as `call`, for the parked call's result or its next questions."""
         self.current, self._latest = call, call
         try:
-            if self._url_waits:
-                with anyio.move_on_after(self.config.url_complete_wait):
-                    for event in list(self._url_waits.values()):
-                        await event.wait()
-                self._url_waits.clear()
-            while not self._ready():
-                await self._changed.wait()
+            with anyio.CancelScope() as waiting:
+                self._waiting = waiting
+                if self._url_waits:
+                    with anyio.move_on_after(self.config.url_complete_wait):
+                        for event in list(self._url_waits.values()):
+                            await event.wait()
+                    self._url_waits.clear()
+                while not self._ready():
+                    await self._changed.wait()
         except anyio.get_cancelled_exc_class():
-            # The client cancelled the request it was waiting with: it will not retry.
-            if self.scope is not None:
-                self.scope.cancel()
+            # The request the client waited with is gone. A first request leaves it nothing to retry
+            # with, and a cancel it asked for means it will not: the call ends. A retry that was merely
+            # lost (its HTTP request dropped) keeps the call, and the same requestState resumes it.
+            if self.spent_nonce is None or call.cancel_requested:
+                if self.scope is not None:
+                    self.scope.cancel()
             raise
         finally:
-            self.current = None
+            if self.current is call:
+                self.current = None
+        if waiting.cancelled_caught:
+            raise errors.gateway_error(
+                errors.ELICITATION_FAILED, "a newer retry with the same requestState took this request's place"
+            )
         if self.outcome is not None:
             self.claimed.set()
             if isinstance(self.outcome, BaseException):
@@ -205,7 +224,7 @@ class ParkedCall:
                 f"the call asked for input more than {self.config.max_rounds} times",
                 rule="bridging.max_rounds",
             )
-        self.round_nonce = secrets.token_urlsafe(12)
+        self.round_nonce, self.spent_nonce = secrets.token_urlsafe(12), None
         state = json.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce}, separators=(",", ":"))
         return {
             "resultType": "input_required",
@@ -261,26 +280,40 @@ class Rounds:
         task_group.start_soon(run, name=f"parked:{park.id}")
         return await park.next_round(call)
 
+    def parked_for(self, state: Any) -> ParkedCall | None:
+        """The parked call a verified `requestState` points to, if it is still parked."""
+        pointer = _pointer(state)
+        return self.parked.get(pointer.get("id")) if pointer is not None else None
+
     async def resume(self, call: DownstreamCall, method: str, state: str, responses: Any) -> dict[str, Any]:
         """A retry: the `requestState` the boundary verified (ours, unexpired, bound to this request)."""
-        try:
-            pointer = json.loads(state)
-        except ValueError:
-            pointer = None
-        if not isinstance(pointer, dict) or pointer.get("k") != STATE_KIND:
+        pointer = _pointer(state)
+        if pointer is None:
             raise _invalid_state("requestState was not issued for a call of this gateway")
         park = self.parked.get(pointer.get("id"))
         if park is None or park.claimed.is_set():
             raise _invalid_state("the call this requestState belongs to has ended or expired")
         if park.peer is not call.peer or park.method != method:
             raise _invalid_state("requestState belongs to another client's call")
-        if pointer.get("n") != park.round_nonce or park.current is not None:
-            raise _invalid_state("requestState was already used; retry with the latest one")
         if responses is not None and not isinstance(responses, Mapping):
             raise errors.gateway_error(INVALID_PARAMS, "inputResponses must be an object", rule="inputResponses")
-        park.round_nonce = ""  # one retry per round
-        park.answer(responses or {})
+        nonce = pointer.get("n")
+        if nonce and nonce == park.spent_nonce:
+            park.supersede()  # the retry that answered this round was lost: this one waits in its place
+        elif nonce != park.round_nonce or park.current is not None:
+            raise _invalid_state("requestState was already used; retry with the latest one")
+        else:
+            park.round_nonce, park.spent_nonce = "", nonce  # one retry per round
+            park.answer(responses or {})
         return await park.next_round(call)
+
+
+def _pointer(state: Any) -> dict[str, Any] | None:
+    try:
+        pointer = json.loads(state) if isinstance(state, str) else None
+    except ValueError:
+        return None
+    return pointer if isinstance(pointer, dict) and pointer.get("k") == STATE_KIND else None
 
 
 def _invalid_state(reason: str) -> MCPError:

@@ -20,6 +20,7 @@ from elicitgate.upstreams.link import UpstreamLink
 logger = logging.getLogger(__name__)
 
 _LISTENS_KEY = "elicitgate.resource_listens"
+_SUBSCRIBED_KEY = "elicitgate.resource_subscriptions"
 
 
 async def subscribe(task_group: anyio.abc.TaskGroup, peer: Any, link: UpstreamLink, uri: str) -> dict[str, Any]:
@@ -47,6 +48,21 @@ def unsubscribe(peer: Any, server: str, uri: str) -> dict[str, Any]:
     if scope is not None:
         scope.cancel()
     return {}
+
+
+def remember(peer: Any, server: str, uri: str, *, subscribed: bool) -> None:
+    """A handshake-era upstream accepted this client's `resources/subscribe` (or `unsubscribe`)."""
+    uris: set[tuple[str, str]] = peer.state.setdefault(_SUBSCRIBED_KEY, set())
+    if subscribed:
+        uris.add((server, uri))
+    else:
+        uris.discard((server, uri))
+
+
+def subscribed(peer: Any, server: str, uri: str) -> bool:
+    """Whether `notifications/resources/updated` for `uri` of `server` is for this client."""
+    key = (server, uri)
+    return key in peer.state.get(_SUBSCRIBED_KEY, ()) or key in peer.state.get(_LISTENS_KEY, {})
 
 
 def close_all(peer: Any) -> None:

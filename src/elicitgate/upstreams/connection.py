@@ -1,8 +1,8 @@
 """One live connection to an upstream server, at the dispatcher level.
 
 Messages are plain dicts (`mcp.shared.dispatcher`): the gateway forwards what it does not act on
-without re-modelling it. The connection negotiates the era once (a `server/discover` probe, then
-the `initialize` handshake as the fallback), stamps every request the way that era wants, and
+without re-modelling it. The connection negotiates the era once (the `initialize` handshake, then
+a `server/discover` probe as the fallback), stamps every request the way that era wants, and
 remembers which downstream call each in-flight upstream request belongs to, so a server-initiated
 request can be traced back to its origin.
 """
@@ -56,7 +56,13 @@ Era = str
 
 class InboundHandler(Protocol):
     async def on_server_request(
-        self, connection: UpstreamConnection, origin: Any | None, method: str, params: Mapping[str, Any] | None
+        self,
+        connection: UpstreamConnection,
+        origin: Any | None,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        named: bool,
     ) -> dict[str, Any]: ...
 
     async def on_server_notification(
@@ -79,7 +85,7 @@ class _InFlight:
     clock: PausableDeadline
 
 
-@dataclass
+@dataclass(eq=False)
 class UpstreamConnection:
     """A negotiated connection; create with `UpstreamConnection.open`."""
 
@@ -95,6 +101,15 @@ class UpstreamConnection:
     _in_flight: dict[RequestId, _InFlight] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _advertised: dict[str, Any] = field(default_factory=dict)
+    pool_key: str = ""
+    """What it declared to the server, for the link's pool of per-call connections."""
+    probing: bool = False
+    """The link is pinging it to see whether the upstream is still there."""
+    last_active: float = 0.0
+    """When a request on it last ended (anyio clock): the link closes connections idle too long."""
+
+    def touch(self) -> None:
+        self.last_active = anyio.current_time()
 
     @property
     def era(self) -> Era:
@@ -124,6 +139,7 @@ class UpstreamConnection:
                 return await self.dispatcher.send_raw_request(method, params, opts)
             finally:
                 del self._in_flight[request_id]
+                self.last_active = anyio.current_time()
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
         opts: CallOptions = {}
@@ -152,23 +168,25 @@ class UpstreamConnection:
                 headers[MCP_NAME_HEADER] = encode_header_value(name)
         return params
 
-    def origin_of(self, dctx: DispatchContext[Any]) -> Any | None:
-        """The downstream call a server-initiated message belongs to, or `None` if unknowable.
+    def trace(self, dctx: DispatchContext[Any]) -> tuple[Any | None, bool]:
+        """The downstream call a server-initiated message belongs to (or `None` if unknowable), and
+        whether the wire named it (`True`) rather than the gateway inferring it.
 
-        On streamable HTTP the message names its request by the POST stream it came on. Elsewhere
-        a `per_session` connection answers for its owner session (the newest call in flight), and
-        a shared one only when exactly one call is in flight.
+        On streamable HTTP a message on a POST's response stream names its request. Anything else (a
+        stdio or SSE pipe, the standalone GET stream) names none: a connection owned by one client
+        answers for that client's newest call in flight, and a shared one only when exactly one call
+        is in flight on a wire that never names calls (stdio, SSE).
         """
         metadata = dctx.message_metadata
         if isinstance(metadata, ServerMessageMetadata) and metadata.related_request_id is not None:
             entry = self._in_flight.get(metadata.related_request_id)
-            return entry.origin if entry else None
+            return (entry.origin if entry else None), True
         calls = self.in_flight_origins()
         if self.owner is not None and calls:
-            return calls[-1]
+            return calls[-1], False
         if len(calls) == 1 and not self.tags_origin:
-            return calls[0]
-        return None
+            return calls[0], False
+        return None, False
 
     @property
     def tags_origin(self) -> bool:
@@ -219,10 +237,11 @@ class UpstreamConnection:
                     async def on_request(dctx: DispatchContext[Any], method: str, params: Any) -> dict[str, Any]:
                         if method == "ping":
                             return {}
-                        return await handler.on_server_request(conn, conn.origin_of(dctx), method, params)
+                        origin, named = conn.trace(dctx)
+                        return await handler.on_server_request(conn, origin, method, params, named=named)
 
                     async def on_notify(dctx: DispatchContext[Any], method: str, params: Any) -> None:
-                        await handler.on_server_notification(conn, conn.origin_of(dctx), method, params)
+                        await handler.on_server_notification(conn, conn.trace(dctx)[0], method, params)
 
                     async with anyio.create_task_group() as inner:
                         holder["scope"] = inner.cancel_scope
@@ -247,6 +266,16 @@ class UpstreamConnection:
             error = holder.get("error")
             if isinstance(error, BaseExceptionGroup):
                 error = _first_leaf(error)
+            if isinstance(error, HandshakeRefused):
+                # `auto` and no handshake: a 2026-07-28-only server. Ask it on a fresh wire (a stdio
+                # server takes its era from the first request it sees).
+                modern = config.model_copy(update={"era": "modern"})
+                conn = await cls.open(
+                    server, modern, handler, task_group, advertised_capabilities=advertised_capabilities,
+                    connect_timeout=connect_timeout, owner=owner,
+                )
+                conn.config = config
+                return conn
             raise ConnectError(server, error, config=config, stderr_tail=list(stderr_tail))
         conn._cancel = holder["scope"]
         conn.stderr_tail = stderr_tail
@@ -309,50 +338,55 @@ def describe_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
+class HandshakeRefused(Exception):
+    """`auto`: the server refused `initialize`, so it may speak only 2026-07-28."""
+
+
 async def _negotiate(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, Any], era: str) -> Negotiated:
-    """`server/discover` at the newest modern version, else the `initialize` handshake."""
-    if era != "handshake":
-        modern = await _discover(dispatcher, capabilities, required=era == "modern")
-        if modern is not None:
-            return modern
-    return await _initialize(dispatcher, capabilities)
+    """The era to speak with the server: `auto` prefers the handshake.
 
-
-async def _discover(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, Any], *, required: bool) -> Negotiated | None:
+    A server that speaks both eras gets the handshake: the `mcp` SDK's push-style servers (`ctx.elicit`,
+    `ctx.session.create_message`, most Python servers) can only ask in that era, and the gateway bridges
+    it to 2026-07-28 clients anyway. Only a server that refuses `initialize` is asked `server/discover`.
+    """
+    if era == "modern":
+        return await _discover(dispatcher, capabilities)
     try:
-        raw = await dispatcher.send_raw_request(
-            "server/discover",
-            {
-                "_meta": {
-                    PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
-                    CLIENT_INFO_META_KEY: GATEWAY_CLIENT_INFO,
-                    CLIENT_CAPABILITIES_META_KEY: capabilities,
-                }
-            },
-            {
-                "timeout": DISCOVER_TIMEOUT,
-                "cancel_on_abandon": False,
-                "headers": {MCP_PROTOCOL_VERSION_HEADER: LATEST_MODERN_VERSION, MCP_METHOD_HEADER: "server/discover"},
-            },
-        )
-        supported = raw.get("supportedVersions") or []
-        mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in supported]
-        if mutual:
-            meta = raw.get("_meta") or {}
-            return Negotiated(
-                era="modern",
-                protocol_version=mutual[-1],
-                capabilities=raw.get("capabilities") or {},
-                server_info=meta.get("io.modelcontextprotocol/serverInfo"),
-                instructions=raw.get("instructions"),
-            )
-        if required:
-            raise MCPError(code=-32022, message=f"server supports only {supported}, not 2026-07-28")
+        return await _initialize(dispatcher, capabilities)
     except MCPError as exc:
-        if required:
+        if era == "handshake":
             raise
-        logger.debug("server/discover refused (%s); falling back to initialize", exc.error.message)
-    return None
+        raise HandshakeRefused(exc.error.message) from exc
+
+
+async def _discover(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, Any]) -> Negotiated:
+    raw = await dispatcher.send_raw_request(
+        "server/discover",
+        {
+            "_meta": {
+                PROTOCOL_VERSION_META_KEY: LATEST_MODERN_VERSION,
+                CLIENT_INFO_META_KEY: GATEWAY_CLIENT_INFO,
+                CLIENT_CAPABILITIES_META_KEY: capabilities,
+            }
+        },
+        {
+            "timeout": DISCOVER_TIMEOUT,
+            "cancel_on_abandon": False,
+            "headers": {MCP_PROTOCOL_VERSION_HEADER: LATEST_MODERN_VERSION, MCP_METHOD_HEADER: "server/discover"},
+        },
+    )
+    supported = raw.get("supportedVersions") or []
+    mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in supported]
+    if not mutual:
+        raise MCPError(code=-32022, message=f"server supports only {supported}, not 2026-07-28")
+    meta = raw.get("_meta") or {}
+    return Negotiated(
+        era="modern",
+        protocol_version=mutual[-1],
+        capabilities=raw.get("capabilities") or {},
+        server_info=meta.get("io.modelcontextprotocol/serverInfo"),
+        instructions=raw.get("instructions"),
+    )
 
 
 async def _initialize(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, Any]) -> Negotiated:

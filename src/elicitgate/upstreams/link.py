@@ -2,13 +2,16 @@
 
 The link's *primary* connection serves the catalog, health and (under `shared`) every call. Under
 `per_session` each downstream session gets its own connection on first use, so that an upstream's
-`elicitation/create` on a wire that cannot name its request (stdio, SSE) still has exactly one
-downstream session it can belong to.
+`elicitation/create` on a wire that cannot name its request (stdio, SSE, the standalone GET stream of
+streamable HTTP) still has exactly one downstream session it can belong to. A client that is one call
+(`DownstreamPeer.per_call`: an unauthenticated 2026-07-28 client) borrows an idle connection from the
+link's pool for that call. The link keeps at most `max_upstream_sessions` of them and closes idle ones.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -18,7 +21,8 @@ import anyio
 import anyio.abc
 
 from elicitgate import errors
-from elicitgate.config import HttpServer, StdioServer, UpstreamRetryConfig
+from elicitgate.config import StdioServer, HttpServer, UpstreamRetryConfig
+from elicitgate.fixable import warn_once
 from elicitgate.metrics import UPSTREAM_UP
 from elicitgate.upstreams.connection import ConnectError, InboundHandler, UpstreamConnection
 
@@ -59,21 +63,30 @@ class UpstreamLink:
         self.since = time.time()
         self.first_attempt_done = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
+        self.sessions: set[UpstreamConnection] = set()
+        """Every open per-client connection (owned or idle in the pool); never more than the cap."""
+        self._idle: dict[str, list[UpstreamConnection]] = {}
+        """The pool: free connections by what they declared to the server, oldest first."""
+        self._opening = 0
 
     @property
     def policy(self) -> str:
-        if self.config.session_policy is not None:
-            return self.config.session_policy
-        if isinstance(self.config, HttpServer) and self.config.transport == "http":
-            return "shared"
-        return "per_session"
+        """`shared` or `per_session`, as configured; per_session unless said otherwise. What a 2026-07-28
+        upstream gets is always the primary connection (it never asks on a stream): see `per_client`."""
+        return self.config.session_policy or "per_session"
+
+    @property
+    def per_client(self) -> bool:
+        """Whether clients get connections of their own: `per_session` and an upstream that can ask."""
+        return self.policy == "per_session" and self.primary is not None and self.primary.era != "modern"
 
     def status(self) -> dict[str, Any]:
         negotiated = self.primary.negotiated if self.primary else None
         return {
             "state": str(self.state),
             "transport": "stdio" if isinstance(self.config, StdioServer) else self.config.transport,
-            "policy": self.policy,
+            "policy": self.policy if negotiated is None or negotiated.era != "modern" else "shared",
+            "sessions": len(self.sessions),
             "era": negotiated.era if negotiated else None,
             "protocolVersion": negotiated.protocol_version if negotiated else None,
             "error": self.last_error,
@@ -105,7 +118,10 @@ class UpstreamLink:
             self.first_attempt_done.set()
             if conn.era == "modern":
                 task_group.start_soon(self._listen, conn, name=f"upstream:{self.name}:listen")
+            reaper = anyio.CancelScope()
+            task_group.start_soon(self._reap_idle, reaper, name=f"upstream:{self.name}:reaper")
             await conn.closed.wait()
+            reaper.cancel()
             self.primary = None
             self.stderr_tail = list(conn.stderr_tail)
             said = next((line.strip() for line in reversed(self.stderr_tail) if line.strip()), None)
@@ -154,7 +170,7 @@ class UpstreamLink:
         primary = self.primary
         if primary is None or self.state is not LinkState.UP:
             raise self.unavailable()
-        if peer is None or self.policy == "shared":
+        if peer is None or not self.per_client:
             return primary
         existing = peer.upstreams.get(self.name)
         if existing is not None and not existing.closed.is_set():
@@ -164,15 +180,131 @@ class UpstreamLink:
             existing = peer.upstreams.get(self.name)
             if existing is not None and not existing.closed.is_set():
                 return existing
-            try:
-                conn = await self.open_connection(owner=peer, capabilities=capabilities_for(peer, self._hosted(peer)))
-            except ConnectError as exc:
-                raise errors.gateway_error(
-                    errors.UPSTREAM_UNAVAILABLE, f"upstream {self.name!r} is not available", server=self.name,
-                    reason=str(exc),
-                ) from None
+            capabilities = capabilities_for(peer, self._hosted(peer))
+            conn = self._borrow(capabilities) if getattr(peer, "per_call", False) else None
+            if conn is None:
+                conn = await self._open_for(peer, capabilities)
+            conn.owner = peer
             peer.upstreams[self.name] = conn
             return conn
+
+    async def _open_for(self, peer: Any, capabilities: dict[str, Any]) -> UpstreamConnection:
+        await self._make_room()
+        self._opening += 1
+        try:
+            conn = await self.open_connection(owner=peer, capabilities=capabilities)
+        except ConnectError as exc:
+            self.suspect()
+            raise errors.gateway_error(
+                errors.UPSTREAM_UNAVAILABLE, f"upstream {self.name!r} is not available", server=self.name,
+                reason=str(exc),
+            ) from None
+        finally:
+            self._opening -= 1
+        conn.pool_key = _pool_key(capabilities)
+        conn.touch()
+        self.sessions.add(conn)
+        assert self._task_group is not None
+        self._task_group.start_soon(self._watch, conn, name=f"upstream:{self.name}:watch")
+        return conn
+
+    async def _watch(self, conn: UpstreamConnection) -> None:
+        """A client's connection that ends without the link closing it: the upstream may be gone."""
+        await conn.closed.wait()
+        if conn in self.sessions:
+            self.sessions.discard(conn)
+            self.suspect()
+
+    def suspect(self) -> None:
+        """Check the primary connection (a ping) now: with per-client connections carrying the calls, it
+        would otherwise not notice the upstream going away or forgetting its sessions, and health and
+        reconnection hang on it."""
+        primary = self.primary
+        if primary is None or self._task_group is None or primary.probing:
+            return
+        primary.probing = True
+
+        async def probe() -> None:
+            try:
+                with anyio.fail_after(self.retry.connect_timeout):
+                    await primary.request("ping", None)
+            except Exception as exc:  # the primary is as gone as the client's: reconnect
+                logger.warning("upstream %r: no answer to a ping (%s); reconnecting", self.name, exc)
+                await primary.close()
+            finally:
+                primary.probing = False
+
+        self._task_group.start_soon(probe, name=f"upstream:{self.name}:probe")
+
+    async def release(self, conn: UpstreamConnection, *, reuse: bool) -> None:
+        """A client is done with `conn`: back to the pool (`reuse`, a per-call client's), else closed."""
+        conn.owner = None
+        if reuse and not conn.closed.is_set() and not conn.in_flight_origins():
+            conn.touch()
+            self._idle.setdefault(conn.pool_key, []).append(conn)
+            return
+        await self._close(conn)
+
+    def _borrow(self, capabilities: dict[str, Any]) -> UpstreamConnection | None:
+        free = self._idle.get(_pool_key(capabilities), [])
+        while free:
+            conn = free.pop()  # the most recently used: the oldest ones are the reaper's
+            if not conn.closed.is_set():
+                return conn
+            self.sessions.discard(conn)
+        return None
+
+    async def _make_room(self) -> None:
+        """Keep the cap: close the least recently used idle connection, or refuse at once."""
+        cap = self.config.session_cap
+        self._forget_closed()
+        if len(self.sessions) + self._opening < cap:
+            return
+        idle = [c for c in self.sessions if not c.in_flight_origins() and not _has_open_elicitations(c)]
+        if idle:
+            await self._close(min(idle, key=lambda c: c.last_active))
+            return
+        raise warn_once(
+            logger,
+            errors.gateway_error(
+                errors.UPSTREAM_UNAVAILABLE,
+                f"upstream {self.name!r} has all its {cap} upstream sessions busy (max_upstream_sessions)",
+                server=self.name,
+                limit=f"mcpServers.{self.name}.max_upstream_sessions",
+                value=cap,
+                fix=f"raise max_upstream_sessions of server {self.name!r} (each session of a stdio server is one "
+                "process), or retry when a call has finished",
+            ),
+            key=("max_upstream_sessions", self.name),
+        )
+
+    async def _reap_idle(self, scope: anyio.CancelScope) -> None:
+        """Close per-client connections that had no call for `idle_session_timeout` seconds."""
+        timeout = self.config.idle_session_timeout
+        with scope:
+            while True:
+                await anyio.sleep(min(timeout, 30.0))
+                now = anyio.current_time()
+                self._forget_closed()
+                for conn in list(self.sessions):
+                    if now - conn.last_active > timeout and not conn.in_flight_origins() and not _has_open_elicitations(conn):
+                        logger.info("upstream %r: closing a connection idle for %.0fs", self.name, now - conn.last_active)
+                        await self._close(conn)
+
+    async def _close(self, conn: UpstreamConnection) -> None:
+        self.sessions.discard(conn)  # first: its watcher then knows the link closed it
+        free = self._idle.get(conn.pool_key)
+        if free is not None and conn in free:
+            free.remove(conn)
+        owner, conn.owner = conn.owner, None
+        if owner is not None and owner.upstreams.get(self.name) is conn:
+            del owner.upstreams[self.name]
+        with anyio.move_on_after(5, shield=True):
+            await conn.close()
+
+    def _forget_closed(self) -> None:
+        for conn in [c for c in self.sessions if c.closed.is_set()]:
+            self.sessions.discard(conn)
 
     def _hosted(self, peer: Any) -> frozenset[str]:
         hosting = getattr(getattr(self.handler, "broker", None), "hosting", None)
@@ -200,3 +332,12 @@ def capabilities_for(peer: Any, hosted: frozenset[str] = frozenset()) -> dict[st
         if passthrough in raw:
             caps[passthrough] = raw[passthrough]
     return caps
+
+
+def _pool_key(capabilities: dict[str, Any]) -> str:
+    return json.dumps(capabilities, sort_keys=True, separators=(",", ":"))
+
+
+def _has_open_elicitations(conn: UpstreamConnection) -> bool:
+    owner = conn.owner
+    return owner is not None and bool(owner.elicitations)

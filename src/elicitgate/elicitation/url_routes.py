@@ -1,0 +1,51 @@
+"""Where an upstream's `notifications/elicitation/complete` goes: the client that accepted the URL-mode
+elicitation (or a 2026-07-28 client's parked call), or the one that got the -32042 listing it.
+
+Bounded, since an upstream may never send the completion and a -32042 may list any number of items:
+an entry lives at most `ttl` seconds, the table holds at most `limit` entries (the oldest go first),
+and one -32042 adds at most `per_error` of its items (the rest get no completion relayed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Any
+
+URL_ROUTE_TTL = 3600.0
+MAX_URL_ROUTES = 10_000
+MAX_ROUTES_PER_ERROR = 32
+
+
+class UrlRoutes:
+    def __init__(
+        self, *, ttl: float = URL_ROUTE_TTL, limit: int = MAX_URL_ROUTES, per_error: int = MAX_ROUTES_PER_ERROR
+    ) -> None:
+        self.ttl, self.limit, self.per_error = ttl, limit, per_error
+        self._routes: OrderedDict[tuple[str, str], tuple[Any, float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+    def add(self, server: str, elicitation_id: str, target: Any) -> None:
+        now = time.monotonic()
+        key = (server, elicitation_id)
+        self._routes.pop(key, None)
+        self._routes[key] = (target, now + self.ttl)
+        # Entries are in the order they expire (one ttl for all): the expired and the excess are in front.
+        while self._routes:
+            _, (_, expires) = next(iter(self._routes.items()))
+            if expires > now and len(self._routes) <= self.limit:
+                break
+            self._routes.popitem(last=False)
+
+    def get(self, server: str, elicitation_id: str, *, pop: bool) -> Any | None:
+        key = (server, elicitation_id)
+        entry = self._routes.pop(key, None) if pop else self._routes.get(key)
+        if entry is None or entry[1] <= time.monotonic():
+            return None
+        return entry[0]
+
+    def drop_target(self, target: Any) -> None:
+        for key in [k for k, (t, _) in self._routes.items() if t is target]:
+            del self._routes[key]
