@@ -316,6 +316,7 @@ async def test_form_only_client_never_gets_url_mode(upstream, form_only_capabili
     human = Human(lambda params: accept({"answer": "form works"}))
     async with gateway(config({"x": upstream()})) as gw:
         async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
+            await client.call_tool("x__echo", {"text": "warm"})  # the per-session upstream is started
             started = time.monotonic()
             result = text(await client.call_tool(
                 "x__elicit", {"mode": "url", "url": "https://example.com/x", "report_errors": True}))
@@ -339,6 +340,7 @@ async def test_form_only_client_never_gets_url_mode(upstream, form_only_capabili
 async def test_client_without_elicitation_capability_gets_undeliverable_at_once(upstream):
     async with gateway(config({"x": upstream()})) as gw:
         async with Client(gw.mcp_url, mode="legacy") as client:
+            await client.call_tool("x__echo", {"text": "warm"})  # the per-session upstream is started
             started = time.monotonic()
             result = text(await client.call_tool("x__elicit", {"report_errors": True}))
             assert time.monotonic() - started < 60  # not the 300 s elicitation deadline
