@@ -2,7 +2,7 @@
 
 N handshake-era clients connect to an in-process gateway (real HTTP face) one after another and stay
 connected; each makes two calls. For a streamable HTTP upstream (the TypeScript SDK server of
-tests/peers/ts) and a stdio one (the `mcp` SDK docs-style server of tests/peers), once with
+tests/peers/ts) and a stdio one (the `mcp` SDK docs-style server docs/examples/restaurant.py), once with
 `session_policy: shared` (the baseline: no connection per client) and once with the default
 `per_session`: the first call's latency (under per_session it opens the client's upstream session),
 the second's, the process's RSS growth per client (clients and gateway share the process, hence the
@@ -26,7 +26,7 @@ from mcp import Client
 
 from bench.procs import children, rss_kb
 from tests.conformance.run import TS_SERVER, write_ts_fixtures
-from tests.conftest import PY, Process, free_port, inprocess_gateway
+from tests.conftest import PY, ROOT, Process, free_port, inprocess_gateway
 
 
 async def measure(
@@ -72,7 +72,7 @@ async def main(n: int) -> None:
                 rows.append(await measure("streamable HTTP (TypeScript SDK)", http, "test_simple_text", {}, n, policy))
         finally:
             ts.stop()
-    stdio = {"command": PY, "args": ["-m", "tests.peers.sdk_docs_server"]}
+    stdio = {"command": PY, "args": [str(ROOT / "docs" / "examples" / "restaurant.py")]}
     args = {"date": "2024-12-24", "time": "19:00", "party_size": 2}
     for policy in ("shared", "per_session"):
         rows.append(await measure("stdio (mcp SDK MCPServer)", stdio, "book_table", args, n, policy))

@@ -19,7 +19,7 @@ from tests.conformance.suite import installed, scenarios
 pytestmark = [pytest.mark.anyio, pytest.mark.node]
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(480)
 async def test_every_scenario_has_the_same_verdict_through_the_gateway(tmp_path: Path) -> None:
     reason = installed()
     if reason:

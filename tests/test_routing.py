@@ -22,14 +22,14 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate.elicitation.url_routes import UrlRoutes
 from tests.conformance.run import TS_SERVER as TS_EVERYTHING, write_ts_fixtures
-from tests.conftest import Process, free_port, inprocess_gateway, stdio_server
+from tests.conftest import PY, ROOT, Process, free_port, inprocess_gateway, stdio_server
 from tests.hosted_helpers import AUTH, TOKEN, next_pending
 from tests.test_eras import RawModernClient
 
 pytestmark = pytest.mark.anyio
 
 CLIENT_MODES = {"handshake": "legacy", "modern": "2026-07-28"}
-DOCS_SERVER = "tests.peers.sdk_docs_server"
+DOCS_SERVER = str(ROOT / "docs" / "examples" / "restaurant.py")
 
 
 class Human:
@@ -58,15 +58,24 @@ def settled(gw: Any) -> None:
 
 
 @pytest.fixture
-def docs_server(http_upstream: Any) -> Any:
+def docs_server() -> Any:
     """The docs-style server as an `mcpServers` entry, with no settings but where it runs."""
+
+    started: list[Process] = []
 
     def entry(transport: str) -> dict[str, Any]:
         if transport == "http":
-            return {"url": f"{http_upstream(DOCS_SERVER).url}/mcp"}
-        return {k: v for k, v in stdio_server(DOCS_SERVER).items() if k != "era"}
+            port = free_port()
+            started.append(Process([PY, DOCS_SERVER, "--http", f"127.0.0.1:{port}"], port))
+            return {"url": f"{started[-1].url}/mcp"}
+        # docs/examples/routing.json as written, run from the checkout with this Python
+        (server,) = json.loads((ROOT / "docs" / "examples" / "routing.json").read_text())["mcpServers"].values()
+        assert server == {"command": "python", "args": ["docs/examples/restaurant.py"]}
+        return {"command": PY, "args": server["args"], "cwd": str(ROOT)}
 
-    return entry
+    yield entry
+    for proc in started:
+        proc.stop()
 
 
 @pytest.mark.parametrize("client_era", ["handshake", "modern"])
@@ -358,8 +367,10 @@ async def test_a_list_changed_flood_costs_a_few_refreshes_not_one_each():
                 while "py__fresh" not in {t.name for t in (await client.list_tools()).tools}:
                     await anyio.sleep(0.05)
             after = json.loads((await client.call_tool("py__stats", {})).content[0].text)["lists"]
-    assert 1 <= after - before <= 10, after - before
-    assert 1 <= len(changed) <= 10, len(changed)
+    # Without coalescing: 201 refreshes and 201 notices. With it, a refresh runs while the flood arrives
+    # and absorbs what came meanwhile (how many arrive per refresh depends on the machine's load).
+    assert 1 <= after - before <= 20, after - before
+    assert 1 <= len(changed) <= 20, len(changed)
 
 
 @pytest.mark.parametrize("policy", ["shared", "per_session"])

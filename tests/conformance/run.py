@@ -71,6 +71,11 @@ TARGETS = {
     "gateway-ts": Target("gateway-ts", "http", era=None, server="ts"),
 }
 REFERENCES = (DIRECT, DIRECT_TS)
+STARTING_AT_ONCE = 2
+SUITE_TIMEOUT = 240.0
+"""Seconds for one target's whole suite: gateway-stdio starts one upstream process per scenario."""
+"""Processes started side by side: six targets' servers and gateways all importing at once on a busy
+2-core machine missed the 30 s start-up wait."""
 
 
 @dataclass
@@ -211,23 +216,26 @@ async def compare(targets: list[str], output: Path) -> Outcome:
     started: list[Process] = []
     urls: dict[str, str] = {}
 
+    starting = anyio.CapacityLimiter(STARTING_AT_ONCE)
+
     async def prepare(target: Target) -> None:
         server = None
         if target.upstream != "stdio":
-            server = await anyio.to_thread.run_sync(_start_server, target, output)
+            server = await anyio.to_thread.run_sync(_start_server, target, output, limiter=starting)
             started.append(server)
         if target.upstream is None:
             assert server is not None
             urls[target.name] = f"{server.url}/mcp"
             return
-        gateway = await anyio.to_thread.run_sync(_start_gateway, _gateway_config(target, server, output))
+        config = _gateway_config(target, server, output)
+        gateway = await anyio.to_thread.run_sync(_start_gateway, config, limiter=starting)
         started.append(gateway)
         urls[target.name] = f"{gateway.url}/mcp"
 
     outcome = Outcome(targets)
 
     async def run(name: str) -> None:
-        outcome.checks[name] = await run_suite(urls[name], output / name)
+        outcome.checks[name] = await run_suite(urls[name], output / name, timeout=SUITE_TIMEOUT)
 
     output.mkdir(parents=True, exist_ok=True)
     try:

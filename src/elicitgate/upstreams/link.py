@@ -261,8 +261,11 @@ class UpstreamLink:
         if len(self.sessions) + self._opening < cap:
             return
         idle = [c for c in self.sessions if not c.in_flight_origins() and not _has_open_elicitations(c)]
-        if idle:
-            await self._close(min(idle, key=lambda c: c.last_active))
+        if idle:  # detached at once (the cap holds), the process stopped in the background
+            victim = min(idle, key=lambda c: c.last_active)
+            self._detach(victim)
+            assert self._task_group is not None
+            self._task_group.start_soon(self._close, victim, name=f"upstream:{self.name}:close")
             return
         raise warn_once(
             logger,
@@ -291,7 +294,7 @@ class UpstreamLink:
                         logger.info("upstream %r: closing a connection idle for %.0fs", self.name, now - conn.last_active)
                         await self._close(conn)
 
-    async def _close(self, conn: UpstreamConnection) -> None:
+    def _detach(self, conn: UpstreamConnection) -> None:
         self.sessions.discard(conn)  # first: its watcher then knows the link closed it
         free = self._idle.get(conn.pool_key)
         if free is not None and conn in free:
@@ -299,6 +302,9 @@ class UpstreamLink:
         owner, conn.owner = conn.owner, None
         if owner is not None and owner.upstreams.get(self.name) is conn:
             del owner.upstreams[self.name]
+
+    async def _close(self, conn: UpstreamConnection) -> None:
+        self._detach(conn)
         with anyio.move_on_after(5, shield=True):
             await conn.close()
 

@@ -1,8 +1,9 @@
-"""An upstream written exactly the way the `mcp` SDK's docs write servers: `MCPServer`, a tool that asks
-with `ctx.elicit(message, Model)`, a tool that samples with `ctx.session.create_message(...)`.
+"""A server written exactly the way the `mcp` SDK's docs write servers: `MCPServer`, a tool that asks with
+`ctx.elicit(message, Model)`, a tool that samples with `ctx.session.create_message(...)`.
 
 Push-style: it speaks both eras, but its elicitation and sampling only work in the handshake era (in
-2026-07-28 they raise "no back-channel"). Run: `python -m tests.peers.sdk_docs_server [--http HOST:PORT]`.
+2026-07-28 they raise "no back-channel"); through elicitgate they work for clients of both eras
+(docs/routing.md). Run: `python docs/examples/restaurant.py [--http HOST:PORT]` (stdio by default).
 """
 
 from __future__ import annotations
