@@ -228,3 +228,11 @@ async def test_the_gateways_own_question_is_recorded_as_source_gateway(tmp_path)
         ("gateway", "missing_arguments", "accepted", "demo__confirm"),
         ("upstream", None, "accepted", "demo__confirm"),
     ]
+
+
+def test_audit_cli_shows_a_config_error_literally(tmp_path):
+    """Config values reach the error text: one that looks like rich markup is shown as it is, not a traceback."""
+    config = write_config(tmp_path, {"a": {"command": "x", "era": "[/]"}})
+    done = audit_cli(config, "list")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "mcpServers.a.era" in done.stderr and "'[/]'" in done.stderr

@@ -34,7 +34,7 @@ def _rows(config: Path, state: str | None, server: str | None, since: str | None
     try:
         cfg = load_config(config)
     except ConfigError as exc:
-        err.print(f"[red]{exc.render()}[/red]", highlight=False)
+        err.print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     try:
         filters = parse_filters(state, server, since)
@@ -52,7 +52,7 @@ def _rows(config: Path, state: str | None, server: str | None, since: str | None
     try:
         return [as_json(row) for row in anyio.run(read)]
     except AuditStoreError as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
+        err.print(str(exc), style="red", highlight=False, markup=False)
         raise typer.Exit(1) from None
 
 
