@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -367,10 +368,59 @@ async def test_a_list_changed_flood_costs_a_few_refreshes_not_one_each():
                 while "py__fresh" not in {t.name for t in (await client.list_tools()).tools}:
                     await anyio.sleep(0.05)
             after = json.loads((await client.call_tool("py__stats", {})).content[0].text)["lists"]
-    # Without coalescing: 201 refreshes and 201 notices. With it, a refresh runs while the flood arrives
-    # and absorbs what came meanwhile (how many arrive per refresh depends on the machine's load).
+    # Without coalescing: 201 refreshes and 201 notices. With it, a refresh absorbs what came while the one
+    # before ran, and refreshes are at least 0.25 s apart: 20 means a flood of 200 notices spread over 5 s.
     assert 1 <= after - before <= 20, after - before
     assert 1 <= len(changed) <= 20, len(changed)
+
+
+def open_a_stream_nobody_reads(mcp_url: str, uri: str) -> socket.socket:
+    """A handshake-era client that subscribes to `uri`, opens its standalone GET stream and never reads
+    it (a tiny receive buffer, so what the gateway sends it stops moving at once)."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "stuck", "version": "1"}}}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    response = httpx2.post(mcp_url, json=init, headers=headers)
+    headers |= {"Mcp-Session-Id": response.headers["mcp-session-id"], "Mcp-Protocol-Version": "2025-11-25"}
+    httpx2.post(mcp_url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    subscribe = {"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": uri}}
+    assert httpx2.post(mcp_url, json=subscribe, headers=headers).status_code == 200
+    url = httpx2.URL(mcp_url)
+    stuck = socket.socket()
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    stuck.connect((url.host, url.port))
+    stuck.sendall((f"GET {url.path} HTTP/1.1\r\nHost: {url.host}:{url.port}\r\nAccept: text/event-stream\r\n"
+                   f"Mcp-Session-Id: {headers['Mcp-Session-Id']}\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n"
+                   ).encode())
+    return stuck
+
+
+async def test_a_client_that_does_not_read_its_stream_holds_up_no_other_client():
+    changed: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.append(message)
+
+    uri = "mem://py/" + "x" * 65536  # each update to the stuck client is 64 KB: its buffers fill in a few
+    config = {"mcpServers": {"py": stdio_server("tests.peers.py_server", era="handshake", session_policy="shared")}}
+    async with inprocess_gateway(config) as gw:
+        stuck = await anyio.to_thread.run_sync(open_a_stream_nobody_reads, gw.mcp_url, uri)
+        try:
+            async with Client(gw.mcp_url, mode="legacy", message_handler=on_message) as other:
+                for _ in range(64):
+                    await other.call_tool("py__touch", {"uri": uri})
+                # Each change is broadcast to both clients; without a bound, the first broadcast waits on the
+                # stuck client forever and every later change of py's lists waits behind it.
+                await other.call_tool("py__add_tool", {"name": "first"})
+                await other.call_tool("py__add_tool", {"name": "second"})
+                with anyio.fail_after(30):
+                    while "py__second" not in {t.name for t in (await other.list_tools()).tools}:
+                        await anyio.sleep(0.05)
+                    while not changed:
+                        await anyio.sleep(0.05)
+        finally:
+            stuck.close()
 
 
 @pytest.mark.parametrize("policy", ["shared", "per_session"])

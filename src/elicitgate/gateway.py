@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -37,6 +38,10 @@ LIST_CHANGED = {
     "notifications/resources/list_changed": ("resources", "resourceTemplates"),
 }
 STARTUP_WAIT = 30.0
+LIST_REFRESH_INTERVAL = 0.25
+"""While a server's `list_changed` keep coming, its lists are refreshed at most this often."""
+NOTIFY_TIMEOUT = 5.0
+"""A client whose stream does not take a notification within this long misses that notification."""
 
 
 class Gateway:
@@ -61,6 +66,8 @@ class Gateway:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._list_changes: dict[str, set[str]] = {}
         """Per server, while a refresh of its lists runs: the `list_changed` methods that came meanwhile."""
+        self._stalled: weakref.WeakSet[DownstreamPeer] = weakref.WeakSet()
+        """Clients that missed a notification (said once at WARNING, then at DEBUG)."""
 
     @asynccontextmanager
     async def running(self, *, wait_for_upstreams: bool = True) -> AsyncIterator[Gateway]:
@@ -304,11 +311,7 @@ class Gateway:
             targets = [p for p in ([owner] if owner is not None else self.peers)
                        if subscriptions.subscribed(p, server, raw_uri)]
             updated = {**(params or {}), "uri": self.catalog.public_uri(server, raw_uri)}
-            for peer in targets:
-                try:
-                    await peer.connection.outbound.notify(method, updated)
-                except Exception as exc:  # a client that cannot take it must not stop the rest
-                    logger.debug("could not notify client %s of %s: %s", peer.id, method, exc)
+            await self._notify_each(targets, method, updated)
 
     async def _refresh_lists(self, server: str, connection: UpstreamConnection, method: str) -> None:
         """Coalesced: while one refresh of `server`'s lists runs, further `list_changed` of it only mark
@@ -320,21 +323,46 @@ class Gateway:
         waiting = self._list_changes[server] = {method}
         try:
             while waiting:
+                started = anyio.current_time()
                 methods = sorted(waiting)
                 waiting.clear()
                 kinds = tuple(dict.fromkeys(kind for m in methods for kind in LIST_CHANGED[m]))
                 await self.catalog.refresh(server, connection, kinds)
                 for changed in methods:
                     await self.broadcast(changed, None)
+                # Refreshing at once again would make the number of refreshes depend on how fast the
+                # flood arrives; a short pause lets it gather.
+                if waiting:
+                    await anyio.sleep_until(started + LIST_REFRESH_INTERVAL)
         finally:
             del self._list_changes[server]
 
     async def broadcast(self, method: str, params: Mapping[str, Any] | None) -> None:
-        for peer in list(self.peers):
+        await self._notify_each(list(self.peers), method, params)
+
+    async def _notify_each(
+        self, peers: list[DownstreamPeer], method: str, params: Mapping[str, Any] | None
+    ) -> None:
+        """Every client at once, each for at most NOTIFY_TIMEOUT: one whose stream does not drain
+        delays no other client and holds no refresh for longer than that."""
+        if len(peers) == 1:
+            await self._notify(peers[0], method, params)
+            return
+        async with anyio.create_task_group() as tg:
+            for peer in peers:
+                tg.start_soon(self._notify, peer, method, params)
+
+    async def _notify(self, peer: DownstreamPeer, method: str, params: Mapping[str, Any] | None) -> None:
+        with anyio.move_on_after(NOTIFY_TIMEOUT) as bound:
             try:
                 await peer.connection.outbound.notify(method, params)
             except Exception as exc:  # a client that cannot take a notification must not stop the rest
                 logger.debug("could not notify client %s of %s: %s", peer.id, method, exc)
+        if bound.cancelled_caught:
+            level = logging.DEBUG if peer in self._stalled else logging.WARNING
+            self._stalled.add(peer)
+            logger.log(level, "client %s did not take %s within %.0f s (its stream is not being read); "
+                       "it misses this notification", peer.id, method, NOTIFY_TIMEOUT)
 
     async def _on_link_connected(self, link: UpstreamLink) -> None:
         assert link.primary is not None
