@@ -1,0 +1,121 @@
+"""Before / after, side by side: `python -m bench.ab [--base REF] [--rounds N] [--batch N] [--http]`.
+
+Two stdio gateways run at once, one on `src/` as committed at `--base` (default `main`) and one on
+the work tree, in front of the same kind of stdio upstreams, beside the demo server called directly;
+the latency rounds interleave all of them (`bench.latency.interleave`), so machine load lands on
+both alike. Prints p50 per target and operation, and each gateway's CPU time per call served (from
+`/proc`, less sensitive to other work on the machine than wall time). Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+
+from bench import configs, latency
+from bench.procs import children, cmdline, stdio_transport
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def export_src(ref: str) -> Path:
+    sha = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    target = ROOT / "bench" / "results" / "src" / sha
+    if not target.exists():
+        target.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", ref, "src"], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target / "src"
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def gateway_pid(marker: str) -> int:
+    for pid in children(os.getpid()):
+        if marker in " ".join(cmdline(pid)):
+            return pid
+    raise LookupError(marker)
+
+
+async def main(args: argparse.Namespace) -> None:
+    work = ROOT / "bench" / "results" / "ab"
+    base_src = export_src(args.base)
+    servers = {"hs": configs.stdio_upstream("handshake"), "modern": configs.stdio_upstream("modern")}
+    log = open(ROOT / "bench" / "results" / "ab.log", "w")  # noqa: SIM115 - lives for the run
+    found: list[latency.Target] = []
+    direct = configs.demo_argv()
+    for era, mode in (("handshake", "legacy"), ("2026-07-28", "2026-07-28")):
+        found.append(latency.Target("stdio", era, "direct", mode, lambda: stdio_transport(direct, log)))
+    for label, src in (("base", base_src), ("work", ROOT / "src")):
+        # Each gateway its own audit store: the default one is shared by every gateway on the machine.
+        gateway_config = configs.gateway_config(servers)
+        gateway_config["audit"] = {"url": f"sqlite:///{work / f'audit-{label}.db'}"}
+        config = configs.write_config(work, f"ab-{label}", gateway_config)
+        argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
+                "from elicitgate.cli import app; app()", "serve", "--config", str(config)]
+
+        def make(argv: list[str] = argv) -> object:
+            return stdio_transport(argv, log)
+
+        found.append(latency.Target("stdio", "handshake", label, "legacy", make, prefix="hs__"))
+        found.append(latency.Target("stdio", "2026-07-28", label, "legacy", make, prefix="modern__"))
+        found.append(latency.Target("stdio", "2026-07-28", label + "-modern-client", "2026-07-28", make,
+                                    prefix="modern__"))
+    cpu: dict[str, float] = {}
+
+    async def run() -> None:
+        from contextlib import AsyncExitStack
+
+        async with AsyncExitStack() as stack:
+            clients = {t.key: await latency._open(stack, t) for t in found}  # noqa: SLF001
+            pids = {label: [p for p in children(os.getpid()) if f"ab-{label}.json" in " ".join(cmdline(p))]
+                    for label in ("base", "work")}
+            start = {label: sum(cpu_seconds(p) for p in ps) for label, ps in pids.items()}
+            import random
+
+            rng = random.Random(6)
+            for _ in range(args.rounds):
+                order = list(found)
+                rng.shuffle(order)
+                for target in order:
+                    client = clients[target.key]
+                    if client is None:
+                        continue
+                    for op in latency.OPS:
+                        if op in target.errors:
+                            continue
+                        name, arguments = latency.TOOLS[op]
+                        times = [await latency.call(client, target.prefix + name, arguments)
+                                 for _ in range(args.batch)]
+                        target.samples[op] += times
+            for label, ps in pids.items():
+                calls = sum(len(t.samples[op]) for t in found if t.path.startswith(label) for op in latency.OPS)
+                cpu[label] = (sum(cpu_seconds(p) for p in ps) - start[label]) / max(calls, 1) * 1000
+
+    await run()
+    print(f"{'era':<11} {'path':<20} {'elicit p50':>10} {'echo p50':>9}")
+    for t in found:
+        p50 = {op: sorted(t.samples[op])[len(t.samples[op]) // 2] * 1000 if t.samples[op] else float("nan")
+               for op in latency.OPS}
+        err = f"  {t.errors}" if t.errors else ""
+        print(f"{t.era:<11} {t.path:<20} {p50['elicit']:>10.2f} {p50['echo']:>9.2f}{err}")
+    for label, ms in cpu.items():
+        print(f"gateway CPU per call ({label}): {ms:.2f} ms")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", default="main")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=20)
+    anyio.run(main, parser.parse_args())
+    sys.exit(0)

@@ -1,0 +1,190 @@
+"""The process's stdin and stdout as MCP message streams on asyncio pipe transports.
+
+The SDK's `stdio_server` moves every line through anyio worker threads (a thread hop and a queue
+per line each way, about a quarter of the gateway's CPU on the stdio face). Here the event loop
+reads and writes the pipes itself: a line is parsed in the task that receives it and written by the
+task that sends it, with no task or thread in between. When stdin or stdout is not a pipe or a
+socket (a regular file, a terminal), the SDK's transport serves instead.
+
+Like the SDK's, while serving fd 0 reads the null device and fd 1 writes to stderr, so a stray
+`print` or a child that inherits them cannot corrupt the wire; both are restored on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+
+READ_CHUNK = 1 << 16
+CLOSE_TIMEOUT = 2.0
+"""Seconds to finish writing buffered lines on exit, for a client that stopped reading."""
+
+
+def _is_pipe_or_socket(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+@asynccontextmanager
+async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
+    """`(read_stream, write_stream)` for `Server.run` over fds 0 and 1."""
+    if not (_is_pipe_or_socket(0) and _is_pipe_or_socket(1)):
+        async with stdio_server() as streams:
+            yield streams
+        return
+    loop = asyncio.get_running_loop()
+    wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    reader = asyncio.StreamReader(limit=READ_CHUNK * 4)
+    flow = _Flow()
+    read_transport: asyncio.ReadTransport | None = None
+    write_transport: asyncio.WriteTransport | None = None
+    try:
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), open(wire_in, "rb", buffering=0, closefd=False)
+        )
+        write_transport, _ = await loop.connect_write_pipe(
+            lambda: flow, open(wire_out, "wb", buffering=0, closefd=False)
+        )
+        yield _LineReader(reader), _LineWriter(write_transport, flow)
+    finally:
+        if read_transport is not None:
+            read_transport.close()
+        if write_transport is not None:
+            write_transport.close()  # writes what is buffered, then lets go of the pipe
+            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                await flow.gone.wait()
+            if not flow.gone.is_set():
+                write_transport.abort()
+        for fd, wire in ((1, wire_out), (0, wire_in)):
+            os.set_blocking(wire, True)
+            os.dup2(wire, fd)
+            os.close(wire)
+
+
+class _LineReader:
+    """Receives one JSON-RPC message per line; a line that does not parse arrives as its exception."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+        self._lines: list[bytes] = []
+        self._partial: list[bytes] = []
+        self._closed = False
+
+    async def receive(self) -> SessionMessage | Exception:
+        line = await self._next_line()
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line.decode("utf-8", "replace"), by_name=False)
+        except Exception as exc:  # noqa: BLE001 - the dispatcher answers a parse error, as with the SDK's transport
+            return exc
+        return SessionMessage(message)
+
+    async def _next_line(self) -> bytes:
+        while not self._lines:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            chunk = await self._reader.read(READ_CHUNK)
+            if not chunk:
+                if not self._partial:
+                    raise anyio.EndOfStream
+                self._lines.append(b"".join(self._partial))
+                self._partial.clear()
+                break
+            *complete, rest = chunk.split(b"\n")
+            if complete:
+                self._partial.append(complete[0])
+                self._lines.append(b"".join(self._partial))
+                self._lines.extend(complete[1:])
+                self._partial.clear()
+            if rest:
+                self._partial.append(rest)
+            self._lines.reverse()
+        return self._lines.pop()
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    def __aiter__(self) -> _LineReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _LineReader:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class _Flow(asyncio.Protocol):
+    """Write-side flow control: `writable` is clear while the pipe's buffer is full."""
+
+    def __init__(self) -> None:
+        self.writable = asyncio.Event()
+        self.writable.set()
+        self.lost = False
+        self.gone = asyncio.Event()
+
+    def pause_writing(self) -> None:
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.writable.set()
+        self.gone.set()
+
+
+class _LineWriter:
+    """Sends one JSON-RPC message per line, written by the sending task itself."""
+
+    def __init__(self, transport: asyncio.WriteTransport, flow: _Flow) -> None:
+        self._transport = transport
+        self._flow = flow
+
+    async def send(self, item: SessionMessage, /) -> None:
+        if self._flow.lost or self._transport.is_closing():
+            raise anyio.BrokenResourceError("stdout is closed")
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        self._transport.write(data.encode() + b"\n")
+        if not self._flow.writable.is_set():
+            await self._flow.writable.wait()
+
+    async def aclose(self) -> None:
+        # The transport closes with the face (`stdio_streams`), after the buffered lines are written.
+        return None
+
+    async def __aenter__(self) -> _LineWriter:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
