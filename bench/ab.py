@@ -1,10 +1,12 @@
-"""Before / after, side by side: `python -m bench.ab [--base REF] [--rounds N] [--batch N] [--http]`.
+"""Before / after, side by side: `python -m bench.ab [--base REF] [--rounds N] [--batch N] [--startup N]`.
 
 Two stdio gateways run at once, one on `src/` as committed at `--base` (default `main`) and one on
 the work tree, in front of the same kind of stdio upstreams, beside the demo server called directly;
 the latency rounds interleave all of them (`bench.latency.interleave`), so machine load lands on
 both alike. Prints p50 per target and operation, and each gateway's CPU time per call served (from
-`/proc`, less sensitive to other work on the machine than wall time). Asserts nothing.
+`/proc`, less sensitive to other work on the machine than wall time). With `--startup N`: N
+interleaved start-ups of each (`serve --http`, two stdio upstreams, as `bench.startup`): seconds to
+`/healthz` 200, the gateway's CPU seconds by then, its RSS one second later. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +46,36 @@ def gateway_pid(marker: str) -> int:
         if marker in " ".join(cmdline(pid)):
             return pid
     raise LookupError(marker)
+
+
+def startup(args: argparse.Namespace) -> None:
+    import statistics
+    import time
+
+    from bench.procs import HttpProcess, free_port, rss_kb
+
+    work = ROOT / "bench" / "results" / "ab"
+    sources = {"base": export_src(args.base), "work": ROOT / "src"}
+    servers = {"one": configs.stdio_upstream("auto"), "two": configs.stdio_upstream("auto")}
+    runs: dict[str, list[tuple[float, float, float]]] = {label: [] for label in sources}
+    with open(ROOT / "bench" / "results" / "ab.log", "w") as log:
+        for _ in range(args.startup):
+            for label, src in sources.items():
+                gateway_config = configs.gateway_config(servers)
+                gateway_config["audit"] = {"url": f"sqlite:///{work / f'audit-{label}.db'}"}
+                config = configs.write_config(work, f"ab-startup-{label}", gateway_config)
+                port = free_port()
+                argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
+                        "from elicitgate.cli import app; app()", "serve", "--config", str(config),
+                        "--http", f"127.0.0.1:{port}"]
+                with HttpProcess(argv, port, log, ready_path="/healthz") as gw:
+                    cpu = cpu_seconds(gw.pid)
+                    time.sleep(1.0)
+                    runs[label].append((gw.ready_after, cpu, rss_kb(gw.pid) / 1024))
+    for label, found in runs.items():
+        ready, cpu, rss = (statistics.median(r[i] for r in found) for i in range(3))
+        print(f"{label}: ready {ready:.2f} s, gateway CPU by then {cpu:.2f} s, idle RSS {rss:.1f} MiB "
+              f"(median of {len(found)})")
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -117,5 +149,10 @@ if __name__ == "__main__":
     parser.add_argument("--base", default="main")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=20)
-    anyio.run(main, parser.parse_args())
+    parser.add_argument("--startup", type=int, default=0)
+    parsed = parser.parse_args()
+    if parsed.startup:
+        startup(parsed)
+    else:
+        anyio.run(main, parsed)
     sys.exit(0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -200,6 +201,34 @@ async def test_sqlite_schema_is_the_migrated_one(tmp_path):
     finally:
         await store.close()
     assert diff == []
+
+
+def test_head_revision_is_alembics_head():
+    from importlib import resources
+
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from elicitgate.audit.schema import HEAD_REVISION
+
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("elicitgate.audit") / "migrations"))
+    assert ScriptDirectory.from_config(config).get_heads() == [HEAD_REVISION]
+
+
+def test_a_store_at_head_opens_without_importing_alembic(tmp_path):
+    """Alembic runs when the store needs a migration (a new store), not at every start of the gateway."""
+    script = (
+        "import asyncio, sys\n"
+        "from elicitgate.audit.store import AuditStore\n"
+        "async def main():\n"
+        f"    store = await AuditStore.open({sqlite_url(tmp_path)!r})\n"
+        "    await store.close()\n"
+        "asyncio.run(main())\n"
+        "print('alembic' in sys.modules)\n"
+    )
+    runs = [subprocess.run([PY, "-c", script], capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert [run.stdout.strip() for run in runs] == ["True", "False"], [run.stderr for run in runs]
 
 
 async def test_the_gateways_own_question_is_recorded_as_source_gateway(tmp_path):

@@ -12,6 +12,9 @@ from sqlalchemy.types import TypeDecorator
 TABLE = "elicitgate_audit"
 VERSION_TABLE = "elicitgate_audit_version"
 """Alembic's version table under our own name, so a shared PostgreSQL database keeps its own."""
+HEAD_REVISION = "0001"
+"""The newest revision in `migrations/versions` (a test checks it against Alembic's head): a store already
+at it opens without importing Alembic (about 11 MB and a quarter of a second of the gateway's start-up)."""
 
 
 class UtcDateTime(TypeDecorator[datetime]):

@@ -12,14 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from sqlalchemy import Connection, delete, event, insert, select, text
+from sqlalchemy import Connection, delete, event, insert, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from elicitgate.audit.record import AuditRecord
-from elicitgate.audit.schema import records
+from elicitgate.audit.schema import HEAD_REVISION, VERSION_TABLE, records
 
 _MIGRATION_LOCK = 0x656C6963  # a PostgreSQL advisory lock: two gateways starting at once migrate in turn
 _MIGRATION_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.Lock] = weakref.WeakKeyDictionary()
@@ -118,10 +116,22 @@ def _migration_lock() -> anyio.Lock:
 def _migrate(conn: Connection) -> None:
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+    if _revisions(conn) == [HEAD_REVISION]:
+        return
+    from alembic import command
+    from alembic.config import Config as AlembicConfig
+
     config = AlembicConfig()
     config.set_main_option("script_location", str(resources.files("elicitgate.audit") / "migrations"))
     config.attributes["connection"] = conn
     command.upgrade(config, "head")
+
+
+def _revisions(conn: Connection) -> list[str]:
+    """The revisions the store's version table records (none for a new store)."""
+    if not inspect(conn).has_table(VERSION_TABLE):
+        return []
+    return [row[0] for row in conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))]
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
