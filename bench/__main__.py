@@ -72,6 +72,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     p = MODES[mode]
     results: dict[str, Any] = {"meta": meta(mode, args.ref), "params": p}
     work = RESULTS / "work"
+    # The gateways' state (the audit store, the requestState key) in the bench's work directory: the
+    # default one is shared by every gateway run on the machine, whatever its version.
+    os.environ["XDG_STATE_HOME"] = str(work / "state")
     RESULTS.mkdir(parents=True, exist_ok=True)
     with open(RESULTS / "bench.log", "w") as log:
         if "latency" in args.only:

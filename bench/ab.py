@@ -61,9 +61,7 @@ def startup(args: argparse.Namespace) -> None:
     with open(ROOT / "bench" / "results" / "ab.log", "w") as log:
         for _ in range(args.startup):
             for label, src in sources.items():
-                gateway_config = configs.gateway_config(servers)
-                gateway_config["audit"] = {"url": f"sqlite:///{work / f'audit-{label}.db'}"}
-                config = configs.write_config(work, f"ab-startup-{label}", gateway_config)
+                config = configs.write_config(work, f"ab-startup-{label}", configs.gateway_config(servers))
                 port = free_port()
                 argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
                         "from elicitgate.cli import app; app()", "serve", "--config", str(config),
@@ -88,10 +86,7 @@ async def main(args: argparse.Namespace) -> None:
     for era, mode in (("handshake", "legacy"), ("2026-07-28", "2026-07-28")):
         found.append(latency.Target("stdio", era, "direct", mode, lambda: stdio_transport(direct, log)))
     for label, src in (("base", base_src), ("work", ROOT / "src")):
-        # Each gateway its own audit store: the default one is shared by every gateway on the machine.
-        gateway_config = configs.gateway_config(servers)
-        gateway_config["audit"] = {"url": f"sqlite:///{work / f'audit-{label}.db'}"}
-        config = configs.write_config(work, f"ab-{label}", gateway_config)
+        config = configs.write_config(work, f"ab-{label}", configs.gateway_config(servers))
         argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
                 "from elicitgate.cli import app; app()", "serve", "--config", str(config)]
 
@@ -145,6 +140,8 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
+    # Each run its own gateway state (audit store, requestState key): the default is shared machine-wide.
+    os.environ["XDG_STATE_HOME"] = str(ROOT / "bench" / "results" / "ab" / "state" / str(os.getpid()))
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", default="main")
     parser.add_argument("--rounds", type=int, default=5)

@@ -29,6 +29,7 @@ WARMUP = 20
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("face: SDK stdio server (stdin/stdout through worker threads)", ("mcp/server/stdio",)),
+    ("face: elicitgate's stdio pipes (asyncio)", ("elicitgate/faces/stdio_pipes",)),
     ("face: uvicorn + h11", ("uvicorn/", "h11/")),
     ("face: starlette + sse_starlette", ("starlette/", "sse_starlette/")),
     ("face: SDK streamable HTTP server transport", ("mcp/server/streamable_http",)),

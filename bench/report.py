@@ -22,6 +22,8 @@ TARGETS = {
     "rss_growth_pct": 5.0,
     "ready_s": 1.0,
     "idle_rss_mb": 80.0,
+    "throughput_pct_of_direct": 80.0,
+    "throughput_concurrency": 100,
 }
 
 
@@ -71,15 +73,15 @@ def targets_table(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows = results.get("latency", {}).get("rows", [])
     by = {(r["transport"], r["era"], r["path"], r["op"]): r for r in rows}
     for (transport, era, path, op), row in sorted(by.items()):
-        if path != "elicitgate" or "added_pct_of_direct" not in row:
+        if path not in ("elicitgate", "elicitgate-modern-client") or "added_pct_of_direct" not in row:
             continue
-        where = f"{op}, {transport}, {era}"
+        where = f"{op}, {transport}, {era if path == 'elicitgate' else '2026-07-28 client and upstream'}"
         checks.append({
             "target": f"gateway-added p50 <= 25% of direct p50 ({where})",
             "measured": f"+{row['added_p50_ms']:.2f} ms = {row['added_pct_of_direct']:.0f}% of {row['p50_ms'] - row['added_p50_ms']:.2f} ms",
             "met": row["added_pct_of_direct"] <= TARGETS["added_pct_of_direct"],
         })
-        fastmcp = by.get((transport, era, "fastmcp", op))
+        fastmcp = by.get((transport, era, "fastmcp", op)) if path == "elicitgate" else None
         if fastmcp and "added_p50_ms" in fastmcp:
             ratio = fastmcp["added_p50_ms"] / row["added_p50_ms"] if row["added_p50_ms"] > 0 else math.inf
             checks.append({
@@ -108,6 +110,14 @@ def targets_table(results: dict[str, Any]) -> list[dict[str, Any]]:
                                    f"{waves['rss_after_kb'] / 1024:.1f} MiB), broker empty: "
                                    f"{waves['broker_pending_after'] == 0}",
                        "met": abs(waves["growth_pct"]) <= TARGETS["rss_growth_pct"]})
+    level = TARGETS["throughput_concurrency"]
+    for row in scale.get("throughput", []):
+        if row["concurrency"] == level:
+            pct = 100 * row["elicitgate"]["per_second"] / row["direct"]["per_second"]
+            checks.append({"target": f"throughput at concurrency {level} >= 80% of direct",
+                           "measured": f"{row['elicitgate']['per_second']:.0f}/s = {pct:.0f}% of "
+                                       f"{row['direct']['per_second']:.0f}/s",
+                           "met": pct >= TARGETS["throughput_pct_of_direct"]})
     startup = results.get("startup")
     if startup:
         checks.append({"target": "ready (healthz 200) <= 1 s", "measured": f"{startup['ready_s_median']:.2f} s",
@@ -203,6 +213,14 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {row['concurrency']} | {g['per_second']:.0f} | {g['p50_ms']:.1f} | "
                          f"{d['per_second']:.0f} | {d['p50_ms']:.1f} |")
         lines.append("")
+    level = TARGETS["throughput_concurrency"]
+    for row in scale.get("throughput", []):
+        if row["concurrency"] == level:
+            pct = 100 * row["elicitgate"]["per_second"] / row["direct"]["per_second"]
+            checks.append({"target": f"throughput at concurrency {level} >= 80% of direct",
+                           "measured": f"{row['elicitgate']['per_second']:.0f}/s = {pct:.0f}% of "
+                                       f"{row['direct']['per_second']:.0f}/s",
+                           "met": pct >= TARGETS["throughput_pct_of_direct"]})
     startup = results.get("startup")
     if startup:
         lines += [
