@@ -31,7 +31,7 @@ def main() -> None:
     config, probe = sys.argv[1], Path(sys.argv[2])
     cfg = load_config(config)
     _setup_logging(cfg.log_level)
-    gateway = Gateway(cfg)
+    gateway = Gateway(cfg, face="stdio")
     if os.environ.get("BENCH_TRACEMALLOC"):
         tracemalloc.start()
 

@@ -74,7 +74,7 @@ def _setup_logging(level: str, log_format: str = "text") -> None:
 
 def _check_state_keys(cfg: GatewayConfig) -> None:
     """A state key file that cannot be used stops start-up here, said plainly (not as a traceback)."""
-    from elicitgate.faces.sealing import load_keys
+    from elicitgate.bridging.sealing import load_keys
 
     try:
         load_keys(cfg.bridging)
@@ -126,7 +126,7 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
 
     _setup_logging(cfg.log_level, cfg.log_format)
     _check_state_keys(cfg)
-    gateway = Gateway(cfg)
+    gateway = Gateway(cfg, face="stdio" if http is None else "http")
     if http is None:
         from elicitgate.faces.stdio import serve_stdio
 
@@ -139,13 +139,10 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
 
     from elicitgate.faces.http import build_http_app
 
-    from elicitgate.web.app import attach_hosting
-
     host, port = _parse_hostport(http)
     sock = sock or claim_port(host, port)
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}"
-    attach_hosting(gateway, None if host in ("0.0.0.0", "::") else base)
     _announce(cfg, f"elicitgate: MCP at {base}/mcp  health at {base}/healthz")
     if cfg.admin_token is not None:
         _announce(cfg, f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations")

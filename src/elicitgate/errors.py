@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, ErrorData
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from mcp.shared.exceptions import MCPError
 
@@ -48,10 +48,31 @@ __all__ = [
     "UPSTREAM_GONE",
     "UPSTREAM_TIMEOUT",
     "UPSTREAM_UNAVAILABLE",
+    "GatewayError",
     "gateway_error",
 ]
 
+_REFUSALS = {
+    ELICITATION_RATE_LIMITED: "rate_limited",
+    ELICITATION_LIMIT: "pending_limit",
+    ELICITATION_SENSITIVE_BLOCKED: "sensitive_blocked",
+    ELICITATION_UNDELIVERABLE: "undeliverable",
+    ELICITATION_ORIGIN_UNKNOWN: "origin_unknown",
+}
 
-def gateway_error(code: int, message: str, **data: Any) -> MCPError:
-    """An `MCPError` whose `data` always says who raised it, plus the specifics."""
-    return MCPError.from_error_data(ErrorData(code=code, message=message, data={"source": "elicitgate", **data}))
+
+class GatewayError(MCPError):
+    """An error the gateway raises itself (`data.source` is `elicitgate`).
+
+    `refusal` is the short reason the audit trail and the metrics give when it refuses an elicitation
+    before a human sees it: the code's own reason, or a more specific one given where it is raised.
+    """
+
+    def __init__(self, code: int, message: str, data: dict[str, Any], refusal: str | None = None) -> None:
+        super().__init__(code, message, data)
+        self.refusal = refusal or _REFUSALS.get(code, "invalid_request")
+
+
+def gateway_error(code: int, message: str, *, refusal: str | None = None, **data: Any) -> GatewayError:
+    """A `GatewayError` whose `data` always says who raised it, plus the specifics."""
+    return GatewayError(code, message, {"source": "elicitgate", **data}, refusal)

@@ -7,26 +7,29 @@ import logging
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
 from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
 
+from mcp.server.connection import Connection
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
+from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.url_policy import UrlPolicy, local_upstreams
+from elicitgate.bridging import subscriptions
+from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay_input_request
+from elicitgate.bridging.rounds import Rounds
 from elicitgate.fixable import warn_once
-from elicitgate.faces.peer import DownstreamCall, DownstreamPeer
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
-from elicitgate.router import subscriptions
-from elicitgate.router.forward import LOG_LEVEL_STATE_KEY, PASSTHROUGH_INPUT_REQUESTS, forward, relay_input_request
-from elicitgate.router.rounds import Rounds
+from elicitgate.router.forward import forward
+from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
 
@@ -44,14 +47,28 @@ NOTIFY_TIMEOUT = 5.0
 """A client whose stream does not take a notification within this long misses that notification."""
 
 
+Face = Literal["stdio", "http"]
+
+
 class Gateway:
-    def __init__(self, config: GatewayConfig) -> None:
+    """Builds the parts once and hands them to each other.
+
+    `face` says whether the process has a web server for the gateway's own hosted pages and inbox: the
+    HTTP face always, the stdio face with `http.hosted_listen`. Only then is there a `hosting`.
+    """
+
+    def __init__(self, config: GatewayConfig, face: Face = "http") -> None:
         self.config = config
         upstreams = config.upstreams()
         self.catalog = Catalog(list(upstreams), config.namespacing)
         self.audit = AuditTrail(config.audit) if config.audit.enabled else None
+        self.links: dict[str, UpstreamLink] = {}
+        self.hosting = Hosting(config, self.links) if face == "http" or config.http.hosted_listen else None
         self.broker = Broker(
-            config.elicitation, self.audit, UrlPolicy(config.elicitation.url_policy, local_upstreams(upstreams))
+            config.elicitation,
+            self.audit,
+            UrlPolicy(config.elicitation.url_policy, local_upstreams(upstreams)),
+            self.hosting,
         )
         self.asks = GatewayAsks(config, self.catalog, self.broker)
         self.peers: set[DownstreamPeer] = set()
@@ -59,10 +76,10 @@ class Gateway:
         """2026-07-28 clients, by principal (they have no connection that could end)."""
         self.rounds = Rounds(config.bridging)
         self._modern_ids = itertools.count(1)
-        self.links: dict[str, UpstreamLink] = {
-            name: UpstreamLink(name, cfg, config.upstream_retry, self, self._on_link_connected)
+        self.links.update(
+            (name, UpstreamLink(name, cfg, config.upstream_retry, self, self._on_link_connected, self.hosting))
             for name, cfg in upstreams.items()
-        }
+        )
         self._task_group: anyio.abc.TaskGroup | None = None
         self._list_changes: dict[str, set[str]] = {}
         """Per server, while a refresh of its lists runs: the `list_changed` methods that came meanwhile."""
@@ -116,9 +133,11 @@ class Gateway:
             await self.links[server].release(conn, reuse=peer.per_call)
         peer.upstreams.clear()
 
-    def modern_peer(self, principal: str | None, connection: Any, *, resuming: Any | None = None) -> DownstreamPeer:
+    def modern_peer(
+        self, principal: str | None, connection: Connection, *, resuming: Origin | None = None
+    ) -> DownstreamPeer:
         """The peer of a 2026-07-28 client: one per authenticated principal, kept while it is active;
-        without one (`principal` None, see `faces.sealing.authenticated_principal_of`), one per call: a first request
+        without one (`principal` None, see `bridging.sealing.authenticated_principal_of`), one per call: a first request
         gets a new peer, a retry the one of the call it resumes."""
         if principal is None:
             if resuming is not None and resuming.peer.per_call:
@@ -154,7 +173,7 @@ class Gateway:
 
     # -- requests from the face ----------------------------------------------------------------
 
-    async def call(self, call: DownstreamCall, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def call(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Route one client request to its upstream (tools/call, prompts/get, resources/*, completion)."""
         if method in ("tools/call", "prompts/get"):
             kind = "tool" if method == "tools/call" else "prompt"
@@ -185,7 +204,7 @@ class Gateway:
             subscriptions.remember(call.peer, server, params["uri"], subscribed=method == "resources/subscribe")
         return result
 
-    async def call_once(self, call: Any, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def call_once(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """`call`, then give back what a per-call client borrowed for it (its pooled upstream connections)."""
         try:
             return await self.call(call, method, params)
@@ -194,13 +213,13 @@ class Gateway:
                 with anyio.CancelScope(shield=True):
                     await self.release_upstreams(call.peer)
 
-    async def _set_log_level(self, call: DownstreamCall, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _set_log_level(self, call: Origin, params: Mapping[str, Any]) -> dict[str, Any]:
         """`logging/setLevel` is remembered for the client and goes to every handshake-era upstream that
         offers logging (on the connection this client's calls use: its own under `per_session`, the
         shared one otherwise, where the last level set wins). 2026-07-28 upstreams take the remembered
         level with each request (`forward`). One upstream refusing does not fail the others."""
         if isinstance(params.get("level"), str):
-            call.peer.state[LOG_LEVEL_STATE_KEY] = params["level"]
+            call.peer.log_level = params["level"]
         for link in self.links.values():
             negotiated = link.primary.negotiated if link.primary is not None else None
             if negotiated is None or negotiated.era == "modern" or "logging" not in negotiated.capabilities:
@@ -227,7 +246,7 @@ class Gateway:
     async def on_server_request(
         self,
         connection: UpstreamConnection,
-        origin: Any | None,
+        origin: Origin | None,
         method: str,
         params: Mapping[str, Any] | None,
         *,
@@ -252,11 +271,11 @@ class Gateway:
                 clocks=clocks,
                 candidates=connection.in_flight_origins if guessed else None,
             )
-        if capability is not None and capability in origin.raw_capabilities():
-            timeout = connection.config.elicitation_timeout or self.broker.config.default_timeout
-            return await relay_input_request(origin, method, params or {}, timeout=timeout, server=connection.server)
-        if capability is not None and (require := getattr(origin, "require", None)) is not None:
-            require({capability: {}})
+        if origin is not None and capability is not None:
+            timeout = self.broker.human_timeout(connection.config.elicitation_timeout)
+            relayed = await relay_input_request(origin, method, params or {}, timeout=timeout, server=connection.server)
+            if relayed is not None:
+                return relayed
         raise MCPError(
             code=METHOD_NOT_FOUND,
             message=f"{method} cannot be relayed: the originating client did not declare it"
@@ -287,7 +306,7 @@ class Gateway:
         )
 
     async def on_server_notification(
-        self, connection: UpstreamConnection, origin: Any | None, method: str, params: Mapping[str, Any] | None
+        self, connection: UpstreamConnection, origin: Origin | None, method: str, params: Mapping[str, Any] | None
     ) -> None:
         server = connection.server
         if method in LIST_CHANGED:

@@ -21,6 +21,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.server import Server, ServerRequestContext
 
 from elicitgate.demo.serving import serve_main
+from elicitgate.sdk import request_outbound
 
 UI_URI = "ui://colours/picker"
 UI_MIME = "text/html;profile=mcp-app"
@@ -150,7 +151,7 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
         answer = answer if isinstance(answer, dict) else answer.model_dump(by_alias=True, exclude_none=True)
     else:
         # Raw, so that `ui` (which the typed request model does not know) reaches the client intact.
-        answer = await ctx.session._request_outbound.send_raw_request("elicitation/create", request, None)  # noqa: SLF001
+        answer = await request_outbound(ctx).send_raw_request("elicitation/create", request, None)
     if answer.get("action") != "accept":
         return types.CallToolResult(content=[types.TextContent(text=f"pick_colour: {answer.get('action')}")])
     content = answer.get("content") or {}

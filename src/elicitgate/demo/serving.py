@@ -16,6 +16,8 @@ from mcp.server import Server
 from mcp.server.sse import SseServerTransport
 from mcp.server.stdio import stdio_server
 
+from elicitgate.sdk import raw_send
+
 
 def _split(hostport: str) -> tuple[str, int]:
     host, _, port = hostport.rpartition(":")
@@ -27,7 +29,7 @@ def sse_app(server: Server) -> Starlette:
     transport = SseServerTransport("/messages/")
 
     async def handle_sse(request: Request) -> Response:
-        async with transport.connect_sse(request.scope, request.receive, request._send) as (read, write):  # noqa: SLF001
+        async with transport.connect_sse(request.scope, request.receive, raw_send(request)) as (read, write):
             await server.run(read, write, server.create_initialization_options())
         return Response()
 

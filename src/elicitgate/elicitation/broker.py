@@ -15,7 +15,7 @@ import time
 import logging
 from datetime import UTC, datetime
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any
 
@@ -27,6 +27,8 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
 from elicitgate.config import ElicitationConfig
+from elicitgate.audit.trail import AuditTrail
+from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.limits import TokenBucket
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
@@ -36,6 +38,8 @@ from elicitgate.elicitation.sensitive import sensitive_fields
 from elicitgate.logs import log_event, request_context
 from elicitgate.metrics import ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS
 from elicitgate.elicitation.url_policy import UrlPolicy
+from elicitgate.seams import DownstreamPeer, Origin, UrlCompletionTarget
+from elicitgate.upstreams.clock import PausableDeadline
 
 logger = logging.getLogger(__name__)
 audit = logging.getLogger("elicitgate.audit")
@@ -47,17 +51,16 @@ REASON_META_KEY = "io.elicitgate/reason"
 GATEWAY_ASKER = "elicitgate"
 ERRORS_META_KEY = "io.elicitgate/previousErrors"
 _MAX_IDLE_BUCKETS = 4096
-_REFUSAL_BY_CODE = {
-    errors.ELICITATION_RATE_LIMITED: "rate_limited",
-    errors.ELICITATION_LIMIT: "pending_limit",
-    errors.ELICITATION_SENSITIVE_BLOCKED: "sensitive_blocked",
-    errors.ELICITATION_UNDELIVERABLE: "undeliverable",
-    errors.ELICITATION_ORIGIN_UNKNOWN: "origin_unknown",
-}
 
 
 class Broker:
-    def __init__(self, config: ElicitationConfig, audit: Any | None = None, url_policy: UrlPolicy | None = None) -> None:
+    def __init__(
+        self,
+        config: ElicitationConfig,
+        audit: AuditTrail | None = None,
+        url_policy: UrlPolicy | None = None,
+        hosting: Hosting | None = None,
+    ) -> None:
         self.config = config
         self.url_policy = url_policy or UrlPolicy(config.url_policy)
         self.audit = audit
@@ -68,8 +71,8 @@ class Broker:
         self._open: dict[str, int] = {}
         """Pending elicitations per client identity (principal, else session)."""
         self._buckets: dict[str, TokenBucket] = {}
-        self.hosting: Any | None = None
-        """The gateway's own web surface (`elicitgate.web.hosting.Hosting`), attached by a face that has one."""
+        self.hosting = hosting
+        """The gateway's own hosted page and inbox; None when the process has no web server for them."""
 
     # -- the source-facing entry -----------------------------------------------------------
 
@@ -77,11 +80,11 @@ class Broker:
         self,
         *,
         server: str,
-        origin: Any | None,
+        origin: Origin | None,
         params: Mapping[str, Any] | None,
         timeout: float | None = None,
-        clocks: list[Any] = (),  # type: ignore[assignment]
-        candidates: Callable[[], list[Any]] | None = None,
+        clocks: Sequence[PausableDeadline] = (),
+        candidates: Callable[[], list[Origin]] | None = None,
         url_ids: bool = True,
         source: Source = "upstream",
         gateway_reason: GatewayReason | None = None,
@@ -151,12 +154,15 @@ class Broker:
             peer.elicitations.discard(el)
             ELICITATIONS_PENDING.labels(server=server).dec()
 
-    def _responder_for(self, server: str, origin: Any, mode: str) -> Responder:
+    def human_timeout(self, server_timeout: float | None) -> float:
+        """How long a human may take over a server's request: its `elicitation_timeout`, else the default."""
+        return server_timeout or self.config.default_timeout
+
+    def _responder_for(self, server: str, origin: Origin, mode: str) -> Responder:
         """Who presents this elicitation; refuses at once when nobody can (never after a timeout)."""
         if mode in origin.modes:
             return to_client(origin)
-        if (require := getattr(origin, "require", None)) is not None:  # a 2026-07-28 client learns why
-            require({"elicitation": {mode: {}}})
+        origin.require({"elicitation": {mode: {}}})  # a 2026-07-28 client learns why
         reason = self._why_not_hosted(server, origin, mode)
         raise errors.gateway_error(
             errors.ELICITATION_UNDELIVERABLE,
@@ -167,7 +173,7 @@ class Broker:
             reason=reason,
         )
 
-    def _why_not_hosted(self, server: str, origin: Any, mode: str) -> str:
+    def _why_not_hosted(self, server: str, origin: Origin, mode: str) -> str:
         if self.hosting is not None:
             return self.hosting.unavailable_reason(server, origin, mode)
         return (
@@ -175,7 +181,9 @@ class Broker:
             "see docs/hosting.md"
         )
 
-    def _hosted_responder(self, server: str, origin: Any, mode: str, params: dict[str, Any]) -> Responder | None:
+    def _hosted_responder(
+        self, server: str, origin: Origin, mode: str, params: dict[str, Any]
+    ) -> Responder | None:
         """The gateway's own page / inbox when the server's `hosting` policy says so (docs/hosting.md)."""
         fields = (
             sensitive_fields(params.get("requestedSchema"))
@@ -194,7 +202,7 @@ class Broker:
             )
         return responder
 
-    def can_present(self, server: str, origin: Any, params: dict[str, Any]) -> bool:
+    def can_present(self, server: str, origin: Origin, params: dict[str, Any]) -> bool:
         """Whether this request would reach a human for `origin` (checked, hosted or the client's own mode),
         without asking: the gateway's optional questions are skipped when it would not."""
         mode = params.get("mode", "form")
@@ -204,13 +212,13 @@ class Broker:
         except MCPError:
             return False
 
-    def stop_for_peer(self, peer: Any, reason: str) -> None:
+    def stop_for_peer(self, peer: DownstreamPeer, reason: str) -> None:
         """The client is gone: every elicitation it had ends cancelled."""
         for el in list(peer.elicitations):
             el.stop(State.CANCELLED, reason)
         self.url_routes.drop_target(peer)
 
-    def stop_for_call(self, call: Any, reason: str) -> None:
+    def stop_for_call(self, call: Origin, reason: str) -> None:
         for el in list(call.peer.elicitations):
             if el.origin is not call:
                 continue
@@ -220,7 +228,7 @@ class Broker:
             else:
                 el.stop(State.CANCELLED, reason)
 
-    def url_route(self, server: str, elicitation_id: str, *, pop: bool) -> Any | None:
+    def url_route(self, server: str, elicitation_id: str, *, pop: bool) -> UrlCompletionTarget | None:
         return self.url_routes.get(server, elicitation_id, pop=pop)
 
     async def check_url_elicitations(self, server: str, elicitations: Any) -> None:
@@ -229,7 +237,7 @@ class Broker:
             if isinstance(item, Mapping) and item.get("mode", "url") == "url":
                 await self.url_policy.check(server, item.get("url"), item.get("elicitationId"), needs_id=True)
 
-    def remember_url_elicitations(self, server: str, peer: Any, elicitations: Any) -> None:
+    def remember_url_elicitations(self, server: str, peer: UrlCompletionTarget, elicitations: Any) -> None:
         """Route later `notifications/elicitation/complete` for these ids (from a -32042) to `peer`
         (its first `url_routes.per_error` items)."""
         items = elicitations[: self.url_routes.per_error] if isinstance(elicitations, list) else []
@@ -241,9 +249,7 @@ class Broker:
 
     def _check_request(self, server: str, mode: str, params: dict[str, Any], url_ids: bool) -> None:
         def refuse(message: str, refusal: str = "invalid_request", **data: Any) -> MCPError:
-            exc = errors.gateway_error(INVALID_PARAMS, message, server=server, **data)
-            exc.refusal = refusal  # type: ignore[attr-defined]  # the audit's and the metrics' reason
-            return exc
+            return errors.gateway_error(INVALID_PARAMS, message, refusal=refusal, server=server, **data)
 
         if mode not in ("form", "url"):
             raise refuse(f"unknown elicitation mode {mode!r}", rule="mode must be form or url")
@@ -285,7 +291,7 @@ class Broker:
                 problems=[p.as_dict() for p in problems],
             )
 
-    def _admit(self, server: str, peer: Any) -> str:
+    def _admit(self, server: str, peer: DownstreamPeer) -> str:
         """Check the limits for the client's identity (its principal, else its session); returns the identity."""
         identity = peer.principal or peer.id
         if self._open.get(identity, 0) >= self.config.max_pending_per_session:
@@ -333,7 +339,7 @@ class Broker:
             self._end(el, el.stop_state, el.reason or "stopped")
             return {"action": "cancel"}
         self._end(el, State.TIMED_OUT, "no answer before the deadline")
-        if getattr(el.responder, "cancel_on_timeout", False):
+        if el.responder is not None and el.responder.cancel_on_timeout:
             return {"action": "cancel"}
         raise errors.gateway_error(
             errors.ELICITATION_TIMEOUT,
@@ -375,7 +381,8 @@ class Broker:
                 self._end(el, ACTION_STATES[action], f"user chose {action}")
                 if el.mode == "url" and action == "accept" and isinstance(el.params.get("elicitationId"), str):
                     # A 2026-07-28 client learns of completion by retrying: its parked call waits for it.
-                    target = el.origin if el.origin.era == "modern" else el.origin.peer
+                    origin = el.asked()
+                    target = origin if origin.era == "modern" else origin.peer
                     self.url_routes.add(el.server, el.params["elicitationId"], target)
                 return {"action": action}
             content = raw.get("content") or {}
@@ -418,7 +425,7 @@ class Broker:
                 created_at=utc(el.created_at),
                 ended_at=utc(el.ended_at),
                 attempts=el.answers,
-                responder=getattr(el.responder, "name", None),
+                responder=el.responder.name if el.responder is not None else None,
                 content=self._kept_content(el),
                 source=el.source,
                 gateway_reason=el.gateway_reason,
@@ -427,14 +434,15 @@ class Broker:
         )
         el.mark_ended()
         # Who else keeps state about it: a parked call counting its open answers, a hosted page.
-        for on_end in (getattr(el.origin, "elicitation_ended", None), getattr(el.responder, "ended", None)):
-            if on_end is not None:
-                on_end(el)
+        if el.origin is not None:
+            el.origin.elicitation_ended(el)
+        if el.responder is not None:
+            el.responder.ended(el)
 
     def _refused(
-        self, server: str, mode: str, origin: Any | None, exc: MCPError, source: str, gateway_reason: str | None
+        self, server: str, mode: str, origin: Origin | None, exc: MCPError, source: str, gateway_reason: str | None
     ) -> None:
-        reason = getattr(exc, "refusal", None) or _REFUSAL_BY_CODE.get(exc.error.code, "invalid_request")
+        reason = exc.refusal if isinstance(exc, errors.GatewayError) else "invalid_request"
         ELICITATIONS.labels(server=server, mode=mode, state=REFUSED).inc()
         REFUSALS.labels(server=server, reason=reason).inc()
         now = datetime.now(UTC)
@@ -462,23 +470,22 @@ class Broker:
         return {name: value for name, value in el.answer.items() if name not in secret}
 
 
-def _request_ids(origin: Any) -> dict[str, Any]:
+def _request_ids(origin: Origin) -> dict[str, Any]:
     """For the log lines written while it runs (this task may have been started by another request)."""
-    return {"request_id": getattr(origin, "request_id", None), "client": origin.peer.id}
+    return {"request_id": origin.request_id, "client": origin.peer.id}
 
 
-def _about(origin: Any | None) -> dict[str, Any]:
+def _about(origin: Origin | None) -> dict[str, Any]:
     """Who caused it: the client, its principal, the call (and its tool or prompt)."""
-    peer = getattr(origin, "peer", None)
-    if peer is None:
+    if origin is None:
         return {}
-    request_id = getattr(origin, "request_id", None)
+    peer, request_id = origin.peer, origin.request_id
     return {
-        "client": getattr(peer, "client_name", None),
+        "client": peer.client_name,
         "client_id": peer.id,
         "principal": peer.principal,
         "request_id": None if request_id is None else str(request_id),
-        "tool": getattr(origin, "tool", None),
+        "tool": origin.tool,
     }
 
 
@@ -504,7 +511,7 @@ def _retry_params(el: Elicitation, problems: list[dict[str, Any]]) -> dict[str, 
 
 
 @contextmanager
-def _paused(clocks: Any) -> Iterator[None]:
+def _paused(clocks: Sequence[PausableDeadline]) -> Iterator[None]:
     with ExitStack() as stack:
         for clock in clocks:
             stack.enter_context(clock.paused())

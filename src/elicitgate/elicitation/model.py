@@ -7,9 +7,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
+
+if TYPE_CHECKING:
+    from elicitgate.elicitation.responders import Responder
+    from elicitgate.seams import Origin
 
 
 class State(enum.StrEnum):
@@ -41,13 +45,13 @@ class Elicitation:
     params: dict[str, Any]
     deadline: float
     """On the anyio clock."""
-    origin: Any | None = None
-    """The `DownstreamCall` whose request caused it."""
-    candidates: Callable[[], list[Any]] | None = None
+    origin: Origin | None = None
+    """The call that caused it (None only for a request refused before it had one)."""
+    candidates: Callable[[], list[Origin]] | None = None
     """When `origin` is a guess (a per-session pipe with several calls in flight): the calls it may
     belong to, so that it can move to another one instead of ending with the guessed call."""
-    responder: Any | None = None
-    """The `Responder` that presents it to a human."""
+    responder: Responder | None = None
+    """Who presents it to a human."""
     source: Source = "upstream"
     gateway_reason: GatewayReason | None = None
     """Set when `source` is `gateway`. (`reason` below is why it *ended*.)"""
@@ -67,6 +71,11 @@ class Elicitation:
     """Set by whoever stops it from outside (client gone, call cancelled) before cancelling `scope`."""
     _ended: anyio.Event | None = None
     """Made only when someone waits for the end (`wait_ended`): most elicitations never need one."""
+
+    def asked(self) -> Origin:
+        """The call it is put to (the broker admits none without one)."""
+        assert self.origin is not None, "an elicitation without an origin is refused before it is asked"
+        return self.origin
 
     @property
     def requested_schema(self) -> dict[str, Any]:
@@ -101,9 +110,9 @@ class Elicitation:
             "source": self.source,
             "gateway_reason": self.gateway_reason,
             "state": str(self.state),
-            "client": getattr(getattr(self.origin, "peer", None), "id", None),
-            "principal": getattr(getattr(self.origin, "peer", None), "principal", None),
-            "responder": getattr(self.responder, "name", None),
+            "client": self.origin.peer.id if self.origin is not None else None,
+            "principal": self.origin.peer.principal if self.origin is not None else None,
+            "responder": self.responder.name if self.responder is not None else None,
             "attempts": self.attempts,
             "reason": self.reason,
             "created_at": self.created_at,

@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 if TYPE_CHECKING:
     from elicitgate.elicitation.model import Elicitation
+    from elicitgate.seams import Origin
 
 
 class HumanGone(Exception):
@@ -27,8 +28,15 @@ class HumanGone(Exception):
 
 
 class Responder(Protocol):
-    name: str
-    """Shown in the audit event: `client`, `input_required`, `hosted`, ..."""
+    @property
+    def name(self) -> str:
+        """Shown in the audit event: `client`, `input_required`, `hosted_page`, `hosted_inbox`."""
+        ...
+
+    @property
+    def cancel_on_timeout(self) -> bool:
+        """At the deadline the upstream gets `{"action": "cancel"}` instead of a timeout error."""
+        ...
 
     async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
         """Present `request` (already prefixed with the asking server; on a repeat, carrying the errors)
@@ -36,24 +44,33 @@ class Responder(Protocol):
         """
         ...
 
+    def ended(self, el: Elicitation) -> None:
+        """The broker recorded the end of `el`: drop whatever was kept to present it."""
+        ...
+
 
 class PushToClient:
     """Handshake-era delivery: `elicitation/create` to the client, on the call that caused it."""
 
     name = "client"
+    cancel_on_timeout = False
 
     async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
+        origin = el.asked()
         try:
-            return await el.origin.send_request("elicitation/create", request)
+            return await origin.send_request("elicitation/create", request)
         except MCPError as exc:
-            if exc.error.code == CONNECTION_CLOSED or el.origin.peer.closed:
+            if exc.error.code == CONNECTION_CLOSED or origin.peer.closed:
                 raise HumanGone("the client disconnected") from None
             raise
+
+    def ended(self, el: Elicitation) -> None:
+        """Nothing kept."""
 
 
 class InputRequired:
     """2026-07-28 delivery: the request becomes an `inputRequests` entry of the result of the call that
-    caused it (see `router.rounds`), and the answer arrives with the client's retry.
+    caused it (see `bridging.rounds`), and the answer arrives with the client's retry.
 
     A client that never retries is one that walked away: at the deadline the upstream gets
     `{"action": "cancel"}`, not an error.
@@ -63,13 +80,16 @@ class InputRequired:
     cancel_on_timeout = True
 
     async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
-        return await el.origin.ask("elicitation/create", request, el)
+        return await el.asked().ask("elicitation/create", request, el)  # type: ignore[no-any-return]
+
+    def ended(self, el: Elicitation) -> None:
+        """Nothing kept."""
 
 
 PUSH_TO_CLIENT = PushToClient()
 INPUT_REQUIRED = InputRequired()
 
 
-def to_client(origin: Any) -> Responder:
+def to_client(origin: Origin) -> Responder:
     """How a request reaches the client of `origin` itself: a round of its call in 2026-07-28, a push before."""
     return INPUT_REQUIRED if origin.era == "modern" else PUSH_TO_CLIENT

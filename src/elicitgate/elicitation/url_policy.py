@@ -69,8 +69,7 @@ class UrlPolicy:
         """Refuse (`MCPError` -32602 with `data.rule`) a URL-mode link a browser should not be sent to."""
 
         def refuse(message: str, rule: str, **data: Any) -> MCPError:
-            exc = errors.gateway_error(INVALID_PARAMS, message, server=server, rule=rule, **data)
-            exc.refusal = "url_refused"  # type: ignore[attr-defined]  # the audit's and the metrics' reason
+            exc = errors.gateway_error(INVALID_PARAMS, message, refusal="url_refused", server=server, rule=rule, **data)
             return exc
 
         if elicitation_id is not None or needs_id:

@@ -2,7 +2,7 @@
 
 The SDK's pieces do the HTTP side: `BearerAuthBackend` reads the header, `RequireAuthMiddleware`
 answers 401 / 403 with `WWW-Authenticate`, `AuthContextMiddleware` makes the token visible to
-handlers (`faces/sealing.principal_of` turns it into the principal), and the session manager keeps a
+handlers (`bridging/sealing.principal_of` turns it into the principal), and the session manager keeps a
 session to the principal that opened it. What the gateway adds: the token verifiers, the
 protected-resource metadata (RFC 9728), and applying all of it to `/mcp` only (the web surface has
 its own admin token).

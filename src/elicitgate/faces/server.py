@@ -20,10 +20,11 @@ from mcp.server.models import InitializationOptions
 
 from elicitgate import __version__
 from elicitgate.faces.observe import RequestObserver
-from elicitgate.faces.peer import DownstreamCall, connection_of, peer_for
-from elicitgate.faces.peer import DownstreamPeer
-from elicitgate.faces.sealing import authenticated_principal_of, state_boundary
+from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
+from elicitgate.faces.peer import DownstreamCall, peer_for
 from elicitgate.gateway import Gateway
+from elicitgate.sdk import connection_of
+from elicitgate.seams import DownstreamPeer
 
 LISTS = {
     "tools/list": "tools",

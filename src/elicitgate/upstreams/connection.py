@@ -42,6 +42,7 @@ from mcp.shared.message import ServerMessageMetadata
 from elicitgate import __version__
 from elicitgate.config import HttpServer, StdioServer
 from elicitgate.logs import forget_request
+from elicitgate.seams import DownstreamPeer, Era, Origin
 from elicitgate.upstreams.clock import PausableDeadline
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 
@@ -50,15 +51,11 @@ logger = logging.getLogger(__name__)
 GATEWAY_CLIENT_INFO: dict[str, Any] = {"name": "elicitgate", "version": __version__}
 DISCOVER_TIMEOUT = 10.0
 
-Era = str
-"""`"handshake"` (2024-11-05 .. 2025-11-25, `initialize` and sessions) or `"modern"` (2026-07-28)."""
-
-
 class InboundHandler(Protocol):
     async def on_server_request(
         self,
         connection: UpstreamConnection,
-        origin: Any | None,
+        origin: Origin | None,
         method: str,
         params: Mapping[str, Any] | None,
         *,
@@ -66,7 +63,7 @@ class InboundHandler(Protocol):
     ) -> dict[str, Any]: ...
 
     async def on_server_notification(
-        self, connection: UpstreamConnection, origin: Any | None, method: str, params: Mapping[str, Any] | None
+        self, connection: UpstreamConnection, origin: Origin | None, method: str, params: Mapping[str, Any] | None
     ) -> None: ...
 
 
@@ -81,7 +78,7 @@ class Negotiated:
 
 @dataclass
 class _InFlight:
-    origin: Any | None
+    origin: Origin | None
     clock: PausableDeadline
 
 
@@ -93,7 +90,7 @@ class UpstreamConnection:
     config: StdioServer | HttpServer
     dispatcher: JSONRPCDispatcher[Any]
     negotiated: Negotiated | None = None
-    owner: Any | None = None
+    owner: DownstreamPeer | None = None
     """The downstream session that owns this connection under `per_session`; `None` when shared."""
     closed: anyio.Event = field(default_factory=anyio.Event)
     stderr_tail: deque[str] = field(default_factory=deque)
@@ -107,6 +104,8 @@ class UpstreamConnection:
     """The link is pinging it to see whether the upstream is still there."""
     last_active: float = 0.0
     """When a request on it last ended (anyio clock): the link closes connections idle too long."""
+    _cancel: anyio.CancelScope | None = None
+    """Stops the transport's task (`close`)."""
 
     def touch(self) -> None:
         self.last_active = anyio.current_time()
@@ -122,7 +121,7 @@ class UpstreamConnection:
         method: str,
         params: Mapping[str, Any] | None,
         *,
-        origin: Any | None = None,
+        origin: Origin | None = None,
         timeout: float | None = None,
         on_progress: ProgressFnT | None = None,
         client_capabilities: dict[str, Any] | None = None,
@@ -168,7 +167,7 @@ class UpstreamConnection:
                 headers[MCP_NAME_HEADER] = encode_header_value(name)
         return params
 
-    def trace(self, dctx: DispatchContext[Any]) -> tuple[Any | None, bool]:
+    def trace(self, dctx: DispatchContext[Any]) -> tuple[Origin | None, bool]:
         """The downstream call a server-initiated message belongs to (or `None` if unknowable), and
         whether the wire named it (`True`) rather than the gateway inferring it.
 
@@ -192,14 +191,14 @@ class UpstreamConnection:
     def tags_origin(self) -> bool:
         return isinstance(self.config, HttpServer) and self.config.transport == "http"
 
-    def clocks_for(self, origin: Any) -> list[PausableDeadline]:
+    def clocks_for(self, origin: Origin) -> list[PausableDeadline]:
         return [entry.clock for entry in self._in_flight.values() if entry.origin is origin]
 
     def clocks_in_flight(self) -> list[PausableDeadline]:
         """The clocks of every call in flight on this connection that has a downstream origin."""
         return [entry.clock for entry in self._in_flight.values() if entry.origin is not None]
 
-    def in_flight_origins(self) -> list[Any]:
+    def in_flight_origins(self) -> list[Origin]:
         return [entry.origin for entry in self._in_flight.values() if entry.origin is not None]
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -214,7 +213,7 @@ class UpstreamConnection:
         *,
         advertised_capabilities: dict[str, Any],
         connect_timeout: float,
-        owner: Any | None = None,
+        owner: DownstreamPeer | None = None,
     ) -> UpstreamConnection:
         """Start the transport in `task_group`, negotiate, and return the ready connection.
 
@@ -282,9 +281,8 @@ class UpstreamConnection:
         return conn
 
     async def close(self) -> None:
-        scope: anyio.CancelScope | None = getattr(self, "_cancel", None)
-        if scope is not None:
-            scope.cancel()
+        if self._cancel is not None:
+            self._cancel.cancel()
         await self.closed.wait()
 
 

@@ -24,6 +24,7 @@ from elicitgate import errors
 from elicitgate.config import StdioServer, HttpServer, UpstreamRetryConfig
 from elicitgate.fixable import warn_once
 from elicitgate.metrics import UPSTREAM_UP
+from elicitgate.seams import DownstreamPeer, HostedModes
 from elicitgate.upstreams.connection import ConnectError, InboundHandler, UpstreamConnection
 
 logger = logging.getLogger(__name__)
@@ -48,8 +49,11 @@ class UpstreamLink:
         retry: UpstreamRetryConfig,
         handler: InboundHandler,
         on_connected: Callable[[UpstreamLink], Awaitable[None]],
+        hosting: HostedModes | None = None,
     ) -> None:
         self.name = name
+        self.hosting = hosting
+        """The gateway's own hosting, if it has a web server: per-client connections declare its modes."""
         self.config = config
         self.retry = retry
         self.handler = handler
@@ -153,7 +157,7 @@ class UpstreamLink:
         self.failures += 1
         UPSTREAM_UP.labels(server=self.name).set(0)
 
-    async def open_connection(self, *, owner: Any | None, capabilities: dict[str, Any]) -> UpstreamConnection:
+    async def open_connection(self, *, owner: DownstreamPeer | None, capabilities: dict[str, Any]) -> UpstreamConnection:
         assert self._task_group is not None, "the link is not running"
         return await UpstreamConnection.open(
             self.name,
@@ -165,7 +169,7 @@ class UpstreamLink:
             owner=owner,
         )
 
-    async def connection_for(self, peer: Any | None) -> UpstreamConnection:
+    async def connection_for(self, peer: DownstreamPeer | None) -> UpstreamConnection:
         """The connection a request from `peer` travels on, per the link's policy."""
         primary = self.primary
         if primary is None or self.state is not LinkState.UP:
@@ -181,14 +185,14 @@ class UpstreamLink:
             if existing is not None and not existing.closed.is_set():
                 return existing
             capabilities = capabilities_for(peer, self._hosted(peer))
-            conn = self._borrow(capabilities) if getattr(peer, "per_call", False) else None
+            conn = self._borrow(capabilities) if peer.per_call else None
             if conn is None:
                 conn = await self._open_for(peer, capabilities)
             conn.owner = peer
             peer.upstreams[self.name] = conn
             return conn
 
-    async def _open_for(self, peer: Any, capabilities: dict[str, Any]) -> UpstreamConnection:
+    async def _open_for(self, peer: DownstreamPeer, capabilities: dict[str, Any]) -> UpstreamConnection:
         await self._make_room()
         self._opening += 1
         try:
@@ -312,9 +316,8 @@ class UpstreamLink:
         for conn in [c for c in self.sessions if c.closed.is_set()]:
             self.sessions.discard(conn)
 
-    def _hosted(self, peer: Any) -> frozenset[str]:
-        hosting = getattr(getattr(self.handler, "broker", None), "hosting", None)
-        return hosting.modes_for(self.name, peer) if hosting is not None else frozenset()
+    def _hosted(self, peer: DownstreamPeer) -> frozenset[str]:
+        return self.hosting.modes_for(self.name, peer) if self.hosting is not None else frozenset()
 
     def unavailable(self) -> Exception:
         return errors.gateway_error(
@@ -326,7 +329,7 @@ class UpstreamLink:
         )
 
 
-def capabilities_for(peer: Any, hosted: frozenset[str] = frozenset()) -> dict[str, Any]:
+def capabilities_for(peer: DownstreamPeer, hosted: frozenset[str] = frozenset()) -> dict[str, Any]:
     """What the gateway can deliver to an upstream on behalf of this one client (`hosted`: the modes its
     own hosted page / inbox takes for this client, see docs/hosting.md)."""
     caps: dict[str, Any] = {}

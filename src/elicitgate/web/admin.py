@@ -22,12 +22,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from elicitgate.audit.record import FIELDS, STATES, as_json, parse_filters
+from elicitgate.audit.trail import AuditTrail
+from elicitgate.elicitation.broker import Broker
+from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.model import ACTION_STATES, State
 from elicitgate.web import claims
 from elicitgate.web.admin_auth import ADMIN_COOKIE, AdminAuth
 from elicitgate.web.forms import e
 from elicitgate.web.pages import check_answer, deliver, iso, page, secure
-from elicitgate.web.registry import HostedEntry
+from elicitgate.elicitation.hosted_registry import HostedEntry
 
 HEARTBEAT = 15.0
 AUDIT_PAGE = 100
@@ -40,12 +43,13 @@ def problem(status: int, error: str, **extra: Any) -> Response:
 
 
 class AdminRoutes:
-    def __init__(self, hosting: Any) -> None:
+    def __init__(self, hosting: Hosting, broker: Broker, audit: AuditTrail | None, auth: AdminAuth) -> None:
         self.hosting = hosting
         self.registry = hosting.registry
-        self.broker = hosting.gateway.broker
+        self.broker = broker
+        self.audit_trail = audit
         self._form_key = secrets.token_bytes(32)
-        self.auth: AdminAuth = hosting.admin_auth
+        self.auth = auth
 
     # -- auth ------------------------------------------------------------------------------------
 
@@ -71,7 +75,7 @@ class AdminRoutes:
             "hosted": entry.kind if entry is not None else None,
             "created_at": iso(el.created_at),
             "deadline": iso(time.time() + max(0.0, el.deadline - anyio.current_time())),
-            "client": getattr(getattr(el.origin, "peer", None), "id", None),
+            "client": el.origin.peer.id if el.origin is not None else None,
             "claimed_at": iso(entry.claimed_at) if entry is not None and entry.claimed_at is not None else None,
             "source": el.source,
             "gateway_reason": el.gateway_reason,
@@ -232,7 +236,7 @@ class AdminRoutes:
         """The audit trail (docs/operations.md), newest `limit` records oldest first, with the CLI's filters."""
         if (denied := self._deny(request, write=False)) is not None:
             return denied
-        trail = self.hosting.gateway.audit
+        trail = self.audit_trail
         if trail is None:
             return problem(404, "the audit trail is off (audit.enabled: false)")
         query = request.query_params

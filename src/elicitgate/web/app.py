@@ -17,9 +17,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from elicitgate.gateway import Gateway
 from elicitgate.web.access_log import uvicorn_log_config
+from elicitgate.web.admin_auth import AdminAuth
 from elicitgate.web.admin import AdminRoutes
-from elicitgate.web.hosting import Hosting
+from elicitgate.web.guard import HostGuard, security_settings
+from elicitgate.elicitation.hosting import Hosting
 from elicitgate.web.pages import PageRoutes
 
 logger = logging.getLogger(__name__)
@@ -32,22 +35,17 @@ STATIC = {
 }
 
 
-def attach_hosting(gateway: Any, base_url: str | None = None) -> Hosting:
-    """Give the broker a web surface (idempotent: the face that starts the web server calls it)."""
-    hosting = gateway.broker.hosting
-    if hosting is None:
-        hosting = gateway.broker.hosting = Hosting(gateway, base_url)
-    return hosting
-
-
 def _static_files() -> dict[str, bytes]:
     folder = resources.files("elicitgate.web") / "static"
     return {name: (folder / name).read_bytes() for name in STATIC}
 
 
-def web_routes(hosting: Hosting) -> list[BaseRoute]:
+def web_routes(gateway: Gateway) -> list[BaseRoute]:
+    """The hosted pages, the inbox and the admin API of the gateway's `hosting`."""
+    hosting = _hosting_of(gateway)
+    auth = AdminAuth(hosting.admin_token, gateway.config.http.public_url)
     pages = PageRoutes(hosting)
-    admin = AdminRoutes(hosting)
+    admin = AdminRoutes(hosting, gateway.broker, gateway.audit, auth)
     files = _static_files()
 
     async def static(request: Request) -> Response:
@@ -101,6 +99,11 @@ class LearnBaseUrl:
         await self.app(scope, receive, send)
 
 
+def _hosting_of(gateway: Gateway) -> Hosting:
+    assert gateway.hosting is not None, "a gateway serving web pages is built with face='http' or http.hosted_listen"
+    return gateway.hosting
+
+
 class _QuietServer(uvicorn.Server):
     """A uvicorn server inside the gateway's own event loop: the gateway owns the signals."""
 
@@ -110,22 +113,15 @@ class _QuietServer(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def side_server(gateway: Any, listen: str):  # type: ignore[no-untyped-def]
+async def side_server(gateway: Gateway, listen: str):  # type: ignore[no-untyped-def]
     """`http.hosted_listen` for the stdio face: the hosted pages, inbox, admin API and `/metrics` on their own port."""
-    from elicitgate.faces.http import HostGuard
-    from mcp.server.transport_security import TransportSecuritySettings
-
     host, _, port = listen.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     shown = f"[{host}]" if ":" in host else host
-    hosting = attach_hosting(gateway, f"http://{shown}:{port}")
-    app: ASGIApp = Starlette(routes=[metrics_route(), *web_routes(hosting)])
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=gateway.config.http.allowed_hosts,
-        allowed_origins=gateway.config.http.allowed_origins,
-    )
-    app = HostGuard(app, settings=security)
+    hosting = _hosting_of(gateway)
+    hosting.serve_at(f"http://{shown}:{port}")
+    app: ASGIApp = Starlette(routes=[metrics_route(), *web_routes(gateway)])
+    app = HostGuard(app, settings=security_settings(gateway.config.http))
     server = _QuietServer(uvicorn.Config(app, host=host, port=int(port), log_level="warning", lifespan="off",
                                          log_config=uvicorn_log_config()))
     async with anyio.create_task_group() as tg:

@@ -21,7 +21,7 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
-from elicitgate.web.registry import HostedEntry
+from elicitgate.elicitation.hosted_registry import HostedEntry
 
 CLAIM_COOKIE = "eg_claim"
 

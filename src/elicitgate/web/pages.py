@@ -27,7 +27,7 @@ from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.url_policy import browser_host
 from elicitgate.web import claims, forms
 from elicitgate.web.forms import e
-from elicitgate.web.registry import HostedEntry
+from elicitgate.elicitation.hosted_registry import HostedEntry
 
 SETTLE_WAIT = 30.0
 CSRF_COOKIE = "eg_csrf"

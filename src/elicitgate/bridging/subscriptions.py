@@ -15,16 +15,16 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from elicitgate.seams import DownstreamPeer
 from elicitgate.upstreams.link import UpstreamLink
 
 logger = logging.getLogger(__name__)
 
-_LISTENS_KEY = "elicitgate.resource_listens"
-_SUBSCRIBED_KEY = "elicitgate.resource_subscriptions"
 
-
-async def subscribe(task_group: anyio.abc.TaskGroup, peer: Any, link: UpstreamLink, uri: str) -> dict[str, Any]:
-    listens: dict[tuple[str, str], anyio.CancelScope] = peer.state.setdefault(_LISTENS_KEY, {})
+async def subscribe(
+    task_group: anyio.abc.TaskGroup, peer: DownstreamPeer, link: UpstreamLink, uri: str
+) -> dict[str, Any]:
+    listens = peer.listens
     if (link.name, uri) in listens:
         return {}
     conn = await link.connection_for(peer)
@@ -43,28 +43,28 @@ async def subscribe(task_group: anyio.abc.TaskGroup, peer: Any, link: UpstreamLi
     return {}
 
 
-def unsubscribe(peer: Any, server: str, uri: str) -> dict[str, Any]:
-    scope = peer.state.get(_LISTENS_KEY, {}).pop((server, uri), None)
+def unsubscribe(peer: DownstreamPeer, server: str, uri: str) -> dict[str, Any]:
+    scope = peer.listens.pop((server, uri), None)
     if scope is not None:
         scope.cancel()
     return {}
 
 
-def remember(peer: Any, server: str, uri: str, *, subscribed: bool) -> None:
+def remember(peer: DownstreamPeer, server: str, uri: str, *, subscribed: bool) -> None:
     """A handshake-era upstream accepted this client's `resources/subscribe` (or `unsubscribe`)."""
-    uris: set[tuple[str, str]] = peer.state.setdefault(_SUBSCRIBED_KEY, set())
     if subscribed:
-        uris.add((server, uri))
+        peer.subscribed.add((server, uri))
     else:
-        uris.discard((server, uri))
+        peer.subscribed.discard((server, uri))
 
 
-def subscribed(peer: Any, server: str, uri: str) -> bool:
+def subscribed(peer: DownstreamPeer, server: str, uri: str) -> bool:
     """Whether `notifications/resources/updated` for `uri` of `server` is for this client."""
     key = (server, uri)
-    return key in peer.state.get(_SUBSCRIBED_KEY, ()) or key in peer.state.get(_LISTENS_KEY, {})
+    return key in peer.subscribed or key in peer.listens
 
 
-def close_all(peer: Any) -> None:
-    for scope in peer.state.pop(_LISTENS_KEY, {}).values():
+def close_all(peer: DownstreamPeer) -> None:
+    listens, peer.listens = peer.listens, {}
+    for scope in listens.values():
         scope.cancel()

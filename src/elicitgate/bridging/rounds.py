@@ -8,7 +8,7 @@ entry of the client's current request; the client's retry carries the answers ba
 goes on, round after round, until its result is the answer to the latest retry.
 
 So upstream `requestState` never leaves the gateway, and the `requestState` the client holds is
-only a sealed pointer (`faces.sealing`) to the parked call and the round it may answer, once.
+only a sealed pointer (`bridging.sealing`) to the parked call and the round it may answer, once.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, RequestId
 
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.config import BridgingConfig
-from elicitgate.faces.peer import DownstreamCall, DownstreamPeer
+from elicitgate.elicitation.model import Elicitation
+from elicitgate.seams import ClientRequest, DownstreamPeer, Era
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class Question:
     method: str
     params: dict[str, Any]
     """As the 2026-07-28 client sees them."""
-    elicitation: Any | None
+    elicitation: Elicitation | None
     answered: anyio.Event = field(default_factory=anyio.Event)
     answer: Any = None
 
@@ -49,18 +50,19 @@ class Question:
 class ParkedCall:
     """One client call of a 2026-07-28 client, alive across its retries.
 
-    It is the *origin* of everything the upstream asks during the call (see `DownstreamCall`): the
-    broker and the router treat it as the call, and it hands questions to whichever client request
-    is currently looking at it.
+    It is the `Origin` of everything the upstream asks during the call: the broker and the router treat
+    it as the call, and it hands questions to whichever client request is currently looking at it.
     """
 
-    def __init__(self, peer: DownstreamPeer, method: str, first: DownstreamCall, config: BridgingConfig) -> None:
+    asks_in_rounds = True
+
+    def __init__(self, peer: DownstreamPeer, method: str, first: ClientRequest, config: BridgingConfig) -> None:
         self.id = secrets.token_urlsafe(16)
         self.peer = peer
         self.method = method
-        self.era = "modern"
+        self.era: Era = "modern"
         self.config = config
-        self.current: DownstreamCall | None = first
+        self.current: ClientRequest | None = first
         self._first_request_id = first.request_id
         self._latest = first
         self.rounds = 0
@@ -75,12 +77,12 @@ class ParkedCall:
         self.claimed = anyio.Event()
         self._keys = 0
         self._registering = 0
-        self._processing: set[Any] = set()
+        self._processing: set[Elicitation | None] = set()
         self._url_waits: dict[str, anyio.Event] = {}
         self._changed = anyio.Event()
         self._failure: MCPError | None = None
 
-    # -- what the broker and router see (the `DownstreamCall` surface) ---------------------------
+    # -- what the broker and router see (the `Origin` surface) ------------------------------------
 
     @property
     def modes(self) -> frozenset[str]:
@@ -94,7 +96,7 @@ class ParkedCall:
         return self._latest.tool
 
     @property
-    def request_id(self) -> Any:
+    def request_id(self) -> RequestId | None:
         """The id of the client request that started the call (each retry has its own)."""
         return self._first_request_id
 
@@ -107,7 +109,7 @@ class ParkedCall:
         """A server-to-client request (sampling, roots) becomes an input request too."""
         return await self.ask(method, dict(params), None)
 
-    async def ask(self, method: str, params: dict[str, Any], elicitation: Any | None) -> Any:
+    async def ask(self, method: str, params: dict[str, Any], elicitation: Elicitation | None) -> Any:
         """Put one question to the client in the next `input_required` result; wait for its answer."""
         self._keys += 1
         question = Question(f"q{self._keys}", method, _for_modern_client(method, params), elicitation)
@@ -139,7 +141,7 @@ class ParkedCall:
         """`count` questions are about to be asked together: answer none before all are in."""
         self._registering += count
 
-    def elicitation_ended(self, elicitation: Any) -> None:
+    def elicitation_ended(self, elicitation: Elicitation) -> None:
         self._processing.discard(elicitation)
         self._signal()
 
@@ -182,7 +184,7 @@ class ParkedCall:
         if self._waiting is not None:
             self._waiting.cancel()
 
-    async def next_round(self, call: DownstreamCall) -> dict[str, Any]:
+    async def next_round(self, call: ClientRequest) -> dict[str, Any]:
         """Wait, as `call`, for the parked call's result or its next questions."""
         self.current, self._latest = call, call
         try:
@@ -255,7 +257,7 @@ class Rounds:
     async def start(
         self,
         task_group: anyio.abc.TaskGroup,
-        call: DownstreamCall,
+        call: ClientRequest,
         method: str,
         work: Callable[[ParkedCall], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
@@ -285,7 +287,7 @@ class Rounds:
         pointer = _pointer(state)
         return self.parked.get(pointer.get("id")) if pointer is not None else None
 
-    async def resume(self, call: DownstreamCall, method: str, state: str, responses: Any) -> dict[str, Any]:
+    async def resume(self, call: ClientRequest, method: str, state: str, responses: Any) -> dict[str, Any]:
         """A retry: the `requestState` the boundary verified (ours, unexpired, bound to this request)."""
         pointer = _pointer(state)
         if pointer is None:

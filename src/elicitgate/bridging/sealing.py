@@ -21,6 +21,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity, authenticated_principal
 
 from elicitgate.config import BridgingConfig, ConfigError
+from elicitgate.sdk import connection_of
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
         return authenticated
     info: Any = (ctx.meta or {}).get(CLIENT_INFO_META_KEY)
     if info is None:
-        params = ctx.session._connection.client_params  # noqa: SLF001 - the per-client Connection
+        params = connection_of(ctx).client_params
         info = params.client_info.model_dump(mode="json") if params is not None else None
     if isinstance(info, dict):
         info = {k: info.get(k) for k in ("name", "version")}

@@ -1,7 +1,8 @@
 """Gateway-hosted elicitation: when the gateway presents an elicitation itself, and how.
 
-`Hosting` is attached to the broker by a face that has a web server (the HTTP face, or the side server
-`http.hosted_listen` starts next to the stdio face). Per server, `hosting` decides:
+The gateway builds one `Hosting` when the process has a web server for it (the HTTP face, or the side
+server `http.hosted_listen` starts next to the stdio face) and hands it to the broker and the links;
+`elicitgate.web` serves its pages. Per server, `hosting` decides:
 
 - `never`: the client presents everything (or the broker refuses with -32013 / -32018).
 - `auto` (default): host a form when the client cannot present form mode, or when the form asks for a
@@ -23,10 +24,12 @@ from typing import Any
 
 import anyio
 
+from elicitgate.config import GatewayConfig
+from elicitgate.elicitation.hosted_registry import HostedEntry, HostedRegistry
 from elicitgate.elicitation.model import Elicitation
-from elicitgate.elicitation.responders import HumanGone, to_client
-from elicitgate.web.admin_auth import AdminAuth
-from elicitgate.web.registry import HostedEntry, HostedRegistry
+from elicitgate.elicitation.responders import HumanGone, Responder, to_client
+from elicitgate.seams import DownstreamPeer, Origin
+from elicitgate.upstreams.link import UpstreamLink
 
 logger = logging.getLogger(__name__)
 
@@ -34,20 +37,15 @@ UI_MIME = "text/html;profile=mcp-app"
 UI_READ_TIMEOUT = 10.0
 
 
-def _client_modes(origin: Any) -> frozenset[str]:
-    modes = getattr(origin, "modes", None)
-    return frozenset(modes if modes is not None else origin.peer.modes)
-
-
 class Hosting:
-    def __init__(self, gateway: Any, base_url: str | None = None) -> None:
-        self.gateway = gateway
-        self.config = gateway.config
+    def __init__(self, config: GatewayConfig, links: Mapping[str, UpstreamLink]) -> None:
+        self.config = config
+        self.links = links
+        """The gateway's links, to read an upstream's `ui://` resource."""
         self.registry = HostedRegistry()
-        self._base_url = self.config.http.public_url or base_url
-        token = self.config.admin_token
+        self._base_url = config.http.public_url
+        token = config.admin_token
         self.admin_token: str | None = token.get_secret_value() if token is not None else None
-        self.admin_auth = AdminAuth(self.admin_token, self.config.http.public_url)
         self.page = HostedPage(self)
         self.inbox = InInbox(self)
 
@@ -56,6 +54,12 @@ class Hosting:
     @property
     def base_url(self) -> str | None:
         return self._base_url
+
+    def serve_at(self, base_url: str | None) -> None:
+        """The address the web server listens on, unless `public_url` says otherwise (None: learn it from
+        the first request, see `learn_base_url`)."""
+        if self._base_url is None:
+            self._base_url = base_url
 
     def learn_base_url(self, scope: Mapping[str, Any]) -> None:
         """No `public_url` and no address given at start: take the one the first request came in on."""
@@ -79,14 +83,14 @@ class Hosting:
 
     def policy(self, server: str) -> str:
         cfg = self.config.mcp_servers.get(server)
-        return getattr(cfg, "hosting", "auto") if cfg is not None else "never"
+        return cfg.hosting if cfg is not None else "never"
 
-    def responder_for(self, server: str, origin: Any, mode: str, *, secrets: bool = False) -> Any | None:
+    def responder_for(self, server: str, origin: Origin, mode: str, *, secrets: bool = False) -> Responder | None:
         """The hosted responder for this elicitation, or None when the client presents it (or nobody can)."""
         policy = self.policy(server)
         if policy == "never":
             return None
-        modes = _client_modes(origin)
+        modes = origin.modes
         if mode == "url":
             if "url" in modes:
                 return None
@@ -97,7 +101,7 @@ class Hosting:
             return self.page
         return self.inbox if self.inbox_on else None
 
-    def unavailable_reason(self, server: str, origin: Any, mode: str) -> str:
+    def unavailable_reason(self, server: str, origin: Origin, mode: str) -> str:
         if self.policy(server) == "never":
             return f"hosting is 'never' for server {server!r}"
         return (
@@ -105,7 +109,7 @@ class Hosting:
             "answer it in the gateway's inbox, see docs/hosting.md"
         )
 
-    def modes_for(self, server: str, peer: Any) -> frozenset[str]:
+    def modes_for(self, server: str, peer: DownstreamPeer) -> frozenset[str]:
         """Modes the gateway can take for `peer` through hosting (what a per-session upstream is told)."""
         if self.policy(server) == "never":
             return frozenset()
@@ -117,7 +121,7 @@ class Hosting:
 
     async def read_ui(self, server: str, uri: str) -> str | None:
         """The HTML of an upstream `ui://` resource, or None (the plain form is shown instead)."""
-        link = self.gateway.links.get(server)
+        link = self.links.get(server)
         conn = link.primary if link is not None else None
         if conn is None:
             return None
@@ -168,6 +172,7 @@ class InInbox:
     """The elicitation waits for the operator: `/inbox`, `elicitgate inbox`, the admin API."""
 
     name = "hosted_inbox"
+    cancel_on_timeout = False
 
     def __init__(self, hosting: Hosting) -> None:
         self.hosting = hosting
@@ -185,6 +190,7 @@ class HostedPage:
     """The client gets a URL-mode elicitation pointing at the hosted page; the page brings the answer."""
 
     name = "hosted_page"
+    cancel_on_timeout = False
 
     def __init__(self, hosting: Hosting) -> None:
         self.hosting = hosting
@@ -201,7 +207,7 @@ class HostedPage:
                 "elicitationId": entry.client_elicitation_id,
                 "_meta": request.get("_meta") or {},
             }
-            consent = await to_client(el.origin).ask(el, link)
+            consent = await to_client(el.asked()).ask(el, link)
             action = consent.get("action") if isinstance(consent, Mapping) else None
             if action != "accept":
                 return consent  # decline / cancel from the client (or an invalid result for the broker)
@@ -211,13 +217,14 @@ class HostedPage:
 
     async def _complete(self, el: Elicitation, entry: HostedEntry) -> None:
         """Tell the client the out-of-band interaction is over (2025-11-25 URL mode)."""
-        if el.origin.era == "modern":
+        origin = el.asked()
+        if origin.era == "modern":
             return  # a 2026-07-28 client learns it by its retry
         try:
             with anyio.move_on_after(5):
-                await el.origin.peer.url_completed({"elicitationId": entry.client_elicitation_id})
+                await origin.peer.url_completed({"elicitationId": entry.client_elicitation_id})
         except Exception as exc:  # the answer matters more than the courtesy note
-            logger.debug("could not send elicitation/complete to %s: %s", el.origin.peer.id, exc)
+            logger.debug("could not send elicitation/complete to %s: %s", origin.peer.id, exc)
 
     def ended(self, el: Elicitation) -> None:
         self.hosting.ended(el)

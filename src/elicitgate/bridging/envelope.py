@@ -1,0 +1,61 @@
+"""What changes about a request and its result on the way between eras.
+
+A 2026-07-28 request carries its client's description in `_meta` (protocol version, client info,
+capabilities) and asks for log messages per request; a handshake-era client said all of that once per
+session. Each upstream connection stamps its own envelope, so the client's is dropped, and what a
+handshake-era client set for its session travels with each request to a 2026-07-28 upstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+)
+
+from elicitgate.seams import Era, Origin
+
+ENVELOPE_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
+"""A 2026-07-28 client's envelope describes it to the gateway; each upstream connection stamps its own."""
+ROUND_KEYS = ("requestState", "inputResponses")
+"""A 2026-07-28 client's rounds are the gateway's (`bridging.rounds`), never the upstream's."""
+
+
+def upstream_params(params: Mapping[str, Any], call: Origin, era: Era) -> tuple[dict[str, Any], Any | None]:
+    """`params` as an upstream of `era` gets them, and the client's progress token (None: no progress).
+
+    The progress token is the gateway's to relay (`router.forward`): the upstream gets the dispatcher's own.
+    """
+    params = {k: v for k, v in params.items() if k not in ROUND_KEYS}
+    meta = {k: v for k, v in (params.get("_meta") or {}).items() if k not in ENVELOPE_META_KEYS}
+    level = meta.pop(LOG_LEVEL_META_KEY, None) or call.peer.log_level
+    if era == "modern" and level is not None:
+        meta[LOG_LEVEL_META_KEY] = level
+    token = meta.pop("progressToken", None)
+    if meta:
+        params["_meta"] = meta
+    else:
+        params.pop("_meta", None)
+    return params, token
+
+
+def modern_capabilities(call: Origin) -> dict[str, Any]:
+    """The per-request capabilities a 2026-07-28 upstream is told: the elicitation modes of the call's client."""
+    modes = call.modes
+    return {"elicitation": {mode: {} for mode in sorted(modes)}} if modes else {}
+
+
+def without_upstream_identity(result: dict[str, Any]) -> dict[str, Any]:
+    """Drop the upstream's `serverInfo` from a 2026-07-28 result's `_meta`: the client's server is the gateway."""
+    meta = result.get("_meta")
+    if not isinstance(meta, Mapping) or SERVER_INFO_META_KEY not in meta:
+        return result
+    meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY}
+    result = {k: v for k, v in result.items() if k != "_meta"}
+    return {**result, "_meta": meta} if meta else result

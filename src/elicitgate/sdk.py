@@ -1,0 +1,49 @@
+"""Where the gateway reaches past the public surface of the libraries it builds on, and why.
+
+Everything private of the `mcp` SDK (and of Starlette) that the gateway touches is read here and
+nowhere else, so an SDK upgrade that moves one of these has one place to mend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.types import Send
+
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+
+
+def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
+    """The per-client `Connection` of a request: what the client declared, its outbound channel, and
+    state kept for the client's whole session. The SDK has no public accessor for it."""
+    return ctx.session._connection  # noqa: SLF001
+
+
+def request_outbound(ctx: ServerRequestContext[Any, Any]) -> Any:
+    """The request-scoped channel of a request (its POST stream on HTTP): `send_raw_request` sends a
+    server-to-client request unmodelled (the typed `send_request` drops fields it does not know, such as
+    `ui` and extensions), `notify` a notification scoped to the request, and `cancel_requested` says
+    whether the client cancelled the request."""
+    return ctx.session._request_outbound  # noqa: SLF001
+
+
+class HostRules:
+    """The SDK's Host / Origin allow-list matching (wildcard ports and all), for routes the SDK does not
+    guard itself."""
+
+    def __init__(self, settings: TransportSecuritySettings) -> None:
+        self._rules = TransportSecurityMiddleware(settings)
+
+    def host_allowed(self, host: str | None) -> bool:
+        return self._rules._validate_host(host)  # noqa: SLF001
+
+    def origin_allowed(self, origin: str) -> bool:
+        return self._rules._validate_origin(origin)  # noqa: SLF001
+
+
+def raw_send(request: Request) -> Send:
+    """The ASGI `send` of a Starlette request, which an SSE transport needs to write its own response."""
+    return request._send  # noqa: SLF001

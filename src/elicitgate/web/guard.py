@@ -1,0 +1,58 @@
+"""The Host / Origin guard in front of every route of the gateway's web servers."""
+
+from __future__ import annotations
+
+from mcp_types import INVALID_REQUEST
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp.server.transport_security import TransportSecuritySettings
+
+from elicitgate.config import HttpFaceConfig
+from elicitgate.sdk import HostRules
+
+
+def security_settings(http: HttpFaceConfig) -> TransportSecuritySettings:
+    """The allow-lists of `http.allowed_hosts` and `http.allowed_origins`, in the SDK's terms."""
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=http.allowed_hosts,
+        allowed_origins=http.allowed_origins,
+    )
+
+
+class HostGuard:
+    """DNS-rebinding guard for every route: a Host or Origin outside the allow-list gets 403.
+
+    The SDK checks `/mcp` itself but answers a bad Host with 421; one rule and one status for all routes
+    is easier to operate behind proxies, and `/healthz` and `/metrics` need the same protection.
+    """
+
+    def __init__(self, app: ASGIApp, settings: TransportSecuritySettings) -> None:
+        self.app = app
+        self._rules = HostRules(settings)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            host, origin = headers.get("host"), headers.get("origin")
+            problem = None
+            if not self._rules.host_allowed(host):
+                problem = ("host", host)
+            elif origin is not None and not self._rules.origin_allowed(origin):
+                problem = ("origin", origin)
+            if problem is not None:
+                header, value = problem
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {
+                        "code": INVALID_REQUEST,
+                        "message": f"{header.capitalize()} header not allowed",
+                        "data": {"source": "elicitgate", header: value, "setting": f"http.allowed_{header}s"},
+                    },
+                }
+                await JSONResponse(body, status_code=403)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,38 @@
+"""The package's layers (pyproject.toml `[tool.importlinter]`, README's Layout): `lint-imports` keeps
+every contract, and a contract broken on purpose is reported (the check can fail)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint(cwd: Path, src: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo", "--config", str(cwd / "pyproject.toml")],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_every_import_points_down_and_no_package_has_a_cycle():
+    result = _lint(ROOT, ROOT / "src")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_an_upward_import_breaks_the_layers(tmp_path: Path):
+    shutil.copytree(ROOT / "src" / "elicitgate", tmp_path / "src" / "elicitgate",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    seams = tmp_path / "src" / "elicitgate" / "seams.py"
+    seams.write_text(seams.read_text() + "\nfrom elicitgate.gateway import Gateway  # noqa: E402\n")
+    result = _lint(tmp_path, tmp_path / "src")
+    assert result.returncode != 0
+    assert "elicitgate.seams -> elicitgate.gateway" in result.stdout, result.stdout
