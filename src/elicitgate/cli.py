@@ -83,6 +83,18 @@ def _check_state_keys(cfg: GatewayConfig) -> None:
         raise typer.Exit(2) from None
 
 
+def _with_replicas(cfg: GatewayConfig) -> GatewayConfig:
+    """With `redis_url`: the replicas' shared requestState key, or a plain error when Redis is out of reach."""
+    from elicitgate.cluster.keys import with_shared_state_key
+
+    assert cfg.redis_url is not None
+    try:
+        return with_shared_state_key(cfg, cfg.redis_url.get_secret_value())
+    except ConfigError as exc:
+        err.print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
 def _parse_hostport(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit():
@@ -125,6 +137,8 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
     from elicitgate.gateway import Gateway
 
     _setup_logging(cfg.log_level, cfg.log_format)
+    if cfg.redis_url is not None:
+        cfg = _with_replicas(cfg)
     _check_state_keys(cfg)
     gateway = Gateway(cfg, face="stdio" if http is None else "http")
     if http is None:
@@ -151,6 +165,10 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
     from elicitgate.faces.auth import AuthConfigError, exposure_warning
 
     if (warning := exposure_warning(host, cfg.http.auth)) is not None:
+        if cfg.http.require_auth:
+            err.print(f"elicitgate: {warning} (http.require_auth is on)", style="red", highlight=False,
+                      markup=False, soft_wrap=True)
+            raise typer.Exit(2)
         logging.getLogger("elicitgate").warning(warning)
     try:
         app_ = build_http_app(gateway, None if host in ("0.0.0.0", "::") else base)

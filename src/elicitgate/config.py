@@ -257,6 +257,9 @@ class HttpFaceConfig(_Strict):
     plain form instead (docs/hosting.md)."""
     auth: HttpAuthConfig = Field(default_factory=HttpAuthConfig)
     """Authentication on `/mcp`; off by default (see docs/security.md)."""
+    require_auth: bool = False
+    """Refuse to start when `/mcp` would be served on a non-loopback address without `auth` (the container
+    image sets it, docs/deploy.md); false: a warning only."""
 
     @field_validator("public_url")
     @classmethod
@@ -322,6 +325,19 @@ class GatewayConfig(BaseSettings):
     admin_token: SecretStr | None = None
     """Bearer token for the admin API and the inbox (`ELICITGATE_ADMIN_TOKEN`), at least
     `MIN_ADMIN_TOKEN_LENGTH` characters; unset or empty, both are off."""
+
+    redis_url: SecretStr | None = None
+    """`redis://[:PASSWORD@]HOST:PORT/DB` (or `rediss://`, `unix://`): replicas with the same config and this
+    URL act as one gateway (`ELICITGATE_REDIS_URL`, docs/deploy.md). Unset: everything stays in the process."""
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, url: SecretStr | None) -> SecretStr | None:
+        if url is None or not url.get_secret_value().strip():
+            return None
+        if not url.get_secret_value().startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return url
 
     @field_validator("admin_token")
     @classmethod

@@ -2,7 +2,8 @@
 
 2026-07-28 leaves -32000..-32019 to implementations (it uses -32020..-32022 and -32042 itself),
 and the SDK itself takes -32000 (connection closed) and -32001 (request timeout), so every
-gateway-made error lives in -32010..-32019. `docs/errors.md` is the table people read; keep the two
+gateway-made error lives in -32010..-32019, and the replicas' own (`redis_url`) in
+-32008..-32009. `docs/errors.md` is the table people read; keep the two
 in step.
 """
 
@@ -34,8 +35,13 @@ ELICITATION_FAILED = -32019
 """The downstream client failed the elicitation request (its error is in `data.cause`)."""
 UPSTREAM_GONE = -32012
 """The upstream connection closed while a request was in flight."""
+REPLICA_GONE = -32008
+"""With `redis_url`: the gateway replica holding the call or elicitation stopped (or does not answer)."""
+CLUSTER_UNAVAILABLE = -32009
+"""With `redis_url`: Redis is unreachable, and this request needs what the replicas share there."""
 
 __all__ = [
+    "CLUSTER_UNAVAILABLE",
     "ELICITATION_FAILED",
     "ELICITATION_LIMIT",
     "ELICITATION_ORIGIN_UNKNOWN",
@@ -45,6 +51,7 @@ __all__ = [
     "ELICITATION_UNDELIVERABLE",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
+    "REPLICA_GONE",
     "UPSTREAM_GONE",
     "UPSTREAM_TIMEOUT",
     "UPSTREAM_UNAVAILABLE",

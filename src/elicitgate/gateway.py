@@ -80,6 +80,14 @@ class Gateway:
             (name, UpstreamLink(name, cfg, config.upstream_retry, self, self._on_link_connected, self.hosting))
             for name, cfg in upstreams.items()
         )
+        self.replicas: Any | None = None
+        """With `redis_url`: this replica among the others (`cluster.bus.Replicas`)."""
+        if config.redis_url is not None:
+            from elicitgate.cluster.bus import Replicas
+            from elicitgate.cluster.limits import SharedLimits
+
+            self.replicas = Replicas(config.redis_url.get_secret_value())
+            self.broker.shared_limits = SharedLimits(self.replicas, config.elicitation, self.broker.open_counts)
         self._task_group: anyio.abc.TaskGroup | None = None
         self._list_changes: dict[str, set[str]] = {}
         """Per server, while a refresh of its lists runs: the `list_changed` methods that came meanwhile."""
@@ -95,6 +103,9 @@ class Gateway:
             tg.start_soon(self._expire_modern_peers, name="modern-peer-expiry")
             if self.audit is not None:
                 tg.start_soon(self.audit.run, name="audit-writer")
+            if self.replicas is not None:
+                tg.start_soon(self.replicas.run, name="replicas")
+                await self.replicas.started.wait()
             if wait_for_upstreams:
                 with anyio.move_on_after(STARTUP_WAIT):
                     for link in self.links.values():
@@ -102,6 +113,8 @@ class Gateway:
             try:
                 yield self
             finally:
+                if self.replicas is not None:
+                    await self.replicas.close()
                 if self.audit is not None:
                     await self.audit.close()  # what is queued reaches the store before the writer stops
                 tg.cancel_scope.cancel()
@@ -111,7 +124,10 @@ class Gateway:
     def health(self) -> tuple[bool, dict[str, Any]]:
         servers = {name: link.status() for name, link in self.links.items()}
         healthy = all(link.state is LinkState.UP for link in self.links.values())
-        return healthy, {"status": "ok" if healthy else "degraded", "upstreams": servers}
+        body: dict[str, Any] = {"status": "ok" if healthy else "degraded", "upstreams": servers}
+        if self.replicas is not None:
+            body["replica"] = {"id": self.replicas.id, "redis": "up" if self.replicas.reachable else "unreachable"}
+        return healthy, body
 
     # -- peers ---------------------------------------------------------------------------------
 

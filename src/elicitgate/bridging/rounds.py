@@ -253,6 +253,8 @@ class Rounds:
     def __init__(self, config: BridgingConfig) -> None:
         self.config = config
         self.parked: dict[str, ParkedCall] = {}
+        self.home = ""
+        """Prefix of this gateway's parked-call ids: with `redis_url`, `<replica id>.` (cluster.retries)."""
 
     async def start(
         self,
@@ -269,6 +271,7 @@ class Rounds:
                 value=self.config.max_parked_calls,
             )
         park = ParkedCall(call.peer, method, call, self.config)
+        park.id = self.home + park.id
         self.parked[park.id] = park
 
         async def run() -> None:

@@ -29,7 +29,7 @@ from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
 from elicitgate.config import ElicitationConfig
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.elicitation.hosting import Hosting
-from elicitgate.elicitation.limits import TokenBucket
+from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limited
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
@@ -71,6 +71,8 @@ class Broker:
         self._open: dict[str, int] = {}
         """Pending elicitations per client identity (principal, else session)."""
         self._buckets: dict[str, TokenBucket] = {}
+        self.shared_limits: Any | None = None
+        """With `redis_url`: limits counted over all replicas (`cluster.limits.SharedLimits`), instead of here."""
         self.hosting = hosting
         """The gateway's own hosted page and inbox; None when the process has no web server for them."""
 
@@ -113,7 +115,10 @@ class Broker:
             responder = self._hosted_responder(server, origin, mode, params) or self._responder_for(
                 server, origin, mode
             )
-            identity = self._admit(server, peer)
+            if self.shared_limits is None:
+                identity = self._admit(server, peer)
+            else:
+                identity = await self.shared_limits.admit(server, peer)
         except MCPError as exc:
             self._refused(server, str(mode), origin, exc, source, gateway_reason)
             raise
@@ -153,6 +158,12 @@ class Broker:
                 self._open[identity] = left
             peer.elicitations.discard(el)
             ELICITATIONS_PENDING.labels(server=server).dec()
+            if self.shared_limits is not None:
+                await self.shared_limits.release(identity)
+
+    def open_counts(self) -> dict[str, int]:
+        """Pending elicitations per client identity (principal, else session)."""
+        return dict(self._open)
 
     def human_timeout(self, server_timeout: float | None) -> float:
         """How long a human may take over a server's request: its `elicitation_timeout`, else the default."""
@@ -295,21 +306,9 @@ class Broker:
         """Check the limits for the client's identity (its principal, else its session); returns the identity."""
         identity = peer.principal or peer.id
         if self._open.get(identity, 0) >= self.config.max_pending_per_session:
-            raise errors.gateway_error(
-                errors.ELICITATION_LIMIT,
-                "too many pending elicitations for this client",
-                server=server,
-                limit="max_pending_per_session",
-                value=self.config.max_pending_per_session,
-            )
+            raise pending_limit(self.config, server, "max_pending_per_session")
         if len(self.pending) >= self.config.max_pending_total:
-            raise errors.gateway_error(
-                errors.ELICITATION_LIMIT,
-                "too many pending elicitations in the gateway",
-                server=server,
-                limit="max_pending_total",
-                value=self.config.max_pending_total,
-            )
+            raise pending_limit(self.config, server, "max_pending_total")
         bucket = self._buckets.get(identity)
         if bucket is None:
             if len(self._buckets) >= _MAX_IDLE_BUCKETS:  # a full bucket is a fresh one: dropping it loses nothing
@@ -319,14 +318,7 @@ class Broker:
             )
         wait = bucket.take()
         if wait:
-            raise errors.gateway_error(
-                errors.ELICITATION_RATE_LIMITED,
-                "elicitation rate limit exceeded for this client",
-                server=server,
-                limit="rate_limit_per_minute",
-                value=self.config.rate_limit_per_minute,
-                retryAfterSeconds=round(wait, 3),
-            )
+            raise rate_limited(self.config, server, wait)
         return identity
 
     # -- presenting and answering -----------------------------------------------------------

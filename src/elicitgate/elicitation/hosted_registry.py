@@ -12,7 +12,7 @@ import hashlib
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +125,8 @@ class HostedRegistry:
         """sha256(token) -> {"id", "state"}: bounded, so a late visitor learns how it ended."""
         self.version = 0
         self._changed = anyio.Event()
+        self.watchers: list[Callable[[], None]] = []
+        """Told of every change made here (with `redis_url`: the board the other replicas read)."""
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -149,10 +151,14 @@ class HostedRegistry:
     def ended_state(self, token: str) -> dict[str, Any] | None:
         return self.tombstones.get(token_digest(token))
 
-    def bump(self) -> None:
+    def bump(self, *, here: bool = True) -> None:
+        """A change; `here` False: another replica's (its watchers are not told)."""
         self.version += 1
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
+        if here:
+            for watcher in self.watchers:
+                watcher()
 
     async def wait_change(self, version: int) -> int:
         while self.version == version:

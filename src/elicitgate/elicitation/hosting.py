@@ -19,7 +19,7 @@ gateway, the client only learns `accept`. Otherwise the elicitation waits in the
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -48,6 +48,10 @@ class Hosting:
         self.admin_token: str | None = token.get_secret_value() if token is not None else None
         self.page = HostedPage(self)
         self.inbox = InInbox(self)
+        self.admin: Any | None = None
+        """The admin API's routes (`web.admin.AdminRoutes`), once mounted."""
+        self.elsewhere: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None
+        """With `redis_url`: the other replicas' pending elicitations (`web.replicas`)."""
 
     # -- where people reach it -------------------------------------------------------------------
 

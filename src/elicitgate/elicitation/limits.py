@@ -1,9 +1,39 @@
-"""Per-client token bucket for elicitation rate limits."""
+"""Per-client token bucket for elicitation rate limits, and the errors of every limit."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Literal
+
+from mcp.shared.exceptions import MCPError
+
+from elicitgate import errors
+from elicitgate.config import ElicitationConfig
+
+
+def pending_limit(config: ElicitationConfig, server: str, limit: Literal["max_pending_per_session",
+                                                                          "max_pending_total"]) -> MCPError:
+    per_client = limit == "max_pending_per_session"
+    return errors.gateway_error(
+        errors.ELICITATION_LIMIT,
+        "too many pending elicitations for this client" if per_client
+        else "too many pending elicitations in the gateway",
+        server=server,
+        limit=limit,
+        value=config.max_pending_per_session if per_client else config.max_pending_total,
+    )
+
+
+def rate_limited(config: ElicitationConfig, server: str, wait: float) -> MCPError:
+    return errors.gateway_error(
+        errors.ELICITATION_RATE_LIMITED,
+        "elicitation rate limit exceeded for this client",
+        server=server,
+        limit="rate_limit_per_minute",
+        value=config.rate_limit_per_minute,
+        retryAfterSeconds=round(wait, 3),
+    )
 
 
 @dataclass

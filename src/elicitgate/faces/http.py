@@ -42,8 +42,14 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
             yield
 
     app.router.lifespan_context = lifespan
+    if gateway.replicas is not None:  # innermost: below the Host check and the auth, like the routes
+        from elicitgate.web.replicas import ToOwner, WebReplica
+
+        app.add_middleware(ToOwner, web=WebReplica(gateway.replicas, hosting, gateway.broker))
     if gateway.config.http.auth.enabled:
         app.add_middleware(RequireBearer, auth=auth)
     app.add_middleware(LearnBaseUrl, hosting=hosting)
     app.add_middleware(HostGuard, settings=security)
+    if gateway.replicas is not None:
+        app.middleware_stack = app.build_middleware_stack()  # other replicas' requests may come before any here
     return app

@@ -79,6 +79,10 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     server.middleware.clear()  # no per-message tracing span on the pass-through path
     server.middleware.append(RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED}))
     server.middleware.append(state_boundary(gateway.config.bridging))
+    if gateway.replicas is not None:
+        from elicitgate.cluster import retries
+
+        retries.install(gateway, gateway.replicas)
 
     def make_list(kind: str) -> Any:
         async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
@@ -134,10 +138,25 @@ async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], m
             return {"resultType": "complete", **await gateway.call_once(call, method, params)}
         finally:
             peer.calls.discard(call)
-    if state is not None:
+    if state is not None and resumed is None and gateway.replicas is not None:
+        result = await _resume_elsewhere(gateway, ctx, call, method, params, state)
+    elif state is not None:
         result = await gateway.rounds.resume(call, method, state, params.get("inputResponses"))
     else:
         result = await gateway.rounds.start(
             gateway.task_group, call, method, lambda park: gateway.call_once(park, method, params)
         )
     return result if result.get("resultType") == "input_required" else {"resultType": "complete", **result}
+
+
+async def _resume_elsewhere(
+    gateway: Gateway, ctx: ServerRequestContext[Any, Any], call: DownstreamCall, method: str,
+    params: dict[str, Any], state: Any,
+) -> dict[str, Any]:
+    """With `redis_url`: a retry for a call parked on another replica is answered there (cluster.retries)."""
+    from elicitgate.cluster import retries
+
+    home = retries.home_of(state)
+    if home is None or home == gateway.replicas.id:
+        return await gateway.rounds.resume(call, method, state, params.get("inputResponses"))
+    return await retries.forward(gateway.replicas, home, call, authenticated_principal_of(ctx), method, params)

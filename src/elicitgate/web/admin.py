@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
+from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
@@ -95,8 +96,15 @@ class AdminRoutes:
         return None
 
     def pending(self) -> list[dict[str, Any]]:
+        """This replica's pending elicitations."""
         els = sorted(self.broker.pending.values(), key=lambda el: el.created_at)
         return [self.item(el) for el in els if not el.state.terminal]
+
+    async def all_pending(self) -> list[dict[str, Any]]:
+        """With `redis_url`, every replica's (raises the `MCPError` of an unreachable Redis); else `pending()`."""
+        if self.hosting.elsewhere is None:
+            return self.pending()
+        return sorted([*self.pending(), *await self.hosting.elsewhere()], key=lambda item: item["created_at"])
 
     # -- the API ---------------------------------------------------------------------------------------
 
@@ -108,7 +116,10 @@ class AdminRoutes:
             return problem(422, "state must be pending, ended or all")
         items: list[dict[str, Any]] = []
         if state in ("pending", "all"):
-            items += self.pending()
+            try:
+                items += await self.all_pending()
+            except MCPError as exc:
+                return problem(503, exc.error.message, **(exc.error.data or {}))
         if state in ("ended", "all"):
             items += [{**s, "created_at": iso(s["created_at"])} for s in reversed(self.broker.recent)]
         return secure(JSONResponse({"elicitations": items}))
@@ -221,7 +232,11 @@ class AdminRoutes:
             while True:
                 if version != self.registry.version:
                     version = self.registry.version
-                    yield f"event: pending\ndata: {json.dumps(self.pending())}\n\n"
+                    try:
+                        items = await self.all_pending()
+                    except MCPError:  # Redis out of reach: this replica's own, until it is back
+                        items = self.pending()
+                    yield f"event: pending\ndata: {json.dumps(items)}\n\n"
                 with anyio.move_on_after(HEARTBEAT):
                     await self.registry.wait_change(version)
                     continue
@@ -265,7 +280,11 @@ class AdminRoutes:
         if not self.auth.session_ok(request):
             return self._login_page("", 401)
         form_token = self._inbox_form_token(request)
-        rows = "".join(self._row(item, form_token) for item in self.pending())
+        try:
+            items = await self.all_pending()
+        except MCPError:
+            items = self.pending()
+        rows = "".join(self._row(item, form_token) for item in items)
         body = (
             '<h1>Pending elicitations</h1><p class="eg-meta" id="eg-live">Updates live.</p>'
             f'<table class="eg-inbox" id="eg-inbox" data-form-token="{e(form_token)}"><thead><tr><th>Server</th>'

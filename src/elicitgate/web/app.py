@@ -45,7 +45,7 @@ def web_routes(gateway: Gateway) -> list[BaseRoute]:
     hosting = _hosting_of(gateway)
     auth = AdminAuth(hosting.admin_token, gateway.config.http.public_url)
     pages = PageRoutes(hosting)
-    admin = AdminRoutes(hosting, gateway.broker, gateway.audit, auth)
+    admin = hosting.admin = AdminRoutes(hosting, gateway.broker, gateway.audit, auth)
     files = _static_files()
 
     async def static(request: Request) -> Response:

@@ -1,0 +1,350 @@
+"""Replicas that act as one gateway (`redis_url`, docs/deploy.md): a real `redis-server` and three real
+`elicitgate serve --http` processes with one config, driven by the official SDK client and plain HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+import mcp_types as types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from elicitgate.config import ConfigError, load_config
+from tests.conftest import PY, free_port, write_config
+from tests.hosted_helpers import AUTH, TOKEN, PlainPage, next_pending
+from tests.replicas_helpers import (  # noqa: F401
+    RedisServer, Replicas, RoundRobin, redis_server, replicas, running_redis,
+)
+from tests.test_broker import form, stdio_upstream, text
+from tests.test_hosted import Call
+
+pytestmark = pytest.mark.anyio
+MODERN = "2026-07-28"
+
+BOOKING = form(["email"], email={"type": "string", "format": "email", "title": "Email"},
+               guests={"type": "integer", "minimum": 1, "maximum": 8, "default": 2})
+
+
+def inbox_config(tmp_path: Path, **extra: Any) -> Path:
+    """`x` a handshake-era server, `m` a 2026-07-28 one (both tests/peers/py_server.py, the SDK's server)."""
+    servers = {"x": stdio_upstream(), "m": stdio_upstream("m", era="modern")}
+    return write_config(tmp_path, servers, admin_token=TOKEN, **extra)
+
+
+class Human:
+    """An elicitation callback answering yes; remembers what it was shown."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    async def __call__(self, ctx: Any, params: Any) -> types.ElicitResult:
+        self.seen.append(params)
+        return types.ElicitResult(action="accept", content={"answer": "yes"})
+
+
+@asynccontextmanager
+async def balanced_client(urls: list[str], **options: Any) -> AsyncIterator[tuple[Client, RoundRobin]]:
+    """The official SDK client (2026-07-28) behind a load balancer without affinity."""
+    balancer = RoundRobin(urls)
+    async with httpx2.AsyncClient(transport=balancer, timeout=httpx2.Timeout(30, read=120)) as http:
+        transport = streamable_http_client(f"{urls[0]}/mcp", http_client=http)
+        async with Client(transport, mode=MODERN, **options) as client:
+            yield client, balancer
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RedisServer, Replicas]]:
+    """One Redis and three replicas for the tests that leave both running (starting them takes a while)."""
+    with running_redis() as server:
+        group = Replicas(inbox_config(tmp_path_factory.mktemp("replicas")), server.url)
+        try:
+            yield server, group
+        finally:
+            group.stop()
+
+
+async def test_replicas_share_one_requeststate_key_and_say_so_on_healthz(shared):
+    redis_server, group = shared
+    async with httpx2.AsyncClient() as http:
+        bodies = [(await http.get(f"{url}/healthz")).json() for url in group.urls]
+    ids = {body["replica"]["id"] for body in bodies}
+    assert len(ids) == 3 and all(body["replica"]["redis"] == "up" for body in bodies)
+    with redis_server.client() as r:
+        assert len(r.get("elicitgate:state-key")) == 64
+        assert r.smembers("elicitgate:replicas") == ids
+    # Each replica has its own state directory: no key file was generated, the key came from Redis.
+    assert not any((Path(state) / "elicitgate" / "state.key").exists() for state in group.states)
+
+
+async def test_an_admin_api_answer_posted_to_another_replica_reaches_the_call(shared):
+    a, b, c = shared[1].urls
+    async with Client(f"{a}/mcp", mode="legacy") as client, anyio.create_task_group() as tg:
+        call = Call()
+        tg.start_soon(call.run, client, "x__elicit", {"schema": BOOKING, "message": "Book a table"})
+        (item,) = await next_pending(b)  # B's live updates include A's elicitation
+        assert item["server"] == "x" and item["message"] == "Book a table" and item["hosted"] == "inbox"
+        assert item["form_url"].startswith(f"{a}/e/")
+        async with httpx2.AsyncClient(headers=AUTH) as http:
+            listed = (await http.get(f"{c}/api/elicitations")).json()["elicitations"]
+            assert [i["id"] for i in listed] == [item["id"]] and "token_digest" not in listed[0]
+            detail = (await http.get(f"{c}/api/elicitations/{item['id']}")).json()
+            assert detail["requestedSchema"] == BOOKING
+            bad = await http.post(f"{b}/api/elicitations/{item['id']}/answer",
+                                  json={"action": "accept", "content": {"email": "nope"}})
+            assert bad.status_code == 422 and [p["property"] for p in bad.json()["errors"]] == ["email"]
+            ok = await http.post(f"{b}/api/elicitations/{item['id']}/answer",
+                                 json={"action": "accept", "content": {"email": "ada@example.com", "guests": 4}})
+            assert ok.status_code == 200 and ok.json() == {"id": item["id"], "state": "accepted"}
+            assert text(await call.wait()) == {"action": "accept", "content": {"email": "ada@example.com", "guests": 4}}
+            late = await http.post(f"{c}/api/elicitations/{item['id']}/answer", json={"action": "decline"})
+            assert late.status_code == 409 and late.json()["state"] == "accepted"  # A's own answer, via C
+            assert (await http.get(f"{b}/api/elicitations")).json() == {"elicitations": []}
+
+
+async def test_a_hosted_page_opened_on_other_replicas_answers_the_call(shared):
+    a, b, c = shared[1].urls
+    async with Client(f"{a}/mcp", mode="legacy") as client, anyio.create_task_group() as tg:
+        call = Call()
+        tg.start_soon(call.run, client, "x__elicit", {"schema": BOOKING, "message": "Book a table"})
+        (item,) = await next_pending(c)
+        token_path = "/e/" + item["form_url"].rsplit("/e/", 1)[1]
+        async with httpx2.AsyncClient() as http:
+            page = PlainPage(http, f"{b}{token_path}")  # the browser reaches B (its claim cookie is A's)
+            assert (await page.open()).status_code == 200 and "Book a table" in page.html
+            page.url = f"{c}{token_path}"  # the next request lands on C
+            await page.post("review", email="ada@example.com", guests="3")
+            assert "Review your answer" in page.html
+            page.url = f"{b}{token_path}"
+            done = await page.post("submit")
+            assert done.status_code == 410 and 'data-state="accepted"' in page.html
+            assert text(await call.wait()) == {"action": "accept", "content": {"email": "ada@example.com", "guests": 3}}
+            assert (await http.get(f"{c}{token_path}")).status_code == 410  # ended, as A says
+
+
+async def test_the_operator_cancels_on_another_replica(shared):
+    a, b, _ = shared[1].urls
+    async with Client(f"{a}/mcp", mode="legacy") as client, anyio.create_task_group() as tg:
+        call = Call()
+        tg.start_soon(call.run, client, "x__elicit", {})
+        (item,) = await next_pending(b)
+        async with httpx2.AsyncClient(headers=AUTH) as http:
+            cancelled = await http.post(f"{b}/api/elicitations/{item['id']}/cancel")
+            assert cancelled.json() == {"id": item["id"], "state": "cancelled"}
+        assert text(await call.wait()) == {"action": "cancel"}
+
+
+# -- 2026-07-28 retries on another replica -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("server", ["x", "m"], ids=["handshake-upstream", "modern-upstream"])
+async def test_a_retry_sent_to_another_replica_completes_the_call(shared, server):
+    human = Human()
+    async with balanced_client(shared[1].urls, elicitation_callback=human) as (client, balancer):
+        result = await client.call_tool(f"{server}__elicit", {})
+    assert text(result) == {"action": "accept", "content": {"answer": "yes"}}
+    assert len(human.seen) == 1
+    (first, first_params), (retry, retry_params) = balancer.calls("tools/call")
+    assert first != retry and "requestState" not in first_params
+    assert retry_params["inputResponses"] and retry_params["requestState"]
+
+
+async def test_a_url_mode_retry_on_another_replica_waits_for_the_completion_on_the_calls_replica(shared):
+    """The handshake-era server's `notifications/elicitation/complete` reaches the call's replica; the retry
+    that landed elsewhere returns once it did (well before `bridging.url_complete_wait`, 60 s)."""
+    accepted: list[Any] = []
+
+    async def human(ctx: Any, params: Any) -> types.ElicitResult:
+        accepted.append(params)
+        return types.ElicitResult(action="accept")
+
+    args = {"mode": "url", "complete": True, "elicitation_id": "flow-7", "url": "https://example.com/pay"}
+    async with balanced_client(shared[1].urls, elicitation_callback=human) as (client, balancer):
+        with anyio.fail_after(30):
+            assert text(await client.call_tool("x__elicit", args)) == {"action": "accept"}
+    assert accepted[0].url == "https://example.com/pay"
+    (first, _), (retry, _) = balancer.calls("tools/call")
+    assert first != retry
+
+
+async def test_a_stale_retry_on_another_replica_is_refused_as_on_the_first(shared):
+    """The round's requestState is single-use wherever the retry lands."""
+    human = Human()
+    async with balanced_client(shared[1].urls, elicitation_callback=human) as (client, balancer):
+        await client.call_tool("x__elicit", {})
+    body, headers = balancer.replay("tools/call", 1)
+    async with httpx2.AsyncClient() as http:
+        for url in shared[1].urls:
+            replay = await http.post(f"{url}/mcp", json=body, headers=headers)
+            error = replay.json()["error"]
+            assert error["code"] == -32602 and error["message"] == "Invalid or expired requestState", error
+
+
+# -- the config key -------------------------------------------------------------------------------------
+
+
+def test_redis_url_comes_from_the_environment_and_is_checked(tmp_path, monkeypatch):
+    path = write_config(tmp_path, {})
+    assert load_config(path).redis_url is None  # unset: everything stays in the process
+    monkeypatch.setenv("ELICITGATE_REDIS_URL", "redis://:secret@127.0.0.1:6399/2")
+    assert load_config(path).redis_url.get_secret_value() == "redis://:secret@127.0.0.1:6399/2"
+    assert "secret" not in repr(load_config(path))
+    monkeypatch.setenv("ELICITGATE_REDIS_URL", "http://127.0.0.1:6379")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert "ELICITGATE_REDIS_URL (environment): Value error, must start with redis://" in refused.value.render()
+
+
+def test_start_up_without_reachable_redis_stops_with_a_clear_error(tmp_path):
+    port = free_port()  # nothing listens there
+    done = subprocess.run(
+        [PY, "-m", "elicitgate.cli", "serve", "--config", str(write_config(tmp_path, {})), "--http",
+         f"127.0.0.1:{free_port()}"],
+        env={**os.environ, "ELICITGATE_REDIS_URL": f"redis://127.0.0.1:{port}/0"},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2
+    assert f"Redis at 127.0.0.1:{port}/0 is unreachable" in done.stderr and "Traceback" not in done.stderr
+
+
+# -- limits over all replicas ---------------------------------------------------------------------------
+
+ALICE = "alice-token-0123456789abcdef"
+
+
+@asynccontextmanager
+async def alice(url: str, **options: Any) -> AsyncIterator[Client]:
+    """A handshake-era client (the official SDK) authenticated as principal `alice`."""
+    headers = {"Authorization": f"Bearer {ALICE}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http:
+        async with Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="legacy", **options) as client:
+            yield client
+
+
+async def test_rate_limits_and_pending_limits_count_over_all_replicas(tmp_path, redis_server, replicas):
+    config = inbox_config(
+        tmp_path, http={"auth": {"tokens": [{"token": ALICE, "principal": "alice"}]}},
+        elicitation={"rate_limit_burst": 2, "rate_limit_per_minute": 0.01, "max_pending_per_session": 1},
+    )
+    a, b = replicas(config, redis_server.url, count=2).urls
+    async with alice(a) as on_a, alice(b, elicitation_callback=Human()) as on_b, anyio.create_task_group() as tg:
+        held = Call()  # alice's first elicitation waits in A's inbox (her client there has no forms)
+        tg.start_soon(held.run, on_a, "x__elicit", {})
+        (item,) = await next_pending(b)
+        refused = text(await on_b.call_tool("x__elicit", {"report_errors": True}))["error"]
+        assert refused["code"] == -32014 and refused["data"]["limit"] == "max_pending_per_session"
+        async with httpx2.AsyncClient(headers=AUTH) as http:
+            assert (await http.post(f"{b}/api/elicitations/{item['id']}/cancel")).json()["state"] == "cancelled"
+        assert text(await held.wait()) == {"action": "cancel"}
+        # The burst of 2 is alice's over both replicas: one taken on A, one now on B, none left on A.
+        assert text(await on_b.call_tool("x__elicit", {})) == {"action": "accept", "content": {"answer": "yes"}}
+        limited = text(await on_a.call_tool("x__elicit", {"report_errors": True}))["error"]
+        assert limited["code"] == -32015 and limited["data"]["limit"] == "rate_limit_per_minute"
+        assert limited["data"]["retryAfterSeconds"] > 0
+
+
+# -- a replica that dies, Redis that goes away ------------------------------------------------------------
+
+
+async def pending_until(url: str, condition: Any) -> list[dict[str, Any]]:
+    """Read the admin API's live updates on `url` until the pending list satisfies `condition`."""
+    async with httpx2.AsyncClient(base_url=url, headers=AUTH) as http:
+        async with http.stream("GET", "/api/elicitations/events", timeout=httpx2.Timeout(10, read=30)) as stream:
+            async for line in stream.aiter_lines():
+                if line.startswith("data:") and condition(items := json.loads(line[5:])):
+                    return items
+    raise AssertionError("event stream ended")
+
+
+async def test_a_replica_killed_while_holding_parked_calls(tmp_path, redis_server, replicas):
+    group = replicas(inbox_config(tmp_path), redis_server.url, count=2)
+    a, b = group.urls
+    answered = anyio.Event()
+    killed = anyio.Event()
+
+    async def human(ctx: Any, params: Any) -> types.ElicitResult:
+        answered.set()
+        await killed.wait()  # the person answers after A died; the retry goes to B
+        return types.ElicitResult(action="accept", content={"answer": "yes"})
+
+    async with (
+        balanced_client([a], elicitation_callback=human) as (client, balancer),
+        Client(f"{a}/mcp", mode="legacy") as inbox_client,
+        anyio.create_task_group() as tg,
+    ):
+        parked, held = Call(), Call()
+        tg.start_soon(parked.run, client, "m__elicit", {})  # parked on A, waiting for the retry
+        tg.start_soon(held.run, inbox_client, "x__elicit", {})  # waits in A's inbox
+        items = await next_pending(b, count=2)  # the parked call's question (its client's) and the inbox's
+        (item,) = [i for i in items if i["hosted"] == "inbox"]
+        with anyio.fail_after(30):
+            await answered.wait()
+        with redis_server.client() as r:
+            victim = r.get(f"elicitgate:el:{item['id']}")
+        group.kill(0)
+        balancer.targets = [httpx2.URL(b)]  # the load balancer's health check took A out
+        with anyio.fail_after(5):  # a clear error within seconds, never a hang
+            killed.set()
+            await parked.wait()
+            async with httpx2.AsyncClient(headers=AUTH) as http:
+                answer = await http.post(f"{b}/api/elicitations/{item['id']}/answer", json={"action": "decline"})
+                page = await http.get(f"{b}/e/{item['form_url'].rsplit('/e/', 1)[1]}")
+            await pending_until(b, lambda items: items == [])  # A's entries leave B's list with A's lease
+        assert parked.error is not None and parked.error.error.code == -32008, parked.error
+        assert parked.error.error.data["replica"] == victim
+        assert "replica that held this call stopped" in parked.error.error.message
+        assert answer.status_code == 410 and answer.json()["replica"] == victim
+        assert page.status_code == 410 and "stopped" in page.text
+        tg.cancel_scope.cancel()  # the inbox client's call died with A
+    # B keeps serving, and A's keys are gone from Redis.
+    async with balanced_client([b], elicitation_callback=Human()) as (client, _):
+        assert text(await client.call_tool("m__elicit", {})) == {"action": "accept", "content": {"answer": "yes"}}
+    with redis_server.client() as r:
+        assert r.exists(f"elicitgate:lease:{victim}", f"elicitgate:pending:{victim}", f"elicitgate:open:{victim}") == 0
+        assert victim not in r.smembers("elicitgate:replicas")
+
+
+async def test_redis_unavailable_fails_fast_and_the_replicas_reconnect(tmp_path, redis_server, replicas):
+    a, b = replicas(inbox_config(tmp_path), redis_server.url, count=2).urls
+    redis_server.stop()
+    async with httpx2.AsyncClient(headers=AUTH) as http, Client(f"{a}/mcp", mode="legacy") as client:
+        with anyio.fail_after(10):
+            listed = await http.get(f"{b}/api/elicitations")
+            refused = text(await client.call_tool("x__elicit", {"report_errors": True}))["error"]
+        assert listed.status_code == 503 and "is unreachable" in listed.json()["error"]
+        assert refused["code"] == -32009 and f"127.0.0.1:{redis_server.port}" in refused["data"]["redis"]
+        redis_server.start()
+        for url in (a, b):
+            await until_redis_up(http, url)
+        assert (await http.get(f"{b}/api/elicitations")).json() == {"elicitations": []}
+    async with balanced_client([a, b], elicitation_callback=Human()) as (modern, _):
+        assert text(await modern.call_tool("x__elicit", {})) == {"action": "accept", "content": {"answer": "yes"}}
+
+
+async def until_redis_up(http: httpx2.AsyncClient, url: str) -> None:
+    """/healthz says when the replica reached Redis again (it retries every second)."""
+    with anyio.fail_after(20):
+        while (await http.get(f"{url}/healthz")).json()["replica"]["redis"] != "up":
+            await anyio.sleep(0.1)
+
+
+def test_the_container_setting_refuses_an_open_mcp_on_a_public_address(tmp_path):
+    """The Dockerfile serves on 0.0.0.0 with ELICITGATE_HTTP__REQUIRE_AUTH=true: no http.auth, no start."""
+    done = subprocess.run(
+        [PY, "-m", "elicitgate.cli", "serve", "--config", str(write_config(tmp_path, {})), "--http",
+         f"0.0.0.0:{free_port()}"],
+        env={**os.environ, "ELICITGATE_HTTP__REQUIRE_AUTH": "true"}, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "without authentication" in done.stderr and "http.require_auth is on" in done.stderr
