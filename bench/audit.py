@@ -14,18 +14,14 @@ the share of the gateway-added latency that the audit trail adds (target: at mos
 
 from __future__ import annotations
 
-import argparse
-import sys
-import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-import anyio
 
 from bench import configs
 from bench.latency import Target, interleave
-from bench.procs import HttpProcess, free_port, stdio_transport
+from bench.procs import HttpProcess, free_port, run_alone, stdio_transport
 from bench.report import percentile
 
 TARGET_RATIO = 0.10
@@ -95,15 +91,7 @@ def describe(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="bench.audit", description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=20)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="elicitgate-bench-audit-") as work:
-        with open(Path(work) / "bench.log", "w") as log:
-            results = anyio.run(measure, args.rounds, args.batch, log, Path(work))
-    print(describe(results))
-    sys.exit(0)
+    run_alone("bench.audit", __doc__, measure, describe, rounds=3, batch=20)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import signal
 import socket
 import subprocess
@@ -111,3 +112,22 @@ class HttpProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def run_alone(prog: str, doc: str, measure: Any, describe: Any, **options: int) -> None:
+    """A bench section on its own (`python -m bench.<section> [--option N ...]`, `options` with their
+    defaults, passed to `measure` in that order): measure in a scratch directory, print, exit 0."""
+    import argparse
+    import tempfile
+
+    import anyio
+
+    parser = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    for name, default in options.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    args = vars(parser.parse_args())
+    with tempfile.TemporaryDirectory(prefix=f"elicitgate-{prog.replace('.', '-')}-") as work:
+        with open(Path(work) / "bench.log", "w") as log:
+            results = anyio.run(measure, *(args[name] for name in options), log, Path(work))
+    print(describe(results))
+    sys.exit(0)

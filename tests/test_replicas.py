@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.config import ConfigError, load_config
-from tests.conftest import PY, free_port, write_config
+from tests.conftest import PEERS, PY, free_port, write_config
 from tests.hosted_helpers import AUTH, TOKEN, PlainPage, next_pending
 from tests.replicas_helpers import (  # noqa: F401
     RedisServer, Replicas, RoundRobin, redis_server, replicas, running_redis,
@@ -30,7 +30,8 @@ from tests.replicas_helpers import (  # noqa: F401
 from tests.test_broker import form, stdio_upstream, text
 from tests.test_hosted import Call
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.node]  # the shared replicas run a TypeScript SDK server too
+TS_UPSTREAM = {"command": "node", "args": [str(PEERS / "ts" / "elicit_server.mjs")]}
 MODERN = "2026-07-28"
 
 BOOKING = form(["email"], email={"type": "string", "format": "email", "title": "Email"},
@@ -38,20 +39,22 @@ BOOKING = form(["email"], email={"type": "string", "format": "email", "title": "
 
 
 def inbox_config(tmp_path: Path, **extra: Any) -> Path:
-    """`x` a handshake-era server, `m` a 2026-07-28 one (both tests/peers/py_server.py, the SDK's server)."""
-    servers = {"x": stdio_upstream(), "m": stdio_upstream("m", era="modern")}
+    """`x` a handshake-era server, `m` a 2026-07-28 one (both tests/peers/py_server.py, the SDK's server), `ts`
+    the TypeScript SDK's (tests/peers/ts/elicit_server.mjs, written as its examples are)."""
+    servers = {"x": stdio_upstream(), "m": stdio_upstream("m", era="modern"), "ts": TS_UPSTREAM}
     return write_config(tmp_path, servers, admin_token=TOKEN, **extra)
 
 
 class Human:
-    """An elicitation callback answering yes; remembers what it was shown."""
+    """An elicitation callback accepting with `content`; remembers what it was shown."""
 
-    def __init__(self) -> None:
+    def __init__(self, content: dict[str, Any] | None = None) -> None:
+        self.content = content or {"answer": "yes"}
         self.seen: list[Any] = []
 
     async def __call__(self, ctx: Any, params: Any) -> types.ElicitResult:
         self.seen.append(params)
-        return types.ElicitResult(action="accept", content={"answer": "yes"})
+        return types.ElicitResult(action="accept", content=self.content)
 
 
 @asynccontextmanager
@@ -148,12 +151,14 @@ async def test_the_operator_cancels_on_another_replica(shared):
 # -- 2026-07-28 retries on another replica -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("server", ["x", "m"], ids=["handshake-upstream", "modern-upstream"])
-async def test_a_retry_sent_to_another_replica_completes_the_call(shared, server):
-    human = Human()
+@pytest.mark.parametrize(("tool", "content"), [
+    ("x__elicit", {"answer": "yes"}), ("m__elicit", {"answer": "yes"}), ("ts__ask_form", {"name": "Ada", "age": 36}),
+], ids=["handshake-upstream", "modern-upstream", "typescript-upstream"])
+async def test_a_retry_sent_to_another_replica_completes_the_call(shared, tool, content):
+    human = Human(content)
     async with balanced_client(shared[1].urls, elicitation_callback=human) as (client, balancer):
-        result = await client.call_tool(f"{server}__elicit", {})
-    assert text(result) == {"action": "accept", "content": {"answer": "yes"}}
+        result = await client.call_tool(tool, {})
+    assert text(result) == {"action": "accept", "content": content}
     assert len(human.seen) == 1
     (first, first_params), (retry, retry_params) = balancer.calls("tools/call")
     assert first != retry and "requestState" not in first_params

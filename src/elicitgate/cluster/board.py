@@ -79,15 +79,14 @@ class PendingBoard:
             await self.replicas.broadcast({"kind": PENDING_CHANGED})
 
     async def others(self) -> list[dict[str, Any]]:
-        """The pending elicitations of the other live replicas (each item says its `replica`)."""
+        """The pending elicitations of the other live replicas."""
         live = [r for r in await self.replicas.live_replicas() if r != self.replicas.id]
         if not live:
             return []
         lists = await self.replicas.redis.mget([self.replicas.key("pending", r) for r in live])
         items: list[dict[str, Any]] = []
-        for replica, raw in zip(live, lists, strict=True):
-            for item in json.loads(raw) if raw else []:
-                items.append({**item, "replica": replica})
+        for raw in lists:
+            items += json.loads(raw) if raw else []
         return items
 
     async def owner(self, kind: str, value: str) -> str | None:
