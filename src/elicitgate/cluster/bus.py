@@ -105,6 +105,7 @@ class Replicas:
         self._cids = itertools.count(1)
         self._tg: anyio.abc.TaskGroup | None = None
         self._said_down = False
+        self._listening = False
 
     # -- keys and channels ---------------------------------------------------------------------
 
@@ -156,7 +157,8 @@ class Replicas:
                     for renewal in self.renewals:
                         renewal(pipe)
                     await pipe.execute()
-                self._up()
+                if self._listening:  # reachable means the others can also ask this replica
+                    self._up()
             except RedisError as exc:
                 self._down(exc)
             self.started.set()
@@ -178,12 +180,14 @@ class Replicas:
             pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(self.channel(self.id), self.broadcast_channel)
+                self._listening = True
                 self._subscribed.set()
                 while True:
                     message = await pubsub.get_message(timeout=RENEW_EVERY)
                     if message is not None:
                         self._dispatch(message.get("channel"), message.get("data"))
             except (RedisError, OSError) as exc:
+                self._listening = False
                 self._down(exc)
                 self._subscribed.set()  # the lease loop tries (and reports) too
                 self.started.set()
