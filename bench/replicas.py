@@ -46,7 +46,9 @@ class RoundRobin(httpx2.AsyncBaseTransport):
     def __init__(self, urls: list[str]) -> None:
         self.targets = [httpx2.URL(url) for url in urls]
         self.count = 0
-        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=200)  # 100 calls at once
+        # 100 calls at once; no keep-alive: a connection the server is closing as idle is never reused
+        # (at concurrency 100 that race reset requests), the same for every target
+        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=0)
         self._inner = httpx2.AsyncHTTPTransport(limits=limits)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
