@@ -108,6 +108,11 @@ def test_form_fields_copy_type_and_constraints_and_refuse_what_a_form_cannot_ask
     ):
         assert missing_arguments_form({"properties": {"x": impossible}}, ["x"], max_properties=64) is None, impossible
     assert missing_arguments_form({"properties": {}}, ["x"], max_properties=64) is None  # required, not described
+    # Definitions that are not objects are no definitions (they were spread into a dict: TypeError).
+    for defs in ([1], "x", 3):
+        schema = {"properties": {"x": {"type": "string"}}, "definitions": defs, "$defs": defs}
+        assert missing_arguments_form(schema, ["x"], max_properties=64) == {
+            "type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}, defs
     multi = {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "maxItems": 1}
     assert missing_arguments_form({"properties": {"m": multi}}, ["m"], max_properties=64) == {
         "type": "object", "properties": {"m": multi}, "required": ["m"]}

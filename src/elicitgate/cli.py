@@ -265,7 +265,7 @@ async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
     from elicitgate.gateway import Gateway
 
     gateway = Gateway(cfg.model_copy(update={"upstream_retry": cfg.upstream_retry.model_copy(update={"max_backoff": 3600})}))
-    rows = []
+    rows: list[dict[str, Any]] = []
     async with gateway.running():
         for name, link in gateway.links.items():
             status = link.status()

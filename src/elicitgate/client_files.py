@@ -15,6 +15,8 @@ from typing import Any
 
 import json5
 
+from elicitgate.json_shapes import is_array, is_object
+
 VSCODE_INPUTS_KEY = "inputs"
 """VS Code's prompts for `${input:ID}`; the gateway reads those values from the environment instead."""
 
@@ -57,9 +59,9 @@ def adapt(
         for key in foreign:
             del data[key]
     servers = data.get("mcpServers")
-    if isinstance(servers, dict):
+    if is_object(servers):
         for name, entry in servers.items():
-            if isinstance(entry, dict) and "command" in entry and "url" in entry:
+            if is_object(entry) and "command" in entry and "url" in entry:
                 problems.append(
                     f"mcpServers.{name}: use either command (a stdio server the gateway starts) or url "
                     "(an HTTP server already running), not both"
@@ -75,9 +77,9 @@ def expand_placeholders(servers: Any, environ: Mapping[str, str]) -> tuple[Any, 
     def fill(value: Any, path: str) -> Any:
         if isinstance(value, str):
             return _PLACEHOLDER.sub(lambda m: replace(m, path), value)
-        if isinstance(value, list):
+        if is_array(value):
             return [fill(item, f"{path}[{i}]") for i, item in enumerate(value)]
-        if isinstance(value, dict):
+        if is_object(value):
             return {key: fill(item, f"{path}.{key}") for key, item in value.items()}
         return value
 
@@ -97,6 +99,6 @@ def expand_placeholders(servers: Any, environ: Mapping[str, str]) -> tuple[Any, 
             problems.append(f"{path}: {match[0]} is not set in the environment (set {variable}, or write the value)")
         return match[0]
 
-    if not isinstance(servers, dict):
+    if not is_object(servers):
         return servers, problems
     return {name: fill(entry, f"mcpServers.{name}") for name, entry in servers.items()}, problems

@@ -25,9 +25,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from elicitgate.client_files import adapt, close_match, expand_placeholders, parse_jsonc
+from elicitgate.json_shapes import is_object
 
 ENV_PREFIX = "ELICITGATE_"
 MIN_ADMIN_TOKEN_LENGTH = 16
@@ -106,7 +108,7 @@ class HttpServer(_UpstreamCommon):
 
 
 def _server_kind(value: Any) -> str:
-    if isinstance(value, dict):
+    if is_object(value):
         if "url" in value or value.get("type") in ("http", "streamable-http", "sse"):
             return "http"
         return "stdio"
@@ -183,7 +185,7 @@ class ElicitationConfig(_Strict):
 class BridgingConfig(_Strict):
     """2026-07-28 clients: multi round-trip calls and the `requestState` the gateway issues."""
 
-    state_keys: list[SecretStr] = Field(default_factory=list)
+    state_keys: list[SecretStr] = Field(default_factory=list[SecretStr])
     """Secrets (each at least 32 bytes) protecting `requestState` with AES-256-GCM: the first seals,
     all unseal (rotation). Empty: a key is generated once and kept in `state_key_file`."""
     state_key_file: Path = Field(default_factory=lambda: _state_dir() / "state.key")
@@ -231,7 +233,7 @@ class OAuthResourceConfig(_Strict):
 class HttpAuthConfig(_Strict):
     """Who may use `/mcp` (docs/security.md): static bearer tokens, an OAuth issuer, or both."""
 
-    tokens: list[BearerToken] = Field(default_factory=list)
+    tokens: list[BearerToken] = Field(default_factory=list[BearerToken])
     tokens_file: Path | None = None
     """A JSON file with more `tokens` entries (`[{"token": ..., "principal": ...}]`), kept out of the config."""
     oauth: OAuthResourceConfig | None = None
@@ -272,7 +274,7 @@ class HttpFaceConfig(_Strict):
     @classmethod
     def _hostport(cls, value: str | None) -> str | None:
         if value is not None:
-            host, sep, port = value.rpartition(":")
+            _, sep, port = value.rpartition(":")
             if not sep or not port.isdigit():
                 raise ValueError(f"expected HOST:PORT, got {value!r}")
         return value
@@ -415,7 +417,7 @@ def _key_path(loc: tuple[int | str, ...]) -> str:
     return ".".join(parts) or "(top level)"
 
 
-def _describe(error: dict[str, Any], environ: Mapping[str, str]) -> str:
+def _describe(error: ErrorDetails, environ: Mapping[str, str]) -> str:
     loc = tuple(error["loc"])
     variable = _environment_variable(loc, environ)
     if loc and loc[0] == "mcp_servers":
@@ -438,7 +440,7 @@ def parse_config_text(text: str, source: str) -> dict[str, Any]:
     VS Code write it)."""
     suffix = Path(source).suffix.lower()
     try:
-        data = yaml.safe_load(text) if suffix in (".yaml", ".yml") else parse_jsonc(text)
+        data: Any = yaml.safe_load(text) if suffix in (".yaml", ".yml") else parse_jsonc(text)
     except yaml.YAMLError as exc:
         raise ConfigError(source, [f"not valid YAML: {exc}"]) from None
     except ValueError as exc:
@@ -447,7 +449,7 @@ def parse_config_text(text: str, source: str) -> dict[str, Any]:
         raise ConfigError(source, [f"not valid JSON: {detail}"]) from None
     if data is None:
         data = {}
-    if not isinstance(data, dict):
+    if not is_object(data):
         raise ConfigError(source, [f"the top level must be an object, not {type(data).__name__}"])
     return data
 
@@ -531,7 +533,7 @@ def _environment_variable(loc: tuple[int | str, ...], environ: Mapping[str, str]
 def _unknown_environment(environ: Mapping[str, str]) -> list[str]:
     """Warnings for `ELICITGATE_*` variables that name no setting (pydantic-settings ignores them)."""
     fields = list(GatewayConfig.model_fields)
-    warnings = []
+    warnings: list[str] = []
     for name in environ:
         if not name.upper().startswith(ENV_PREFIX):
             continue

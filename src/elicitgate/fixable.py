@@ -9,6 +9,8 @@ from collections.abc import Hashable
 
 from mcp.shared.exceptions import MCPError
 
+from elicitgate.json_shapes import is_object
+
 _said: set[Hashable] = set()
 
 
@@ -16,6 +18,6 @@ def warn_once(logger: logging.Logger, error: MCPError, *, key: Hashable) -> MCPE
     """Log `error` (its message and fix) at WARNING the first time `key` is seen; return it to raise."""
     if key not in _said:
         _said.add(key)
-        data = error.error.data if isinstance(error.error.data, dict) else {}
+        data = error.error.data if is_object(error.error.data) else {}
         logger.warning("%s; fix: %s", error.error.message, data.get("fix", "see docs/routing.md"))
     return error

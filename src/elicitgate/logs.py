@@ -17,7 +17,7 @@ import logging
 import re
 import sys
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -36,7 +36,7 @@ def log_event(logger: logging.Logger, event: str, fields: Mapping[str, Any], lev
 
 
 @contextmanager
-def request_context(**ids: Any) -> Iterator[None]:
+def request_context(**ids: Any) -> Generator[None]:
     """While serving one client request: its ids go on every log line."""
     token = _request.set(ids)
     try:
@@ -84,19 +84,19 @@ class _TextFormatter(logging.Formatter):
 
 
 class _JsonLineFormatter(JsonFormatter):
-    def add_fields(self, log_record: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
+    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
         fields = getattr(record, _FIELDS, None)
         event = getattr(record, _EVENT, None)
         # python-json-logger would add every `extra` key: ours go in by name, flattened.
         for key in (_FIELDS, _EVENT):
             record.__dict__.pop(key, None)
-        super().add_fields(log_record, record, message_dict)
+        super().add_fields(log_data, record, message_dict)
         if event is not None:
-            log_record["event"] = event
-            log_record.update(fields or {})
+            log_data["event"] = event
+            log_data.update(fields or {})
         ids = _request.get()
         if ids:
-            log_record.setdefault("request", ids)
+            log_data.setdefault("request", ids)
 
 
 def configure_logging(level: str, log_format: str = "text") -> None:

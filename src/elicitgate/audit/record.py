@@ -54,7 +54,7 @@ class AuditRecord:
 _COLUMNS = tuple(f.name for f in fields(AuditRecord))
 
 
-FIELDS = (
+FIELDS: tuple[str, ...] = (
     "id", "server", "tool", "client", "client_id", "principal", "request_id", "mode", "state", "reason", "detail",
     "source", "gateway_reason", "attempts", "responder", "created_at", "ended_at", "duration_s", "content",
 )
@@ -69,8 +69,8 @@ def as_json(row: dict[str, Any]) -> dict[str, Any]:
     """A stored row as JSON: times in ISO 8601 (UTC), fields in a fixed order."""
     out = {name: row.get(name) for name in FIELDS}
     for name in ("created_at", "ended_at"):
-        if isinstance(out[name], datetime):
-            out[name] = out[name].astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        if isinstance(when := out[name], datetime):
+            out[name] = when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return out
 
 

@@ -7,7 +7,7 @@ import importlib
 import logging
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -15,6 +15,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from elicitgate.audit.record import AuditRecord
 from elicitgate.config import AuditConfig
 from elicitgate.metrics import AUDIT_DROPPED, AUDIT_WRITTEN
+
+if TYPE_CHECKING:
+    from elicitgate.audit.store import AuditStore
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +32,8 @@ DROP_LOG_EVERY = 60.0
 class AuditTrail:
     def __init__(self, config: AuditConfig) -> None:
         self.config = config
-        self.store = None  # an `AuditStore` once the writer has opened it
+        self.store: AuditStore | None = None
+        """Set once the writer has opened it."""
         self._send: MemoryObjectSendStream[AuditRecord]
         self._receive: MemoryObjectReceiveStream[AuditRecord]
         self._send, self._receive = anyio.create_memory_object_stream[AuditRecord](config.queue_size)
@@ -61,14 +65,15 @@ class AuditTrail:
 
     async def run(self) -> None:
         """The writer: opens the store (retrying while it cannot), then stores batches until `close`."""
-        self._stopped, self._closing = anyio.Event(), anyio.Event()
+        closing = anyio.Event()
+        self._stopped, self._closing = anyio.Event(), closing
         try:
-            self.store = await self._open()
-            if self.store is None:
+            store = self.store = await self._open(closing)
+            if store is None:
                 return
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._cleanup)
-                await self._write()
+                tg.start_soon(self._cleanup, store)
+                await self._write(store)
                 tg.cancel_scope.cancel()
         finally:
             if self.store is not None:
@@ -76,7 +81,7 @@ class AuditTrail:
                     await self.store.close()
             self._stopped.set()
 
-    async def _open(self) -> Any:
+    async def _open(self, closing: anyio.Event) -> AuditStore | None:
         """The open `AuditStore`, or None when `close` came first."""
         # SQLAlchemy and Alembic take a while to import: not on the event loop, which is serving already.
         module = await anyio.to_thread.run_sync(importlib.import_module, "elicitgate.audit.store")
@@ -87,14 +92,14 @@ class AuditTrail:
             except module.AuditStoreError as exc:
                 logger.error("%s; retrying in %.0f s (records queue up to audit.queue_size)", exc, backoff)
                 with anyio.move_on_after(backoff):
-                    await self._closing.wait()  # type: ignore[union-attr]
+                    await closing.wait()
                     return None
                 backoff = min(backoff * 2, REOPEN_BACKOFF[1])
             else:
                 logger.info("audit trail at %s", module.describe(self.config.url))
                 return store
 
-    async def _write(self) -> None:
+    async def _write(self, store: AuditStore) -> None:
         async for first in self._receive:
             batch = [first]
             with anyio.move_on_after(LINGER):
@@ -104,17 +109,17 @@ class AuditTrail:
                     except anyio.EndOfStream:
                         break
             try:
-                await self.store.add(batch)  # type: ignore[union-attr]
+                await store.add(batch)
                 AUDIT_WRITTEN.inc(len(batch))
             except Exception:
                 logger.exception("could not store %d audit record(s)", len(batch))
                 AUDIT_DROPPED.labels(reason="write_failed").inc(len(batch))
 
-    async def _cleanup(self) -> None:
+    async def _cleanup(self, store: AuditStore) -> None:
         while True:
             cutoff = datetime.now(UTC) - timedelta(days=self.config.retention_days)
             try:
-                removed = await self.store.purge(cutoff)  # type: ignore[union-attr]
+                removed = await store.purge(cutoff)
                 if removed:
                     logger.info("audit retention: removed %d record(s) that ended before %s", removed, cutoff)
             except Exception:

@@ -89,7 +89,9 @@ async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestPa
     return types.ListToolsResult(tools=TOOLS)
 
 
-async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+async def call_tool(
+    ctx: ServerRequestContext, params: types.CallToolRequestParams
+) -> types.CallToolResult | types.InputRequiredResult:
     args = params.arguments or {}
     if params.name == "echo":
         return _text(str(args.get("text", "")))

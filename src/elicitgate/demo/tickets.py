@@ -18,7 +18,14 @@ import json
 import sys
 from typing import Annotated, Literal
 
-from mcp_types import Completion, PromptReference, ToolAnnotations
+from mcp_types import (
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    PromptReference,
+    ResourceTemplateReference,
+    ToolAnnotations,
+)
 from pydantic import Field
 
 from mcp.server.mcpserver import MCPServer
@@ -70,7 +77,9 @@ def review(language: str, style: str, focus: str = "") -> str:
 
 
 @mcp.completion()
-async def complete(ref, argument, context):
+async def complete(
+    ref: PromptReference | ResourceTemplateReference, argument: CompletionArgument, context: CompletionContext | None
+) -> Completion | None:
     if isinstance(ref, PromptReference) and ref.name == "review":
         if argument.name == "language":
             return Completion(values=[v for v in ("python", "rust", "go") if v.startswith(argument.value)])

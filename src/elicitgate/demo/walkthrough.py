@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.prompt import Prompt
 
 from mcp import Client
+from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
@@ -43,7 +44,7 @@ async def walkthrough(config_path: str, console: Console) -> None:
     interactive = sys.stdin.isatty()
     attempts = 0
 
-    async def answer(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def answer(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
         nonlocal attempts
         attempts += 1
         console.print(f"\n[bold cyan]{escape(params.message)}[/bold cyan]")
@@ -75,7 +76,8 @@ async def walkthrough(config_path: str, console: Console) -> None:
                     after = f" after {attempts} invalid answers (elicitation.max_answer_attempts)" if attempts > 1 else ""
                     console.print(f"\n[bold red]the server gave up{after}:[/bold red] {escape(exc.message)}")
                     raise WalkthroughFailed from None
-                text = result.content[0].text if result.content else ""
+                first = result.content[0] if result.content else None
+                text = first.text if isinstance(first, types.TextContent) else ""
                 label = "[bold red]tool error:[/bold red]" if result.is_error else "[bold green]tool result:[/bold green]"
                 console.print(f"\n{label} {escape(text)}")
                 if result.is_error:

@@ -22,6 +22,7 @@ from elicitgate.elicitation.schema import (
     check_requested_schema,
 )
 from elicitgate.elicitation.sensitive import secret_name, sensitive_fields
+from elicitgate.json_shapes import is_array, is_mapping
 
 MASK = "•••"
 MAX_SHOWN_VALUE = 200
@@ -33,10 +34,14 @@ def missing_arguments_form(
 ) -> dict[str, Any] | None:
     """A `requestedSchema` asking exactly for `missing` (all required), each field copied from the tool's
     `inputSchema`; None when one of them cannot be a form field."""
-    properties = input_schema.get("properties") if isinstance(input_schema, Mapping) else None
-    if not isinstance(properties, Mapping):
+    schema: Mapping[str, Any] = input_schema if is_mapping(input_schema) else {}
+    properties = schema.get("properties")
+    if not is_mapping(properties):
         return None
-    defs = {**(input_schema.get("definitions") or {}), **(input_schema.get("$defs") or {})}
+    defs: dict[str, Any] = {}
+    for key in ("definitions", "$defs"):
+        if is_mapping(found := schema.get(key)):
+            defs.update(found)
     fields: dict[str, Any] = {}
     for name in missing:
         field = form_field(properties.get(name), defs)
@@ -101,16 +106,16 @@ def form_field(prop: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _resolved(prop: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:
     """Follow one local `$ref`, and read `Optional[X]` (`anyOf: [X, null]`, `type: [x, "null"]`) as X."""
-    if not isinstance(prop, Mapping):
+    if not is_mapping(prop):
         return None
-    if isinstance(prop.get("$ref"), str):
-        target = defs.get(prop["$ref"].rsplit("/", 1)[-1])
-        if not isinstance(target, Mapping):
+    if isinstance(ref := prop.get("$ref"), str):
+        target = defs.get(ref.rsplit("/", 1)[-1])
+        if not is_mapping(target):
             return None
         prop = {**target, **{k: v for k, v in prop.items() if k != "$ref"}}
     variants = prop.get("anyOf")
-    if isinstance(variants, list):
-        real = [v for v in variants if not (isinstance(v, Mapping) and v.get("type") == "null")]
+    if is_array(variants):
+        real = [v for v in variants if not (is_mapping(v) and v.get("type") == "null")]
         if len(real) != 1:
             return None
         inner = _resolved(real[0], defs)
@@ -118,7 +123,7 @@ def _resolved(prop: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:
             return None
         prop = {**inner, **{k: v for k, v in prop.items() if k != "anyOf"}}
     kind = prop.get("type")
-    if isinstance(kind, list):
+    if is_array(kind):
         real_kinds = [k for k in kind if k != "null"]
         if len(real_kinds) != 1:
             return None
@@ -144,7 +149,7 @@ def shown_arguments(arguments: Mapping[str, Any], input_schema: Any) -> str:
     """The call's arguments for a person to read: secrets masked (by the schema's secret fields and by
     name, at any depth), long values cut."""
     secret = set(sensitive_fields(input_schema))
-    parts = []
+    parts: list[str] = []
     for name, value in arguments.items():
         shown = MASK if name in secret or secret_name(name) else _masked(value)
         text = json.dumps(shown, ensure_ascii=False)
@@ -155,8 +160,8 @@ def shown_arguments(arguments: Mapping[str, Any], input_schema: Any) -> str:
 
 
 def _masked(value: Any) -> Any:
-    if isinstance(value, Mapping):
+    if is_mapping(value):
         return {k: MASK if secret_name(k) else _masked(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if is_array(value):
         return [_masked(v) for v in value]
     return value

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,26 +38,34 @@ def rate_limited(config: ElicitationConfig, server: str, wait: float) -> MCPErro
     )
 
 
+_FLOAT_SLACK = 1e-6
+"""Rounding error of the refill arithmetic (in tokens; in milliseconds for the advertised wait): a client
+that waited the advertised time gets its token."""
+
+
 @dataclass
 class TokenBucket:
     rate_per_second: float
     burst: int
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     tokens: float = field(init=False)
-    updated: float = field(init=False, default_factory=time.monotonic)
+    updated: float = field(init=False)
 
     def __post_init__(self) -> None:
         self.tokens = float(self.burst)
+        self.updated = self.clock()
 
     def take(self) -> float:
-        """Take one token; returns 0 on success, else the seconds until one is available."""
-        now = time.monotonic()
+        """Take one token; returns 0 on success, else the seconds (whole milliseconds) until one is available."""
+        now = self.clock()
         self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate_per_second)
         self.updated = now
-        if self.tokens >= 1:
-            self.tokens -= 1
+        if self.tokens >= 1 - _FLOAT_SLACK:
+            self.tokens = max(0.0, self.tokens - 1)
             return 0.0
-        return (1 - self.tokens) / self.rate_per_second
+        # In whole milliseconds, rounded up: waiting the advertised time always earns the token.
+        return max(1, math.ceil((1 - self.tokens) / self.rate_per_second * 1000 - _FLOAT_SLACK)) / 1000
 
     def full(self) -> bool:
         """Refilled to the burst: indistinguishable from a new bucket."""
-        return self.tokens + (time.monotonic() - self.updated) * self.rate_per_second >= self.burst
+        return self.tokens + (self.clock() - self.updated) * self.rate_per_second >= self.burst

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from jsonschema import Draft202012Validator, FormatChecker
+
+from elicitgate.json_shapes import is_array, is_mapping
 
 ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated"})
 STRING_KEYS = ANNOTATIONS | {"type", "minLength", "maxLength", "format"}
@@ -38,7 +40,7 @@ class SchemaProblem:
 
 def check_requested_schema(schema: Any, *, max_properties: int) -> list[SchemaProblem]:
     """Every way `schema` departs from the form-mode subset; empty when it is valid."""
-    if not isinstance(schema, Mapping):
+    if not is_mapping(schema):
         return [SchemaProblem(None, "requestedSchema must be an object")]
     problems: list[SchemaProblem] = []
     if schema.get("type") != "object":
@@ -49,13 +51,13 @@ def check_requested_schema(schema: Any, *, max_properties: int) -> list[SchemaPr
     if schema.get("additionalProperties") not in (None, False):
         problems.append(SchemaProblem(None, "additionalProperties may only be false"))
     properties = schema.get("properties")
-    if not isinstance(properties, Mapping):
+    if not is_mapping(properties):
         problems.append(SchemaProblem(None, "requestedSchema.properties must be an object"))
         return problems
     if len(properties) > max_properties:
         problems.append(SchemaProblem(None, f"at most {max_properties} properties are allowed, got {len(properties)}"))
     required = schema.get("required", [])
-    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+    if not _is_str_list(required):
         problems.append(SchemaProblem(None, "required must be a list of property names"))
     else:
         for name in required:
@@ -70,15 +72,15 @@ def _unknown(prop: Mapping[str, Any], allowed: frozenset[str], kind: str) -> lis
     return [f"keyword {key!r} is not allowed on a {kind} field" for key in prop if key not in allowed]
 
 
-def _is_str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+def _is_str_list(value: object) -> TypeGuard[list[str]]:
+    return is_array(value) and all(isinstance(v, str) for v in value)
 
 
-def _const_titles(value: Any) -> bool:
+def _const_titles(value: object) -> TypeGuard[list[Mapping[str, Any]]]:
     return (
-        isinstance(value, list)
+        is_array(value)
         and bool(value)
-        and all(isinstance(v, Mapping) and isinstance(v.get("const"), str) and isinstance(v.get("title"), str) for v in value)
+        and all(is_mapping(v) and isinstance(v.get("const"), str) and isinstance(v.get("title"), str) for v in value)
     )
 
 
@@ -92,7 +94,7 @@ def _nonneg_int(prop: Mapping[str, Any], key: str) -> list[str]:
 
 
 def _property_rules(prop: Any) -> list[str]:
-    if not isinstance(prop, Mapping):
+    if not is_mapping(prop):
         return ["must be an object describing a primitive field"]
     kind = prop.get("type")
     if kind == "string":
@@ -126,7 +128,8 @@ def _property_rules(prop: Any) -> list[str]:
             value = prop.get(key)
             if key in prop and (isinstance(value, bool) or not isinstance(value, int | float)):
                 rules.append(f"{key} must be a number")
-        if kind == "integer" and isinstance(prop.get("default"), float) and not prop["default"].is_integer():
+        default = prop.get("default")
+        if kind == "integer" and isinstance(default, float) and not default.is_integer():
             rules.append("default must be an integer")
         return rules
     if kind == "boolean":
@@ -138,10 +141,10 @@ def _property_rules(prop: Any) -> list[str]:
         rules = _unknown(prop, MULTI_KEYS, "multi-select enum")
         items = prop.get("items")
         options: list[str] = []
-        if isinstance(items, Mapping) and items.get("type") == "string" and _is_str_list(items.get("enum")):
+        if is_mapping(items) and items.get("type") == "string" and _is_str_list(items.get("enum")):
             options = items["enum"]
             rules += [f"items keyword {k!r} is not allowed" for k in items if k not in ("type", "enum")]
-        elif isinstance(items, Mapping) and _const_titles(items.get("anyOf")):
+        elif is_mapping(items) and _const_titles(items.get("anyOf")):
             options = [o["const"] for o in items["anyOf"]]
             rules += [f"items keyword {k!r} is not allowed" for k in items if k not in ("type", "anyOf")]
         else:
@@ -169,16 +172,18 @@ def answer_problems(schema: Mapping[str, Any], content: Any) -> list[dict[str, A
     quote the value (`'hunter2' is too short`), and these texts travel to the page, the admin API, the
     client's re-ask, the upstream's error and the logs.
     """
-    if not isinstance(content, Mapping):
+    if not is_mapping(content):
         return [{"property": None, "message": "content must be an object"}]
     strict = {**schema, "additionalProperties": False}
     strict.pop("$schema", None)
     validator = Draft202012Validator(strict, format_checker=_FORMATS)
-    problems = []
-    for error in sorted(validator.iter_errors(dict(content)), key=lambda e: [str(p) for p in e.path]):
+    problems: list[dict[str, Any]] = []
+    # jsonschema's deprecated second overload of iter_errors leaves `instance` unannotated.
+    errors = validator.iter_errors(dict(content))  # pyright: ignore[reportUnknownMemberType]
+    for error in sorted(errors, key=lambda e: [str(p) for p in e.path]):
         prop = str(error.path[0]) if error.path else None
         if error.validator == "additionalProperties":
-            asked = schema.get("properties") or {}
+            asked: Mapping[str, Any] = schema.get("properties") or {}
             extra = sorted(str(key) for key in content if key not in asked)
             message = f"unexpected field(s): {', '.join(extra)}"
         elif error.validator == "required":
@@ -199,7 +204,7 @@ def _rule_text(rule: str, value: Any, *, item: bool) -> str:
     """The rule an answer broke, in words, from the schema's side only."""
     prefix = "each choice must" if item else "must"
     if rule == "type":
-        kinds = value if isinstance(value, list) else [value]
+        kinds: list[Any] = value if is_array(value) else [value]
         return f"{prefix} be " + " or ".join(_TYPE_WORDS.get(str(k), str(k)) for k in kinds)
     texts = {
         "minLength": f"{prefix} be at least {value} characters long",

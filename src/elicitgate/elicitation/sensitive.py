@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from elicitgate.json_shapes import is_mapping
+
 _SECRET_NAME = re.compile(
     r"(?<![a-z0-9])(pass(word|wd|phrase)?|pwd|secret|token|api[_ -]?key|apikey|access[_ -]?key|private[_ -]?key|"
     r"credentials?|card[_ -]?(number|no)|cc[_ -]?num|cvv|cvc|ssn|pin)(?![a-z0-9])"
@@ -15,11 +17,12 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 def sensitive_fields(schema: Any) -> list[str]:
     """Names of properties that look like they ask for a secret (by name, title or format)."""
-    if not isinstance(schema, Mapping) or not isinstance(schema.get("properties"), Mapping):
+    properties = schema.get("properties") if is_mapping(schema) else None
+    if not is_mapping(properties):
         return []
-    found = []
-    for name, prop in schema["properties"].items():
-        prop = prop if isinstance(prop, Mapping) else {}
+    found: list[str] = []
+    for name, given in properties.items():
+        prop: Mapping[str, Any] = given if is_mapping(given) else {}
         secret_format = prop.get("format") == "password" or prop.get("writeOnly") is True
         if secret_format or secret_name(name, prop.get("title", "")):
             found.append(str(name))

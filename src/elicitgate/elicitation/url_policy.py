@@ -38,7 +38,7 @@ LOOPBACK_NAMES = frozenset({"localhost", "localhost."})
 def browser_host(url: str) -> str | None:
     """The host a browser visits for `url` (IDNA ASCII, IPv6 in brackets), or None when it has none."""
     try:
-        return ada_url.parse_url(url)["hostname"] or None
+        return ada_url.parse_url(url).get("hostname") or None
     except ValueError:
         return None
 
@@ -97,10 +97,11 @@ class UrlPolicy:
             parsed = ada_url.parse_url(url)
         except ValueError:
             raise refuse("url is not a valid URL", "url must be a valid URL") from None
-        scheme, host = parsed["protocol"].rstrip(":"), parsed["hostname"]
+        # parse_url returns every attribute; its TypedDict marks them all optional.
+        scheme, host = parsed.get("protocol", "").rstrip(":"), parsed.get("hostname", "")
         if scheme not in ("https", "http") or not host:
             raise refuse(f"url scheme {scheme!r} is not allowed", "url must be https")
-        if parsed["username"] or parsed["password"]:
+        if parsed.get("username") or parsed.get("password"):
             raise refuse("url carries userinfo (user:password@)", "url has no userinfo")
         local = server in self.local_servers
         if is_loopback_host(host):
@@ -115,7 +116,7 @@ class UrlPolicy:
             raise refuse("url must use https", "url must be https (http only to loopback from a local upstream)")
         if self._allowed_host(host):
             return
-        await self._check_addresses(host, parsed["port"], refuse)
+        await self._check_addresses(host, parsed.get("port", ""), refuse)
 
     def _allowed_host(self, host: str) -> bool:
         host = host.lower().rstrip(".")
@@ -150,7 +151,7 @@ class UrlPolicy:
                 )
             except (OSError, UnicodeError):
                 return []
-            return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+            return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
         return []
 
     def _address_kind(self, address: IPAddress) -> str | None:

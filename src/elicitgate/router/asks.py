@@ -26,6 +26,7 @@ from elicitgate.elicitation.argument_forms import (
     shown_arguments,
 )
 from elicitgate.elicitation.broker import Broker
+from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.router.catalog import Catalog
 from elicitgate.upstreams.link import UpstreamLink
 
@@ -80,8 +81,8 @@ class GatewayAsks:
         item = self.catalog.find(kind, server, name)
         if item is None:
             return None
-        given = params.get("arguments")
-        given = given if isinstance(given, Mapping) else {}
+        found = params.get("arguments")
+        given: Mapping[str, Any] = found if is_mapping(found) else {}
         missing: tuple[str, ...] = ()
         if self.ask_missing.get(server):
             missing = tuple(n for n in _required(kind, item) if n not in given)
@@ -91,7 +92,7 @@ class GatewayAsks:
     def _confirms(self, server: str, name: str, item: Mapping[str, Any]) -> bool:
         if self.confirm_destructive:
             annotations = item.get("annotations")
-            if isinstance(annotations, Mapping) and annotations.get("destructiveHint") is True:
+            if is_mapping(annotations) and annotations.get("destructiveHint") is True:
                 return True
         if self.confirm_patterns:
             public = self.catalog.public_name(server, name)
@@ -103,7 +104,7 @@ class GatewayAsks:
     async def run(self, ask: Ask, link: UpstreamLink, call: Any, params: dict[str, Any]) -> dict[str, Any] | Answered:
         """The params to forward (with the answers merged in), or `Answered` when the person said no."""
         given = params.get("arguments")
-        arguments = dict(given) if isinstance(given, Mapping) else {}
+        arguments: dict[str, Any] = dict(given) if is_mapping(given) else {}
         public = self.catalog.public_name(ask.server, ask.name)
         if ask.missing:
             schema = await self._missing_form(ask, link, call, arguments)
@@ -114,7 +115,7 @@ class GatewayAsks:
                 answer = await self._elicit(link, call, request, "missing_arguments")
                 if answer.get("action") != "accept":
                     return _refused(ask, public, answer.get("action"), f"provide the missing arguments of {public}")
-                content = answer.get("content") or {}
+                content: Mapping[str, Any] = answer.get("content") or {}
                 # Only what was missing: an argument the client gave is never replaced.
                 arguments = {**{k: v for k, v in content.items() if k in ask.missing}, **arguments}
                 params = {**params, "arguments": arguments}
@@ -148,7 +149,8 @@ class GatewayAsks:
     ) -> dict[str, Any] | None:
         if ask.kind == "tools":
             return missing_arguments_form(ask.item.get("inputSchema"), ask.missing, max_properties=self.max_properties)
-        listed = [a for a in ask.item.get("arguments") or [] if isinstance(a, Mapping)]
+        declared = ask.item.get("arguments")
+        listed = [a for a in declared if is_mapping(a)] if is_array(declared) else []
         choices = await self._completions(ask, link, call, arguments)
         return prompt_arguments_form(listed, ask.missing, choices, max_properties=self.max_properties)
 
@@ -177,26 +179,26 @@ class GatewayAsks:
             except (MCPError, TimeoutError) as exc:
                 logger.debug("completion of %s.%s failed: %r", ask.name, argument, exc)
                 continue
-            completion = result.get("completion") if isinstance(result, Mapping) else None
-            if isinstance(completion, Mapping):
-                values = completion.get("values")
-                total = completion.get("total")
-                short = isinstance(values, list) and 0 < len(values) <= MAX_CHOICES
-                complete = not completion.get("hasMore") and (not isinstance(total, int) or total <= len(values or []))
-                if short and complete and all(isinstance(v, str) for v in values):
-                    choices[argument] = values
+            completion = result.get("completion")
+            if not is_mapping(completion):
+                continue
+            values, total = completion.get("values"), completion.get("total")
+            if not is_array(values) or not 0 < len(values) <= MAX_CHOICES or completion.get("hasMore"):
+                continue
+            if (not isinstance(total, int) or total <= len(values)) and all(isinstance(v, str) for v in values):
+                choices[argument] = values
         return choices
 
 
 def _required(kind: str, item: Mapping[str, Any]) -> list[str]:
     if kind == "tools":
         schema = item.get("inputSchema")
-        required = schema.get("required") if isinstance(schema, Mapping) else None
-        return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+        required = schema.get("required") if is_mapping(schema) else None
+        return [r for r in required if isinstance(r, str)] if is_array(required) else []
     arguments = item.get("arguments")
-    if not isinstance(arguments, list):
+    if not is_array(arguments):
         return []
-    return [a["name"] for a in arguments if isinstance(a, Mapping) and a.get("required") is True
+    return [a["name"] for a in arguments if is_mapping(a) and a.get("required") is True
             and isinstance(a.get("name"), str)]
 
 

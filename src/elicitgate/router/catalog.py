@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.config import NamespacingConfig
+from elicitgate.json_shapes import is_array, is_object
 from elicitgate.upstreams.connection import UpstreamConnection
 
 logger = logging.getLogger(__name__)
@@ -59,15 +60,23 @@ class Catalog:
             raise errors.gateway_error(INVALID_PARAMS, f"{kind} name must be a string", rule="name is required")
         if not self.prefixed:
             return self.servers[0], public
-        server, sep, name = public.partition(self.namespacing.separator)
-        if not sep or server not in self.by_server or not name:
-            raise errors.gateway_error(
-                INVALID_PARAMS,
-                f"unknown {kind} {public!r}",
-                rule=f"{kind} names look like <server>{self.namespacing.separator}<name>",
-                servers=self.servers,
-            )
-        return server, name
+        sep = self.namespacing.separator
+        # Server names hold no separator, but one may end as it begins (`a_` before `__`): the first
+        # separator in `a___x` is not the one after the server, so each server's prefix is tried.
+        candidates = [
+            (server, public[len(server) + len(sep) :])
+            for server in self.servers
+            if public.startswith(server + sep) and len(public) > len(server) + len(sep)
+        ]
+        if len(candidates) > 1:  # `a` + `_x` or `a_` + `x`: the server that lists the name
+            candidates = [c for c in candidates if self.find(f"{kind}s", *c) is not None] or candidates
+        if len(candidates) == 1:
+            return candidates[0]
+        rule = f"{kind} names look like <server>{sep}<name>"
+        if not candidates:
+            raise errors.gateway_error(INVALID_PARAMS, f"unknown {kind} {public!r}", rule=rule, servers=self.servers)
+        servers = [server for server, _ in candidates]
+        raise errors.gateway_error(INVALID_PARAMS, f"{kind} {public!r} is ambiguous", rule=rule, candidates=servers)
 
     def resolve_uri(self, uri: Any) -> tuple[str, str]:
         """`(server, upstream uri)` for a resource URI as the client sees it."""
@@ -135,22 +144,27 @@ class Catalog:
         self._reindex_names(server)
         self._reindex_uris()
 
+    def update(self, server: str, lists: Mapping[str, list[dict[str, Any]]]) -> None:
+        """Replace the lists (by kind: "tools", "prompts", ...) `server` listed, all at once."""
+        self.by_server[server].items.update(lists)
+        self._reindex_names(server)
+        self._reindex_uris()
+
     async def refresh(self, server: str, conn: UpstreamConnection, kinds: tuple[str, ...] = tuple(LISTS)) -> None:
         capabilities = conn.negotiated.capabilities if conn.negotiated else {}
+        lists: dict[str, list[dict[str, Any]]] = {}
         for kind in kinds:
+            lists[kind] = []
             if CAPABILITY_OF[kind] not in capabilities:
-                self.by_server[server].items[kind] = []
                 continue
             try:
-                self.by_server[server].items[kind] = await _fetch_all(conn, *LISTS[kind])
+                lists[kind] = await _fetch_all(conn, *LISTS[kind])
             except MCPError as exc:
                 # Declaring `resources` without serving templates is common: that list is empty, and one
                 # list an upstream refuses does not cost the others.
-                self.by_server[server].items[kind] = []
                 if exc.error.code != METHOD_NOT_FOUND:
                     logger.warning("upstream %r: %s failed: %s", server, LISTS[kind][0], exc.error.message)
-        self._reindex_names(server)
-        self._reindex_uris()
+        self.update(server, lists)
 
 
 async def _fetch_all(conn: UpstreamConnection, method: str, key: str) -> list[dict[str, Any]]:
@@ -158,8 +172,8 @@ async def _fetch_all(conn: UpstreamConnection, method: str, key: str) -> list[di
     cursor: str | None = None
     for _ in range(MAX_PAGES):
         result = await conn.request(method, {"cursor": cursor} if cursor else None, timeout=conn.config.request_timeout)
-        page = result.get(key) or []
-        items += [item for item in page if isinstance(item, Mapping)]
+        page = result.get(key)
+        items += [item for item in page if is_object(item)] if is_array(page) else []
         cursor = result.get("nextCursor")
         if not cursor:
             break

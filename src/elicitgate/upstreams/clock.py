@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 
 import anyio
@@ -30,7 +30,7 @@ class PausableDeadline:
             self._scope.deadline = anyio.current_time() + self._budget
 
     @contextmanager
-    def paused(self) -> Iterator[None]:
+    def paused(self) -> Generator[None]:
         self.pause()
         try:
             yield
@@ -39,7 +39,7 @@ class PausableDeadline:
 
     @classmethod
     @contextmanager
-    def run(cls, timeout: float | None) -> Iterator[PausableDeadline]:
+    def run(cls, timeout: float | None) -> Generator[PausableDeadline]:
         """Raise `TimeoutError` when the block's running time exceeds `timeout`."""
         with anyio.CancelScope() as scope:
             yield cls(timeout, scope)

@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Awaitable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
@@ -131,7 +131,7 @@ class OriginTaggingHTTPTransport(StreamableHTTPTransport):
 
 
 @asynccontextmanager
-async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncIterator[Streams]:
+async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[Streams]:
     transport = OriginTaggingHTTPTransport(url)
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(
@@ -168,7 +168,7 @@ STDERR_TAIL_LINES = 20
 
 
 @asynccontextmanager
-async def _stderr_pipe(tail: deque[str]) -> AsyncIterator[TextIO]:
+async def _stderr_pipe(tail: deque[str]) -> AsyncGenerator[TextIO]:
     """A pipe for a stdio server's stderr: each line goes on to ours, and the last ones stay in `tail`
     (a server that dies before answering often says why only there: `ModuleNotFoundError`, ...)."""
     read_fd, write_fd = os.pipe()
@@ -194,7 +194,7 @@ async def _stderr_pipe(tail: deque[str]) -> AsyncIterator[TextIO]:
 
 
 @asynccontextmanager
-async def open_transport(config: StdioServer | HttpServer, stderr_tail: deque[str] | None = None) -> AsyncIterator[Streams]:
+async def open_transport(config: StdioServer | HttpServer, stderr_tail: deque[str] | None = None) -> AsyncGenerator[Streams]:
     """Open the wire to one upstream; raises `OSError` / httpx errors when it cannot. A stdio server's
     last lines of stderr are kept in `stderr_tail`."""
     if isinstance(config, StdioServer):
@@ -204,7 +204,7 @@ async def open_transport(config: StdioServer | HttpServer, stderr_tail: deque[st
             env=config.env,  # the SDK merges it over its safe default environment, nothing else of ours
             cwd=config.cwd,
         )
-        tail = stderr_tail if stderr_tail is not None else deque(maxlen=STDERR_TAIL_LINES)
+        tail = stderr_tail if stderr_tail is not None else deque[str](maxlen=STDERR_TAIL_LINES)
         async with _stderr_pipe(tail) as errlog, stdio_client(params, errlog=errlog) as streams:
             yield streams
     elif config.transport == "sse":

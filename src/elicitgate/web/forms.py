@@ -17,6 +17,7 @@ from html import escape
 from typing import Any
 
 from elicitgate.elicitation.sensitive import sensitive_fields
+from elicitgate.json_shapes import is_array
 
 INPUT_TYPES = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
 FIELD_PREFIX = "f."
@@ -37,10 +38,10 @@ class Field:
     label: str
     description: str = ""
     required: bool = False
-    options: list[tuple[str, str]] = field(default_factory=list)
+    options: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     default: Any = None
     sensitive: bool = False
-    attrs: dict[str, Any] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict[str, Any])
     min_items: int | None = None
     max_items: int | None = None
     slug: str = ""
@@ -53,10 +54,12 @@ class Field:
 
 
 def fields_of(schema: Mapping[str, Any]) -> list[Field]:
-    required = set(schema.get("required") or [])
+    """The fields of a `requestedSchema` that passed `check_requested_schema`."""
+    required: set[str] = set(schema.get("required") or [])
     secret = set(sensitive_fields(schema))
-    out = []
-    for position, (name, prop) in enumerate((schema.get("properties") or {}).items()):
+    properties: Mapping[str, Mapping[str, Any]] = schema.get("properties") or {}
+    out: list[Field] = []
+    for position, (name, prop) in enumerate(properties.items()):
         kind = prop.get("type")
         f = Field(
             name=name,
@@ -69,12 +72,14 @@ def fields_of(schema: Mapping[str, Any]) -> list[Field]:
             sensitive=name in secret,
         )
         if kind == "string" and "enum" in prop:
-            labels = prop.get("enumNames") or prop["enum"]
-            f.kind, f.options = "select", [(str(v), str(label)) for v, label in zip(prop["enum"], labels, strict=False)]
+            values: list[Any] = prop["enum"]
+            labels: list[Any] = prop.get("enumNames") or values
+            f.kind, f.options = "select", [(str(v), str(label)) for v, label in zip(values, labels, strict=False)]
         elif kind == "string" and "oneOf" in prop:
-            f.kind, f.options = "select", [(str(o["const"]), str(o["title"])) for o in prop["oneOf"]]
+            variants: list[Mapping[str, Any]] = prop["oneOf"]
+            f.kind, f.options = "select", [(str(o["const"]), str(o["title"])) for o in variants]
         elif kind == "string":
-            fmt = prop.get("format")
+            fmt: Any = prop.get("format")
             f.kind = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime"}.get(fmt, "text")
             for key, attr in (("minLength", "minlength"), ("maxLength", "maxlength")):
                 if key in prop:
@@ -88,11 +93,13 @@ def fields_of(schema: Mapping[str, Any]) -> list[Field]:
         elif kind == "boolean":
             f.kind = "boolean"
         elif kind == "array":
-            items = prop.get("items") or {}
+            items: Mapping[str, Any] = prop.get("items") or {}
             if "enum" in items:
-                f.options = [(str(v), str(v)) for v in items["enum"]]
+                choices: list[Any] = items["enum"]
+                f.options = [(str(v), str(v)) for v in choices]
             else:
-                f.options = [(str(o["const"]), str(o["title"])) for o in items.get("anyOf") or []]
+                titled: list[Mapping[str, Any]] = items.get("anyOf") or []
+                f.options = [(str(o["const"]), str(o["title"])) for o in titled]
             f.kind, f.min_items, f.max_items = "multi", prop.get("minItems"), prop.get("maxItems")
         out.append(f)
     return out
@@ -113,7 +120,7 @@ def initial_values(fields: list[Field]) -> dict[str, Any]:
 
 def _raw(f: Field, value: Any) -> Any:
     if f.kind == "multi":
-        return [str(v) for v in value] if isinstance(value, list) else []
+        return [str(v) for v in value] if is_array(value) else []
     if f.kind == "boolean":
         return "on" if value is True else ""
     if f.kind == "datetime" and isinstance(value, str):
@@ -194,7 +201,7 @@ def display(f: Field, value: Any) -> str:
         return "yes" if value else "no"
     if f.kind in ("select", "multi"):
         labels = dict(f.options)
-        chosen = value if isinstance(value, list) else [value]
+        chosen: list[Any] = value if is_array(value) else [value]
         return ", ".join(labels.get(str(v), str(v)) for v in chosen) or "(none)"
     if f.kind == "datetime" and isinstance(value, str):
         return value.replace("T", " ").replace("Z", " UTC")
@@ -211,7 +218,7 @@ def render_fields(fields: list[Field], values: Mapping[str, Any], errors: list[d
     for problem in errors:
         prop = problem.get("property")
         (by_field.setdefault(prop, []) if prop in names else general).append(str(problem.get("message", "")))
-    parts = []
+    parts: list[str] = []
     if general:
         parts.append(
             '<div class="eg-form-errors" role="alert">'
@@ -255,7 +262,7 @@ def _render_field(f: Field, value: Any, errors: list[str]) -> str:
         body = f'<div class="eg-check">{control} {label}</div>'
         return f'<div class="eg-field" data-kind="boolean" data-name="{e(f.name)}">{body}{hint}{error_html}</div>'
     if f.kind == "select":
-        opts = []
+        opts: list[str] = []
         if not f.required or value in (None, ""):
             opts.append('<option value="">— choose —</option>')
         for v, text in f.options:
@@ -265,7 +272,7 @@ def _render_field(f: Field, value: Any, errors: list[str]) -> str:
         return f'<div class="eg-field" data-kind="select" data-name="{e(f.name)}">{label}{hint}{control}{error_html}</div>'
     if f.kind == "multi":
         chosen = set(value or [])
-        boxes = []
+        boxes: list[str] = []
         for i, (v, text) in enumerate(f.options):
             box_id = f"{fid}-{i}"
             checked = " checked" if v in chosen else ""
@@ -273,7 +280,7 @@ def _render_field(f: Field, value: Any, errors: list[str]) -> str:
                 f'<label class="eg-option" for="{e(box_id)}"><input type="checkbox" id="{e(box_id)}" '
                 f'name="{e(f.input_name)}" value="{e(v)}"{checked}> {e(text)}</label>'
             )
-        limits = []
+        limits: list[str] = []
         if f.min_items:
             limits.append(f"at least {f.min_items}")
         if f.max_items is not None:

@@ -15,7 +15,7 @@ import datetime as dt
 import json
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -25,6 +25,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.url_policy import browser_host
+from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.web import claims, forms
 from elicitgate.web.forms import e
 from elicitgate.elicitation.hosted_registry import HostedEntry
@@ -55,11 +56,11 @@ def ui_options(ui: Mapping[str, Any]) -> dict[str, Any]:
     (`{width, height}` or mcp-ui's `[width, height]`, in px or CSS lengths); anything else is ignored."""
     mode = ui.get("mode") if ui.get("mode") in UI_MODES else "inline"
     raw = ui.get("size")
-    if isinstance(raw, (list, tuple)) and len(raw) == 2:
+    if is_array(raw) and len(raw) == 2:
         raw = {"width": raw[0], "height": raw[1]}
     size: dict[str, str] = {}
     for key in ("width", "height"):
-        value = raw.get(key) if isinstance(raw, Mapping) else None
+        value = raw.get(key) if is_mapping(raw) else None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 4000:
             size[key] = f"{value:g}px"
         elif isinstance(value, str) and CSS_LENGTH.fullmatch(value.strip()):
@@ -189,14 +190,16 @@ def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeo
             + "</form>"
         )
         return page(f"Review: {entry.server} asks", body, scripts=("form.js",))
-    ui = entry.el.params.get("ui")
-    ui = ui if isinstance(ui, Mapping) else {}
+    given_ui = entry.el.params.get("ui")
+    ui: Mapping[str, Any] = given_ui if is_mapping(given_ui) else {}
     if entry.ui_html is not None and not plain:
         options = ui_options(ui)
-        context = {
+        # What the server's UI gets; a `context` that is not an object is none (dict() of it raised).
+        guest: dict[str, Any] = dict(given) if is_mapping(given := ui.get("context")) else {}
+        context: dict[str, Any] = {
             "message": entry.message,
             "schema": entry.schema,
-            "context": dict(ui.get("context") or {}),
+            "context": guest,
             "csrf": entry.csrf,
             "answerUrl": f"/e/{entry.token}/ui-answer",
             "size": options["size"],
@@ -206,8 +209,8 @@ def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeo
             "plainUrl": f"/e/{entry.token}?plain={UI_NOT_READY}",
         }
         if entry.errors:
-            context["context"]["errors"] = entry.errors
-            context["context"]["error"] = "; ".join(f"{p.get('property') or 'form'}: {p['message']}" for p in entry.errors)
+            guest["errors"] = entry.errors
+            guest["error"] = "; ".join(f"{p.get('property') or 'form'}: {p['message']}" for p in entry.errors)
         data = json.dumps(context).replace("<", "\\u003c")
         body = (
             f'{head}<script type="application/json" id="eg-context">{data}</script>'
@@ -266,7 +269,9 @@ def csrf_ok(request: Request, entry: HostedEntry, submitted: Any) -> bool:
     )
 
 
-def check_answer(entry: HostedEntry, content: Mapping[str, Any], early: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
+def check_answer(
+    entry: HostedEntry, content: Mapping[str, Any], early: Sequence[dict[str, Any]] = ()
+) -> list[dict[str, Any]]:
     """The gateway's verdict on an accepted answer (the broker's own check), after `early` typing problems."""
     flagged = {p["property"] for p in early}
     return list(early) + [p for p in answer_problems(entry.schema, content) if p["property"] not in flagged]
@@ -377,7 +382,7 @@ class PageRoutes:
             body = await request.json()
         except ValueError:
             body = None
-        if not isinstance(body, Mapping) or not csrf_ok(request, entry, request.headers.get("x-elicitgate-csrf")):
+        if not is_mapping(body) or not csrf_ok(request, entry, request.headers.get("x-elicitgate-csrf")):
             return secure(JSONResponse({"error": "bad request"}, status_code=403))
         if not claims.holds(request, entry):
             return secure(JSONResponse({"error": "this page was opened in another browser"}, status_code=403))
@@ -397,16 +402,17 @@ class PageRoutes:
         if action != "accept":
             return secure(JSONResponse({"ok": False, "errors": [{"property": None, "message": "unknown action"}]}))
         content = body.get("content")
-        problems = check_answer(entry, content) if isinstance(content, Mapping) else [
+        problems = check_answer(entry, content) if is_mapping(content) else [
             {"property": None, "message": "content must be an object"}
         ]
         entry.errors = problems
-        entry.review = None if problems else dict(content)  # type: ignore[arg-type]
-        if problems:
+        review = None if problems or not is_mapping(content) else dict(content)
+        entry.review = review
+        if review is None:
             return secure(JSONResponse({"ok": False, "errors": problems}))
         fields = {f.name: f for f in forms.fields_of(entry.schema)}
-        review = [
+        shown = [
             {"label": fields[k].label if k in fields else k, "value": forms.display(fields[k], v) if k in fields else str(v)}
-            for k, v in entry.review.items()
+            for k, v in review.items()
         ]
-        return secure(JSONResponse({"ok": True, "review": review}))
+        return secure(JSONResponse({"ok": True, "review": shown}))

@@ -25,6 +25,7 @@ from rich.prompt import Confirm, Prompt
 from rich.table import Table
 from rich.text import Text
 
+from elicitgate.json_shapes import is_array
 from elicitgate.logs import strip_controls
 from elicitgate.web import forms
 
@@ -168,7 +169,7 @@ class TerminalInbox:
                 for i, (value, text) in enumerate(f.options, 1):
                     self.console.print(line(f"    {i}. ", plain(text), *(("(", plain(value), ")") if text != value else ())))
                 hint = " (numbers, comma-separated)" if f.kind == "multi" else " (number)"
-                shown = current if isinstance(current, list) else ([current] if current else [])
+                shown: list[Any] = current if is_array(current) else ([current] if current else [])
                 default = ",".join(str([v for v, _ in f.options].index(v) + 1) for v in shown if v in dict(f.options))
                 typed = Prompt.ask(line(label, hint), default=default, console=self.console, show_default=bool(default))
                 picked = [self._option(f, part.strip()) for part in typed.split(",") if part.strip()]

@@ -1,0 +1,24 @@
+"""Narrowing parsed JSON (typed `Any`) to the shapes the code reads, without casts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeGuard
+
+JsonObject = dict[str, Any]
+"""A parsed JSON object: its keys are strings, its values any JSON."""
+
+
+def is_object(value: object) -> TypeGuard[JsonObject]:
+    """Whether `value` is a parsed JSON object (a dict; JSON only has string keys)."""
+    return isinstance(value, dict)
+
+
+def is_array(value: object) -> TypeGuard[list[Any]]:
+    """Whether `value` is a parsed JSON array."""
+    return isinstance(value, list)
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """Whether `value` is a JSON object, or any mapping standing for one."""
+    return isinstance(value, Mapping)

@@ -1,0 +1,248 @@
+"""Parked calls of 2026-07-28 clients (rounds) in one event loop: questions become `input_required` rounds, each
+round is answered once by a retry, a lost retry is taken over by the next one. No process, no transport: the
+requests are the smallest object with the request surface the rounds read (`ClientRequest`)."""
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pytest
+
+from mcp.shared.exceptions import MCPError
+
+from elicitgate.bridging.rounds import ParkedCall, Rounds
+from elicitgate.config import BridgingConfig
+from elicitgate.seams import DownstreamPeer
+
+pytestmark = pytest.mark.anyio
+
+METHOD = "tools/call"
+FORM = {"mode": "form", "message": "Your name?", "requestedSchema": {"type": "object", "properties": {}}}
+RESULT = {"content": [{"type": "text", "text": "done"}], "isError": False}
+
+
+@dataclass(eq=False)
+class Request:
+    """One client request as the face would hand it over."""
+
+    peer: DownstreamPeer
+    request_id: int
+    modes: frozenset[str] = frozenset({"form"})
+    tool: str | None = "t"
+    cancel_requested: bool = False
+    notified: list[tuple[str, Any]] = field(default_factory=list)
+
+    def raw_capabilities(self) -> dict[str, Any]:
+        return {"elicitation": {"form": {}}}
+
+    async def notify(self, method: str, params: Any) -> None:
+        self.notified.append((method, params))
+
+
+def peer(name: str = "p") -> DownstreamPeer:
+    return DownstreamPeer(id=name, connection=None)  # type: ignore[arg-type]  # rounds never touch it
+
+
+def rounds(**config: Any) -> Rounds:
+    return Rounds(BridgingConfig(**config))
+
+
+def asks(*questions: dict[str, Any], result: dict[str, Any] = RESULT, answers: list[Any] | None = None) -> Any:
+    """The upstream side of a call: asks `questions` one after the other, then returns `result`."""
+
+    async def work(park: ParkedCall) -> dict[str, Any]:
+        for params in questions:
+            answer = await park.ask("elicitation/create", dict(params), None)
+            if answers is not None:
+                answers.append(answer)
+        return result
+
+    return work
+
+
+def invalid_state(exc: pytest.ExceptionInfo[MCPError]) -> str:
+    assert exc.value.error.code == -32602
+    assert exc.value.error.message == "Invalid or expired requestState"
+    return exc.value.error.data["reason"]
+
+
+async def test_a_question_is_a_round_and_the_retry_that_answers_it_gets_the_result() -> None:
+    r, p, answers = rounds(), peer(), []
+    async with anyio.create_task_group() as tg:
+        first = await r.start(tg, Request(p, 1), METHOD, asks(FORM, answers=answers))
+        assert first["resultType"] == "input_required"
+        assert first["inputRequests"] == {"q1": {"method": "elicitation/create", "params": FORM}}
+        park = r.parked_for(first["requestState"])
+        assert park is not None and park.request_id == 1  # the call is known by the request that started it
+        result = await r.resume(Request(p, 2), METHOD, first["requestState"], {"q1": {"action": "decline"}})
+    assert result == RESULT
+    assert answers == [{"action": "decline"}]
+    assert r.parked == {}  # claimed: nothing kept once the result went out
+
+
+async def test_every_round_has_its_own_state_and_an_answered_round_cannot_be_answered_again() -> None:
+    r, p, answers = rounds(), peer(), []
+    async with anyio.create_task_group() as tg:
+        first = await r.start(tg, Request(p, 1), METHOD, asks(FORM, {**FORM, "message": "Sure?"}, answers=answers))
+        second = await r.resume(Request(p, 2), METHOD, first["requestState"], {"q1": {"action": "accept"}})
+        assert second["resultType"] == "input_required"
+        assert second["requestState"] != first["requestState"]
+        assert list(second["inputRequests"]) == ["q2"]
+        with pytest.raises(MCPError) as again:
+            await r.resume(Request(p, 3), METHOD, first["requestState"], {"q1": {"action": "cancel"}})
+        assert invalid_state(again) == "requestState was already used; retry with the latest one"
+        result = await r.resume(Request(p, 4), METHOD, second["requestState"], {"q2": {"action": "accept"}})
+        assert result == RESULT
+        with pytest.raises(MCPError) as late:
+            await r.resume(Request(p, 5), METHOD, second["requestState"], {"q2": {"action": "accept"}})
+        assert invalid_state(late) == "the call this requestState belongs to has ended or expired"
+    assert answers == [{"action": "accept"}, {"action": "accept"}]  # the second answer to q1 reached nobody
+
+
+async def test_a_lost_retry_is_taken_over_by_the_next_one_with_the_same_state() -> None:
+    """The client's retry was cut off while it waited (its HTTP request dropped): the same requestState comes
+    again, the waiting one gives way, and the new one gets what the call produces, the answer given once."""
+    r, p, answers = rounds(), peer(), []
+    go = anyio.Event()
+
+    async def work(park: ParkedCall) -> dict[str, Any]:
+        answers.append(await park.ask("elicitation/create", dict(FORM), None))
+        await go.wait()  # the upstream takes its time
+        return RESULT
+
+    outcomes: dict[str, Any] = {}
+
+    async def retry(key: str, request: Request, state: str, responses: Any) -> None:
+        try:
+            outcomes[key] = await r.resume(request, METHOD, state, responses)
+        except MCPError as exc:
+            outcomes[key] = exc
+
+    async with anyio.create_task_group() as tg:
+        first = await r.start(tg, Request(p, 1), METHOD, work)
+        state = first["requestState"]
+        tg.start_soon(retry, "lost", Request(p, 2), state, {"q1": {"action": "accept", "content": {"n": 1}}})
+        await anyio.wait_all_tasks_blocked()
+        assert answers == [{"action": "accept", "content": {"n": 1}}]
+        tg.start_soon(retry, "again", Request(p, 3), state, {"q1": {"action": "accept", "content": {"n": 2}}})
+        await anyio.wait_all_tasks_blocked()
+        lost = outcomes["lost"]
+        assert isinstance(lost, MCPError) and "newer retry with the same requestState" in lost.error.message
+        go.set()
+    assert outcomes["again"] == RESULT
+    assert answers == [{"action": "accept", "content": {"n": 1}}]  # the round was answered once
+
+
+async def test_unanswered_questions_are_asked_again_in_the_next_round() -> None:
+    r, p = rounds(), peer()
+    got: dict[str, Any] = {}
+
+    async def work(park: ParkedCall) -> dict[str, Any]:
+        park.expect(2)  # two questions asked together: no round before both are in
+
+        async def one(name: str) -> None:
+            got[name] = await park.ask("elicitation/create", {**FORM, "message": name}, None)
+
+        async with anyio.create_task_group() as questions:
+            questions.start_soon(one, "a")
+            questions.start_soon(one, "b")
+        return RESULT
+
+    async with anyio.create_task_group() as tg:
+        first = await r.start(tg, Request(p, 1), METHOD, work)
+        assert sorted(q["params"]["message"] for q in first["inputRequests"].values()) == ["a", "b"]
+        key_a = next(k for k, q in first["inputRequests"].items() if q["params"]["message"] == "a")
+        key_b = next(k for k in first["inputRequests"] if k != key_a)
+        second = await r.resume(Request(p, 2), METHOD, first["requestState"], {key_a: {"action": "accept"}})
+        assert second["inputRequests"] == {key_b: {"method": "elicitation/create", "params": {**FORM, "message": "b"}}}
+        result = await r.resume(Request(p, 3), METHOD, second["requestState"], {key_b: {"action": "decline"}})
+    assert result == RESULT
+    assert got == {"a": {"action": "accept"}, "b": {"action": "decline"}}
+
+
+async def test_a_url_question_reaches_the_client_without_its_elicitation_id() -> None:
+    """In 2026-07-28 the retry is the completion: the client gets no `elicitationId` to complete."""
+    url = {"mode": "url", "message": "Sign in", "url": "https://example.com/x", "elicitationId": "e-1"}
+    r, p = rounds(), peer()
+    async with anyio.create_task_group() as tg:
+        first = await r.start(tg, Request(p, 1), METHOD, asks(url))
+        assert first["inputRequests"]["q1"]["params"] == {k: v for k, v in url.items() if k != "elicitationId"}
+        tg.cancel_scope.cancel()
+
+
+async def test_another_clients_retry_or_another_method_is_refused() -> None:
+    r, p = rounds(), peer()
+    async with anyio.create_task_group() as tg:
+        first = await r.start(tg, Request(p, 1), METHOD, asks(FORM))
+        state = first["requestState"]
+        with pytest.raises(MCPError) as stranger:
+            await r.resume(Request(peer("q"), 2), METHOD, state, {"q1": {"action": "accept"}})
+        assert invalid_state(stranger) == "requestState belongs to another client's call"
+        with pytest.raises(MCPError) as other_method:
+            await r.resume(Request(p, 3), "prompts/get", state, {"q1": {"action": "accept"}})
+        assert invalid_state(other_method) == "requestState belongs to another client's call"
+        # Refusals spend nothing: the owner still answers the round.
+        assert await r.resume(Request(p, 4), METHOD, state, {"q1": {"action": "accept"}}) == RESULT
+
+
+@pytest.mark.parametrize(
+    "state",
+    ["", "not json", "[]", json.dumps({"k": "other", "id": "x", "n": "y"}), json.dumps({"k": "eg.park", "id": "gone"})],
+)
+async def test_a_state_that_points_to_no_parked_call_is_refused(state: str) -> None:
+    r = rounds()
+    assert r.parked_for(state) is None
+    with pytest.raises(MCPError) as caught:
+        await r.resume(Request(peer(), 1), METHOD, state, {})
+    assert invalid_state(caught) in (
+        "requestState was not issued for a call of this gateway",
+        "the call this requestState belongs to has ended or expired",
+    )
+
+
+async def test_input_responses_that_are_not_an_object_are_refused_and_spend_nothing() -> None:
+    r, p = rounds(), peer()
+    async with anyio.create_task_group() as tg:
+        first = await r.start(tg, Request(p, 1), METHOD, asks(FORM))
+        with pytest.raises(MCPError) as caught:
+            await r.resume(Request(p, 2), METHOD, first["requestState"], ["accept"])
+        assert caught.value.error.code == -32602 and caught.value.error.data["rule"] == "inputResponses"
+        assert await r.resume(Request(p, 3), METHOD, first["requestState"], {"q1": {"action": "accept"}}) == RESULT
+
+
+async def test_a_call_that_keeps_asking_ends_after_max_rounds() -> None:
+    r, p = rounds(max_rounds=2), peer()
+    async with anyio.create_task_group() as tg:
+        state = (await r.start(tg, Request(p, 1), METHOD, asks(FORM, FORM, FORM)))["requestState"]
+        state = (await r.resume(Request(p, 2), METHOD, state, {"q1": {"action": "accept"}}))["requestState"]
+        with pytest.raises(MCPError) as caught:
+            await r.resume(Request(p, 3), METHOD, state, {"q2": {"action": "accept"}})
+    assert caught.value.error.code == -32019
+    assert caught.value.error.data["rule"] == "bridging.max_rounds"
+    assert r.parked == {}
+
+
+async def test_parked_calls_are_bounded() -> None:
+    r = rounds(max_parked_calls=1)
+    async with anyio.create_task_group() as tg:
+        await r.start(tg, Request(peer(), 1), METHOD, asks(FORM))
+        with pytest.raises(MCPError) as caught:
+            await r.start(tg, Request(peer(), 2), METHOD, asks(FORM))
+        tg.cancel_scope.cancel()
+    assert caught.value.error.code == -32014
+    assert caught.value.error.data["limit"] == "bridging.max_parked_calls"
+
+
+async def test_an_upstream_failure_is_the_answer_to_the_retry() -> None:
+    async def work(park: ParkedCall) -> dict[str, Any]:
+        await park.ask("elicitation/create", dict(FORM), None)
+        raise MCPError(code=-32603, message="the upstream broke")
+
+    r, p = rounds(), peer()
+    async with anyio.create_task_group() as tg:
+        first = await r.start(tg, Request(p, 1), METHOD, work)
+        with pytest.raises(MCPError) as caught:
+            await r.resume(Request(p, 2), METHOD, first["requestState"], {"q1": {"action": "accept"}})
+    assert caught.value.error.message == "the upstream broke"
+    assert r.parked == {}
