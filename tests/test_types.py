@@ -15,19 +15,20 @@ ROOT = Path(__file__).resolve().parent.parent
 PYRIGHT = ROOT / "tests" / "types" / "node_modules" / "pyright" / "index.js"
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(960)
 def test_pyright_reports_no_error_on_src() -> None:
     if shutil.which("node") is None:
         pytest.fail("node is not on PATH: pyright needs Node.js")
     if not PYRIGHT.is_file():
         pytest.fail(f"pyright not installed: run `cd {PYRIGHT.parent.parent.parent} && npm ci` (scripts/test does)")
     # The interpreter running the tests is the one whose packages (mcp, pydantic, ...) the checker resolves.
+    # About 40 s of CPU on an idle 2-core machine; the limit is for a machine busy with other runs.
     run = subprocess.run(
         ["node", str(PYRIGHT), "--outputjson", "--pythonpath", sys.executable],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=900,
     )
     try:
         report = json.loads(run.stdout)
