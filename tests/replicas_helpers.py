@@ -132,9 +132,13 @@ class Replicas:
                                                     "XDG_STATE_HOME": state, **(env or {})},
                                          stderr=subprocess.PIPE, text=True)
             self.procs.append(proc)
-        for proc in self.procs:
-            wait_listening(proc)
-            wait_ready(proc.url)
+        try:
+            for proc in self.procs:
+                wait_listening(proc)
+                wait_ready(proc.url)
+        except BaseException:
+            self.stop()  # none of them outlives a start that failed
+            raise
 
     @property
     def urls(self) -> list[str]:
