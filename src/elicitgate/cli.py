@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from elicitgate.config import ConfigError, GatewayConfig, build_config, load_config
+from elicitgate.hostport import http_url, parse_hostport, url_host
 
 app = typer.Typer(
     help="elicitgate: an MCP gateway that makes elicitation work everywhere. Docs: docs/ in the source, "
@@ -96,10 +97,10 @@ def _with_replicas(cfg: GatewayConfig) -> GatewayConfig:
 
 
 def _parse_hostport(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise typer.BadParameter(f"expected HOST:PORT, got {value!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
+    try:
+        return parse_hostport(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def claim_port(host: str, port: int) -> socket.socket:
@@ -110,7 +111,7 @@ def claim_port(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        shown = f"[{host}]" if ":" in host else host
+        shown = url_host(host)
         why = "is already in use (another elicitgate?)" if exc.errno == errno.EADDRINUSE else f"cannot be used: {exc.strerror}"
         err.print(
             f"elicitgate: {shown}:{port} {why}; choose another port, e.g. --http {shown}:{port + 1}",
@@ -155,8 +156,7 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
 
     host, port = _parse_hostport(http)
     sock = sock or claim_port(host, port)
-    shown = f"[{host}]" if ":" in host else host
-    base = f"http://{shown}:{port}"
+    base = http_url(host, port)
     _announce(cfg, f"elicitgate: MCP at {base}/mcp  health at {base}/healthz")
     if cfg.admin_token is not None:
         _announce(cfg, f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations")
@@ -347,7 +347,7 @@ def demo(
     if stdio:
         config["http"] = {"hosted_listen": http}
     cfg = _with_log_level(build_config(config, "built-in demo config", warn=_warn), log_level)
-    shown = f"[{host}]" if ":" in host else host
+    shown = url_host(host)
     err.print(
         "elicitgate demo: the bundled demo servers' tools (demo__book_table, demo__confirm, "
         "demo__connect_account, colours__pick_colour) elicit; point an MCP client at the gateway. A client "

@@ -29,6 +29,7 @@ from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from elicitgate.client_files import adapt, close_match, expand_placeholders, parse_jsonc
+from elicitgate.hostport import parse_hostport
 from elicitgate.json_shapes import is_object
 
 ENV_PREFIX = "ELICITGATE_"
@@ -274,9 +275,7 @@ class HttpFaceConfig(_Strict):
     @classmethod
     def _hostport(cls, value: str | None) -> str | None:
         if value is not None:
-            _, sep, port = value.rpartition(":")
-            if not sep or not port.isdigit():
-                raise ValueError(f"expected HOST:PORT, got {value!r}")
+            parse_hostport(value)
         return value
 
 

@@ -19,7 +19,7 @@ from mcp_types import (
     SERVER_INFO_META_KEY,
 )
 
-from elicitgate.seams import Era, Origin
+from elicitgate.seams import Era, Origin, declared_capabilities
 
 ENVELOPE_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
 """A 2026-07-28 client's envelope describes it to the gateway; each upstream connection stamps its own."""
@@ -47,8 +47,7 @@ def upstream_params(params: Mapping[str, Any], call: Origin, era: Era) -> tuple[
 
 def modern_capabilities(call: Origin) -> dict[str, Any]:
     """The per-request capabilities a 2026-07-28 upstream is told: the elicitation modes of the call's client."""
-    modes = call.modes
-    return {"elicitation": {mode: {} for mode in sorted(modes)}} if modes else {}
+    return declared_capabilities(call.modes)
 
 
 def without_upstream_identity(result: dict[str, Any]) -> dict[str, Any]:

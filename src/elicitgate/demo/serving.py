@@ -16,12 +16,10 @@ from mcp.server import Server
 from mcp.server.sse import SseServerTransport
 from mcp.server.stdio import stdio_server
 
+from elicitgate.hostport import parse_hostport
 from elicitgate.sdk import raw_send
 
 
-def _split(hostport: str) -> tuple[str, int]:
-    host, _, port = hostport.rpartition(":")
-    return host or "127.0.0.1", int(port)
 
 
 def sse_app(server: Server) -> Starlette:
@@ -39,11 +37,11 @@ def sse_app(server: Server) -> Starlette:
 def run_server(server: Server, *, http: str | None = None, sse: str | None = None) -> None:
     """Serve until killed: streamable HTTP at `/mcp` with `http`, SSE at `/sse` with `sse`, else stdio."""
     if http:
-        host, port = _split(http)
+        host, port = parse_hostport(http)
         uvicorn.run(server.streamable_http_app(host=host), host=host, port=port, log_level="warning")
         return
     if sse:
-        host, port = _split(sse)
+        host, port = parse_hostport(sse)
         uvicorn.run(sse_app(server), host=host, port=port, log_level="warning")
         return
 

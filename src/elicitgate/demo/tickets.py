@@ -30,6 +30,8 @@ from pydantic import Field
 
 from mcp.server.mcpserver import MCPServer
 
+from elicitgate.hostport import parse_hostport
+
 mcp = MCPServer("tickets-demo")
 CALLS: list[str] = []
 
@@ -90,7 +92,7 @@ async def complete(
 
 if __name__ == "__main__":
     if "--http" in sys.argv:
-        host, _, port = sys.argv[sys.argv.index("--http") + 1].rpartition(":")
-        mcp.run("streamable-http", host=host, port=int(port))
+        host, port = parse_hostport(sys.argv[sys.argv.index("--http") + 1])
+        mcp.run("streamable-http", host=host, port=port)
     else:
         mcp.run()

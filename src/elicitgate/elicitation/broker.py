@@ -30,6 +30,7 @@ from elicitgate.config import ElicitationConfig
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limited
+from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
@@ -44,12 +45,7 @@ from elicitgate.upstreams.clock import PausableDeadline
 logger = logging.getLogger(__name__)
 audit = logging.getLogger("elicitgate.audit")
 
-SERVER_META_KEY = "io.elicitgate/server"
-SOURCE_META_KEY = "io.elicitgate/source"
-REASON_META_KEY = "io.elicitgate/reason"
-"""On the gateway's own questions: `source` is `gateway`, `reason` says why it asks."""
 GATEWAY_ASKER = "elicitgate"
-ERRORS_META_KEY = "io.elicitgate/previousErrors"
 _MAX_IDLE_BUCKETS = 4096
 
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import anyio
 
+from elicitgate.elicitation.meta import ERRORS_META_KEY
 from elicitgate.elicitation.model import Elicitation
 
-ERRORS_META_KEY = "io.elicitgate/previousErrors"
 TOMBSTONES = 1000
 
 

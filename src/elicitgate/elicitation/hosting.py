@@ -27,6 +27,7 @@ import anyio
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.hosted_registry import HostedEntry, HostedRegistry
 from elicitgate.elicitation.model import Elicitation
+from elicitgate.hostport import http_url
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
 from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.link import UpstreamLink
@@ -70,8 +71,7 @@ class Hosting:
         if self._base_url is not None or not scope.get("server"):
             return
         host, port = scope["server"][:2]
-        host = f"[{host}]" if ":" in str(host) else host
-        self._base_url = f"{scope.get('scheme', 'http')}://{host}:{port}"
+        self._base_url = http_url(str(host), port, scope.get("scheme", "http"))
 
     def page_url(self, entry: HostedEntry) -> str:
         return f"{self.base_url or ''}/e/{entry.token}"

@@ -24,7 +24,7 @@ from elicitgate import errors
 from elicitgate.config import StdioServer, HttpServer, UpstreamRetryConfig
 from elicitgate.fixable import warn_once
 from elicitgate.metrics import UPSTREAM_UP
-from elicitgate.seams import DownstreamPeer, HostedModes
+from elicitgate.seams import DownstreamPeer, HostedModes, declared_capabilities
 from elicitgate.upstreams.connection import ConnectError, InboundHandler, UpstreamConnection
 
 logger = logging.getLogger(__name__)
@@ -332,15 +332,7 @@ class UpstreamLink:
 def capabilities_for(peer: DownstreamPeer, hosted: frozenset[str] = frozenset()) -> dict[str, Any]:
     """What the gateway can deliver to an upstream on behalf of this one client (`hosted`: the modes its
     own hosted page / inbox takes for this client, see docs/hosting.md)."""
-    caps: dict[str, Any] = {}
-    modes = peer.modes | hosted
-    if modes:
-        caps["elicitation"] = {mode: {} for mode in sorted(modes)}
-    raw = peer.raw_capabilities()
-    for passthrough in ("sampling", "roots"):
-        if passthrough in raw:
-            caps[passthrough] = raw[passthrough]
-    return caps
+    return declared_capabilities(peer.modes | hosted, peer.raw_capabilities())
 
 
 def _pool_key(capabilities: dict[str, Any]) -> str:

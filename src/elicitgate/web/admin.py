@@ -26,21 +26,18 @@ from elicitgate.audit.record import FIELDS, STATES, as_json, parse_filters
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.hosting import Hosting
-from elicitgate.elicitation.model import ACTION_STATES, State
+from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
 from elicitgate.web import claims
 from elicitgate.web.admin_auth import ADMIN_COOKIE, AdminAuth
 from elicitgate.web.forms import e
-from elicitgate.web.pages import check_answer, deliver, iso, page, secure
+from elicitgate.web.pages import check_answer, deliver, iso, page
+from elicitgate.web.responses import nosniff, problem, secure
 from elicitgate.elicitation.hosted_registry import HostedEntry
 
 HEARTBEAT = 15.0
 AUDIT_PAGE = 100
 AUDIT_MAX = 10_000
 STOP_WAIT = 10.0
-
-
-def problem(status: int, error: str, **extra: Any) -> Response:
-    return secure(JSONResponse({"error": error, **extra}, status_code=status))
 
 
 class AdminRoutes:
@@ -136,23 +133,25 @@ class AdminRoutes:
             return secure(JSONResponse({**summary, "created_at": iso(summary["created_at"])}))
         return problem(404, "no such elicitation")
 
-    async def _target(self, request: Request) -> tuple[Any | None, Response | None]:
+    async def _target(self, request: Request) -> Elicitation | Response:
+        """The pending elicitation a write (answer, cancel, release) names, or the response that refuses
+        it: no admin token, no such elicitation, already ended."""
+        if (denied := self._deny(request, write=True)) is not None:
+            return denied
         id_ = request.path_params["id"]
         el = self.broker.pending.get(id_)
         if el is None or el.state.terminal:
             summary = self._ended(id_)
             if summary is not None or el is not None:
                 state = summary["state"] if summary is not None else str(el.state)
-                return None, problem(409, "the elicitation has already ended", id=id_, state=state)
-            return None, problem(404, "no such elicitation")
-        return el, None
+                return problem(409, "the elicitation has already ended", id=id_, state=state)
+            return problem(404, "no such elicitation")
+        return el
 
     async def answer(self, request: Request) -> Response:
-        if (denied := self._deny(request, write=True)) is not None:
-            return denied
-        el, refused = await self._target(request)
-        if refused is not None:
-            return refused
+        el = await self._target(request)
+        if isinstance(el, Response):
+            return el
         try:
             body = await request.json()
         except ValueError:
@@ -180,11 +179,9 @@ class AdminRoutes:
         return secure(JSONResponse({"id": el.id, "state": str(el.state)}))
 
     async def cancel(self, request: Request) -> Response:
-        if (denied := self._deny(request, write=True)) is not None:
-            return denied
-        el, refused = await self._target(request)
-        if refused is not None:
-            return refused
+        el = await self._target(request)
+        if isinstance(el, Response):
+            return el
         el.stop(State.CANCELLED, "cancelled by the operator")
         with anyio.move_on_after(STOP_WAIT):
             await el.wait_ended()  # the broker's task records the end on its next step
@@ -192,11 +189,9 @@ class AdminRoutes:
 
     async def release(self, request: Request) -> Response:
         """Free a hosted page from the browser that claimed it (web/claims.py)."""
-        if (denied := self._deny(request, write=True)) is not None:
-            return denied
-        el, refused = await self._target(request)
-        if refused is not None:
-            return refused
+        el = await self._target(request)
+        if isinstance(el, Response):
+            return el
         return secure(JSONResponse({"id": el.id, "released": self._release(el.id)}))
 
     def _release(self, id_: str) -> bool:
@@ -242,10 +237,7 @@ class AdminRoutes:
                     continue
                 yield ": keep-alive\n\n"
 
-        response = StreamingResponse(stream(), media_type="text/event-stream")
-        response.headers["Cache-Control"] = "no-store"
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        return response
+        return nosniff(StreamingResponse(stream(), media_type="text/event-stream"))
 
     async def audit(self, request: Request) -> Response:
         """The audit trail (docs/operations.md), newest `limit` records oldest first, with the CLI's filters."""

@@ -19,9 +19,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
-from elicitgate.web.pages import secure
+from elicitgate.web.responses import problem
 
 ADMIN_COOKIE = "eg_admin"
 SESSION_TTL = 8 * 3600.0
@@ -66,12 +66,10 @@ class LoginThrottle:
         self._by_address.pop(address, None)
 
 
-def _refusal(status: int, error: str, **extra: object) -> Response:
-    return secure(JSONResponse({"error": error, **extra}, status_code=status))
 
 
 def _unauthorized() -> Response:
-    response = _refusal(401, "missing or wrong admin token (Authorization: Bearer <token>)")
+    response = problem(401, "missing or wrong admin token (Authorization: Bearer <token>)")
     response.headers["WWW-Authenticate"] = 'Bearer realm="elicitgate"'
     return response
 
@@ -103,7 +101,7 @@ class AdminAuth:
         address = client_address(request)
         wait = self.throttle.wait_for(address)
         if wait > 0:
-            response = _refusal(429, "too many wrong admin tokens from this address; try again later",
+            response = problem(429, "too many wrong admin tokens from this address; try again later",
                                 retryAfterSeconds=math.ceil(wait))
             response.headers["Retry-After"] = str(math.ceil(wait))
             return response

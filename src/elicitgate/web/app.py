@@ -6,7 +6,6 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from importlib import resources
-from typing import Any
 
 import anyio
 import uvicorn
@@ -18,12 +17,14 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from elicitgate.gateway import Gateway
+from elicitgate.hostport import http_url, parse_hostport
 from elicitgate.web.access_log import uvicorn_log_config
 from elicitgate.web.admin_auth import AdminAuth
 from elicitgate.web.admin import AdminRoutes
 from elicitgate.web.guard import HostGuard, security_settings
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.web.pages import PageRoutes
+from elicitgate.web.responses import nosniff
 
 logger = logging.getLogger(__name__)
 
@@ -52,10 +53,7 @@ def web_routes(gateway: Gateway) -> list[BaseRoute]:
         name = request.path_params["name"]
         if name not in files:
             return Response("not found", status_code=404, media_type="text/plain")
-        response = Response(files[name], media_type=STATIC[name])
-        response.headers["Cache-Control"] = "no-cache"
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        return response
+        return nosniff(Response(files[name], media_type=STATIC[name]), cache="no-cache")
 
     return [
         Route("/static/{name}", static),
@@ -115,14 +113,12 @@ class _QuietServer(uvicorn.Server):
 @contextlib.asynccontextmanager
 async def side_server(gateway: Gateway, listen: str):  # type: ignore[no-untyped-def]
     """`http.hosted_listen` for the stdio face: the hosted pages, inbox, admin API and `/metrics` on their own port."""
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    shown = f"[{host}]" if ":" in host else host
+    host, port = parse_hostport(listen)
     hosting = _hosting_of(gateway)
-    hosting.serve_at(f"http://{shown}:{port}")
+    hosting.serve_at(http_url(host, port))
     app: ASGIApp = Starlette(routes=[metrics_route(), *web_routes(gateway)])
     app = HostGuard(app, settings=security_settings(gateway.config.http))
-    server = _QuietServer(uvicorn.Config(app, host=host, port=int(port), log_level="warning", lifespan="off",
+    server = _QuietServer(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
                                          log_config=uvicorn_log_config()))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)

@@ -29,21 +29,10 @@ from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.web import claims, forms
 from elicitgate.web.forms import e
 from elicitgate.elicitation.hosted_registry import HostedEntry
+from elicitgate.web.responses import UI_CSP, secure
 
 SETTLE_WAIT = 30.0
 CSRF_COOKIE = "eg_csrf"
-
-PAGE_CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; frame-src 'self'"
-)
-UI_CSP = (
-    # MCP Apps' restrictive default for a `ui://` resource, and a sandbox even when opened on its own.
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
-    "media-src data:; connect-src 'none'; form-action 'none'; base-uri 'none'; frame-src 'none'; "
-    "sandbox allow-scripts"
-)
-
 
 UI_MODES = ("inline", "modal", "sidebar")
 CSS_LENGTH = re.compile(r"\d{1,4}(\.\d+)?(px|rem|em|vh|vw|%)")
@@ -66,16 +55,6 @@ def ui_options(ui: Mapping[str, Any]) -> dict[str, Any]:
         elif isinstance(value, str) and CSS_LENGTH.fullmatch(value.strip()):
             size[key] = value.strip()
     return {"mode": mode, "size": size}
-
-
-def secure(response: Response, csp: str = PAGE_CSP) -> Response:
-    response.headers["Content-Security-Policy"] = csp
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "same-origin"
-    response.headers["Cache-Control"] = "no-store"
-    response.headers.setdefault("X-Frame-Options", "DENY")
-    response.headers["Cross-Origin-Opener-Policy"] = "same-origin"
-    return response
 
 
 def iso(ts: float) -> str:
