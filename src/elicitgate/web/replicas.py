@@ -28,7 +28,8 @@ from elicitgate import errors
 from elicitgate.cluster.board import PendingBoard
 from elicitgate.cluster.bus import Replicas
 from elicitgate.web.forms import e
-from elicitgate.web.pages import page, secure
+from elicitgate.web.pages import page
+from elicitgate.web.responses import secure
 from elicitgate.elicitation.hosted_registry import token_digest
 
 logger = logging.getLogger(__name__)
