@@ -28,7 +28,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # a long path or message stays on one line: grep-able, copy-able
 
 
 def _print_version(value: bool) -> None:

@@ -17,7 +17,7 @@ from elicitgate.audit.record import FIELDS, as_json, parse_filters
 from elicitgate.config import ConfigError, load_config
 
 audit_app = typer.Typer(help="Read the audit trail (works without a running gateway).", no_args_is_help=True)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # a long path or message stays on one line: grep-able, copy-able
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="the gateway's config file (its audit.url)")]
 StateOption = Annotated[
