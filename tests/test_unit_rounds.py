@@ -188,7 +188,14 @@ async def test_another_clients_retry_or_another_method_is_refused() -> None:
 
 @pytest.mark.parametrize(
     "state",
-    ["", "not json", "[]", json.dumps({"k": "other", "id": "x", "n": "y"}), json.dumps({"k": "eg.park", "id": "gone"})],
+    [
+        "",
+        "not json",
+        "[]",
+        json.dumps({"k": "other", "id": "x", "n": "y"}),
+        json.dumps({"k": "eg.park", "id": "gone"}),
+        json.dumps({"k": "eg.park", "id": ["x"], "n": "y"}),  # was a TypeError (unhashable), not a refusal
+    ],
 )
 async def test_a_state_that_points_to_no_parked_call_is_refused(state: str) -> None:
     r = rounds()

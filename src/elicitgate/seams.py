@@ -70,7 +70,7 @@ class HostedModes(Protocol):
         ...
 
 
-class Origin(Protocol):
+class Origin(UrlCompletionTarget, Protocol):
     """A call that can be asked: where an upstream's requests for input during the call are routed.
 
     Two kinds exist: `faces.peer.DownstreamCall` (one client request, answered in that request) and
@@ -137,6 +137,10 @@ class Origin(Protocol):
 
     def elicitation_ended(self, elicitation: Elicitation) -> None:
         """The broker recorded the end of an elicitation this call caused."""
+        ...
+
+    async def url_completed(self, params: Mapping[str, Any]) -> None:
+        """The upstream finished a URL-mode interaction this call's client accepted."""
         ...
 
 

@@ -29,6 +29,7 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.config import BridgingConfig
 from elicitgate.elicitation.model import Elicitation
+from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.seams import ClientRequest, DownstreamPeer, Era
 
 logger = logging.getLogger(__name__)
@@ -121,11 +122,12 @@ class ParkedCall:
             await question.answered.wait()
         finally:
             self.open.pop(question.key, None)
+        answer = question.answer
         if method == "elicitation/create" and params.get("mode") == "url":
-            if isinstance(question.answer, Mapping) and question.answer.get("action") == "accept":
-                if isinstance(params.get("elicitationId"), str):
-                    self._url_waits[params["elicitationId"]] = anyio.Event()
-        return question.answer
+            if is_mapping(answer) and answer.get("action") == "accept":
+                if isinstance(url_id := params.get("elicitationId"), str):
+                    self._url_waits[url_id] = anyio.Event()
+        return answer
 
     def require(self, capabilities: dict[str, Any]) -> None:
         """The upstream needs something this client did not declare: the call fails with -32021."""
@@ -147,7 +149,8 @@ class ParkedCall:
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """The upstream finished a URL-mode interaction of this call: the waiting retry may return."""
-        event = self._url_waits.get(params.get("elicitationId"))  # type: ignore[arg-type]
+        url_id = params.get("elicitationId")
+        event = self._url_waits.get(url_id) if isinstance(url_id, str) else None
         if event is not None:
             event.set()
 
@@ -288,21 +291,21 @@ class Rounds:
     def parked_for(self, state: Any) -> ParkedCall | None:
         """The parked call a verified `requestState` points to, if it is still parked."""
         pointer = _pointer(state)
-        return self.parked.get(pointer.get("id")) if pointer is not None else None
+        return self.parked.get(pointer.id) if pointer is not None else None
 
     async def resume(self, call: ClientRequest, method: str, state: str, responses: Any) -> dict[str, Any]:
         """A retry: the `requestState` the boundary verified (ours, unexpired, bound to this request)."""
         pointer = _pointer(state)
         if pointer is None:
             raise _invalid_state("requestState was not issued for a call of this gateway")
-        park = self.parked.get(pointer.get("id"))
+        park = self.parked.get(pointer.id)
         if park is None or park.claimed.is_set():
             raise _invalid_state("the call this requestState belongs to has ended or expired")
         if park.peer is not call.peer or park.method != method:
             raise _invalid_state("requestState belongs to another client's call")
-        if responses is not None and not isinstance(responses, Mapping):
+        if responses is not None and not is_mapping(responses):
             raise errors.gateway_error(INVALID_PARAMS, "inputResponses must be an object", rule="inputResponses")
-        nonce = pointer.get("n")
+        nonce = pointer.nonce
         if nonce and nonce == park.spent_nonce:
             park.supersede()  # the retry that answered this round was lost: this one waits in its place
         elif nonce != park.round_nonce or park.current is not None:
@@ -313,12 +316,23 @@ class Rounds:
         return await park.next_round(call)
 
 
-def _pointer(state: Any) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class _Pointer:
+    """What a `requestState` of ours holds: the parked call and the nonce of the round it may answer."""
+
+    id: str
+    nonce: str | None
+
+
+def _pointer(state: Any) -> _Pointer | None:
     try:
         pointer = json.loads(state) if isinstance(state, str) else None
     except ValueError:
         return None
-    return pointer if isinstance(pointer, dict) and pointer.get("k") == STATE_KIND else None
+    if not is_object(pointer) or pointer.get("k") != STATE_KIND or not isinstance(park_id := pointer.get("id"), str):
+        return None
+    nonce = pointer.get("n")
+    return _Pointer(park_id, nonce if isinstance(nonce, str) else None)
 
 
 def _invalid_state(reason: str) -> MCPError:

@@ -21,6 +21,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity, authenticated_principal
 
 from elicitgate.config import BridgingConfig, ConfigError
+from elicitgate.json_shapes import is_object
 from elicitgate.sdk import connection_of
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
     if info is None:
         params = connection_of(ctx).client_params
         info = params.client_info.model_dump(mode="json") if params is not None else None
-    if isinstance(info, dict):
+    if is_object(info):
         info = {k: info.get(k) for k in ("name", "version")}
     return "client:" + json.dumps(info, sort_keys=True, separators=(",", ":"))
 

@@ -30,8 +30,8 @@ def home_of(state: Any) -> str | None:
     from elicitgate.bridging.rounds import _pointer  # the pointer's format is the rounds' own
 
     pointer = _pointer(state)
-    call_id = pointer.get("id") if pointer is not None else None
-    if not isinstance(call_id, str) or "." not in call_id:
+    call_id = pointer.id if pointer is not None else None
+    if call_id is None or "." not in call_id:
         return None
     return call_id.split(".", 1)[0]
 

@@ -21,6 +21,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.server import Server, ServerRequestContext
 
 from elicitgate.demo.serving import serve_main
+from elicitgate.json_shapes import is_object
 from elicitgate.sdk import request_outbound
 
 UI_URI = "ui://colours/picker"
@@ -147,14 +148,14 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
                 "inputRequests": {"colour": {"method": "elicitation/create", "params": request}},
                 "requestState": "colour",
             }
-        answer = responses["colour"]
-        answer = answer if isinstance(answer, dict) else answer.model_dump(by_alias=True, exclude_none=True)
+        given = responses["colour"]
+        answer = given if is_object(given) else given.model_dump(by_alias=True, exclude_none=True)
     else:
         # Raw, so that `ui` (which the typed request model does not know) reaches the client intact.
         answer = await request_outbound(ctx).send_raw_request("elicitation/create", request, None)
     if answer.get("action") != "accept":
         return types.CallToolResult(content=[types.TextContent(text=f"pick_colour: {answer.get('action')}")])
-    content = answer.get("content") or {}
+    content: object = answer.get("content") or {}
     return types.CallToolResult(content=[types.TextContent(text=f"pick_colour: {json.dumps(content, sort_keys=True)}")])
 
 

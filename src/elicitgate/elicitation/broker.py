@@ -370,7 +370,7 @@ class Broker:
                 if el.mode == "url" and action == "accept" and isinstance(el.params.get("elicitationId"), str):
                     # A 2026-07-28 client learns of completion by retrying: its parked call waits for it.
                     origin = el.asked()
-                    target = origin if origin.era == "modern" else origin.peer
+                    target: UrlCompletionTarget = origin if origin.era == "modern" else origin.peer
                     self.url_routes.add(el.server, el.params["elicitationId"], target)
                 return {"action": action}
             content = raw.get("content") or {}

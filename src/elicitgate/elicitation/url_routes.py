@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from elicitgate.seams import UrlCompletionTarget
 
 URL_ROUTE_TTL = 3600.0
 MAX_URL_ROUTES = 10_000
@@ -22,12 +25,12 @@ class UrlRoutes:
         self, *, ttl: float = URL_ROUTE_TTL, limit: int = MAX_URL_ROUTES, per_error: int = MAX_ROUTES_PER_ERROR
     ) -> None:
         self.ttl, self.limit, self.per_error = ttl, limit, per_error
-        self._routes: OrderedDict[tuple[str, str], tuple[Any, float]] = OrderedDict()
+        self._routes: OrderedDict[tuple[str, str], tuple[UrlCompletionTarget, float]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._routes)
 
-    def add(self, server: str, elicitation_id: str, target: Any) -> None:
+    def add(self, server: str, elicitation_id: str, target: UrlCompletionTarget) -> None:
         now = time.monotonic()
         key = (server, elicitation_id)
         self._routes.pop(key, None)
@@ -39,13 +42,13 @@ class UrlRoutes:
                 break
             self._routes.popitem(last=False)
 
-    def get(self, server: str, elicitation_id: str, *, pop: bool) -> Any | None:
+    def get(self, server: str, elicitation_id: str, *, pop: bool) -> UrlCompletionTarget | None:
         key = (server, elicitation_id)
         entry = self._routes.pop(key, None) if pop else self._routes.get(key)
         if entry is None or entry[1] <= time.monotonic():
             return None
         return entry[0]
 
-    def drop_target(self, target: Any) -> None:
+    def drop_target(self, target: object) -> None:
         for key in [k for k, (t, _) in self._routes.items() if t is target]:
             del self._routes[key]

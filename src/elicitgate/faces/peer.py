@@ -108,6 +108,10 @@ class DownstreamCall:
     def elicitation_ended(self, elicitation: Elicitation) -> None:
         """Nothing kept per elicitation."""
 
+    async def url_completed(self, params: Mapping[str, Any]) -> None:
+        """The client's session hears it: the request itself may have ended long before."""
+        await self.peer.url_completed(params)
+
 
 def peer_for(ctx: ServerRequestContext[Any, Any], on_new: Any) -> DownstreamPeer:
     """The peer for this request's connection, created (and `on_new` called) the first time."""

@@ -26,8 +26,10 @@ from elicitgate.elicitation.argument_forms import (
     shown_arguments,
 )
 from elicitgate.elicitation.broker import Broker
+from elicitgate.elicitation.model import GatewayReason
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.router.catalog import Catalog
+from elicitgate.seams import Origin
 from elicitgate.upstreams.link import UpstreamLink
 
 logger = logging.getLogger(__name__)
@@ -101,7 +103,7 @@ class GatewayAsks:
 
     # -- asking -----------------------------------------------------------------------------------
 
-    async def run(self, ask: Ask, link: UpstreamLink, call: Any, params: dict[str, Any]) -> dict[str, Any] | Answered:
+    async def run(self, ask: Ask, link: UpstreamLink, call: Origin, params: dict[str, Any]) -> dict[str, Any] | Answered:
         """The params to forward (with the answers merged in), or `Answered` when the person said no."""
         given = params.get("arguments")
         arguments: dict[str, Any] = dict(given) if is_mapping(given) else {}
@@ -134,7 +136,9 @@ class GatewayAsks:
                 return _refused(ask, public, answer.get("action"), f"allow {public} to run")
         return params
 
-    async def _elicit(self, link: UpstreamLink, call: Any, request: dict[str, Any], reason: Any) -> dict[str, Any]:
+    async def _elicit(
+        self, link: UpstreamLink, call: Origin, request: dict[str, Any], reason: GatewayReason
+    ) -> dict[str, Any]:
         return await self.broker.elicit(
             server=link.name,
             origin=call,
@@ -145,7 +149,7 @@ class GatewayAsks:
         )
 
     async def _missing_form(
-        self, ask: Ask, link: UpstreamLink, call: Any, arguments: dict[str, Any]
+        self, ask: Ask, link: UpstreamLink, call: Origin, arguments: dict[str, Any]
     ) -> dict[str, Any] | None:
         if ask.kind == "tools":
             return missing_arguments_form(ask.item.get("inputSchema"), ask.missing, max_properties=self.max_properties)
@@ -155,7 +159,7 @@ class GatewayAsks:
         return prompt_arguments_form(listed, ask.missing, choices, max_properties=self.max_properties)
 
     async def _completions(
-        self, ask: Ask, link: UpstreamLink, call: Any, given: dict[str, Any]
+        self, ask: Ask, link: UpstreamLink, call: Origin, given: dict[str, Any]
     ) -> dict[str, list[str]]:
         """The server's completions for each missing prompt argument, where it offers a short, complete list."""
         conn = link.primary
