@@ -50,3 +50,35 @@ async def test_more_concurrent_elicitations_than_the_default_pool(http_upstream)
         assert gw.gateway.broker.pending == {}
     assert len(results) == CALLS
     assert all(json.loads(text) == {"action": "accept", "content": {"answer": "ok"}} for text in results)
+
+
+def _connections_to(port: int) -> int:
+    """TCP connections to `port` on this machine, open or closed: a closed one lingers in TIME_WAIT for a
+    minute on the side that closed it (counted once, from the client's end)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                _, remote, state = row.split()[1:4]
+                if int(remote.rsplit(":", 1)[1], 16) == port and state != "0A":
+                    count += 1
+    return count
+
+
+async def test_sequential_calls_reuse_connections_to_the_upstream(http_upstream):
+    """The SDK closes a POST's SSE stream at the event with the response, before the stream's end, which
+    made httpcore drop the connection: every call opened a new one (an eliciting call two)."""
+    up = http_upstream("tests.peers.py_server", "--name", "h")
+    config = {"mcpServers": {"h": {"url": f"{up.url}/mcp", "era": "handshake"}}}
+
+    async def answer(ctx, params):
+        return types.ElicitResult(action="accept", content={"answer": "ok"})
+
+    async with inprocess_gateway(config) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=answer) as client:
+            await client.call_tool("h__elicit", {})
+            opened = _connections_to(up.port)
+            for _ in range(CALLS // 4):
+                result = await client.call_tool("h__elicit", {})
+                assert json.loads(result.content[0].text)["action"] == "accept"
+            assert _connections_to(up.port) - opened < CALLS // 8

@@ -227,8 +227,8 @@ class UpstreamConnection:
             forget_request()  # the connection serves later requests too: not the one that opened it
             try:
                 async with AsyncExitStack() as stack:
-                    read, write = await stack.enter_async_context(open_transport(config, stderr_tail))
-                    dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(read, write)
+                    wire = await stack.enter_async_context(open_transport(config, stderr_tail))
+                    dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(wire.read, wire.write)
                     conn = cls(server=server, config=config, dispatcher=dispatcher, owner=owner)
                     conn._advertised = advertised_capabilities
                     holder["conn"] = conn
@@ -247,6 +247,8 @@ class UpstreamConnection:
                         await inner.start(dispatcher.run, on_request, on_notify)
                         with anyio.fail_after(connect_timeout):
                             conn.negotiated = await _negotiate(dispatcher, advertised_capabilities, config.era)
+                        if conn.negotiated.era == "handshake":
+                            await wire.standalone_settled()
                         ready.set()
                         # The dispatcher returns when the upstream closes its end.
             except BaseException as exc:  # noqa: BLE001 - reported through `holder`, re-raised below

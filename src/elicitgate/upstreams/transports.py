@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from dataclasses import dataclass
 import os
 import sys
 import threading
@@ -32,7 +33,27 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 from elicitgate.config import HttpServer, StdioServer
 
-Streams = tuple[Any, Any]
+
+
+@dataclass
+class Wire:
+    """The SDK's `(read, write)` streams to one upstream, and what the transport knows of its set-up."""
+
+    read: Any
+    write: Any
+    standalone_answered: anyio.Event | None = None
+    """Streamable HTTP: set once the server answered the session's standalone GET (or the transport
+    gave up on it). The SDK opens that stream after `notifications/initialized`, in the background."""
+
+    async def standalone_settled(self) -> None:
+        """Wait (at most `STANDALONE_WAIT`) until a new session's standalone stream is open.
+
+        A server that asks on that stream (the TypeScript SDK's way, without `relatedRequestId`) drops
+        what it sends before the stream is there: a call sent at once could lose its question.
+        """
+        if self.standalone_answered is not None:
+            with anyio.move_on_after(STANDALONE_WAIT):
+                await self.standalone_answered.wait()
 
 STREAM_LOST_KEY = "io.elicitgate/streamLost"
 """Marks the error the HTTP transport makes up when a POST's response stream ends without a response,
@@ -43,6 +64,62 @@ UPSTREAM_HTTP_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connect
 (its POST's response stream) and each answer to an elicitation needs one more, so with httpx2's
 default cap (100) the 100th concurrent eliciting call left no connection for any answer: every call
 hung until the 30 s pool timeout."""
+
+DRAIN_WAIT = 1.0
+"""Seconds a POST's response closed before its end may take to end by itself (see `_DrainOnClose`)."""
+
+STANDALONE_WAIT = 5.0
+"""Seconds a new session waits for its standalone GET stream to be answered before it carries calls."""
+
+
+class _DrainOnClose(httpx2.AsyncByteStream):
+    """A response body that, closed before its end, is read to the end first, briefly.
+
+    The SDK stops reading a POST's SSE stream at the event that carries the response and closes it (and
+    closes a 202 unread); the server ends the body right after, but by then httpcore has seen a response
+    closed mid-body and drops the connection. Every call then paid a new TCP connection to the upstream
+    (an eliciting call two). Reading the few bytes left lets the connection go back to the pool; a server
+    that keeps the stream open longer than `DRAIN_WAIT` gets its connection closed, as before.
+    """
+
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+        self._ended = False
+
+    async def __aiter__(self) -> AsyncGenerator[bytes]:
+        async for chunk in self._inner:
+            yield chunk
+        self._ended = True
+
+    async def aclose(self) -> None:
+        try:
+            if not self._ended:
+                with anyio.move_on_after(DRAIN_WAIT):
+                    async for _ in self._inner:
+                        pass
+        except (httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass  # the connection is going anyway
+        finally:
+            await self._inner.aclose()
+
+
+class _DrainingTransport(httpx2.AsyncBaseTransport):
+    """httpx2's transport with the response of every POST wrapped in `_DrainOnClose`.
+
+    Only POSTs: the standalone GET stream and a DELETE's response are closed because the session is
+    going, and waiting on them would hold up what comes next."""
+
+    def __init__(self) -> None:
+        self._inner = httpx2.AsyncHTTPTransport(limits=UPSTREAM_HTTP_LIMITS)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.method == "POST" and isinstance(response.stream, httpx2.AsyncByteStream):
+            response.stream = _DrainOnClose(response.stream)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 class _TaggingWriter:
@@ -97,10 +174,22 @@ class OriginTaggingHTTPTransport(StreamableHTTPTransport):
 
     session_lost = False
 
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.standalone_answered = anyio.Event()
+
     async def on_response(self, response: httpx2.Response) -> None:
-        """httpx response hook: notices the session going away."""
+        """httpx response hook: notices the session going away, and the standalone stream's answer."""
         if response.status_code == 404 and MCP_SESSION_ID in response.request.headers:
             self.session_lost = True
+        if response.request.method == "GET":
+            self.standalone_answered.set()
+
+    async def handle_get_stream(self, client: httpx2.AsyncClient, read_stream_writer: Any) -> None:
+        try:
+            await super().handle_get_stream(client, read_stream_writer)
+        finally:
+            self.standalone_answered.set()
 
     async def _handle_post_request(self, ctx: Any) -> None:
         ctx = dataclasses.replace(ctx, read_stream_writer=_SessionLossWriter(ctx.read_stream_writer, self))
@@ -131,7 +220,7 @@ class OriginTaggingHTTPTransport(StreamableHTTPTransport):
 
 
 @asynccontextmanager
-async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[Streams]:
+async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[Wire]:
     transport = OriginTaggingHTTPTransport(url)
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(
@@ -139,7 +228,7 @@ async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[
                 event_hooks={"response": [transport.on_response]},
                 headers=headers or None,
                 timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-                limits=UPSTREAM_HTTP_LIMITS,
+                transport=_DrainingTransport(),
             )
         )
         read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
@@ -151,7 +240,7 @@ async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[
 
             tg.start_soon(transport.post_writer, client, write_reader, read_writer, write_stream, start_get_stream, tg)
             try:
-                yield read_stream, write_stream
+                yield Wire(read_stream, write_stream, transport.standalone_answered)
             finally:
                 if transport.session_id:
                     with anyio.move_on_after(2, shield=True):
@@ -194,7 +283,7 @@ async def _stderr_pipe(tail: deque[str]) -> AsyncGenerator[TextIO]:
 
 
 @asynccontextmanager
-async def open_transport(config: StdioServer | HttpServer, stderr_tail: deque[str] | None = None) -> AsyncGenerator[Streams]:
+async def open_transport(config: StdioServer | HttpServer, stderr_tail: deque[str] | None = None) -> AsyncGenerator[Wire]:
     """Open the wire to one upstream; raises `OSError` / httpx errors when it cannot. A stdio server's
     last lines of stderr are kept in `stderr_tail`."""
     if isinstance(config, StdioServer):
@@ -205,11 +294,11 @@ async def open_transport(config: StdioServer | HttpServer, stderr_tail: deque[st
             cwd=config.cwd,
         )
         tail = stderr_tail if stderr_tail is not None else deque[str](maxlen=STDERR_TAIL_LINES)
-        async with _stderr_pipe(tail) as errlog, stdio_client(params, errlog=errlog) as streams:
-            yield streams
+        async with _stderr_pipe(tail) as errlog, stdio_client(params, errlog=errlog) as (read, write):
+            yield Wire(read, write)
     elif config.transport == "sse":
-        async with sse_client(config.url, headers=config.headers or None) as streams:
-            yield streams
+        async with sse_client(config.url, headers=config.headers or None) as (read, write):
+            yield Wire(read, write)
     else:
-        async with _streamable_http(config.url, config.headers) as streams:
-            yield streams
+        async with _streamable_http(config.url, config.headers) as wire:
+            yield wire
