@@ -103,27 +103,11 @@ async def main(args: argparse.Namespace) -> None:
         from contextlib import AsyncExitStack
 
         async with AsyncExitStack() as stack:
-            clients = {t.key: await latency._open(stack, t) for t in found}  # noqa: SLF001
+            clients = await latency.open_all(stack, found)
             pids = {label: [p for p in children(os.getpid()) if f"ab-{label}.json" in " ".join(cmdline(p))]
                     for label in ("base", "work")}
             start = {label: sum(cpu_seconds(p) for p in ps) for label, ps in pids.items()}
-            import random
-
-            rng = random.Random(6)
-            for _ in range(args.rounds):
-                order = list(found)
-                rng.shuffle(order)
-                for target in order:
-                    client = clients[target.key]
-                    if client is None:
-                        continue
-                    for op in latency.OPS:
-                        if op in target.errors:
-                            continue
-                        name, arguments = latency.TOOLS[op]
-                        times = [await latency.call(client, target.prefix + name, arguments)
-                                 for _ in range(args.batch)]
-                        target.samples[op] += times
+            await latency.run_rounds(found, clients, args.rounds, args.batch, seed=6)
             for label, ps in pids.items():
                 calls = sum(len(t.samples[op]) for t in found if t.path.startswith(label) for op in latency.OPS)
                 cpu[label] = (sum(cpu_seconds(p) for p in ps) - start[label]) / max(calls, 1) * 1000

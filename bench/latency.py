@@ -180,23 +180,34 @@ async def measure(rounds: int, batch: int, log: IO[str], workdir: Path, seed: in
 async def interleave(found: list[Target], rounds: int, batch: int, seed: int, ops: tuple[str, ...] = OPS) -> None:
     """Open every target, then run the rounds: each a shuffled order, each target `batch` calls per op."""
     async with AsyncExitStack() as stack:
-        clients = {t.key: await _open(stack, t) for t in found}
-        rng = random.Random(seed)
-        for _ in range(rounds):
-            order = list(found)
-            rng.shuffle(order)
-            for target in order:
-                client = clients[target.key]
-                if client is None:
+        clients = await open_all(stack, found)
+        await run_rounds(found, clients, rounds, batch, seed, ops)
+
+
+async def open_all(stack: AsyncExitStack, found: list[Target]) -> dict[str, Client | None]:
+    """A warmed-up client per target (None where it could not connect: its error is recorded)."""
+    return {t.key: await _open(stack, t) for t in found}
+
+
+async def run_rounds(found: list[Target], clients: dict[str, Client | None], rounds: int, batch: int, seed: int,
+                     ops: tuple[str, ...] = OPS) -> None:
+    """The rounds of `interleave` on clients already open."""
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        order = list(found)
+        rng.shuffle(order)
+        for target in order:
+            client = clients[target.key]
+            if client is None:
+                continue
+            for op in ops:
+                if op in target.errors:
                     continue
-                for op in ops:
-                    if op in target.errors:
-                        continue
-                    name, arguments = TOOLS[op]
-                    try:
-                        times = [await call(client, target.prefix + name, arguments) for _ in range(batch)]
-                    except Exception as exc:  # noqa: BLE001
-                        target.errors[op] = f"during the rounds: {_describe(exc)}"
-                        continue
-                    target.samples[op] += times
-                    target.round_p50[op].append(sorted(times)[len(times) // 2])
+                name, arguments = TOOLS[op]
+                try:
+                    times = [await call(client, target.prefix + name, arguments) for _ in range(batch)]
+                except Exception as exc:  # noqa: BLE001
+                    target.errors[op] = f"during the rounds: {_describe(exc)}"
+                    continue
+                target.samples[op] += times
+                target.round_p50[op].append(sorted(times)[len(times) // 2])
