@@ -108,7 +108,7 @@ def claim_port(host: str, port: int) -> socket.socket:
 
     The protocol is named: asyncio turns Nagle's algorithm off only on sockets whose `proto` is TCP, and
     accepted sockets inherit it. With `proto` 0 a response written in two parts (headers, then body)
-    waited for the client's delayed ACK, 40 ms per request."""
+    would wait for the client's delayed ACK, 40 ms per request."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -76,10 +76,10 @@ class _DrainOnClose(httpx2.AsyncByteStream):
     """A response body that, closed before its end, is read to the end first, briefly.
 
     The SDK stops reading a POST's SSE stream at the event that carries the response and closes it (and
-    closes a 202 unread); the server ends the body right after, but by then httpcore has seen a response
-    closed mid-body and drops the connection. Every call then paid a new TCP connection to the upstream
-    (an eliciting call two). Reading the few bytes left lets the connection go back to the pool; a server
-    that keeps the stream open longer than `DRAIN_WAIT` gets its connection closed, as before.
+    closes a 202 unread); the server ends the body right after, but httpcore drops a connection whose
+    response was closed mid-body, so every call would open a new TCP connection to the upstream (an
+    eliciting call two). Reading the few bytes left lets the connection go back to the pool; a server that
+    keeps the stream open longer than `DRAIN_WAIT` gets its connection closed.
     """
 
     def __init__(self, inner: httpx2.AsyncByteStream) -> None:
