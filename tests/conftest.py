@@ -173,3 +173,62 @@ async def inprocess_gateway(config: dict[str, Any]):
             yield InProcessGateway(gateway, port)
         finally:
             server.should_exit = True
+
+
+# -- spreading the suite over pytest-xdist workers (scripts/test runs `-n 2 --dist load`) -----------------
+
+TOGETHER = frozenset({
+    "tests/test_audit_postgres.py", "tests/test_docs_commands.py", "tests/test_fuzz.py", "tests/test_hosted_browser.py",
+    "tests/test_inbox_terminal.py", "tests/test_replicas.py", "tests/test_typescript.py",
+})
+"""The modules whose tests share a module-scoped fixture (a gateway, a browser, a PostgreSQL cluster...): each
+runs whole on one worker, so it is set up once. Every other test is a unit of its own that either worker may
+take, so no big file holds one worker while the other idles. The tests of a module that shares a fixture and
+is missing here fail at set-up, saying so (`pytest_runtest_setup`)."""
+
+SHARED_SCOPES = ("module", "package", "session")
+
+
+def _shares_fixtures(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture of ours set up once for its module.
+    The one in force is the last definition of a name; plugins' own (`tmp_path_factory`) have no baseid."""
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else []
+    return any(defs and defs[-1].baseid and defs[-1].scope in SHARED_SCOPES for defs in definitions)
+
+
+def _long(item: pytest.Item) -> bool:
+    """A test that says it needs more than the default timeout (the conformance run, the wheel install)."""
+    marker = item.get_closest_marker("timeout")
+    return bool(marker and marker.args and float(marker.args[0]) > float(item.config.getini("timeout") or 0))
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules with long tests are collected first, so the workers take those early and end on short ones."""
+    first = {_module(item.nodeid) for item in items if _long(item)}
+    items.sort(key=lambda item: _module(item.nodeid) not in first)  # stable: each module stays in one piece
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _shares_fixtures(item) and _module(item.nodeid) not in TOGETHER:
+        pytest.fail(f"{_module(item.nodeid)} has a module-scoped fixture: add it to TOGETHER in tests/conftest.py "
+                    "(or both workers may set it up, each with only some of its tests)", pytrace=False)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` would do this with marks, but it cannot under pytest 9 (it renames `_nodeid`, which
+    pytest 9 no longer reads): a module of TOGETHER is one unit of work, every other test its own."""
+    if config.getoption("dist") != "load":
+        return None  # another --dist asked for by name
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TestsOrModules(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _module(nodeid) if _module(nodeid) in TOGETHER else nodeid
+
+    return TestsOrModules(config, log)

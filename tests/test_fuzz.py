@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from elicitgate.errors import UPSTREAM_UNAVAILABLE
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
-from tests.conftest import PY, Process, serve_http, write_config
+from tests.conftest import PY, Process, free_port, serve_http, write_config
 from tests.hosted_helpers import AUTH, TOKEN, next_pending_sync
 from tests.test_hosted_browser import ToolCall, content_of
 
@@ -160,11 +160,24 @@ def test_broker_checks_take_any_schema_and_any_answer_and_never_echo_it(schema, 
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
-    # `x` takes the fuzzing; its elicitations are never hosted (a client that cannot show one is refused
-    # at once instead of waiting in the inbox). `held` keeps one elicitation waiting in the inbox meanwhile.
+def answers_upstream() -> Iterator[Process]:
+    """The same server over streamable HTTP, for the fuzzed 2026-07-28 answers: each fuzzed call is a client
+    of its own, and a per-client upstream session costs a process on stdio but only a session here."""
+    port = free_port()
+    proc = Process([PY, "-m", "tests.peers.py_server", "--name", "a", "--http", f"127.0.0.1:{port}"], port)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory, answers_upstream: Process) -> Iterator[Process]:
+    # `x` takes the fuzzing (`a` the fuzzed input responses); their elicitations are never hosted (a client
+    # that cannot show one is refused at once instead of waiting in the inbox). `held` keeps one
+    # elicitation waiting in the inbox meanwhile.
     upstream = {"command": PY, "args": ["-m", "tests.peers.py_server", "--name", "x"]}
-    config = write_config(tmp_path_factory.mktemp("fuzz"), {"x": {**upstream, "hosting": "never"}, "held": upstream},
+    answers = {"url": f"{answers_upstream.url}/mcp", "era": "handshake", "hosting": "never"}
+    config = write_config(tmp_path_factory.mktemp("fuzz"), {"x": {**upstream, "hosting": "never"}, "held": upstream,
+                                                             "a": answers},
                           admin_token=TOKEN, elicitation={"default_timeout": 600}, log_level="warning")
     proc = serve_http(config)
     yield proc
@@ -287,12 +300,12 @@ def _modern_call(http: httpx2.Client, gw: Process, state: str | None, responses:
     meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientInfo": {"name": "fuzz-answers", "version": "1"},
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
-    params: dict[str, Any] = {"name": "x__elicit", "arguments": {"message": "fuzz"}, "_meta": meta}
+    params: dict[str, Any] = {"name": "a__elicit", "arguments": {"message": "fuzz"}, "_meta": meta}
     if state is not None:
         params |= {"requestState": state, "inputResponses": responses}
     body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": "tools/call", "params": params}
     response = _post(http, f"{gw.url}/mcp", body, {"mcp-protocol-version": MODERN, "mcp-method": "tools/call",
-                                                   "mcp-name": "x__elicit"})
+                                                   "mcp-name": "a__elicit"})
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         found = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
         return [m for m in found if "id" in m][-1]
