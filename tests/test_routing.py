@@ -467,7 +467,9 @@ async def test_a_2026_client_whose_waiting_retry_is_lost_resumes_with_the_same_s
         answered = await http.post(f"{gw.url}/api/elicitations/{item['id']}/answer", headers=AUTH,
                                    json={"action": "accept", "content": {"answer": "the page's"}})
         assert answered.status_code == 200
-        again = await raw.call(http, "x__elicit", args, requestState=first["requestState"], inputResponses=consent)
+        with anyio.fail_after(30):  # at once, not after bridging.url_complete_wait (60 s)
+            again = await raw.call(http, "x__elicit", args, requestState=first["requestState"],
+                                   inputResponses=consent)
         assert json.loads(again["result"]["content"][0]["text"]) == {"action": "accept",
                                                                     "content": {"answer": "the page's"}}
         settled(gw)

@@ -153,6 +153,7 @@ class ParkedCall:
         event = self._url_waits.get(url_id) if isinstance(url_id, str) else None
         if event is not None:
             event.set()
+            self._signal()
 
     # -- the parked task --------------------------------------------------------------------------
 
@@ -194,9 +195,11 @@ class ParkedCall:
             with anyio.CancelScope() as waiting:
                 self._waiting = waiting
                 if self._url_waits:
+                    # A call that already has its outcome needs no completion (the gateway's own hosted
+                    # page never sends one to a 2026-07-28 client: its answer is the outcome).
                     with anyio.move_on_after(self.config.url_complete_wait):
-                        for event in list(self._url_waits.values()):
-                            await event.wait()
+                        while self.outcome is None and not all(e.is_set() for e in self._url_waits.values()):
+                            await self._changed.wait()
                     self._url_waits.clear()
                 while not self._ready():
                     await self._changed.wait()
