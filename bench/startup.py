@@ -40,3 +40,26 @@ def run(repeats: int, log: IO[str], workdir: Path) -> dict[str, Any]:
         "upstreams_rss_kb_median": int(statistics.median(r["upstreams_rss_kb"] for r in runs)),
         "runs": runs,
     }
+
+
+async def measure(repeats: int, log: IO[str], workdir: Path) -> dict[str, Any]:
+    return run(repeats, log, workdir)
+
+
+def describe(results: dict[str, Any]) -> str:
+    return (
+        f"start-up, {results['upstreams']}, median of {results['repeats']}: ready in "
+        f"{results['ready_s_median']} s (listening {results['listening_s_median']} s), idle RSS "
+        f"{results['gateway_rss_kb_median'] / 1024:.1f} MiB (upstreams {results['upstreams_rss_kb_median'] / 1024:.1f} MiB)\n"
+        + "\n".join(f"  {r}" for r in results["runs"])
+    )
+
+
+def main() -> None:
+    from bench.procs import run_alone
+
+    run_alone("bench.startup", __doc__, measure, describe, repeats=5)
+
+
+if __name__ == "__main__":
+    main()

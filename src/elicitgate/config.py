@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -437,11 +436,17 @@ def _describe(error: ErrorDetails, environ: Mapping[str, str]) -> str:
 def parse_config_text(text: str, source: str) -> dict[str, Any]:
     """YAML for `.yaml` / `.yml`, else JSON with comments and trailing commas (JSONC, as Cursor and
     VS Code write it)."""
-    suffix = Path(source).suffix.lower()
+    data: Any
     try:
-        data: Any = yaml.safe_load(text) if suffix in (".yaml", ".yml") else parse_jsonc(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(source, [f"not valid YAML: {exc}"]) from None
+        if Path(source).suffix.lower() in (".yaml", ".yml"):
+            import yaml  # a JSON config (the usual kind) never needs it
+
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                raise ConfigError(source, [f"not valid YAML: {exc}"]) from None
+        else:
+            data = parse_jsonc(text)
     except ValueError as exc:
         where = re.match(r"<string>:(\d+) (.*) at column (\d+)$", str(exc))
         detail = f"{where[2]} at line {where[1]}, column {where[3]}" if where else str(exc)

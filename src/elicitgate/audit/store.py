@@ -55,16 +55,23 @@ class AuditStore:
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         store = cls(engine)
         try:
-            async with _migration_lock(), engine.begin() as conn:
-                await conn.run_sync(_migrate)
+            with store.whole_transactions():
+                async with _migration_lock(), engine.begin() as conn:
+                    await conn.run_sync(_migrate)
         except Exception as exc:
             await engine.dispose()
             raise AuditStoreError(f"cannot open the audit store {describe(url)}: {exc}") from exc
         return store
 
+    def whole_transactions(self) -> anyio.CancelScope:
+        """On SQLite, a transaction runs to its end even when the gateway stops meanwhile: cancelled inside
+        one, SQLAlchemy's aiosqlite connection never finishes closing, and the process never exits."""
+        return anyio.CancelScope(shield=self.engine.dialect.name == "sqlite")
+
     async def add(self, batch: Sequence[AuditRecord]) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(insert(records), [record.row() for record in batch])
+        with self.whole_transactions():
+            async with self.engine.begin() as conn:
+                await conn.execute(insert(records), [record.row() for record in batch])
 
     async def query(
         self,
@@ -96,9 +103,12 @@ class AuditStore:
 
     async def purge(self, ended_before: datetime) -> int:
         """Delete the records of elicitations that ended before `ended_before`; returns how many."""
-        async with self.engine.begin() as conn:
-            result = await conn.execute(delete(records).where(records.c.ended_at < ended_before))
-        return result.rowcount or 0
+        removed = 0
+        with self.whole_transactions():
+            async with self.engine.begin() as conn:
+                result = await conn.execute(delete(records).where(records.c.ended_at < ended_before))
+                removed = result.rowcount or 0
+        return removed
 
     async def close(self) -> None:
         await self.engine.dispose()

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
-from mcp.server import Server
+from mcp.server.lowlevel.server import Server
 from mcp.server.sse import SseServerTransport
 from mcp.server.stdio import stdio_server
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
-
-from jsonschema import Draft202012Validator, FormatChecker
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from elicitgate.json_shapes import is_array, is_mapping
+
+if TYPE_CHECKING:
+    from jsonschema import FormatChecker
 
 ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated"})
 STRING_KEYS = ANNOTATIONS | {"type", "minLength", "maxLength", "format"}
@@ -162,7 +164,12 @@ def _property_rules(prop: Any) -> list[str]:
     return [f"type {kind!r} is not allowed in form mode (string, number, integer, boolean, or array of enum)"]
 
 
-_FORMATS = FormatChecker(formats=STRING_FORMATS)
+@cache
+def _formats() -> FormatChecker:
+    # Imported with the first answer to check: neither start-up nor an idle gateway needs it.
+    from jsonschema import FormatChecker
+
+    return FormatChecker(formats=STRING_FORMATS)
 
 
 def answer_problems(schema: Mapping[str, Any], content: Any) -> list[dict[str, Any]]:
@@ -176,7 +183,9 @@ def answer_problems(schema: Mapping[str, Any], content: Any) -> list[dict[str, A
         return [{"property": None, "message": "content must be an object"}]
     strict = {**schema, "additionalProperties": False}
     strict.pop("$schema", None)
-    validator = Draft202012Validator(strict, format_checker=_FORMATS)
+    from jsonschema import Draft202012Validator
+
+    validator = Draft202012Validator(strict, format_checker=_formats())
     problems: list[dict[str, Any]] = []
     # jsonschema's deprecated second overload of iter_errors leaves `instance` unannotated.
     errors = validator.iter_errors(dict(content))  # pyright: ignore[reportUnknownMemberType]

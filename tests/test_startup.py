@@ -1,0 +1,94 @@
+"""Start-up (issue 16): each face imports what it needs and not the other face's parts; a client that
+leaves at once lets the gateway exit. Real `elicitgate serve` processes; what they imported is read
+from the process itself when it exits."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import PY, Process, free_port, wait_healthy, write_config
+
+DUMP_MODULES = """
+import atexit, json, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+from elicitgate.cli import app
+app(prog_name="elicitgate")
+"""
+"""`elicitgate ...` that writes the names of every module it imported to a file as it exits."""
+
+SDK_PARTS_NEVER_NEEDED = {"mcp.server.mcpserver", "mcp.client.client", "mcp.client.session_group"}
+"""What `mcp/__init__.py` and `mcp/server/__init__.py` would import: the gateway uses none of it."""
+HTTP_FACE_PARTS = {"elicitgate.faces.http", "elicitgate.faces.auth", "elicitgate.web.app", "elicitgate.web.admin"}
+STDIO_FACE_PARTS = {"elicitgate.faces.stdio", "elicitgate.faces.stdio_pipes", "mcp.server.stdio"}
+AUDIT_STORE = {"elicitgate.audit.store", "sqlalchemy", "alembic", "aiosqlite"}
+ONLY_WHEN_USED = {"yaml", "jsonschema"}
+"""A YAML config's parser; the answer checks, imported with the first answer."""
+
+
+def _serve_stdio_modules(config: Path, out: Path) -> set[str]:
+    """`serve` on stdio with a client that closes stdin at once: up to ready, then out."""
+    done = subprocess.run(
+        [PY, "-c", DUMP_MODULES, str(out), "serve", "--config", str(config)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ready on stdio" in done.stderr
+    return set(json.loads(out.read_text()))
+
+
+def test_the_stdio_face_imports_no_http_face_and_no_unused_sdk_part(tmp_path):
+    config = write_config(tmp_path, {}, audit={"enabled": False})
+    modules = _serve_stdio_modules(config, tmp_path / "modules.json")
+    assert "elicitgate.gateway" in modules and "elicitgate.faces.stdio" in modules  # it did serve
+    assert modules & (HTTP_FACE_PARTS | SDK_PARTS_NEVER_NEEDED | AUDIT_STORE | ONLY_WHEN_USED) == set()
+
+
+def test_the_http_face_imports_no_stdio_face_and_no_terminal_inbox(tmp_path):
+    config = write_config(tmp_path, {}, audit={"enabled": False})
+    out = tmp_path / "modules.json"
+    port = free_port()
+    gateway = Process([PY, "-c", DUMP_MODULES, str(out), "serve", "--config", str(config), "--http",
+                       f"127.0.0.1:{port}"], port)
+    try:
+        wait_healthy(gateway.url)
+    finally:
+        gateway.proc.send_signal(signal.SIGINT)  # after SIGTERM uvicorn re-raises it: no atexit
+        try:
+            gateway.proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            gateway.proc.kill()
+            gateway.proc.communicate()
+    modules = set(json.loads(out.read_text()))
+    assert "elicitgate.faces.http" in modules  # it did serve
+    assert modules & (STDIO_FACE_PARTS | SDK_PARTS_NEVER_NEEDED | AUDIT_STORE | ONLY_WHEN_USED
+                       | {"elicitgate.web.terminal"}) == set()
+
+
+def test_a_client_that_leaves_at_once_lets_the_gateway_exit_while_its_new_audit_store_opens(tmp_path):
+    # The retention cleanup's first purge ran as the gateway stopped; cancelled inside its transaction,
+    # SQLAlchemy's aiosqlite connection never closed and the process never exited.
+    for attempt in range(3):
+        store = tmp_path / f"audit-{attempt}.db"
+        config = write_config(tmp_path, {}, audit={"url": f"sqlite:///{store}"})
+        modules = _serve_stdio_modules(config, tmp_path / "modules.json")
+        assert "elicitgate.audit.store" in modules
+        assert store.exists()
+
+
+def test_sdk_names_stay_reachable_through_the_deferred_packages():
+    code = (
+        "import sys, elicitgate, mcp.server.connection\n"
+        "assert 'mcp.server.mcpserver' not in sys.modules\n"
+        "import mcp\n"
+        "from mcp.server import MCPServer\n"
+        "from mcp.client import ClientSession\n"
+        "assert mcp.Client.__name__ == 'Client' and mcp.types.Tool.__name__ == 'Tool'\n"
+        "assert MCPServer.__module__ == 'mcp.server.mcpserver.server' and ClientSession.__name__ == 'ClientSession'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
