@@ -159,10 +159,10 @@ class DownstreamPeer:
 
     id: str
     connection: Connection
-    calls: set[Origin] = field(default_factory=set)
-    elicitations: set[Elicitation] = field(default_factory=set)
-    upstreams: dict[str, UpstreamConnection] = field(default_factory=dict)
-    upstream_locks: dict[str, anyio.Lock] = field(default_factory=dict)
+    calls: set[Origin] = field(default_factory=set[Origin])
+    elicitations: set[Elicitation] = field(default_factory=set["Elicitation"])
+    upstreams: dict[str, UpstreamConnection] = field(default_factory=dict[str, "UpstreamConnection"])
+    upstream_locks: dict[str, anyio.Lock] = field(default_factory=dict[str, anyio.Lock])
     closed: bool = False
     principal: str | None = None
     """Set for 2026-07-28 clients, which have no connection of their own: one peer per principal,
@@ -174,9 +174,9 @@ class DownstreamPeer:
     docs/routing.md): it borrows pooled upstream connections for the call instead of owning some."""
     log_level: str | None = None
     """The level a handshake-era client set with `logging/setLevel`, sent along to 2026-07-28 upstreams."""
-    subscribed: set[tuple[str, str]] = field(default_factory=set)
+    subscribed: set[tuple[str, str]] = field(default_factory=set[tuple[str, str]])
     """(server, upstream URI) a handshake-era upstream accepted `resources/subscribe` for."""
-    listens: dict[tuple[str, str], anyio.CancelScope] = field(default_factory=dict)
+    listens: dict[tuple[str, str], anyio.CancelScope] = field(default_factory=dict[tuple[str, str], anyio.CancelScope])
     """(server, upstream URI) carried to a 2026-07-28 upstream as an open `subscriptions/listen`."""
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:

@@ -19,6 +19,7 @@ from mcp_types import (
     SERVER_INFO_META_KEY,
 )
 
+from elicitgate.json_shapes import is_mapping
 from elicitgate.seams import Era, Origin, declared_capabilities
 
 ENVELOPE_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
@@ -33,7 +34,8 @@ def upstream_params(params: Mapping[str, Any], call: Origin, era: Era) -> tuple[
     The progress token is the gateway's to relay (`router.forward`): the upstream gets the dispatcher's own.
     """
     params = {k: v for k, v in params.items() if k not in ROUND_KEYS}
-    meta = {k: v for k, v in (params.get("_meta") or {}).items() if k not in ENVELOPE_META_KEYS}
+    given = params.get("_meta")
+    meta = {k: v for k, v in given.items() if k not in ENVELOPE_META_KEYS} if is_mapping(given) else {}
     level = meta.pop(LOG_LEVEL_META_KEY, None) or call.peer.log_level
     if era == "modern" and level is not None:
         meta[LOG_LEVEL_META_KEY] = level
@@ -53,7 +55,7 @@ def modern_capabilities(call: Origin) -> dict[str, Any]:
 def without_upstream_identity(result: dict[str, Any]) -> dict[str, Any]:
     """Drop the upstream's `serverInfo` from a 2026-07-28 result's `_meta`: the client's server is the gateway."""
     meta = result.get("_meta")
-    if not isinstance(meta, Mapping) or SERVER_INFO_META_KEY not in meta:
+    if not is_mapping(meta) or SERVER_INFO_META_KEY not in meta:
         return result
     meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY}
     result = {k: v for k, v in result.items() if k != "_meta"}

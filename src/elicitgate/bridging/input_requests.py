@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.elicitation.broker import Broker
+from elicitgate.json_shapes import is_mapping
 from elicitgate.seams import Origin
 from elicitgate.upstreams.link import UpstreamLink
 
@@ -40,8 +41,8 @@ async def answer_input_requests(
     2026-07-28 client gets them all in one `input_required` round of its own. URL-mode ids the gateway
     made up for a handshake-era client are added to `minted` (see `complete_minted`).
     """
-    requests = result.get("inputRequests") or {}
-    if not isinstance(requests, Mapping):
+    requests: object = result.get("inputRequests") or {}
+    if not is_mapping(requests):
         raise errors.gateway_error(
             errors.ELICITATION_FAILED, f"upstream {link.name!r} sent malformed inputRequests", server=link.name
         )
@@ -71,8 +72,9 @@ async def answer_input_requests(
 async def _answer_one(
     broker: Broker, link: UpstreamLink, call: Origin, key: str, request: Any, minted: list[str]
 ) -> Any:
-    method = request.get("method") if isinstance(request, Mapping) else None
-    request_params = dict(request.get("params") or {}) if isinstance(request, Mapping) else {}
+    method = request.get("method") if is_mapping(request) else None
+    given = request.get("params") if is_mapping(request) else None
+    request_params: dict[str, Any] = dict(given) if is_mapping(given) else {}
     if method == "elicitation/create":
         if request_params.get("mode") == "url" and "elicitationId" not in request_params and call.era != "modern":
             # The handshake-era client needs an id to match the completion the gateway sends it later.

@@ -293,12 +293,12 @@ class Rounds:
 
     def parked_for(self, state: Any) -> ParkedCall | None:
         """The parked call a verified `requestState` points to, if it is still parked."""
-        pointer = _pointer(state)
+        pointer = read_pointer(state)
         return self.parked.get(pointer.id) if pointer is not None else None
 
     async def resume(self, call: ClientRequest, method: str, state: str, responses: Any) -> dict[str, Any]:
         """A retry: the `requestState` the boundary verified (ours, unexpired, bound to this request)."""
-        pointer = _pointer(state)
+        pointer = read_pointer(state)
         if pointer is None:
             raise _invalid_state("requestState was not issued for a call of this gateway")
         park = self.parked.get(pointer.id)
@@ -320,14 +320,15 @@ class Rounds:
 
 
 @dataclass(frozen=True)
-class _Pointer:
+class StatePointer:
     """What a `requestState` of ours holds: the parked call and the nonce of the round it may answer."""
 
     id: str
     nonce: str | None
 
 
-def _pointer(state: Any) -> _Pointer | None:
+def read_pointer(state: Any) -> StatePointer | None:
+    """The parked call and round a `requestState` of ours points to (None: not one of ours)."""
     try:
         pointer = json.loads(state) if isinstance(state, str) else None
     except ValueError:
@@ -335,7 +336,7 @@ def _pointer(state: Any) -> _Pointer | None:
     if not is_object(pointer) or pointer.get("k") != STATE_KIND or not isinstance(park_id := pointer.get("id"), str):
         return None
     nonce = pointer.get("n")
-    return _Pointer(park_id, nonce if isinstance(nonce, str) else None)
+    return StatePointer(park_id, nonce if isinstance(nonce, str) else None)
 
 
 def _invalid_state(reason: str) -> MCPError:

@@ -17,13 +17,12 @@ import itertools
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
 import anyio.abc
 from mcp_types import INTERNAL_ERROR
-from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
@@ -31,6 +30,9 @@ from redis.exceptions import RedisError
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
+from elicitgate.cluster import redis_client
+from elicitgate.cluster.redis_client import Pipeline, RedisClient
+from elicitgate.json_shapes import is_object
 
 logger = logging.getLogger(__name__)
 
@@ -45,12 +47,11 @@ LIVENESS_CHECK = 1.0
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
-def connect(url: str) -> Redis:
+def connect(url: str) -> RedisClient:
     """A client that fails fast (no long retries: a caller waits at most a couple of seconds) and
     reconnects by itself (the pool opens a new connection for the next command)."""
-    return Redis.from_url(
+    return redis_client.connect(
         url,
-        decode_responses=True,
         socket_connect_timeout=CONNECT_TIMEOUT,
         socket_timeout=10.0,
         retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
@@ -64,7 +65,7 @@ def where(url: str) -> str:
     return rest.rsplit("@", 1)[-1]
 
 
-def unavailable(url: str, exc: BaseException) -> MCPError:
+def unavailable(url: str, exc: BaseException) -> errors.GatewayError:
     return errors.gateway_error(
         errors.CLUSTER_UNAVAILABLE,
         f"Redis at {where(url)} is unreachable; the gateway's replicas cannot share this request (it reconnects "
@@ -74,7 +75,7 @@ def unavailable(url: str, exc: BaseException) -> MCPError:
     )
 
 
-def replica_gone(replica: str, what: str) -> MCPError:
+def replica_gone(replica: str, what: str) -> errors.GatewayError:
     return errors.gateway_error(
         errors.REPLICA_GONE,
         f"the gateway replica that held {what} stopped; it has ended",
@@ -93,9 +94,9 @@ class Replicas:
         self.handlers: dict[str, Handler] = {}
         """Operations other replicas may ask of this one, by name."""
         self.on_broadcast: list[Callable[[dict[str, Any]], None]] = []
-        self.renewals: list[Callable[[Any], None]] = []
+        self.renewals: list[Callable[[Pipeline], None]] = []
         """Further commands for the lease renewal's pipeline (each replica's counts for the shared limits)."""
-        self.workers: list[Callable[[], Awaitable[None]]] = []
+        self.workers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         """Tasks that run while the replica does (publishing its pending board)."""
         self.reachable = False
         self.started = anyio.Event()
@@ -122,7 +123,7 @@ class Replicas:
     def lease_key(self, replica: str) -> str:
         return self.key("lease", replica)
 
-    def failure(self, exc: BaseException) -> MCPError:
+    def failure(self, exc: BaseException) -> errors.GatewayError:
         return unavailable(self.url, exc)
 
     # -- running -------------------------------------------------------------------------------
@@ -204,7 +205,7 @@ class Replicas:
             message = json.loads(data)
         except (TypeError, ValueError):
             return
-        if not isinstance(message, dict):
+        if not is_object(message):
             return
         if channel == self.broadcast_channel:
             for listener in self.on_broadcast:

@@ -25,8 +25,10 @@ def with_shared_state_key(cfg: GatewayConfig, url: str) -> GatewayConfig:
     """`cfg` with the replicas' shared key as `bridging.state_keys` (unless keys are configured)."""
     if cfg.bridging.state_keys:
         return cfg
-    client = redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT,
-                                  socket_timeout=CONNECT_TIMEOUT)
+    # redis-py leaves from_url's **kwargs untyped; the client itself is typed
+    client = redis.Redis.from_url(  # pyright: ignore[reportUnknownMemberType]
+        url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=CONNECT_TIMEOUT
+    )
     deadline = time.monotonic() + START_WAIT
     try:
         while True:

@@ -16,6 +16,7 @@ import anyio
 from redis.exceptions import RedisError
 
 from elicitgate.cluster.bus import LEASE_SECONDS, Replicas
+from elicitgate.cluster.redis_client import Pipeline
 from elicitgate.config import ElicitationConfig
 from elicitgate.elicitation.limits import pending_limit, rate_limited
 
@@ -89,7 +90,7 @@ class SharedLimits:
             ])
         except RedisError as exc:
             refused = self.replicas.failure(exc)
-            refused.refusal = "cluster_unavailable"  # type: ignore[attr-defined]  # the audit's reason
+            refused.refusal = "cluster_unavailable"  # the audit's reason
             raise refused from None
         if verdict[0] == "limit":
             raise pending_limit(self.config, server, verdict[1])
@@ -105,7 +106,7 @@ class SharedLimits:
             except RedisError:
                 pass
 
-    def _renew(self, pipe: Any) -> None:
+    def _renew(self, pipe: Pipeline) -> None:
         """This replica's counts, as it holds them (an end lowers them here)."""
         key = self.replicas.key("open", self.replicas.id)
         counts = {identity: n for identity, n in self._counts().items() if n > 0}

@@ -17,6 +17,7 @@ from mcp_types import ClientCapabilities, INVALID_PARAMS
 
 from elicitgate import errors
 from elicitgate.cluster.bus import Replicas
+from elicitgate.json_shapes import is_mapping
 from elicitgate.seams import DownstreamPeer, elicitation_modes
 
 RETRY_OP = "resume"
@@ -27,9 +28,9 @@ is what bounds the wait when the owner dies."""
 
 def home_of(state: Any) -> str | None:
     """The replica a `requestState` pointer's call is parked on, if the pointer names one."""
-    from elicitgate.bridging.rounds import _pointer  # the pointer's format is the rounds' own
+    from elicitgate.bridging.rounds import read_pointer
 
-    pointer = _pointer(state)
+    pointer = read_pointer(state)
     call_id = pointer.id if pointer is not None else None
     if call_id is None or "." not in call_id:
         return None
@@ -47,7 +48,8 @@ class ForwardedCall:
         self.method = method
         self.request_id = args.get("request_id")
         self._capabilities = dict(args.get("capabilities") or {})
-        name = (args.get("params") or {}).get("name")
+        params = args.get("params")
+        name = params.get("name") if is_mapping(params) else None
         self.tool = name if isinstance(name, str) and method in ("tools/call", "prompts/get") else None
 
     @property

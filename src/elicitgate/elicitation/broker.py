@@ -15,7 +15,7 @@ import time
 import logging
 from datetime import UTC, datetime
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any
 
@@ -39,6 +39,7 @@ from elicitgate.elicitation.sensitive import sensitive_fields
 from elicitgate.logs import log_event, request_context
 from elicitgate.metrics import ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS
 from elicitgate.elicitation.url_policy import UrlPolicy
+from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.seams import DownstreamPeer, Origin, UrlCompletionTarget
 from elicitgate.upstreams.clock import PausableDeadline
 
@@ -136,7 +137,7 @@ class Broker:
         ELICITATIONS_PENDING.labels(server=server).inc()
         try:
             with _paused(clocks), request_context(**_request_ids(origin), elicitation=el.id):
-                return await self._run(el)
+                return await self._run(el, responder)
         except anyio.get_cancelled_exc_class():
             self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
             raise
@@ -240,16 +241,16 @@ class Broker:
 
     async def check_url_elicitations(self, server: str, elicitations: Any) -> None:
         """The links of a -32042's `data.elicitations` pass the URL policy, or the error is refused."""
-        for item in elicitations if isinstance(elicitations, list) else []:
-            if isinstance(item, Mapping) and item.get("mode", "url") == "url":
+        for item in elicitations if is_array(elicitations) else []:
+            if is_mapping(item) and item.get("mode", "url") == "url":
                 await self.url_policy.check(server, item.get("url"), item.get("elicitationId"), needs_id=True)
 
     def remember_url_elicitations(self, server: str, peer: UrlCompletionTarget, elicitations: Any) -> None:
         """Route later `notifications/elicitation/complete` for these ids (from a -32042) to `peer`
         (its first `url_routes.per_error` items)."""
-        items = elicitations[: self.url_routes.per_error] if isinstance(elicitations, list) else []
+        items = elicitations[: self.url_routes.per_error] if is_array(elicitations) else []
         for item in items:
-            if isinstance(item, Mapping) and isinstance(item.get("elicitationId"), str):
+            if is_mapping(item) and isinstance(item.get("elicitationId"), str):
                 self.url_routes.add(server, item["elicitationId"], peer)
 
     # -- checks ------------------------------------------------------------------------------
@@ -319,15 +320,15 @@ class Broker:
 
     # -- presenting and answering -----------------------------------------------------------
 
-    async def _run(self, el: Elicitation) -> dict[str, Any]:
+    async def _run(self, el: Elicitation, responder: Responder) -> dict[str, Any]:
         with anyio.CancelScope(deadline=el.deadline) as scope:
             el.scope = scope
-            return await self._present(el)
+            return await self._present(el, responder)
         if el.stop_state is not None:
             self._end(el, el.stop_state, el.reason or "stopped")
             return {"action": "cancel"}
         self._end(el, State.TIMED_OUT, "no answer before the deadline")
-        if el.responder is not None and el.responder.cancel_on_timeout:
+        if responder.cancel_on_timeout:
             return {"action": "cancel"}
         raise errors.gateway_error(
             errors.ELICITATION_TIMEOUT,
@@ -336,27 +337,28 @@ class Broker:
             elicitationId=el.id,
         )
 
-    async def _present(self, el: Elicitation) -> dict[str, Any]:
+    async def _present(self, el: Elicitation, responder: Responder) -> dict[str, Any]:
         outgoing = _outgoing(el)
         while True:
             el.attempts += 1
             el.state = State.PRESENTED
             try:
-                raw = await el.responder.ask(el, outgoing)
+                raw = await responder.ask(el, outgoing)
             except HumanGone as gone:
                 self._end(el, State.CANCELLED, str(gone))
                 return {"action": "cancel"}
             except MCPError as exc:
-                self._end(el, State.FAILED, f"{el.responder.name} error {exc.error.code}: {exc.error.message}")
+                self._end(el, State.FAILED, f"{responder.name} error {exc.error.code}: {exc.error.message}")
                 raise errors.gateway_error(
                     errors.ELICITATION_FAILED,
-                    f"the {el.responder.name} failed the elicitation request",
+                    f"the {responder.name} failed the elicitation request",
                     server=el.server,
                     cause={"code": exc.error.code, "message": exc.error.message, "data": exc.error.data},
                 ) from None
-            if isinstance(raw, Mapping) and "action" in raw:
+            answer: Mapping[str, Any] = raw if is_mapping(raw) else {}
+            if "action" in answer:
                 el.answers += 1
-            action = raw.get("action") if isinstance(raw, Mapping) else None
+            action = answer.get("action")
             if action not in ACTION_STATES:
                 self._end(el, State.FAILED, "client answered with an invalid ElicitResult")
                 raise errors.gateway_error(
@@ -373,9 +375,9 @@ class Broker:
                     target: UrlCompletionTarget = origin if origin.era == "modern" else origin.peer
                     self.url_routes.add(el.server, el.params["elicitationId"], target)
                 return {"action": action}
-            content = raw.get("content") or {}
+            content: object = answer.get("content") or {}
             problems = answer_problems(el.requested_schema, content)
-            if not problems:
+            if not problems and is_mapping(content):
                 if self.audit is not None and self.audit.store_content:
                     el.answer = dict(content)
                 self._end(el, State.ACCEPTED, "user accepted")
@@ -499,7 +501,7 @@ def _retry_params(el: Elicitation, problems: list[dict[str, Any]]) -> dict[str, 
 
 
 @contextmanager
-def _paused(clocks: Sequence[PausableDeadline]) -> Iterator[None]:
+def _paused(clocks: Sequence[PausableDeadline]) -> Generator[None]:
     with ExitStack() as stack:
         for clock in clocks:
             stack.enter_context(clock.paused())

@@ -20,6 +20,7 @@ import anyio
 
 from elicitgate.elicitation.meta import ERRORS_META_KEY
 from elicitgate.elicitation.model import Elicitation
+from elicitgate.json_shapes import is_array, is_mapping
 
 TOMBSTONES = 1000
 
@@ -40,7 +41,7 @@ class HostedEntry:
     token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     round: int = 1
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     """Problems to show next to the fields: the broker's (on a repeat) or the page's own check."""
     draft: dict[str, Any] | None = None
     """What the human typed last (raw form values), so a reload or an error page shows it again."""
@@ -105,7 +106,14 @@ class HostedEntry:
 
     def broker_errors(self) -> list[dict[str, Any]]:
         """The broker's verdict on the last answer, when it asked again because of it."""
-        return list((self.request.get("_meta") or {}).get(ERRORS_META_KEY) or [])
+        meta = self.request.get("_meta")
+        problems = meta.get(ERRORS_META_KEY) if is_mapping(meta) else None
+        return list(problems) if is_array(problems) else []
+
+    def finish(self) -> None:
+        """The elicitation ended: nobody waits on it any more, and its page learns it."""
+        self._answered.set()
+        self.touch()
 
     def touch(self) -> None:
         changed, self._changed = self._changed, anyio.Event()
@@ -144,8 +152,7 @@ class HostedRegistry:
         self.tombstones[token_digest(entry.token)] = {"id": el.id, "state": str(el.state)}
         while len(self.tombstones) > TOMBSTONES:
             self.tombstones.popitem(last=False)
-        entry._answered.set()  # nobody waits on an ended entry
-        entry.touch()
+        entry.finish()
         self.bump()
 
     def ended_state(self, token: str) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.hosted_registry import HostedEntry, HostedRegistry
 from elicitgate.elicitation.model import Elicitation
 from elicitgate.hostport import http_url
+from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
 from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.link import UpstreamLink
@@ -135,19 +136,20 @@ class Hosting:
         except Exception as exc:  # any failure: fall back to the generated form
             logger.warning("server %r: cannot read UI resource %s (%s); showing the plain form", server, uri, exc)
             return None
-        for item in result.get("contents") or []:
-            if not isinstance(item, Mapping) or item.get("uri") != uri:
+        contents = result.get("contents")
+        for item in contents if is_array(contents) else []:
+            if not is_mapping(item) or item.get("uri") != uri:
                 continue
             mime = str(item.get("mimeType") or "").replace(" ", "").lower()
             if mime.split(";")[0] != "text/html":
                 continue
-            if isinstance(item.get("text"), str):
-                return item["text"]
-            if isinstance(item.get("blob"), str):
+            if isinstance(text := item.get("text"), str):
+                return text
+            if isinstance(blob := item.get("blob"), str):
                 import base64
 
                 try:
-                    return base64.b64decode(item["blob"]).decode("utf-8")
+                    return base64.b64decode(blob).decode("utf-8")
                 except ValueError:
                     return None
         logger.warning("server %r: UI resource %s is not %s; showing the plain form", server, uri, UI_MIME)
@@ -163,7 +165,7 @@ class Hosting:
             return entry
         entry = HostedEntry(el=el, kind=kind, request=request)
         ui = el.params.get("ui")
-        if el.mode == "form" and isinstance(ui, Mapping) and str(ui.get("uri", "")).startswith("ui://"):
+        if el.mode == "form" and is_mapping(ui) and str(ui.get("uri", "")).startswith("ui://"):
             entry.ui_html = await self.read_ui(el.server, str(ui["uri"]))
         self.registry.add(entry)
         return entry
@@ -181,7 +183,7 @@ class InInbox:
     def __init__(self, hosting: Hosting) -> None:
         self.hosting = hosting
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
+    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
         entry = await self.hosting.open(el, request, "inbox")
         logger.info("elicitation %s from %r waits in the inbox: %s", el.id, el.server, self.hosting.inbox_url())
         return await entry.next_answer()
@@ -199,12 +201,12 @@ class HostedPage:
     def __init__(self, hosting: Hosting) -> None:
         self.hosting = hosting
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
+    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
         first = el.id not in self.hosting.registry.by_id
         entry = await self.hosting.open(el, request, "page")
         if first:
             entry.client_elicitation_id = f"elicitgate-{el.id}"
-            link = {
+            link: dict[str, Any] = {
                 "mode": "url",
                 "message": f"{request['message']} (answer on elicitgate's page)",
                 "url": self.hosting.page_url(entry),
@@ -212,7 +214,7 @@ class HostedPage:
                 "_meta": request.get("_meta") or {},
             }
             consent = await to_client(el.asked()).ask(el, link)
-            action = consent.get("action") if isinstance(consent, Mapping) else None
+            action = consent.get("action") if is_mapping(consent) else None
             if action != "accept":
                 return consent  # decline / cancel from the client (or an invalid result for the broker)
         answer = await entry.next_answer()

@@ -8,7 +8,6 @@ pushing `elicitation/create` to the client whose call caused it (handshake-era c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp_types import CONNECTION_CLOSED
@@ -38,9 +37,10 @@ class Responder(Protocol):
         """At the deadline the upstream gets `{"action": "cancel"}` instead of a timeout error."""
         ...
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
+    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
         """Present `request` (already prefixed with the asking server; on a repeat, carrying the errors)
-        and return the raw answer. Raises `HumanGone`, or `MCPError` when the human's side failed it.
+        and return the raw answer, whatever its shape (the broker checks it). Raises `HumanGone`, or
+        `MCPError` when the human's side failed it.
         """
         ...
 
@@ -55,7 +55,7 @@ class PushToClient:
     name = "client"
     cancel_on_timeout = False
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
+    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
         origin = el.asked()
         try:
             return await origin.send_request("elicitation/create", request)
@@ -79,8 +79,9 @@ class InputRequired:
     name = "input_required"
     cancel_on_timeout = True
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> Mapping[str, Any]:
-        return await el.asked().ask("elicitation/create", request, el)  # type: ignore[no-any-return]
+    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
+        answer: object = await el.asked().ask("elicitation/create", request, el)
+        return answer
 
     def ended(self, el: Elicitation) -> None:
         """Nothing kept."""

@@ -4,7 +4,7 @@ pages, inbox, admin API: `elicitgate.web`), behind a Host / Origin check."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -37,7 +37,7 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     )
 
     @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+    async def lifespan(_: Starlette) -> AsyncGenerator[None]:
         async with gateway.running(), server.session_manager.run():
             yield
 

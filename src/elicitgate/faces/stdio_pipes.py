@@ -16,7 +16,7 @@ import asyncio
 import fcntl
 import os
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -41,7 +41,7 @@ def _is_pipe_or_socket(fd: int) -> bool:
 
 
 @asynccontextmanager
-async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
+async def stdio_streams() -> AsyncGenerator[tuple[Any, Any]]:
     """`(read_stream, write_stream)` for `Server.run` over fds 0 and 1."""
     if not (_is_pipe_or_socket(0) and _is_pipe_or_socket(1)):
         async with stdio_server() as streams:

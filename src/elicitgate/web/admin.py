@@ -27,6 +27,7 @@ from elicitgate.audit.trail import AuditTrail
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
+from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.web import claims
 from elicitgate.web.admin_auth import ADMIN_COOKIE, AdminAuth
 from elicitgate.web.forms import e
@@ -116,7 +117,8 @@ class AdminRoutes:
             try:
                 items += await self.all_pending()
             except MCPError as exc:
-                return problem(503, exc.error.message, **(exc.error.data or {}))
+                data = exc.error.data
+                return problem(503, exc.error.message, **(data if is_object(data) else {}))
         if state in ("ended", "all"):
             items += [{**s, "created_at": iso(s["created_at"])} for s in reversed(self.broker.recent)]
         return secure(JSONResponse({"elicitations": items}))
@@ -142,9 +144,10 @@ class AdminRoutes:
         el = self.broker.pending.get(id_)
         if el is None or el.state.terminal:
             summary = self._ended(id_)
-            if summary is not None or el is not None:
-                state = summary["state"] if summary is not None else str(el.state)
-                return problem(409, "the elicitation has already ended", id=id_, state=state)
+            if summary is not None:
+                return problem(409, "the elicitation has already ended", id=id_, state=summary["state"])
+            if el is not None:
+                return problem(409, "the elicitation has already ended", id=id_, state=str(el.state))
             return problem(404, "no such elicitation")
         return el
 
@@ -156,7 +159,7 @@ class AdminRoutes:
             body = await request.json()
         except ValueError:
             return problem(422, "the body must be an ElicitResult: {\"action\": ..., \"content\": {...}}")
-        action = body.get("action") if isinstance(body, Mapping) else None
+        action = body.get("action") if is_mapping(body) else None
         if action not in ACTION_STATES:
             return problem(422, "action must be accept, decline or cancel")
         entry = self.registry.by_id.get(el.id)
@@ -164,9 +167,8 @@ class AdminRoutes:
             return problem(409, "this elicitation is presented by its client, not hosted", id=el.id, state=str(el.state))
         raw: dict[str, Any] = {"action": action}
         if action == "accept" and el.mode == "form":
-            content = body.get("content")
-            if not isinstance(content, Mapping):
-                content = {}
+            given = body.get("content")
+            content: Mapping[str, Any] = given if is_mapping(given) else {}
             problems = check_answer(entry, content)
             if problems:
                 return secure(JSONResponse({"error": "the answer does not match the form", "errors": problems},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Generator
 from importlib import resources
 
 import anyio
@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from elicitgate.gateway import Gateway
@@ -41,7 +41,7 @@ def _static_files() -> dict[str, bytes]:
     return {name: (folder / name).read_bytes() for name in STATIC}
 
 
-def web_routes(gateway: Gateway) -> list[BaseRoute]:
+def web_routes(gateway: Gateway) -> list[Route]:
     """The hosted pages, the inbox and the admin API of the gateway's `hosting`."""
     hosting = _hosting_of(gateway)
     auth = AdminAuth(hosting.admin_token, gateway.config.http.public_url)
@@ -106,12 +106,12 @@ class _QuietServer(uvicorn.Server):
     """A uvicorn server inside the gateway's own event loop: the gateway owns the signals."""
 
     @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
+    def capture_signals(self) -> Generator[None]:
         yield
 
 
 @contextlib.asynccontextmanager
-async def side_server(gateway: Gateway, listen: str):  # type: ignore[no-untyped-def]
+async def side_server(gateway: Gateway, listen: str) -> AsyncGenerator[Hosting]:
     """`http.hosted_listen` for the stdio face: the hosted pages, inbox, admin API and `/metrics` on their own port."""
     host, port = parse_hostport(listen)
     hosting = _hosting_of(gateway)

@@ -60,8 +60,8 @@ class WebReplica:
 
     def snapshot(self) -> list[dict[str, Any]]:
         admin = self.hosting.admin
-        items = []
-        for item in admin.pending() if admin is not None else []:
+        items: list[dict[str, Any]] = []
+        for item in admin.pending() if admin is not None else ():
             entry = self.hosting.registry.by_id.get(item["id"])
             items.append({**item, "token_digest": token_digest(entry.token)} if entry is not None else item)
         return items
