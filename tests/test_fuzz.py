@@ -388,3 +388,24 @@ def test_stdio_face_survives_malformed_jsonrpc(stdio_gw, body):
     probe = f"probe-{uuid.uuid4()}"
     stdio_gw.send(json.dumps({"jsonrpc": "2.0", "id": probe, "method": "ping"}))
     assert "result" in stdio_gw.answer_to(probe)  # answered: nothing hangs behind a bad message
+
+
+def test_a_notification_named_like_a_request_with_a_bad_request_state_is_dropped_quietly(tmp_path):
+    """Found by the fuzzer above: the SDK's requestState boundary also ran for notifications, so `tools/call`
+    without an id but with a malformed `requestState` raised inside the gateway (an ERROR with a traceback)."""
+    config = write_config(tmp_path, {"x": {"command": PY, "args": ["-m", "tests.peers.py_server", "--name", "x"]}},
+                          log_level="warning")
+    gateway = StdioGateway(str(config))
+    try:
+        gateway.send(json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}))
+        assert "result" in gateway.answer_to("init", timeout=60)
+        gateway.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        gateway.send(json.dumps({"jsonrpc": "2.0", "method": "tools/call",
+                                 "params": {"name": "x__echo", "requestState": "not sealed"}}))
+        gateway.send(json.dumps({"jsonrpc": "2.0", "id": "probe", "method": "tools/call",
+                                 "params": {"name": "x__echo", "arguments": {"text": "alive"}}}))
+        assert gateway.answer_to("probe")["result"]["content"][0]["text"] == "alive"
+    finally:
+        logs = gateway.stop()
+    assert "Traceback" not in logs and "ERROR" not in logs, logs[-3000:]

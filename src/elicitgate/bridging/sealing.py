@@ -17,7 +17,7 @@ from typing import Any
 
 from mcp_types import CLIENT_INFO_META_KEY
 
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity, authenticated_principal
 
 from elicitgate.config import BridgingConfig, ConfigError
@@ -91,8 +91,25 @@ def _write_private(path: Path, text: str) -> None:
         handle.write(text + "\n")
 
 
-def state_boundary(config: BridgingConfig) -> RequestStateBoundary:
+def state_boundary(config: BridgingConfig) -> RequestsOnly:
     security = RequestStateSecurity(
         keys=load_keys(config), ttl=config.state_ttl, bind_principal=principal_of, audience=AUDIENCE
     )
-    return RequestStateBoundary(security, default_audience=AUDIENCE)
+    return RequestsOnly(RequestStateBoundary(security, default_audience=AUDIENCE))
+
+
+class RequestsOnly:
+    """The SDK's requestState boundary, for requests only.
+
+    The SDK runs server middleware for notifications too, and its boundary reads any message named like a
+    retryable request: a notification `tools/call` (no id) carrying a malformed `requestState` raised,
+    logged as an error with a traceback. A notification has no result to seal and no state to unseal.
+    """
+
+    def __init__(self, boundary: RequestStateBoundary) -> None:
+        self._boundary = boundary
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.request_id is None:
+            return await call_next(ctx)
+        return await self._boundary(ctx, call_next)
