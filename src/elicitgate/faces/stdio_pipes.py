@@ -3,8 +3,8 @@
 The SDK's `stdio_server` moves every line through anyio worker threads (a thread hop and a queue
 per line each way, about a quarter of the gateway's CPU on the stdio face). Here the event loop
 reads and writes the pipes itself: a line is parsed in the task that receives it and written by the
-task that sends it, with no task or thread in between. When stdin or stdout is not a pipe or a
-socket (a regular file, a terminal), the SDK's transport serves instead.
+task that sends it, with no task or thread in between. When stdin or stdout is not a pipe, a
+socket or a terminal (a regular file, /dev/null), the SDK's transport serves instead.
 
 Like the SDK's, while serving fd 0 reads the null device and fd 1 writes to stderr, so a stray
 `print` or a child that inherits them cannot corrupt the wire; both are restored on exit.
@@ -33,11 +33,14 @@ CLOSE_TIMEOUT = 2.0
 
 
 def _is_pipe_or_socket(fd: int) -> bool:
+    """Whether the event loop can wait on `fd`: a pipe, a socket or a terminal (not a regular file or
+    /dev/null, which epoll refuses). On a terminal the SDK's transport would read in a worker thread that
+    Ctrl-C cannot stop."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
 
 
 @asynccontextmanager
