@@ -16,7 +16,6 @@ import argparse
 import os
 import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,24 +32,16 @@ ERAS = (("handshake", "legacy", "handshake"), ("bridged", "legacy", "modern"), (
 """(row label, client mode, upstream era)."""
 
 
-@dataclass
-class Row:
-    face: str
-    upstream: str
-    eras: str
-    per_op: dict[str, tuple[float, float]]
-    """op -> (mean wall ms, gateway CPU ms) per call."""
-
-
 async def measure(face: str, upstream: str, client_mode: str, era: str, calls: int, log: IO[str],
                   work: Path) -> dict[str, tuple[float, float]]:
+    """op -> (mean wall ms, gateway CPU ms) per call."""
     async with AsyncExitStack() as stack:
         if upstream == "http":
             port = free_port()
             demo = stack.enter_context(HttpProcess(configs.demo_argv(f"127.0.0.1:{port}"), port, log))
-            server = configs.http_upstream(f"{demo.url}/mcp", era)  # type: ignore[arg-type]
+            server = configs.http_upstream(f"{demo.url}/mcp", era)
         else:
-            server = configs.stdio_upstream(era)  # type: ignore[arg-type]
+            server = configs.stdio_upstream(era)
         config = configs.write_config(work, f"hops-{face}-{upstream}-{era}-{os.getpid()}",
                                       configs.gateway_config({"up": server}))
         if face == "http":
@@ -80,7 +71,6 @@ async def measure(face: str, upstream: str, client_mode: str, era: str, calls: i
 async def main(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "hops"
     work.mkdir(parents=True, exist_ok=True)
-    rows: list[Row] = []
     with open(work / "hops.log", "w") as log:
         for face in ("stdio", "http"):
             for upstream in ("stdio", "http"):
@@ -88,7 +78,6 @@ async def main(args: argparse.Namespace) -> None:
                     continue
                 for label, mode, era in ERAS:
                     per_op = await measure(face, upstream, mode, era, args.calls, log, work)
-                    rows.append(Row(face, upstream, label, per_op))
                     print(f"{face:<5} face, {upstream:<5} upstream, {label:<10}: " + ", ".join(
                         f"{op} {wall:.2f} ms wall / {cpu:.2f} ms gateway CPU" for op, (wall, cpu) in per_op.items()),
                         flush=True)

@@ -348,6 +348,13 @@ class StdioGateway:
             if message.get("id") == id_ and ("result" in message or "error" in message):
                 return message
 
+    def initialize(self) -> None:
+        """The handshake, as a client starts its session."""
+        self.send(json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}))
+        assert "result" in self.answer_to("init", timeout=60)
+        self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+
     def stop(self) -> str:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
@@ -367,10 +374,7 @@ def stdio_gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioGateway]
         "x": {"command": PY, "args": ["-m", "tests.peers.py_server", "--name", "x"]},
     }, log_level="warning")
     gateway = StdioGateway(str(config))
-    gateway.send(json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-        "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}))
-    assert "result" in gateway.answer_to("init", timeout=60)
-    gateway.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    gateway.initialize()
     yield gateway
     probe = f"probe-{uuid.uuid4()}"
     gateway.send(json.dumps({"jsonrpc": "2.0", "id": probe, "method": "tools/call",
@@ -397,10 +401,7 @@ def test_a_notification_named_like_a_request_with_a_bad_request_state_is_dropped
                           log_level="warning")
     gateway = StdioGateway(str(config))
     try:
-        gateway.send(json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}}))
-        assert "result" in gateway.answer_to("init", timeout=60)
-        gateway.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        gateway.initialize()
         gateway.send(json.dumps({"jsonrpc": "2.0", "method": "tools/call",
                                  "params": {"name": "x__echo", "requestState": "not sealed"}}))
         gateway.send(json.dumps({"jsonrpc": "2.0", "id": "probe", "method": "tools/call",

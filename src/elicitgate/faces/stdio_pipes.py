@@ -32,7 +32,7 @@ CLOSE_TIMEOUT = 2.0
 """Seconds to finish writing buffered lines on exit, for a client that stopped reading."""
 
 
-def _is_pipe_or_socket(fd: int) -> bool:
+def _pollable(fd: int) -> bool:
     """Whether the event loop can wait on `fd`: a pipe, a socket or a terminal (not a regular file or
     /dev/null, which epoll refuses). On a terminal the SDK's transport would read in a worker thread that
     Ctrl-C cannot stop."""
@@ -46,7 +46,7 @@ def _is_pipe_or_socket(fd: int) -> bool:
 @asynccontextmanager
 async def stdio_streams() -> AsyncGenerator[tuple[Any, Any]]:
     """`(read_stream, write_stream)` for `Server.run` over fds 0 and 1."""
-    if not (_is_pipe_or_socket(0) and _is_pipe_or_socket(1)):
+    if not (_pollable(0) and _pollable(1)):
         async with stdio_server() as streams:
             yield streams
         return

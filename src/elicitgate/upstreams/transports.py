@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from dataclasses import dataclass
 import os
 import sys
 import threading
@@ -34,8 +33,24 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from elicitgate.config import HttpServer, StdioServer
 
 
+STREAM_LOST_KEY = "io.elicitgate/streamLost"
+"""Marks the error the HTTP transport makes up when a POST's response stream ends without a response,
+so the router can tell the upstream going away from an upstream's own -32000."""
 
-@dataclass
+UPSTREAM_HTTP_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
+"""No cap on connections to one streamable HTTP upstream. Every call in flight holds a connection
+(its POST's response stream) and each answer to an elicitation needs one more, so with httpx2's
+default cap (100) the 100th concurrent eliciting call left no connection for any answer: every call
+hung until the 30 s pool timeout."""
+
+DRAIN_WAIT = 1.0
+"""Seconds a POST's response closed before its end may take to end by itself (see `_DrainOnClose`)."""
+
+STANDALONE_WAIT = 5.0
+"""Seconds a new session waits for its standalone GET stream to be answered before it carries calls."""
+
+
+@dataclasses.dataclass
 class Wire:
     """The SDK's `(read, write)` streams to one upstream, and what the transport knows of its set-up."""
 
@@ -54,22 +69,6 @@ class Wire:
         if self.standalone_answered is not None:
             with anyio.move_on_after(STANDALONE_WAIT):
                 await self.standalone_answered.wait()
-
-STREAM_LOST_KEY = "io.elicitgate/streamLost"
-"""Marks the error the HTTP transport makes up when a POST's response stream ends without a response,
-so the router can tell the upstream going away from an upstream's own -32000."""
-
-UPSTREAM_HTTP_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
-"""No cap on connections to one streamable HTTP upstream. Every call in flight holds a connection
-(its POST's response stream) and each answer to an elicitation needs one more, so with httpx2's
-default cap (100) the 100th concurrent eliciting call left no connection for any answer: every call
-hung until the 30 s pool timeout."""
-
-DRAIN_WAIT = 1.0
-"""Seconds a POST's response closed before its end may take to end by itself (see `_DrainOnClose`)."""
-
-STANDALONE_WAIT = 5.0
-"""Seconds a new session waits for its standalone GET stream to be answered before it carries calls."""
 
 
 class _DrainOnClose(httpx2.AsyncByteStream):
