@@ -9,11 +9,13 @@ nowhere else, so an SDK upgrade that moves one of these has one place to mend.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 from starlette.requests import Request
 from starlette.types import Send
 
+from mcp.os.win32.utilities import ServerProcess
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
@@ -50,3 +52,24 @@ class HostRules:
 def raw_send(request: Request) -> Send:
     """The ASGI `send` of a Starlette request, which an SSE transport needs to write its own response."""
     return request._send  # noqa: SLF001
+
+
+async def spawn_stdio_server(
+    command: str, args: list[str], env: dict[str, str], errlog: TextIO, cwd: str | Path | None
+) -> ServerProcess:
+    """Start a stdio server the way the SDK's `stdio_client` does: in a process group (a Job Object on
+    Windows) of its own, so stopping it stops everything it started."""
+    from mcp.client import stdio
+
+    command = await stdio._get_executable_command(command)  # noqa: SLF001
+    return await stdio._create_platform_compatible_process(  # noqa: SLF001
+        command=command, args=args, env=env, errlog=errlog, cwd=cwd
+    )
+
+
+async def stop_stdio_server(process: ServerProcess) -> None:
+    """The SDK's shutdown of a stdio server (the spec's order): close its stdin, wait, then kill the
+    process tree, every wait bounded."""
+    from mcp.client import stdio
+
+    await stdio._stop_server_process(process)  # noqa: SLF001

@@ -1,6 +1,6 @@
-"""One live connection to an upstream server, at the dispatcher level.
+"""One live connection to an upstream server, on its JSON-RPC endpoint.
 
-Messages are plain dicts (`mcp.shared.dispatcher`): the gateway forwards what it does not act on
+Messages are plain dicts (`upstreams.endpoint`): the gateway forwards what it does not act on
 without re-modelling it. The connection negotiates the era once (the `initialize` handshake, then
 a `server/discover` probe as the fallback), stamps every request the way that era wants, and
 remembers which downstream call each in-flight upstream request belongs to, so a server-initiated
@@ -27,7 +27,6 @@ from mcp_types import (
 )
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 
-from mcp.shared.dispatcher import CallOptions, DispatchContext, ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import (
     MCP_METHOD_HEADER,
@@ -36,14 +35,13 @@ from mcp.shared.inbound import (
     NAME_BEARING_METHODS,
     encode_header_value,
 )
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
-from mcp.shared.message import ServerMessageMetadata
 
 from elicitgate import __version__
 from elicitgate.config import HttpServer, StdioServer
 from elicitgate.logs import forget_request
 from elicitgate.seams import DownstreamPeer, Era, Origin
 from elicitgate.upstreams.clock import PausableDeadline
+from elicitgate.upstreams.endpoint import Endpoint, Inbound, ProgressCallback
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 
 logger = logging.getLogger(__name__)
@@ -88,7 +86,7 @@ class UpstreamConnection:
 
     server: str
     config: StdioServer | HttpServer
-    dispatcher: JSONRPCDispatcher[Any]
+    endpoint: Endpoint
     negotiated: Negotiated | None = None
     owner: DownstreamPeer | None = None
     """The downstream session that owns this connection under `per_session`; `None` when shared."""
@@ -123,36 +121,32 @@ class UpstreamConnection:
         *,
         origin: Origin | None = None,
         timeout: float | None = None,
-        on_progress: ProgressFnT | None = None,
+        on_progress: ProgressCallback | None = None,
         client_capabilities: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Send one request and return its raw result; upstream errors raise `MCPError` intact."""
         request_id = f"eg-{next(self._ids)}"
-        opts: CallOptions = {"request_id": request_id}
-        if on_progress is not None:
-            opts["on_progress"] = on_progress
-        params = self._stamp(method, dict(params) if params else {}, opts, client_capabilities)
+        sent, headers = self._stamp(method, dict(params) if params else {}, client_capabilities)
         with PausableDeadline.run(timeout) as clock:
             self._in_flight[request_id] = _InFlight(origin, clock)
             try:
-                return await self.dispatcher.send_raw_request(method, params, opts)
+                return await self.endpoint.request(request_id, method, sent, headers=headers, on_progress=on_progress)
             finally:
                 del self._in_flight[request_id]
                 self.last_active = anyio.current_time()
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
-        opts: CallOptions = {}
-        stamped = self._stamp(method, dict(params) if params else {}, opts, None)
-        await self.dispatcher.notify(method, stamped, opts)
+        stamped, headers = self._stamp(method, dict(params) if params else {}, None)
+        await self.endpoint.notify(method, stamped, headers=headers)
 
     def _stamp(
-        self, method: str, params: dict[str, Any], opts: CallOptions, client_capabilities: dict[str, Any] | None
-    ) -> dict[str, Any]:
+        self, method: str, params: dict[str, Any], client_capabilities: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], dict[str, str] | None]:
+        """`params` and the HTTP headers as the negotiated era wants them."""
         negotiated = self.negotiated
         if negotiated is None:
-            return params
-        headers = opts.setdefault("headers", {})
-        headers[MCP_PROTOCOL_VERSION_HEADER] = negotiated.protocol_version
+            return params, None
+        headers = {MCP_PROTOCOL_VERSION_HEADER: negotiated.protocol_version}
         if negotiated.era == "modern":
             meta = dict(params.get("_meta") or {})
             meta[PROTOCOL_VERSION_META_KEY] = negotiated.protocol_version
@@ -165,9 +159,9 @@ class UpstreamConnection:
             name_key = NAME_BEARING_METHODS.get(method)
             if name_key is not None and isinstance(name := params.get(name_key), str):
                 headers[MCP_NAME_HEADER] = encode_header_value(name)
-        return params
+        return params, headers
 
-    def trace(self, dctx: DispatchContext[Any]) -> tuple[Origin | None, bool]:
+    def trace(self, inbound: Inbound) -> tuple[Origin | None, bool]:
         """The downstream call a server-initiated message belongs to (or `None` if unknowable), and
         whether the wire named it (`True`) rather than the gateway inferring it.
 
@@ -176,9 +170,8 @@ class UpstreamConnection:
         answers for that client's newest call in flight, and a shared one only when exactly one call
         is in flight on a wire that never names calls (stdio, SSE).
         """
-        metadata = dctx.message_metadata
-        if isinstance(metadata, ServerMessageMetadata) and metadata.related_request_id is not None:
-            entry = self._in_flight.get(metadata.related_request_id)
+        if inbound.related_request_id is not None:
+            entry = self._in_flight.get(inbound.related_request_id)
             return (entry.origin if entry else None), True
         calls = self.in_flight_origins()
         if self.owner is not None and calls:
@@ -228,29 +221,29 @@ class UpstreamConnection:
             try:
                 async with AsyncExitStack() as stack:
                     wire = await stack.enter_async_context(open_transport(config, stderr_tail))
-                    dispatcher: JSONRPCDispatcher[Any] = JSONRPCDispatcher(wire.read, wire.write)
-                    conn = cls(server=server, config=config, dispatcher=dispatcher, owner=owner)
+                    endpoint = Endpoint(wire.messages, server)
+                    conn = cls(server=server, config=config, endpoint=endpoint, owner=owner)
                     conn._advertised = advertised_capabilities
                     holder["conn"] = conn
 
-                    async def on_request(dctx: DispatchContext[Any], method: str, params: Any) -> dict[str, Any]:
+                    async def on_request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
                         if method == "ping":
                             return {}
-                        origin, named = conn.trace(dctx)
+                        origin, named = conn.trace(inbound)
                         return await handler.on_server_request(conn, origin, method, params, named=named)
 
-                    async def on_notify(dctx: DispatchContext[Any], method: str, params: Any) -> None:
-                        await handler.on_server_notification(conn, conn.trace(dctx)[0], method, params)
+                    async def on_notify(inbound: Inbound, method: str, params: dict[str, Any] | None) -> None:
+                        await handler.on_server_notification(conn, conn.trace(inbound)[0], method, params)
 
                     async with anyio.create_task_group() as inner:
                         holder["scope"] = inner.cancel_scope
-                        await inner.start(dispatcher.run, on_request, on_notify)
+                        await inner.start(endpoint.run, on_request, on_notify)
                         with anyio.fail_after(connect_timeout):
-                            conn.negotiated = await _negotiate(dispatcher, advertised_capabilities, config.era)
+                            conn.negotiated = await _negotiate(endpoint, advertised_capabilities, config.era)
                         if conn.negotiated.era == "handshake":
                             await wire.standalone_settled()
                         ready.set()
-                        # The dispatcher returns when the upstream closes its end.
+                        # The endpoint returns when the upstream closes its end.
             except BaseException as exc:  # noqa: BLE001 - reported through `holder`, re-raised below
                 holder.setdefault("error", exc)
                 if isinstance(exc, anyio.get_cancelled_exc_class()):
@@ -342,7 +335,7 @@ class HandshakeRefused(Exception):
     """`auto`: the server refused `initialize`, so it may speak only 2026-07-28."""
 
 
-async def _negotiate(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, Any], era: str) -> Negotiated:
+async def _negotiate(endpoint: Endpoint, capabilities: dict[str, Any], era: str) -> Negotiated:
     """The era to speak with the server: `auto` prefers the handshake.
 
     A server that speaks both eras gets the handshake: the `mcp` SDK's push-style servers (`ctx.elicit`,
@@ -350,17 +343,18 @@ async def _negotiate(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str,
     it to 2026-07-28 clients anyway. Only a server that refuses `initialize` is asked `server/discover`.
     """
     if era == "modern":
-        return await _discover(dispatcher, capabilities)
+        return await _discover(endpoint, capabilities)
     try:
-        return await _initialize(dispatcher, capabilities)
+        return await _initialize(endpoint, capabilities)
     except MCPError as exc:
         if era == "handshake":
             raise
         raise HandshakeRefused(exc.error.message) from exc
 
 
-async def _discover(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, Any]) -> Negotiated:
-    raw = await dispatcher.send_raw_request(
+async def _discover(endpoint: Endpoint, capabilities: dict[str, Any]) -> Negotiated:
+    raw = await endpoint.request(
+        "eg-discover",
         "server/discover",
         {
             "_meta": {
@@ -369,11 +363,9 @@ async def _discover(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, 
                 CLIENT_CAPABILITIES_META_KEY: capabilities,
             }
         },
-        {
-            "timeout": DISCOVER_TIMEOUT,
-            "cancel_on_abandon": False,
-            "headers": {MCP_PROTOCOL_VERSION_HEADER: LATEST_MODERN_VERSION, MCP_METHOD_HEADER: "server/discover"},
-        },
+        timeout=DISCOVER_TIMEOUT,
+        cancel_on_abandon=False,
+        headers={MCP_PROTOCOL_VERSION_HEADER: LATEST_MODERN_VERSION, MCP_METHOD_HEADER: "server/discover"},
     )
     supported = raw.get("supportedVersions") or []
     mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in supported]
@@ -389,18 +381,19 @@ async def _discover(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, 
     )
 
 
-async def _initialize(dispatcher: JSONRPCDispatcher[Any], capabilities: dict[str, Any]) -> Negotiated:
-    result = await dispatcher.send_raw_request(
+async def _initialize(endpoint: Endpoint, capabilities: dict[str, Any]) -> Negotiated:
+    result = await endpoint.request(
+        "eg-initialize",
         "initialize",
         {
             "protocolVersion": LATEST_HANDSHAKE_VERSION,
             "capabilities": capabilities,
             "clientInfo": GATEWAY_CLIENT_INFO,
         },
-        {"cancel_on_abandon": False},
+        cancel_on_abandon=False,
     )
     version = result.get("protocolVersion", LATEST_HANDSHAKE_VERSION)
-    await dispatcher.notify("notifications/initialized", None, {"headers": {MCP_PROTOCOL_VERSION_HEADER: version}})
+    await endpoint.notify("notifications/initialized", None, headers={MCP_PROTOCOL_VERSION_HEADER: version})
     return Negotiated(
         era="handshake",
         protocol_version=version,

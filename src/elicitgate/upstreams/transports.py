@@ -1,6 +1,7 @@
 """Opening the wire to one upstream server: stdio, streamable HTTP or legacy SSE.
 
-Each opener yields the SDK's `(read_stream, write_stream)` pair. The streamable HTTP opener differs
+Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`upstreams.endpoint.MessageWire`);
+the SDK's transports are adapted by `SessionWire`. The streamable HTTP opener differs
 from the SDK's `streamable_http_client` in one way: a request or notification that the server
 sends on the response stream of one of our POSTs is tagged with that POST's request id
 (`ServerMessageMetadata.related_request_id`), so an upstream `elicitation/create` can be traced to
@@ -11,26 +12,40 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import sys
 import threading
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
 import anyio
 import httpx2
-from mcp_types import CONNECTION_CLOSED, ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, RequestId
+from mcp.os.win32.utilities import ServerProcess
+from mcp_types import (
+    CONNECTION_CLOSED,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+)
 
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import MCP_SESSION_ID, StreamableHTTPTransport
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
-from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, SessionMessage
 
+from elicitgate import sdk
 from elicitgate.config import HttpServer, StdioServer
+from elicitgate.json_shapes import is_object
+from elicitgate.upstreams.endpoint import Inbound, MessageWire
 
 
 STREAM_LOST_KEY = "io.elicitgate/streamLost"
@@ -50,12 +65,57 @@ STANDALONE_WAIT = 5.0
 """Seconds a new session waits for its standalone GET stream to be answered before it carries calls."""
 
 
+class SessionWire:
+    """An SDK transport's `(read, write)` streams of `SessionMessage`, as JSON-RPC dicts."""
+
+    def __init__(self, read: Any, write: Any) -> None:
+        self._read = read
+        self._write = write
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        metadata = ClientMessageMetadata(headers=dict(headers)) if headers else None
+        await self._write.send(SessionMessage(_model_of(message), metadata=metadata))
+
+    async def messages(self) -> AsyncGenerator[Inbound]:
+        try:
+            async with self._read:
+                async for item in self._read:
+                    if isinstance(item, Exception):
+                        yield Inbound(ValueError(f"an unreadable message ({item})"))
+                        continue
+                    metadata = item.metadata
+                    related = metadata.related_request_id if isinstance(metadata, ServerMessageMetadata) else None
+                    yield Inbound(_dict_of(item.message), related)
+        finally:
+            await self._write.aclose()
+
+
+def _model_of(message: dict[str, Any]) -> JSONRPCMessage:
+    """The SDK's model of a message the endpoint built (so unvalidated: it is ours)."""
+    fields = {key: value for key, value in message.items() if key != "error"}
+    if "method" in message:
+        return (JSONRPCRequest if "id" in message else JSONRPCNotification).model_construct(**fields)
+    if "error" in message:
+        return JSONRPCError.model_construct(**fields, error=ErrorData.model_construct(**message["error"]))
+    return JSONRPCResponse.model_construct(**fields)
+
+
+def _dict_of(message: JSONRPCMessage) -> dict[str, Any]:
+    if isinstance(message, JSONRPCRequest):
+        return {"jsonrpc": "2.0", "id": message.id, "method": message.method, "params": message.params}
+    if isinstance(message, JSONRPCNotification):
+        return {"jsonrpc": "2.0", "method": message.method, "params": message.params}
+    if isinstance(message, JSONRPCResponse):
+        return {"jsonrpc": "2.0", "id": message.id, "result": message.result}
+    error = message.error
+    return {"jsonrpc": "2.0", "id": message.id, "error": {"code": error.code, "message": error.message, "data": error.data}}
+
+
 @dataclasses.dataclass
 class Wire:
-    """The SDK's `(read, write)` streams to one upstream, and what the transport knows of its set-up."""
+    """One upstream's messages, and what the transport knows of its set-up."""
 
-    read: Any
-    write: Any
+    messages: MessageWire
     standalone_answered: anyio.Event | None = None
     """Streamable HTTP: set once the server answered the session's standalone GET (or the transport
     gave up on it). The SDK opens that stream after `notifications/initialized`, in the background."""
@@ -239,7 +299,7 @@ async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[
 
             tg.start_soon(transport.post_writer, client, write_reader, read_writer, write_stream, start_get_stream, tg)
             try:
-                yield Wire(read_stream, write_stream, transport.standalone_answered)
+                yield Wire(SessionWire(read_stream, write_stream), transport.standalone_answered)
             finally:
                 if transport.session_id:
                     with anyio.move_on_after(2, shield=True):
@@ -281,23 +341,80 @@ async def _stderr_pipe(tail: deque[str]) -> AsyncGenerator[TextIO]:
             await anyio.to_thread.run_sync(drained.wait, 2.0)
 
 
+class StdioWire:
+    """A stdio server's pipes: one JSON-RPC message per line, written and parsed here, nothing between."""
+
+    def __init__(self, process: ServerProcess) -> None:
+        assert process.stdin is not None and process.stdout is not None, "spawned with pipes"
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        try:
+            await self._stdin.send(line)
+        except OSError as exc:  # the server closed its stdin or exited
+            raise anyio.BrokenResourceError from exc
+
+    async def messages(self) -> AsyncGenerator[Inbound]:
+        pending = b""
+        while True:
+            try:
+                chunk = await self._stdout.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                return
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                if line.strip():
+                    yield Inbound(_parse_line(line))
+
+
+def _parse_line(line: bytes) -> dict[str, Any] | Exception:
+    try:
+        message = json.loads(line)
+    except ValueError as exc:  # not JSON, or not UTF-8
+        return ValueError(f"a line that is not JSON ({exc}): {line[:200]!r}")
+    if not is_object(message):
+        return ValueError(f"a line that is not a JSON-RPC message (a JSON object): {line[:200]!r}")
+    return message
+
+
+@asynccontextmanager
+async def _stdio(config: StdioServer, errlog: TextIO) -> AsyncGenerator[Wire]:
+    # The SDK merges `env` over its safe default environment, nothing else of ours.
+    env = get_default_environment() | (config.env or {})
+    process = await sdk.spawn_stdio_server(config.command, config.args, env, errlog, config.cwd)
+    try:
+        yield Wire(StdioWire(process))
+    finally:
+        # Shielded and bounded (the SDK's shutdown): a cancelled caller must not leave the server running.
+        # Its stdout is drained meanwhile, so a server blocked writing can read its stdin's end and exit.
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as drain:
+                drain.start_soon(_discard, process)
+                await sdk.stop_stdio_server(process)
+                drain.cancel_scope.cancel()
+
+
+async def _discard(process: ServerProcess) -> None:
+    assert process.stdout is not None
+    with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        while True:
+            await process.stdout.receive()
+
+
 @asynccontextmanager
 async def open_transport(config: StdioServer | HttpServer, stderr_tail: deque[str] | None = None) -> AsyncGenerator[Wire]:
     """Open the wire to one upstream; raises `OSError` / httpx errors when it cannot. A stdio server's
     last lines of stderr are kept in `stderr_tail`."""
     if isinstance(config, StdioServer):
-        params = StdioServerParameters(
-            command=config.command,
-            args=config.args,
-            env=config.env,  # the SDK merges it over its safe default environment, nothing else of ours
-            cwd=config.cwd,
-        )
         tail = stderr_tail if stderr_tail is not None else deque[str](maxlen=STDERR_TAIL_LINES)
-        async with _stderr_pipe(tail) as errlog, stdio_client(params, errlog=errlog) as (read, write):
-            yield Wire(read, write)
+        async with _stderr_pipe(tail) as errlog, _stdio(config, errlog) as wire:
+            yield wire
     elif config.transport == "sse":
         async with sse_client(config.url, headers=config.headers or None) as (read, write):
-            yield Wire(read, write)
+            yield Wire(SessionWire(read, write))
     else:
         async with _streamable_http(config.url, config.headers) as wire:
             yield wire

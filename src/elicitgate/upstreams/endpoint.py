@@ -1,0 +1,319 @@
+"""The JSON-RPC endpoint of one upstream connection: our requests matched to their responses, the
+server's requests and notifications handed to the gateway.
+
+Messages are plain dicts from end to end. A request in flight costs one future and one table entry:
+no task, no memory stream and no model of its own (the SDK's `JSONRPCDispatcher`, which this
+replaces on upstream connections, spent more CPU per request than the rest of the relay). Only what
+the server sends unasked (its own requests, notifications other than progress) runs in a task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeGuard
+
+import anyio
+import anyio.abc
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUEST_TIMEOUT, RequestId
+
+from mcp.shared.exceptions import MCPError
+
+from elicitgate.json_shapes import is_object
+
+logger = logging.getLogger(__name__)
+
+ABANDON_WRITE_TIMEOUT = 2.0
+"""Seconds a courtesy `notifications/cancelled` for an abandoned request may take to write."""
+
+
+class MessageWire(Protocol):
+    """One upstream's messages as JSON-RPC dicts, whatever carries them (`upstreams.transports`)."""
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        """Write one message; `headers` are HTTP headers for it (ignored by pipes). Raises
+        `anyio.BrokenResourceError` / `anyio.ClosedResourceError` once the wire is gone."""
+        ...
+
+    def messages(self) -> AsyncIterator[Inbound]:
+        """What the server sends, in order, until the wire ends."""
+        ...
+
+
+@dataclass(slots=True)
+class Inbound:
+    """One message from the server, or what made a line unreadable (`message` is the exception)."""
+
+    message: dict[str, Any] | Exception
+    related_request_id: RequestId | None = None
+    """Streamable HTTP: the request whose response stream carried this message; `None` elsewhere."""
+
+
+class ProgressCallback(Protocol):
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+
+OnRequest = Callable[[Inbound, str, "dict[str, Any] | None"], Awaitable["dict[str, Any]"]]
+OnNotify = Callable[[Inbound, str, "dict[str, Any] | None"], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _Waiter:
+    future: asyncio.Future[dict[str, Any]]
+    on_progress: ProgressCallback | None
+
+
+def _closed() -> MCPError:
+    return MCPError(code=CONNECTION_CLOSED, message="Connection closed")
+
+
+class Endpoint:
+    """Our side of one upstream connection. `run` reads until the wire ends; `request` and `notify`
+    work while it runs, and fail with `CONNECTION_CLOSED` (no `data`) once it has ended."""
+
+    def __init__(self, wire: MessageWire, server: str) -> None:
+        self._wire = wire
+        self._server = server
+        """The upstream's name, for the log."""
+        self._waiters: dict[RequestId, _Waiter] = {}
+        self._handling: dict[RequestId, anyio.CancelScope] = {}
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._closed = False
+
+    # -- to the server ---------------------------------------------------------------------
+
+    async def request(
+        self,
+        request_id: RequestId,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        on_progress: ProgressCallback | None = None,
+        timeout: float | None = None,
+        cancel_on_abandon: bool = True,
+    ) -> dict[str, Any]:
+        """Send a request and return its result; an error response raises `MCPError` as the server
+        said it. `timeout` raises `MCPError(REQUEST_TIMEOUT)`. Cancelled or timed out after it was
+        written, the server is told with `notifications/cancelled` (unless `cancel_on_abandon` is off)."""
+        if self._closed or self._tasks is None:
+            raise _closed()
+        if request_id in self._waiters:
+            raise ValueError(f"request id {request_id!r} is already in flight")
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if on_progress is not None:
+            params = dict(params or {})
+            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": request_id}
+        if params:
+            message["params"] = params
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiters[request_id] = _Waiter(future, on_progress)
+        written = False
+        try:
+            with anyio.fail_after(timeout):
+                try:
+                    await self._wire.send(message, headers)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    raise _closed() from None
+                written = True
+                return await future
+        except TimeoutError:
+            if written and cancel_on_abandon:
+                await self._cancel_upstream(request_id, f"timed out after {timeout}s", headers, shield=False)
+            raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out") from None
+        except anyio.get_cancelled_exc_class():
+            answered = future.done() and not future.cancelled()
+            if written and cancel_on_abandon and not answered:
+                await self._cancel_upstream(request_id, "caller cancelled", headers, shield=True)
+            raise
+        finally:
+            del self._waiters[request_id]
+            if future.done() and not future.cancelled():
+                future.exception()  # an outcome that came as the caller left is not an unretrieved error
+
+    async def notify(
+        self, method: str, params: dict[str, Any] | None, *, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """Send a notification; a wire already gone drops it (there is nobody left to tell)."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params:
+            message["params"] = params
+        try:
+            await self._wire.send(message, headers)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            logger.debug("dropped %s to upstream %r: its connection is closed", method, self._server)
+
+    async def _cancel_upstream(
+        self, request_id: RequestId, reason: str, headers: Mapping[str, str] | None, *, shield: bool
+    ) -> None:
+        with anyio.move_on_after(ABANDON_WRITE_TIMEOUT, shield=shield):
+            await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason}, headers=headers)
+
+    # -- from the server -------------------------------------------------------------------
+
+    async def run(
+        self,
+        on_request: OnRequest,
+        on_notify: OnNotify,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Read until the wire ends; then every request still waiting fails with `CONNECTION_CLOSED`."""
+        try:
+            async with anyio.create_task_group() as tasks:
+                self._tasks = tasks
+                task_status.started()
+                try:
+                    async for inbound in self._wire.messages():
+                        self._dispatch(inbound, on_request, on_notify)
+                except anyio.ClosedResourceError:
+                    pass  # the transport closed its end under the read: the same as its end
+                finally:
+                    self._close()
+                    tasks.cancel_scope.cancel()  # what the server asked of us has nobody to answer to
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        self._closed = True
+        for waiter in self._waiters.values():
+            if not waiter.future.done():
+                waiter.future.set_exception(_closed())
+
+    def _dispatch(self, inbound: Inbound, on_request: OnRequest, on_notify: OnNotify) -> None:
+        message = inbound.message
+        if isinstance(message, Exception):
+            logger.warning("upstream %r sent %s", self._server, message)
+            return
+        method = message.get("method")
+        request_id = message.get("id")
+        if isinstance(method, str):
+            params = message.get("params")
+            if params is not None and not is_object(params):
+                logger.warning("upstream %r sent %s with params that are not an object: dropped", self._server, method)
+                if _is_request_id(request_id):
+                    self._spawn(self._answer_error, request_id, INVALID_REQUEST, "params must be an object")
+                return
+            if request_id is None:
+                self._on_notification(inbound, method, params, on_notify)
+            elif _is_request_id(request_id):
+                scope = anyio.CancelScope()
+                self._handling[request_id] = scope
+                self._spawn(self._handle, inbound, request_id, method, params, scope, on_request)
+            else:
+                logger.warning("upstream %r sent %s with an id that is neither a string nor a number: dropped",
+                               self._server, method)
+            return
+        if not _is_request_id(request_id):
+            logger.warning("upstream %r sent a message that is neither a request, a notification nor a "
+                           "response: dropped", self._server)
+            return
+        waiter = self._waiters.get(request_id)
+        if waiter is None or waiter.future.done():
+            logger.debug("upstream %r answered %r, which nobody waits for (any more)", self._server, request_id)
+            return
+        if "error" in message:
+            waiter.future.set_exception(_error_of(message["error"]))
+        elif is_object(result := message.get("result")):
+            waiter.future.set_result(result)
+        else:
+            waiter.future.set_exception(MCPError(
+                code=INTERNAL_ERROR,
+                message="the upstream answered with a result that is not a JSON object",
+                data={"id": request_id},
+            ))
+
+    def _on_notification(
+        self, inbound: Inbound, method: str, params: dict[str, Any] | None, on_notify: OnNotify
+    ) -> None:
+        if method == "notifications/progress" and params is not None:
+            token = params.get("progressToken")
+            progress = params.get("progress")
+            waiter = self._waiters.get(token) if _is_request_id(token) else None
+            if waiter is not None and waiter.on_progress is not None and _is_number(progress):
+                total = params.get("total")
+                note = params.get("message")
+                self._spawn(
+                    waiter.on_progress,
+                    float(progress),
+                    float(total) if _is_number(total) else None,
+                    note if isinstance(note, str) else None,
+                )
+                return
+        elif method == "notifications/cancelled" and params is not None:
+            handled = params.get("requestId")
+            scope = self._handling.get(handled) if _is_request_id(handled) else None
+            if scope is not None:
+                scope.cancel()
+        self._spawn(self._notify_contained, on_notify, inbound, method, params)
+
+    async def _handle(
+        self,
+        inbound: Inbound,
+        request_id: RequestId,
+        method: str,
+        params: dict[str, Any] | None,
+        scope: anyio.CancelScope,
+        on_request: OnRequest,
+    ) -> None:
+        """Answer one request of the server's; one it cancelled is not answered (the spec says so)."""
+        response: dict[str, Any] | None = None
+        try:
+            with scope:
+                result = await on_request(inbound, method, params)
+                response = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        except MCPError as exc:
+            response = {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(exclude_none=True)}
+        except Exception as exc:
+            logger.exception("handling %s from upstream %r failed", method, self._server)
+            response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
+        finally:
+            if self._handling.get(request_id) is scope:
+                del self._handling[request_id]
+        if response is not None and not scope.cancel_called:
+            await self._write_answer(response)
+
+    async def _answer_error(self, request_id: RequestId, code: int, message: str) -> None:
+        await self._write_answer({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+
+    async def _write_answer(self, response: dict[str, Any]) -> None:
+        try:
+            await self._wire.send(response)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            logger.debug("dropped the answer to %r of upstream %r: its connection is closed", response["id"], self._server)
+
+    async def _notify_contained(
+        self, on_notify: OnNotify, inbound: Inbound, method: str, params: dict[str, Any] | None
+    ) -> None:
+        try:
+            await on_notify(inbound, method, params)
+        except Exception:  # one notification must not end the connection
+            logger.exception("handling %s from upstream %r failed", method, self._server)
+
+    def _spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        assert self._tasks is not None
+        self._tasks.start_soon(fn, *args)
+
+
+def _is_request_id(value: object) -> TypeGuard[RequestId]:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _error_of(error: object) -> MCPError:
+    """The server's error as `MCPError`; a malformed one says so instead of being dropped."""
+    if is_object(error):
+        code = error.get("code")
+        message = error.get("message")
+        if isinstance(code, int) and not isinstance(code, bool) and isinstance(message, str):
+            return MCPError(code=code, message=message, data=error.get("data"))
+    return MCPError(
+        code=INTERNAL_ERROR,
+        message="the upstream answered with a malformed error (code must be an integer, message a string)",
+        data={"error": error},
+    )

@@ -1,0 +1,279 @@
+"""The upstream JSON-RPC endpoint (`upstreams.endpoint.Endpoint`) over an in-memory wire: what it
+writes for each call, and what it does with every kind of message a server can send, well-formed or not."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import anyio
+import pytest
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUEST_TIMEOUT
+
+from mcp.shared.exceptions import MCPError
+
+from elicitgate.upstreams.endpoint import Endpoint, Inbound
+
+pytestmark = pytest.mark.anyio
+
+
+class MemoryWire:
+    """The server's side is the test: it reads what the endpoint wrote and feeds what the server says."""
+
+    def __init__(self) -> None:
+        self.to_server_send, self.to_server = anyio.create_memory_object_stream[tuple[dict[str, Any], Any]](100)
+        self.from_server, self._inbound = anyio.create_memory_object_stream[Inbound](100)
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        await self.to_server_send.send((message, headers))
+
+    async def messages(self) -> AsyncIterator[Inbound]:
+        async for inbound in self._inbound:
+            yield inbound
+
+    async def written(self) -> dict[str, Any]:
+        with anyio.fail_after(5):
+            message, _ = await self.to_server.receive()
+        return message
+
+    async def say(self, message: dict[str, Any] | Exception, related: Any = None) -> None:
+        await self.from_server.send(Inbound(message, related))
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.notes: list[tuple[str, Any]] = []
+        self.noted = anyio.Event()
+
+    async def on_request(self, inbound: Inbound, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        if method == "fail":
+            raise MCPError(code=-32042, message="refused", data={"why": "test"})
+        if method == "crash":
+            raise RuntimeError("boom")
+        if method == "wait":
+            await anyio.sleep_forever()
+        return {"method": method, "params": params, "related": inbound.related_request_id}
+
+    async def on_notify(self, inbound: Inbound, method: str, params: dict[str, Any] | None) -> None:
+        self.notes.append((method, params))
+        self.noted.set()
+
+
+async def _running(wire: MemoryWire, recorder: Recorder, tg: anyio.abc.TaskGroup) -> Endpoint:
+    endpoint = Endpoint(wire, "test")
+    await tg.start(endpoint.run, recorder.on_request, recorder.on_notify)
+    return endpoint
+
+
+async def test_responses_find_their_requests_in_any_order() -> None:
+    wire, recorder = MemoryWire(), Recorder()
+    async with anyio.create_task_group() as tg:
+        endpoint = await _running(wire, recorder, tg)
+        results: dict[str, Any] = {}
+
+        async def call(request_id: str) -> None:
+            results[request_id] = await endpoint.request(request_id, "tools/call", {"name": request_id})
+
+        tg.start_soon(call, "a")
+        first = await wire.written()
+        tg.start_soon(call, "b")
+        second = await wire.written()
+        assert first == {"jsonrpc": "2.0", "id": "a", "method": "tools/call", "params": {"name": "a"}}
+        await wire.say({"jsonrpc": "2.0", "id": second["id"], "result": {"n": 2}})
+        await wire.say({"jsonrpc": "2.0", "id": first["id"], "result": {"n": 1}})
+        wire.from_server.close()
+    assert results == {"a": {"n": 1}, "b": {"n": 2}}
+
+
+@pytest.mark.parametrize(
+    ("said", "code", "message", "data"),
+    [
+        ({"code": -32602, "message": "bad", "data": {"field": "x"}}, -32602, "bad", {"field": "x"}),
+        ({"code": "-32602", "message": "bad"}, INTERNAL_ERROR, None, {"error": {"code": "-32602", "message": "bad"}}),
+        ("nope", INTERNAL_ERROR, None, {"error": "nope"}),
+    ],
+)
+async def test_error_responses_raise_as_said_or_say_what_was_malformed(
+    said: Any, code: int, message: str | None, data: Any
+) -> None:
+    wire, recorder = MemoryWire(), Recorder()
+    async with anyio.create_task_group() as tg:
+        endpoint = await _running(wire, recorder, tg)
+
+        async def answer() -> None:
+            sent = await wire.written()
+            await wire.say({"jsonrpc": "2.0", "id": sent["id"], "error": said})
+
+        tg.start_soon(answer)
+        with pytest.raises(MCPError) as raised:
+            await endpoint.request("r1", "tools/call", None)
+        wire.from_server.close()
+    assert raised.value.error.code == code
+    assert raised.value.error.data == data
+    if message is not None:
+        assert raised.value.error.message == message
+
+
+async def test_a_result_that_is_not_an_object_is_an_error_not_a_hang() -> None:
+    wire, recorder = MemoryWire(), Recorder()
+    async with anyio.create_task_group() as tg:
+        endpoint = await _running(wire, recorder, tg)
+
+        async def answer() -> None:
+            await wire.written()
+            await wire.say({"jsonrpc": "2.0", "id": "r1", "result": [1, 2]})
+
+        tg.start_soon(answer)
+        with pytest.raises(MCPError, match="not a JSON object") as raised:
+            await endpoint.request("r1", "tools/call", None)
+        wire.from_server.close()
+    assert raised.value.error.code == INTERNAL_ERROR
+
+
+async def test_a_caller_that_leaves_tells_the_server_and_an_answered_one_does_not() -> None:
+    wire, recorder = MemoryWire(), Recorder()
+    async with anyio.create_task_group() as tg:
+        endpoint = await _running(wire, recorder, tg)
+        with anyio.CancelScope() as scope:
+
+            async def leave_once_written() -> None:
+                await wire.written()
+                scope.cancel()
+
+            tg.start_soon(leave_once_written)
+            await endpoint.request("r1", "tools/call", None, headers={"Mcp-Protocol-Version": "x"})
+        with anyio.fail_after(5):
+            cancel, headers = await wire.to_server.receive()
+        assert cancel == {
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": "r1", "reason": "caller cancelled"},
+        }
+        assert headers == {"Mcp-Protocol-Version": "x"}
+
+        async def answer() -> None:
+            await wire.written()
+            await wire.say({"jsonrpc": "2.0", "id": "r2", "result": {}})
+
+        tg.start_soon(answer)
+        assert await endpoint.request("r2", "ping", None) == {}
+        wire.from_server.close()
+    assert wire.to_server.statistics().current_buffer_used == 0  # no cancel for the answered one
+
+
+async def test_a_timeout_is_request_timeout_and_cancels_upstream_unless_told_not_to() -> None:
+    wire, recorder = MemoryWire(), Recorder()
+    async with anyio.create_task_group() as tg:
+        endpoint = await _running(wire, recorder, tg)
+        with pytest.raises(MCPError) as raised:
+            await endpoint.request("r1", "tools/call", None, timeout=0.01)
+        assert raised.value.error.code == REQUEST_TIMEOUT
+        assert (await wire.written())["method"] == "tools/call"
+        assert (await wire.written())["params"] == {"requestId": "r1", "reason": "timed out after 0.01s"}
+        with pytest.raises(MCPError):
+            await endpoint.request("r2", "server/discover", None, timeout=0.01, cancel_on_abandon=False)
+        assert (await wire.written())["id"] == "r2"
+        wire.from_server.close()
+    assert wire.to_server.statistics().current_buffer_used == 0
+
+
+async def test_the_wire_ending_fails_every_waiting_request_with_connection_closed() -> None:
+    wire, recorder = MemoryWire(), Recorder()
+    errors: list[MCPError] = []
+    async with anyio.create_task_group() as tg:
+        endpoint = await _running(wire, recorder, tg)
+
+        async def call(request_id: str) -> None:
+            try:
+                await endpoint.request(request_id, "tools/call", None)
+            except MCPError as exc:
+                errors.append(exc)
+
+        tg.start_soon(call, "a")
+        tg.start_soon(call, "b")
+        await wire.written()
+        await wire.written()
+        wire.from_server.close()
+    assert [(e.error.code, e.error.data) for e in errors] == [(CONNECTION_CLOSED, None)] * 2
+    with pytest.raises(MCPError) as later:
+        await endpoint.request("c", "tools/call", None)
+    assert later.value.error.code == CONNECTION_CLOSED
+
+
+async def test_server_requests_are_answered_with_results_and_errors() -> None:
+    wire, recorder = MemoryWire(), Recorder()
+    async with anyio.create_task_group() as tg:
+        await _running(wire, recorder, tg)
+        await wire.say({"jsonrpc": "2.0", "id": 7, "method": "elicitation/create", "params": {"m": 1}}, related="eg-3")
+        assert await wire.written() == {
+            "jsonrpc": "2.0", "id": 7,
+            "result": {"method": "elicitation/create", "params": {"m": 1}, "related": "eg-3"},
+        }
+        await wire.say({"jsonrpc": "2.0", "id": 8, "method": "fail"})
+        assert await wire.written() == {
+            "jsonrpc": "2.0", "id": 8, "error": {"code": -32042, "message": "refused", "data": {"why": "test"}},
+        }
+        await wire.say({"jsonrpc": "2.0", "id": 9, "method": "crash"})
+        assert await wire.written() == {"jsonrpc": "2.0", "id": 9, "error": {"code": INTERNAL_ERROR, "message": "boom"}}
+        await wire.say({"jsonrpc": "2.0", "id": 10, "method": "sampling/createMessage", "params": [1]})
+        answer = await wire.written()
+        assert answer["id"] == 10 and answer["error"]["code"] == INVALID_REQUEST
+        wire.from_server.close()
+
+
+async def test_a_request_the_server_cancels_is_not_answered() -> None:
+    wire, recorder = MemoryWire(), Recorder()
+    async with anyio.create_task_group() as tg:
+        await _running(wire, recorder, tg)
+        await wire.say({"jsonrpc": "2.0", "id": "w", "method": "wait"})
+        await wire.say({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "w"}})
+        await recorder.noted.wait()  # the cancel also reaches the gateway, after the handler was stopped
+        await wire.say({"jsonrpc": "2.0", "id": "p", "method": "ping"})
+        assert (await wire.written())["id"] == "p"  # the next answer; none ever came for "w"
+        wire.from_server.close()
+
+
+async def test_progress_goes_to_its_request_and_other_notifications_to_the_gateway() -> None:
+    wire, recorder = MemoryWire(), Recorder()
+    progress: list[tuple[float, float | None, str | None]] = []
+    got = anyio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+        got.set()
+
+    async with anyio.create_task_group() as tg:
+        endpoint = await _running(wire, recorder, tg)
+
+        async def serve() -> None:
+            sent = await wire.written()
+            assert sent["params"]["_meta"] == {"k": 1, "progressToken": "r1"}
+            await wire.say({"jsonrpc": "2.0", "method": "notifications/progress",
+                            "params": {"progressToken": "r1", "progress": 1, "total": 4, "message": "a"}})
+            await got.wait()
+            await wire.say({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}})
+            await recorder.noted.wait()
+            await wire.say({"jsonrpc": "2.0", "id": "r1", "result": {}})
+
+        tg.start_soon(serve)
+        await endpoint.request("r1", "tools/call", {"_meta": {"k": 1}}, on_progress=on_progress)
+        wire.from_server.close()
+    assert progress == [(1.0, 4.0, "a")]
+    assert recorder.notes == [("notifications/message", {"level": "info"})]
+
+
+async def test_unreadable_and_stray_messages_are_skipped_and_reading_goes_on() -> None:
+    wire, recorder = MemoryWire(), Recorder()
+    async with anyio.create_task_group() as tg:
+        endpoint = await _running(wire, recorder, tg)
+
+        async def serve() -> None:
+            await wire.written()
+            await wire.say(ValueError("not JSON: b'server starting'"))
+            await wire.say({"jsonrpc": "2.0", "id": "unknown", "result": {}})
+            await wire.say({"jsonrpc": "2.0", "id": True, "method": "ping"})
+            await wire.say({"jsonrpc": "2.0"})
+            await wire.say({"jsonrpc": "2.0", "id": "r1", "result": {"ok": True}})
+
+        tg.start_soon(serve)
+        assert await endpoint.request("r1", "tools/call", None) == {"ok": True}
+        wire.from_server.close()
