@@ -94,3 +94,52 @@ def test_stdin_from_a_regular_file_is_served(tmp_path):
     assert proc.returncode == 0, err.decode()
     # Requests still in flight when stdin ends are cancelled (the SDK's loop); the handshake is answered.
     assert _answers(out)[1]["result"]["serverInfo"]["name"] == "elicitgate"
+
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def _exchange(config, messages: list[dict], expect: int) -> dict:
+    """Write `messages` to a stdio gateway, read until `expect` answers came, then end its stdin."""
+    proc = _serve(config, subprocess.PIPE)
+    proc.stdin.write(b"".join(map(_line, messages)))
+    proc.stdin.flush()
+    answers: dict = {}
+    while len(answers) < expect:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        answers.update(_answers(line))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    return answers
+
+
+def test_the_first_request_decides_the_era_and_what_came_before_it_is_served_too(tmp_path):
+    """The face picks the connection's era itself (`sdk.serve_stdio_connection`, the SDK's rule): a first
+    request with the 2026-07-28 envelope opens a 2026-07-28 connection, where `initialize` is refused; an
+    `initialize` opens a handshake one, where an enveloped request is refused."""
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
+                          audit={"enabled": False})
+    modern = _exchange(config, [
+        {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"},  # before any request: replayed
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}},
+        INITIALIZE | {"id": 2},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": MODERN_META}},
+    ], expect=3)
+    assert "2026-07-28" in modern[1]["result"]["supportedVersions"]
+    assert modern[2]["error"]["code"] == -32022  # UNSUPPORTED_PROTOCOL_VERSION
+    assert "x__echo" in {tool["name"] for tool in modern[3]["result"]["tools"]}
+
+    handshake = _exchange(config, [
+        INITIALIZE, INITIALIZED,
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+    ], expect=3)
+    assert handshake[1]["result"]["serverInfo"]["name"] == "elicitgate"
+    assert handshake[2]["error"]["code"] == -32600  # INVALID_REQUEST: no envelope on a handshake connection
+    assert "x__echo" in {tool["name"] for tool in handshake[3]["result"]["tools"]}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 
+from elicitgate import sdk
 from elicitgate.faces.server import build_server
 from elicitgate.faces.stdio_pipes import stdio_streams
 from elicitgate.gateway import Gateway
@@ -26,4 +27,4 @@ async def serve_stdio(gateway: Gateway, on_ready: Callable[[], None] | None = No
         if on_ready is not None:
             on_ready()
         read_stream, write_stream = await stack.enter_async_context(stdio_streams())
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        await sdk.serve_stdio_connection(server, read_stream, write_stream, server.create_initialization_options())
