@@ -12,7 +12,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUES
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.upstreams.endpoint import Endpoint, Inbound
+from elicitgate.upstreams.endpoint import Endpoint, Inbound, MethodNotFound, UpstreamLost, UrlElicitationRequired
 
 pytestmark = pytest.mark.anyio
 
@@ -36,8 +36,8 @@ class MemoryWire:
             message, _ = await self.to_server.receive()
         return message
 
-    async def say(self, message: dict[str, Any] | Exception, related: Any = None) -> None:
-        await self.from_server.send(Inbound(message, related))
+    async def say(self, message: dict[str, Any] | Exception, related: Any = None, *, lost: bool = False) -> None:
+        await self.from_server.send(Inbound(message, related, lost))
 
 
 class Recorder:
@@ -193,10 +193,9 @@ async def test_the_wire_ending_fails_every_waiting_request_with_connection_close
         await wire.written()
         await wire.written()
         wire.from_server.close()
-    assert [(e.error.code, e.error.data) for e in errors] == [(CONNECTION_CLOSED, None)] * 2
-    with pytest.raises(MCPError) as later:
+    assert [(type(e), e.error.code) for e in errors] == [(UpstreamLost, CONNECTION_CLOSED)] * 2
+    with pytest.raises(UpstreamLost):
         await endpoint.request("c", "tools/call", None)
-    assert later.value.error.code == CONNECTION_CLOSED
 
 
 async def test_server_requests_are_answered_with_results_and_errors() -> None:
@@ -277,3 +276,40 @@ async def test_unreadable_and_stray_messages_are_skipped_and_reading_goes_on() -
         tg.start_soon(serve)
         assert await endpoint.request("r1", "tools/call", None) == {"ok": True}
         wire.from_server.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "lost", "typed"),
+    [
+        ({"code": -32601, "message": "Method not found"}, False, MethodNotFound),
+        ({"code": -32042, "message": "auth", "data": {"elicitations": [{"mode": "url", "x": 1}]}}, False,
+         UrlElicitationRequired),
+        ({"code": -32000, "message": "the server's own -32000"}, False, MCPError),
+        ({"code": -32000, "message": "stream ended without a response"}, True, UpstreamLost),
+    ],
+)
+async def test_errors_the_gateway_acts_on_are_typed_and_only_the_transport_can_say_lost(
+    error: dict[str, Any], lost: bool, typed: type[MCPError]
+) -> None:
+    wire, recorder = MemoryWire(), Recorder()
+    async with anyio.create_task_group() as tg:
+        endpoint = await _running(wire, recorder, tg)
+
+        async def answer() -> None:
+            await wire.written()
+            await wire.say({"jsonrpc": "2.0", "id": "r1", "error": error}, lost=lost)
+
+        tg.start_soon(answer)
+        with pytest.raises(MCPError) as raised:
+            await endpoint.request("r1", "tools/call", None)
+        wire.from_server.close()
+    assert type(raised.value) is typed
+    assert (raised.value.error.code, raised.value.error.message) == (error["code"], error["message"])
+    if typed is UrlElicitationRequired:
+        assert raised.value.error.data == error["data"]  # passed on verbatim, unknown fields and all
+        assert raised.value.elicitations == [{"mode": "url", "x": 1}]
+
+
+def test_a_malformed_url_elicitation_error_has_no_elicitations() -> None:
+    for data in (None, "x", {"elicitations": "x"}, {"elicitations": {"a": 1}}):
+        assert UrlElicitationRequired(-32042, "auth", data).elicitations == []

@@ -55,6 +55,7 @@ __all__ = [
     "UPSTREAM_GONE",
     "UPSTREAM_TIMEOUT",
     "UPSTREAM_UNAVAILABLE",
+    "ClientGone",
     "GatewayError",
     "gateway_error",
 ]
@@ -78,6 +79,11 @@ class GatewayError(MCPError):
     def __init__(self, code: int, message: str, data: dict[str, Any], refusal: str | None = None) -> None:
         super().__init__(code, message, data)
         self.refusal = refusal or _REFUSALS.get(code, "invalid_request")
+
+
+class ClientGone(MCPError):
+    """The downstream client's connection closed while the gateway was asking it something (the SDK's
+    `CONNECTION_CLOSED` on the face, turned into this where the face calls the SDK)."""
 
 
 def gateway_error(code: int, message: str, *, refusal: str | None = None, **data: Any) -> GatewayError:

@@ -114,7 +114,7 @@ class Origin(UrlCompletionTarget, Protocol):
 
     async def send_request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Send a server-to-client request (`elicitation/create`, sampling, roots) and return the raw
-        result; raises `MCPError` with the client's error."""
+        result; raises `MCPError` with the client's error, `errors.ClientGone` if its connection closed."""
         ...
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mcp_types import CONNECTION_CLOSED
-
 from mcp.shared.exceptions import MCPError
+
+from elicitgate.errors import ClientGone
 
 if TYPE_CHECKING:
     from elicitgate.elicitation.model import Elicitation
@@ -59,8 +59,10 @@ class PushToClient:
         origin = el.asked()
         try:
             return await origin.send_request("elicitation/create", request)
-        except MCPError as exc:
-            if exc.error.code == CONNECTION_CLOSED or origin.peer.closed:
+        except ClientGone:
+            raise HumanGone("the client disconnected") from None
+        except MCPError:
+            if origin.peer.closed:
                 raise HumanGone("the client disconnected") from None
             raise
 

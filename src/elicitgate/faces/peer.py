@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp_types import RequestId
+from mcp_types import CONNECTION_CLOSED, RequestId
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp.server.context import ServerRequestContext
 from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.sdk import connection_of, request_outbound
@@ -77,6 +78,10 @@ class DownstreamCall:
         opts: CallOptions = {"request_id": request_id}
         try:
             return await outbound.send_raw_request(method, params, opts)
+        except MCPError as exc:
+            if exc.error.code == CONNECTION_CLOSED:  # the SDK's own error when the client's connection closed
+                raise errors.ClientGone(exc.error.code, exc.error.message, exc.error.data) from exc
+            raise
         except anyio.get_cancelled_exc_class():
             # The SDK sends its courtesy `notifications/cancelled` on this call's own stream, which on
             # HTTP is gone once the client cancelled the call or the call ended: say it on the

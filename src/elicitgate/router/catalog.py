@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types import INVALID_PARAMS
 
 from mcp.shared.exceptions import MCPError
 
@@ -19,6 +19,7 @@ from elicitgate import errors
 from elicitgate.config import NamespacingConfig
 from elicitgate.json_shapes import is_array, is_object
 from elicitgate.upstreams.connection import UpstreamConnection
+from elicitgate.upstreams.endpoint import MethodNotFound
 
 logger = logging.getLogger(__name__)
 
@@ -159,11 +160,10 @@ class Catalog:
                 continue
             try:
                 lists[kind] = await _fetch_all(conn, *LISTS[kind])
-            except MCPError as exc:
-                # Declaring `resources` without serving templates is common: that list is empty, and one
-                # list an upstream refuses does not cost the others.
-                if exc.error.code != METHOD_NOT_FOUND:
-                    logger.warning("upstream %r: %s failed: %s", server, LISTS[kind][0], exc.error.message)
+            except MethodNotFound:
+                pass  # declaring `resources` without serving templates is common: that list is empty
+            except MCPError as exc:  # one list an upstream refuses does not cost the others
+                logger.warning("upstream %r: %s failed: %s", server, LISTS[kind][0], exc.error.message)
         self.update(server, lists)
 
 

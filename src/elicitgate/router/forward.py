@@ -1,7 +1,7 @@
 """Forwarding one downstream request to the upstream that owns it.
 
 Progress travels back on the caller's own progress token; cancellation travels up because the
-face cancels this coroutine and the dispatcher then tells the upstream; upstream errors come back
+face cancels this coroutine and the upstream endpoint then tells the upstream; upstream errors come back
 with code, message and data intact.
 """
 
@@ -10,21 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import anyio
-from mcp_types import CONNECTION_CLOSED, URL_ELICITATION_REQUIRED
-
-from mcp.shared.exceptions import MCPError
-
 from elicitgate import errors
 from elicitgate.bridging.envelope import modern_capabilities, upstream_params, without_upstream_identity
 from elicitgate.bridging.input_requests import answer_input_requests, complete_minted
 from elicitgate.elicitation.broker import Broker
 from elicitgate.seams import Origin
-from elicitgate.upstreams.connection import UpstreamConnection
+from elicitgate.upstreams.endpoint import UpstreamLost, UrlElicitationRequired
 from elicitgate.upstreams.link import UpstreamLink
-from elicitgate.upstreams.transports import STREAM_LOST_KEY
-
-CLOSE_GRACE = 1.0
 
 
 async def forward(
@@ -80,35 +72,17 @@ async def forward(
             server=link.name,
             method=method,
         ) from None
-    except MCPError as exc:
-        if exc.error.code == CONNECTION_CLOSED and (_stream_lost(exc) or await _connection_lost(exc, conn)):
-            raise errors.gateway_error(
-                errors.UPSTREAM_GONE,
-                f"upstream {link.name!r} went away during {method}",
-                server=link.name,
-                method=method,
-            ) from None
-        if exc.error.code == URL_ELICITATION_REQUIRED and isinstance(exc.error.data, Mapping):
-            await broker.check_url_elicitations(link.name, exc.error.data.get("elicitations"))
-            broker.remember_url_elicitations(link.name, call.peer, exc.error.data.get("elicitations"))
+    except UpstreamLost:
+        raise errors.gateway_error(
+            errors.UPSTREAM_GONE,
+            f"upstream {link.name!r} went away during {method}",
+            server=link.name,
+            method=method,
+        ) from None
+    except UrlElicitationRequired as exc:
+        await broker.check_url_elicitations(link.name, exc.elicitations)
+        broker.remember_url_elicitations(link.name, call.peer, exc.elicitations)
         raise
     finally:
         broker.stop_for_call(call, "the call that caused it ended")
 
-
-def _stream_lost(exc: MCPError) -> bool:
-    """The HTTP transport's own error for a POST whose response stream ended without a response."""
-    return isinstance(exc.error.data, Mapping) and exc.error.data.get(STREAM_LOST_KEY) is True
-
-
-async def _connection_lost(exc: MCPError, conn: UpstreamConnection) -> bool:
-    """Whether a -32000 means the upstream connection died, not that the upstream answered with it.
-
-    The dispatcher wakes its waiters a moment before the connection finishes closing: give the
-    close that moment.
-    """
-    if exc.error.data is not None:
-        return False
-    with anyio.move_on_after(CLOSE_GRACE):
-        await conn.closed.wait()
-    return conn.closed.is_set()

@@ -41,7 +41,7 @@ from elicitgate.config import HttpServer, StdioServer
 from elicitgate.logs import forget_request
 from elicitgate.seams import DownstreamPeer, Era, Origin
 from elicitgate.upstreams.clock import PausableDeadline
-from elicitgate.upstreams.endpoint import Endpoint, Inbound, ProgressCallback
+from elicitgate.upstreams.endpoint import Endpoint, Inbound, MethodNotFound, ProgressCallback
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 
 logger = logging.getLogger(__name__)
@@ -315,7 +315,8 @@ class ConnectError(Exception):
 
 
 def _http_hint(cause: BaseException | None) -> str:
-    if isinstance(cause, MCPError) and cause.error.message == "Not Found":
+    # "Not Found" is how the SDK's streamable HTTP client spells a 404 to a POST before any session.
+    if isinstance(cause, MethodNotFound) and cause.error.message == "Not Found":
         return " (the URL's path may be wrong: streamable HTTP servers usually answer at /mcp, SSE ones at /sse)"
     return ""
 

@@ -17,16 +17,44 @@ from typing import Any, Protocol, TypeGuard
 
 import anyio
 import anyio.abc
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUEST_TIMEOUT, RequestId
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
+    URL_ELICITATION_REQUIRED,
+    RequestId,
+)
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.json_shapes import is_object
+from elicitgate.json_shapes import is_array, is_mapping, is_object
 
 logger = logging.getLogger(__name__)
 
 ABANDON_WRITE_TIMEOUT = 2.0
 """Seconds a courtesy `notifications/cancelled` for an abandoned request may take to write."""
+
+class UpstreamLost(MCPError):
+    """The connection ended before the answer came: the wire closed (the server exited, the link closed
+    it) or, over HTTP, the request's response stream ended without one. Never an answer of the server's,
+    even one with the same code."""
+
+
+class MethodNotFound(MCPError):
+    """The server's -32601: it does not serve the method."""
+
+
+class UrlElicitationRequired(MCPError):
+    """The server's -32042: the call needs URL elicitations first. The error goes on to the client as
+    the server said it; `elicitations` are its raw items, for the gateway's own checks."""
+
+    @property
+    def elicitations(self) -> list[Any]:
+        data = self.error.data
+        items = data.get("elicitations") if is_mapping(data) else None
+        return list(items) if is_array(items) else []
 
 
 class MessageWire(Protocol):
@@ -49,6 +77,8 @@ class Inbound:
     message: dict[str, Any] | Exception
     related_request_id: RequestId | None = None
     """Streamable HTTP: the request whose response stream carried this message; `None` elsewhere."""
+    lost: bool = False
+    """An error response the transport made up because the answer can no longer come (`UpstreamLost`)."""
 
 
 class ProgressCallback(Protocol):
@@ -65,8 +95,8 @@ class _Waiter:
     on_progress: ProgressCallback | None
 
 
-def _closed() -> MCPError:
-    return MCPError(code=CONNECTION_CLOSED, message="Connection closed")
+def _closed() -> UpstreamLost:
+    return UpstreamLost(code=CONNECTION_CLOSED, message="Connection closed")
 
 
 class Endpoint:
@@ -214,7 +244,9 @@ class Endpoint:
         if waiter is None or waiter.future.done():
             logger.debug("upstream %r answered %r, which nobody waits for (any more)", self._server, request_id)
             return
-        if "error" in message:
+        if inbound.lost:
+            waiter.future.set_exception(UpstreamLost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
+        elif "error" in message:
             waiter.future.set_exception(_error_of(message["error"]))
         elif is_object(result := message.get("result")):
             waiter.future.set_result(result)
@@ -305,15 +337,29 @@ def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _lost_reason(message: dict[str, Any]) -> str:
+    error = message.get("error")
+    reason = error.get("message") if is_mapping(error) else None
+    return reason if isinstance(reason, str) else "Connection closed"
+
+
 def _error_of(error: object) -> MCPError:
-    """The server's error as `MCPError`; a malformed one says so instead of being dropped."""
+    """The server's error as `MCPError`, typed where the gateway acts on it; a malformed one says so
+    instead of being dropped."""
     if is_object(error):
         code = error.get("code")
         message = error.get("message")
         if isinstance(code, int) and not isinstance(code, bool) and isinstance(message, str):
-            return MCPError(code=code, message=message, data=error.get("data"))
+            typed = _TYPED_ERRORS.get(code, MCPError)
+            return typed(code=code, message=message, data=error.get("data"))
     return MCPError(
         code=INTERNAL_ERROR,
         message="the upstream answered with a malformed error (code must be an integer, message a string)",
         data={"error": error},
     )
+
+
+_TYPED_ERRORS: dict[int, type[MCPError]] = {
+    METHOD_NOT_FOUND: MethodNotFound,
+    URL_ELICITATION_REQUIRED: UrlElicitationRequired,
+}

@@ -48,10 +48,6 @@ from elicitgate.json_shapes import is_object
 from elicitgate.upstreams.endpoint import Inbound, MessageWire
 
 
-STREAM_LOST_KEY = "io.elicitgate/streamLost"
-"""Marks the error the HTTP transport makes up when a POST's response stream ends without a response,
-so the router can tell the upstream going away from an upstream's own -32000."""
-
 UPSTREAM_HTTP_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
 """No cap on connections to one streamable HTTP upstream. Every call in flight holds a connection
 (its POST's response stream) and each answer to an elicitation needs one more, so with httpx2's
@@ -63,6 +59,12 @@ DRAIN_WAIT = 1.0
 
 STANDALONE_WAIT = 5.0
 """Seconds a new session waits for its standalone GET stream to be answered before it carries calls."""
+
+
+class LostAnswer(JSONRPCError):
+    """The error the HTTP transport itself makes up for a request whose answer can no longer come (its
+    response stream ended without one, or the server forgot the session): the endpoint raises
+    `UpstreamLost` for it. A type of its own, so no server can send one."""
 
 
 class SessionWire:
@@ -85,7 +87,7 @@ class SessionWire:
                         continue
                     metadata = item.metadata
                     related = metadata.related_request_id if isinstance(metadata, ServerMessageMetadata) else None
-                    yield Inbound(_dict_of(item.message), related)
+                    yield Inbound(_dict_of(item.message), related, lost=isinstance(item.message, LostAnswer))
         finally:
             await self._write.aclose()
 
@@ -208,12 +210,8 @@ class _SessionLossWriter:
     async def send(self, item: Any) -> None:
         message = item.message if isinstance(item, SessionMessage) else None
         if self._transport.session_lost and isinstance(message, JSONRPCError):
-            error = ErrorData(
-                code=CONNECTION_CLOSED,
-                message="the upstream no longer knows this session (it restarted)",
-                data={STREAM_LOST_KEY: True},
-            )
-            item = SessionMessage(JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
+            error = ErrorData(code=CONNECTION_CLOSED, message="the upstream no longer knows this session (it restarted)")
+            item = SessionMessage(LostAnswer(jsonrpc="2.0", id=message.id, error=error))
         await self._inner.send(item)
 
     def __getattr__(self, name: str) -> Any:
@@ -225,7 +223,7 @@ class OriginTaggingHTTPTransport(StreamableHTTPTransport):
 
     - Server messages on a POST's response stream are tagged with that POST's request id, so an
       upstream's `elicitation/create` names the call that caused it.
-    - A POST's stream that ends without a response gives a marked error (`STREAM_LOST_KEY`).
+    - A POST's stream that ends without a response gives a `LostAnswer`, not a server's error.
     - A 404 for a request that carried our session id means the server forgot the session (it
       restarted before we noticed): the connection ends, so the link reconnects, instead of every
       later call failing with "Session not found".
@@ -270,10 +268,10 @@ class OriginTaggingHTTPTransport(StreamableHTTPTransport):
     async def _resolve_abandoned_request(
         self, read_stream_writer: Any, request_id: RequestId, message: str, *, code: int = CONNECTION_CLOSED
     ) -> None:
-        data = {STREAM_LOST_KEY: True} if code == CONNECTION_CLOSED else None
-        error = ErrorData(code=code, message=message, data=data)
+        error = ErrorData(code=code, message=message)
+        answer = (LostAnswer if code == CONNECTION_CLOSED else JSONRPCError)(jsonrpc="2.0", id=request_id, error=error)
         try:
-            await read_stream_writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+            await read_stream_writer.send(SessionMessage(answer))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the session is tearing down
 
