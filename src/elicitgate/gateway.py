@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 import logging
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
@@ -26,12 +26,16 @@ from elicitgate.bridging import subscriptions
 from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay_input_request
 from elicitgate.bridging.rounds import Rounds
 from elicitgate.fixable import warn_once
+from elicitgate.json_shapes import is_mapping
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.forward import forward
 from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
+
+if TYPE_CHECKING:
+    from elicitgate.cluster.bus import Replicas
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +84,7 @@ class Gateway:
             (name, UpstreamLink(name, cfg, config.upstream_retry, self, self._on_link_connected, self.hosting))
             for name, cfg in upstreams.items()
         )
-        self.replicas: Any | None = None
+        self.replicas: Replicas | None = None
         """With `redis_url`: this replica among the others (`cluster.bus.Replicas`)."""
         if config.redis_url is not None:
             from elicitgate.cluster.bus import Replicas
@@ -95,7 +99,7 @@ class Gateway:
         """Clients that missed a notification (said once at WARNING, then at DEBUG)."""
 
     @asynccontextmanager
-    async def running(self, *, wait_for_upstreams: bool = True) -> AsyncIterator[Gateway]:
+    async def running(self, *, wait_for_upstreams: bool = True) -> AsyncGenerator[Gateway]:
         async with anyio.create_task_group() as tg:
             self._task_group = tg
             for link in self.links.values():
@@ -249,7 +253,7 @@ class Gateway:
 
     def _route_completion(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         ref = params.get("ref")
-        if not isinstance(ref, Mapping):
+        if not is_mapping(ref):
             raise errors.gateway_error(INVALID_PARAMS, "completion/complete needs a ref", rule="ref is required")
         if ref.get("type") == "ref/prompt":
             server, name = self.catalog.resolve_name("prompt", ref.get("name"))
@@ -278,6 +282,7 @@ class Gateway:
                 # on it, so none of them spends human time against its request timeout.
                 clocks = connection.clocks_in_flight()
             else:
+                assert origin is not None  # refused above
                 clocks = connection.clocks_for(origin)
             return await self.broker.elicit(
                 server=connection.server,
@@ -339,9 +344,8 @@ class Gateway:
                 await target.url_completed(params or {})
         elif method == "notifications/message" and origin is not None:
             await origin.notify(method, params)
-        elif method == "notifications/resources/updated" and isinstance((params or {}).get("uri"), str):
+        elif method == "notifications/resources/updated" and isinstance(raw_uri := (params or {}).get("uri"), str):
             # Only to clients that subscribed: a client's own connection speaks for that client alone.
-            raw_uri: str = params["uri"]  # type: ignore[index]
             owner = connection.owner
             targets = [p for p in ([owner] if owner is not None else self.peers)
                        if subscriptions.subscribed(p, server, raw_uri)]

@@ -6,14 +6,14 @@ is never re-modelled; the SDK still owns the handshake, sessions and transports.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from mcp_types import RequestParams
 from mcp_types.methods import INPUT_REQUIRED_METHODS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict
 
-from mcp.server.caching import CACHEABLE_METHODS, CacheHint
+from mcp.server.caching import CACHEABLE_METHODS, CacheableMethod, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -74,7 +74,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         f"{gateway.config.namespacing.separator}<name>.",
         # 2026-07-28 results carry freshness hints; the merged catalog can change whenever an upstream's
         # does, so nothing is fresh for long. An upstream's own hints on what it returns win.
-        cache_hints={method: CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS},
+        cache_hints={cast("CacheableMethod", method): CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS},
     )
     server.middleware.clear()  # no per-message tracing span on the pass-through path
     server.middleware.append(RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED}))
@@ -156,7 +156,9 @@ async def _resume_elsewhere(
     """With `redis_url`: a retry for a call parked on another replica is answered there (cluster.retries)."""
     from elicitgate.cluster import retries
 
+    replicas = gateway.replicas
+    assert replicas is not None  # only called with `redis_url`
     home = retries.home_of(state)
-    if home is None or home == gateway.replicas.id:
+    if home is None or home == replicas.id:
         return await gateway.rounds.resume(call, method, state, params.get("inputResponses"))
-    return await retries.forward(gateway.replicas, home, call, authenticated_principal_of(ctx), method, params)
+    return await retries.forward(replicas, home, call, authenticated_principal_of(ctx), method, params)

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.abc
@@ -38,6 +38,7 @@ from mcp.shared.inbound import (
 
 from elicitgate import __version__
 from elicitgate.config import HttpServer, StdioServer
+from elicitgate.json_shapes import is_array, is_mapping, is_object
 from elicitgate.logs import forget_request
 from elicitgate.seams import DownstreamPeer, Era, Origin
 from elicitgate.upstreams.clock import PausableDeadline
@@ -91,11 +92,11 @@ class UpstreamConnection:
     owner: DownstreamPeer | None = None
     """The downstream session that owns this connection under `per_session`; `None` when shared."""
     closed: anyio.Event = field(default_factory=anyio.Event)
-    stderr_tail: deque[str] = field(default_factory=deque)
+    stderr_tail: deque[str] = field(default_factory=lambda: deque[str]())
     """A stdio server's last lines of stderr."""
-    _in_flight: dict[RequestId, _InFlight] = field(default_factory=dict)
+    _in_flight: dict[RequestId, _InFlight] = field(default_factory=dict[RequestId, _InFlight])
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _advertised: dict[str, Any] = field(default_factory=dict)
+    _advertised: dict[str, Any] = field(default_factory=dict[str, Any])
     pool_key: str = ""
     """What it declared to the server, for the link's pool of per-call connections."""
     probing: bool = False
@@ -213,7 +214,7 @@ class UpstreamConnection:
         The connection lives until `close()` or until the upstream goes away; `closed` is set then.
         """
         ready: anyio.Event = anyio.Event()
-        holder: dict[str, Any] = {}
+        holder = _Opening()
         stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
 
         async def run() -> None:
@@ -222,9 +223,8 @@ class UpstreamConnection:
                 async with AsyncExitStack() as stack:
                     wire = await stack.enter_async_context(open_transport(config, stderr_tail))
                     endpoint = Endpoint(wire.messages, server)
-                    conn = cls(server=server, config=config, endpoint=endpoint, owner=owner)
+                    conn = holder.conn = cls(server=server, config=config, endpoint=endpoint, owner=owner)
                     conn._advertised = advertised_capabilities
-                    holder["conn"] = conn
 
                     async def on_request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
                         if method == "ping":
@@ -236,7 +236,7 @@ class UpstreamConnection:
                         await handler.on_server_notification(conn, conn.trace(inbound)[0], method, params)
 
                     async with anyio.create_task_group() as inner:
-                        holder["scope"] = inner.cancel_scope
+                        holder.scope = inner.cancel_scope
                         await inner.start(endpoint.run, on_request, on_notify)
                         with anyio.fail_after(connect_timeout):
                             conn.negotiated = await _negotiate(endpoint, advertised_capabilities, config.era)
@@ -245,21 +245,22 @@ class UpstreamConnection:
                         ready.set()
                         # The endpoint returns when the upstream closes its end.
             except BaseException as exc:  # noqa: BLE001 - reported through `holder`, re-raised below
-                holder.setdefault("error", exc)
+                if holder.error is None:
+                    holder.error = exc
                 if isinstance(exc, anyio.get_cancelled_exc_class()):
                     raise
             finally:
-                if (conn := holder.get("conn")) is not None:
-                    conn.closed.set()
+                if holder.conn is not None:
+                    holder.conn.closed.set()
                 ready.set()
 
         task_group.start_soon(run, name=f"upstream:{server}")
         await ready.wait()
-        conn = holder.get("conn")
+        conn = holder.conn
         if conn is None or conn.negotiated is None:
-            error = holder.get("error")
+            error = holder.error
             if isinstance(error, BaseExceptionGroup):
-                error = _first_leaf(error)
+                error = _first_leaf(cast("BaseExceptionGroup[BaseException]", error))
             if isinstance(error, HandshakeRefused):
                 # `auto` and no handshake: a 2026-07-28-only server. Ask it on a fresh wire (a stdio
                 # server takes its era from the first request it sees).
@@ -271,7 +272,7 @@ class UpstreamConnection:
                 conn.config = config
                 return conn
             raise ConnectError(server, error, config=config, stderr_tail=list(stderr_tail))
-        conn._cancel = holder["scope"]
+        conn._cancel = holder.scope
         conn.stderr_tail = stderr_tail
         return conn
 
@@ -281,11 +282,21 @@ class UpstreamConnection:
         await self.closed.wait()
 
 
-def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first: BaseException = group.exceptions[0] if group.exceptions else group
+    if first is not group and isinstance(first, BaseExceptionGroup):
+        return _first_leaf(cast("BaseExceptionGroup[BaseException]", first))
+    return first
+
+
+@dataclass
+class _Opening:
+    """What `UpstreamConnection.open`'s transport task tells the caller waiting for it."""
+
+    conn: UpstreamConnection | None = None
+    scope: anyio.CancelScope | None = None
+    """Cancels the transport's task (`UpstreamConnection.close`)."""
+    error: BaseException | None = None
 
 
 class ConnectError(Exception):
@@ -368,16 +379,18 @@ async def _discover(endpoint: Endpoint, capabilities: dict[str, Any]) -> Negotia
         cancel_on_abandon=False,
         headers={MCP_PROTOCOL_VERSION_HEADER: LATEST_MODERN_VERSION, MCP_METHOD_HEADER: "server/discover"},
     )
-    supported = raw.get("supportedVersions") or []
+    supported = raw.get("supportedVersions")
+    supported = supported if is_array(supported) else []
     mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in supported]
     if not mutual:
         raise MCPError(code=-32022, message=f"server supports only {supported}, not 2026-07-28")
-    meta = raw.get("_meta") or {}
+    meta = raw.get("_meta")
+    server_info = meta.get("io.modelcontextprotocol/serverInfo") if is_mapping(meta) else None
     return Negotiated(
         era="modern",
         protocol_version=mutual[-1],
         capabilities=raw.get("capabilities") or {},
-        server_info=meta.get("io.modelcontextprotocol/serverInfo"),
+        server_info=server_info if is_object(server_info) else None,
         instructions=raw.get("instructions"),
     )
 
