@@ -5,7 +5,8 @@ served as `elicitgate.cli.run_gateway` does for stdio; on SIGUSR1 it writes what
 (`pending`), the connected clients and the asyncio task count as JSON to PROBE_FILE, so the bench
 can check that every elicitation it counts is really pending in the broker, and that nothing is
 left after the waves. With BENCH_TRACEMALLOC=1 it also traces allocations (slower) and adds the
-live Python memory by source file to the probe (`traced`), to see where pending elicitations' bytes go.
+live Python memory by source file to the probe (`traced`), to see where pending elicitations' bytes go
+(by source line with BENCH_TRACEMALLOC_BY=lineno).
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ def main() -> None:
         stats = {"pid": os.getpid(), "pending": len(gateway.broker.pending), "peers": len(gateway.peers),
                  "tasks": tasks}
         if tracemalloc.is_tracing():
-            top = tracemalloc.take_snapshot().statistics("filename")
+            top = tracemalloc.take_snapshot().statistics(os.environ.get("BENCH_TRACEMALLOC_BY", "filename"))
             stats["traced_total_kb"] = sum(stat.size for stat in top) // 1024
-            stats["traced"] = [[str(stat.traceback[0].filename), stat.size // 1024, stat.count] for stat in top[:25]]
+            stats["traced"] = [[f"{stat.traceback[0].filename}:{stat.traceback[0].lineno}", stat.size // 1024, stat.count]
+                               for stat in top[:40]]
         tmp = probe.with_suffix(".tmp")
         tmp.write_text(json.dumps(stats))
         tmp.replace(probe)

@@ -15,13 +15,13 @@ BUDGET = 1000.0
 
 async def test_the_deadline_is_the_budget_from_now() -> None:
     before = anyio.current_time()
-    with PausableDeadline.run(BUDGET) as clock:
+    with PausableDeadline(BUDGET) as clock:
         deadline = clock._scope.deadline
         assert before + BUDGET <= deadline <= anyio.current_time() + BUDGET
 
 
 async def test_no_timeout_is_no_deadline() -> None:
-    with PausableDeadline.run(None) as clock:
+    with PausableDeadline(None) as clock:
         assert clock._scope.deadline == math.inf
         with clock.paused():
             assert clock._scope.deadline == math.inf
@@ -29,7 +29,7 @@ async def test_no_timeout_is_no_deadline() -> None:
 
 
 async def test_paused_time_is_not_spent() -> None:
-    with PausableDeadline.run(BUDGET) as clock:
+    with PausableDeadline(BUDGET) as clock:
         with clock.paused():
             assert clock._scope.deadline == math.inf
             paused_at = anyio.current_time()
@@ -42,7 +42,7 @@ async def test_paused_time_is_not_spent() -> None:
 
 async def test_nested_pauses_resume_only_at_the_last() -> None:
     """Two elicitations open for one request: the clock runs again when both have ended."""
-    with PausableDeadline.run(BUDGET) as clock:
+    with PausableDeadline(BUDGET) as clock:
         clock.pause()
         clock.pause()
         clock.resume()
@@ -54,7 +54,7 @@ async def test_nested_pauses_resume_only_at_the_last() -> None:
 async def test_an_expired_budget_raises_timeout_error_at_the_next_checkpoint() -> None:
     reached = False
     with pytest.raises(TimeoutError):
-        with PausableDeadline.run(0):
+        with PausableDeadline(0):
             await anyio.lowlevel.checkpoint()
             reached = True
     assert not reached
@@ -65,7 +65,7 @@ async def test_a_budget_that_runs_out_during_a_pause_expires_only_after_the_resu
     times out once it is back to waiting on the upstream with what was left (here: at most 50 ms)."""
     steps: list[str] = []
     with pytest.raises(TimeoutError):
-        with PausableDeadline.run(0.05) as clock:
+        with PausableDeadline(0.05) as clock:
             with clock.paused():
                 await anyio.sleep(0.2)  # the person answering: longer than the whole budget
                 steps.append("answered")
@@ -75,14 +75,14 @@ async def test_a_budget_that_runs_out_during_a_pause_expires_only_after_the_resu
 
 
 async def test_a_block_that_finishes_in_time_raises_nothing() -> None:
-    with PausableDeadline.run(BUDGET):
+    with PausableDeadline(BUDGET):
         await anyio.lowlevel.checkpoint()
 
 
 async def test_an_outer_cancel_is_not_turned_into_a_timeout() -> None:
     """The client cancelled its request: that is a cancellation, not the upstream's timeout."""
     with anyio.CancelScope() as outer:
-        with PausableDeadline.run(BUDGET):
+        with PausableDeadline(BUDGET):
             outer.cancel()
             await anyio.lowlevel.checkpoint()
     assert outer.cancelled_caught

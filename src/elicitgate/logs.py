@@ -17,8 +17,8 @@ import logging
 import re
 import sys
 import unicodedata
-from collections.abc import Generator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextvars import Token
 from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
@@ -35,14 +35,23 @@ def log_event(logger: logging.Logger, event: str, fields: Mapping[str, Any], lev
         logger.log(level, "%s", event, extra={_EVENT: event, _FIELDS: dict(fields)})
 
 
-@contextmanager
-def request_context(**ids: Any) -> Generator[None]:
-    """While serving one client request: its ids go on every log line."""
-    token = _request.set(ids)
-    try:
-        yield
-    finally:
-        _request.reset(token)
+class request_context:  # noqa: N801 - used as a function: `with request_context(request_id=...)`
+    """While serving one client request: its ids go on every log line.
+
+    A class, not a generator: one is open for every request and elicitation in flight."""
+
+    __slots__ = ("_ids", "_token")
+
+    def __init__(self, **ids: Any) -> None:
+        self._ids = ids
+        self._token: Token[dict[str, Any] | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _request.set(self._ids)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _request.reset(self._token)
 
 
 def current_request() -> dict[str, Any] | None:

@@ -15,8 +15,8 @@ import time
 import logging
 from datetime import UTC, datetime
 from collections import deque
-from collections.abc import Callable, Generator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager, nullcontext
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -136,7 +136,7 @@ class Broker:
         peer.elicitations.add(el)
         ELICITATIONS_PENDING.labels(server=server).inc()
         try:
-            with _paused(clocks), request_context(**_request_ids(origin), elicitation=el.id):
+            with _Paused(clocks), request_context(**_request_ids(origin), elicitation=el.id):
                 return await self._run(el, responder)
         except anyio.get_cancelled_exc_class():
             self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
@@ -500,9 +500,18 @@ def _retry_params(el: Elicitation, problems: list[dict[str, Any]]) -> dict[str, 
     return outgoing
 
 
-@contextmanager
-def _paused(clocks: Sequence[PausableDeadline]) -> Generator[None]:
-    with ExitStack() as stack:
-        for clock in clocks:
-            stack.enter_context(clock.paused())
-        yield
+class _Paused:
+    """The request clocks stopped while a person answers (a class: one is open per pending elicitation)."""
+
+    __slots__ = ("_clocks",)
+
+    def __init__(self, clocks: Sequence[PausableDeadline]) -> None:
+        self._clocks = clocks
+
+    def __enter__(self) -> None:
+        for clock in self._clocks:
+            clock.pause()
+
+    def __exit__(self, *exc_info: object) -> None:
+        for clock in self._clocks:
+            clock.resume()

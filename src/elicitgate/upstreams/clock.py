@@ -5,18 +5,36 @@ from __future__ import annotations
 import math
 from collections.abc import Generator
 from contextlib import contextmanager
+from types import TracebackType
 
 import anyio
 
 
 class PausableDeadline:
-    """`timeout` seconds of budget, spent only while no elicitation is open for the request."""
+    """`timeout` seconds of budget, spent only while no elicitation is open for the request.
 
-    def __init__(self, timeout: float | None, scope: anyio.CancelScope) -> None:
+    `with PausableDeadline(timeout) as clock:` raises `TimeoutError` when the block's running time, pauses
+    excluded, exceeds `timeout` (`None`: no limit). A class rather than a generator: one of these lives
+    for every request in flight, and a generator-based context manager keeps a frame besides.
+    """
+
+    __slots__ = ("_budget", "_pauses", "_scope")
+
+    def __init__(self, timeout: float | None) -> None:
         self._budget = math.inf if timeout is None else timeout
-        self._scope = scope
+        self._scope = anyio.CancelScope(deadline=anyio.current_time() + self._budget)
         self._pauses = 0
-        scope.deadline = anyio.current_time() + self._budget
+
+    def __enter__(self) -> PausableDeadline:
+        self._scope.__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._scope.__exit__(exc_type, exc, tb)  # swallows only its own cancellation, raised as TimeoutError
+        if self._scope.cancelled_caught:
+            raise TimeoutError
 
     def pause(self) -> None:
         if not self._pauses:
@@ -36,12 +54,3 @@ class PausableDeadline:
             yield
         finally:
             self.resume()
-
-    @classmethod
-    @contextmanager
-    def run(cls, timeout: float | None) -> Generator[PausableDeadline]:
-        """Raise `TimeoutError` when the block's running time exceeds `timeout`."""
-        with anyio.CancelScope() as scope:
-            yield cls(timeout, scope)
-        if scope.cancelled_caught:
-            raise TimeoutError

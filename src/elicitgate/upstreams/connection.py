@@ -128,7 +128,7 @@ class UpstreamConnection:
         """Send one request and return its raw result; upstream errors raise `MCPError` intact."""
         request_id = f"eg-{next(self._ids)}"
         sent, headers = self._stamp(method, dict(params) if params else {}, client_capabilities)
-        with PausableDeadline.run(timeout) as clock:
+        with PausableDeadline(timeout) as clock:
             self._in_flight[request_id] = _InFlight(origin, clock)
             try:
                 return await self.endpoint.request(request_id, method, sent, headers=headers, on_progress=on_progress)

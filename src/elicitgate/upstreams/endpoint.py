@@ -142,17 +142,18 @@ class Endpoint:
         self._waiters[request_id] = _Waiter(future, on_progress)
         written = False
         try:
-            with anyio.fail_after(timeout):
+            # `move_on_after`, not `fail_after`: a plain cancel scope, where `fail_after` is a generator
+            # around one, and one of these lives for every request in flight.
+            with anyio.move_on_after(timeout):
                 try:
                     await self._wire.send(message, headers)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     raise _closed() from None
                 written = True
                 return await future
-        except TimeoutError:
             if written and cancel_on_abandon:
                 await self._cancel_upstream(request_id, f"timed out after {timeout}s", headers, shield=False)
-            raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out") from None
+            raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out")
         except anyio.get_cancelled_exc_class():
             answered = future.done() and not future.cancelled()
             if written and cancel_on_abandon and not answered:
