@@ -92,3 +92,26 @@ def test_sdk_names_stay_reachable_through_the_deferred_packages():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_audit_store_opens_after_the_upstreams_first_attempt(tmp_path):
+    """Opening the store (SQLAlchemy's import, the migration check) takes CPU the start-up needs: it waits
+    until every upstream had its first attempt, so "ready" comes first. The upstream here takes 2 s to
+    start, longer than the store takes to open."""
+    slow = {"command": "sh", "args": ["-c", f"sleep 2; exec {PY} -m elicitgate.demo.server"]}
+    config = write_config(tmp_path, {"slow": slow}, audit={"url": f"sqlite:///{tmp_path / 'audit.db'}"})
+    proc = subprocess.Popen([PY, "-m", "elicitgate.cli", "serve", "--config", str(config)],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        for line in proc.stderr:  # ends when the process does
+            lines.append(line)
+            if "audit trail at" in line:
+                break
+    finally:
+        proc.stdin.close()  # the client leaves: the gateway exits
+        proc.stderr.read()
+        proc.wait(timeout=60)
+    ready = next(i for i, line in enumerate(lines) if "ready on stdio" in line)
+    opened = next(i for i, line in enumerate(lines) if "audit trail at" in line)
+    assert "slow up" in lines[ready] and ready < opened

@@ -105,8 +105,6 @@ class Gateway:
             for link in self.links.values():
                 tg.start_soon(link.run, tg, name=f"link:{link.name}")
             tg.start_soon(self._expire_modern_peers, name="modern-peer-expiry")
-            if self.audit is not None:
-                tg.start_soon(self.audit.run, name="audit-writer")
             if self.replicas is not None:
                 tg.start_soon(self.replicas.run, name="replicas")
                 await self.replicas.started.wait()
@@ -114,6 +112,10 @@ class Gateway:
                 with anyio.move_on_after(STARTUP_WAIT):
                     for link in self.links.values():
                         await link.first_attempt_done.wait()
+            if self.audit is not None:
+                # After the upstreams' first attempt: opening the store (importing SQLAlchemy, migrating)
+                # takes CPU the start-up needs; records made before it is open wait in its queue.
+                tg.start_soon(self.audit.run, name="audit-writer")
             try:
                 yield self
             finally:
