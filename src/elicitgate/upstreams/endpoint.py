@@ -101,7 +101,7 @@ def _closed() -> UpstreamLost:
 
 class Endpoint:
     """Our side of one upstream connection. `run` reads until the wire ends; `request` and `notify`
-    work while it runs, and fail with `CONNECTION_CLOSED` (no `data`) once it has ended."""
+    work while it runs; once it has ended, `request` raises `UpstreamLost` and `notify` does nothing."""
 
     def __init__(self, wire: MessageWire, server: str) -> None:
         self._wire = wire
@@ -191,7 +191,7 @@ class Endpoint:
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Read until the wire ends; then every request still waiting fails with `CONNECTION_CLOSED`."""
+        """Read until the wire ends; then every request still waiting raises `UpstreamLost`."""
         try:
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
