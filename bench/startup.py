@@ -32,7 +32,7 @@ def run(repeats: int, log: IO[str], workdir: Path) -> dict[str, Any]:
                 "upstream_processes": len(upstreams),
             })
     return {
-        "upstreams": "two stdio upstreams (the demo server, era auto: server/discover probe)",
+        "upstreams": "two stdio upstreams (the demo server, era auto: the initialize handshake, which it accepts)",
         "repeats": repeats,
         "ready_s_median": round(statistics.median(r["ready_s"] for r in runs), 3),
         "listening_s_median": round(statistics.median(r["listening_s"] for r in runs), 3),
