@@ -69,7 +69,9 @@ async def test_sequential_calls_reuse_connections_to_the_upstream(http_upstream)
     """The SDK closes a POST's SSE stream at the event with the response, before the stream's end, which
     made httpcore drop the connection: every call opened a new one (an eliciting call two)."""
     up = http_upstream("tests.peers.py_server", "--name", "h")
-    config = {"mcpServers": {"h": {"url": f"{up.url}/mcp", "era": "handshake"}}}
+    # More eliciting calls than the default rate limit's burst lets one client make in a few seconds.
+    config = {"mcpServers": {"h": {"url": f"{up.url}/mcp", "era": "handshake"}},
+              "elicitation": {"rate_limit_burst": 1000}}
 
     async def answer(ctx, params):
         return types.ElicitResult(action="accept", content={"answer": "ok"})
