@@ -6,7 +6,8 @@ served as `elicitgate.cli.run_gateway` does for stdio; on SIGUSR1 it writes what
 can check that every elicitation it counts is really pending in the broker, and that nothing is
 left after the waves. With BENCH_TRACEMALLOC=1 it also traces allocations (slower) and adds the
 live Python memory by source file to the probe (`traced`), to see where pending elicitations' bytes go
-(by source line with BENCH_TRACEMALLOC_BY=lineno).
+(by source line with BENCH_TRACEMALLOC_BY=lineno; whole stacks with BENCH_TRACEMALLOC_BY=traceback and
+BENCH_TRACEMALLOC_FRAMES=N).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def main() -> None:
     _setup_logging(cfg.log_level)
     gateway = Gateway(cfg, face="stdio")
     if os.environ.get("BENCH_TRACEMALLOC"):
-        tracemalloc.start()
+        tracemalloc.start(int(os.environ.get("BENCH_TRACEMALLOC_FRAMES", "1")))
 
     def on_probe(signum: int, frame: FrameType | None) -> None:
         try:
@@ -46,7 +47,8 @@ def main() -> None:
         if tracemalloc.is_tracing():
             top = tracemalloc.take_snapshot().statistics(os.environ.get("BENCH_TRACEMALLOC_BY", "filename"))
             stats["traced_total_kb"] = sum(stat.size for stat in top) // 1024
-            stats["traced"] = [[f"{stat.traceback[0].filename}:{stat.traceback[0].lineno}", stat.size // 1024, stat.count]
+            stats["traced"] = [[" < ".join(f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}" for frame in stat.traceback),
+                                stat.size // 1024, stat.count]
                                for stat in top[:40]]
         tmp = probe.with_suffix(".tmp")
         tmp.write_text(json.dumps(stats))

@@ -20,7 +20,9 @@ Phases, in this order (so that the leak check runs before the pending phase infl
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 import os
 import signal
 import statistics
@@ -133,14 +135,19 @@ async def run(
                          "elicitation also holds its call's POST to the upstream",
                 **await _pending(client, answer, probe, pushed_pending, progress),
             }
+    out["pending"] = await pending_phase(pending, log, workdir, progress)
+    return out
+
+
+async def pending_phase(pending: int, log: IO[str], workdir: Path, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Phase 3's main half alone: `pending` elicitations through a 2026-07-28 stdio upstream."""
     answer = Answerer()
     async with _gateway(workdir, "scale-modern", configs.stdio_upstream("modern"), answer, log) as (client, probe):
-        out["pending"] = {
+        return {
             "setup": "2026-07-28 upstream over stdio returns input_required; the broker pushes elicitation/create "
                      "to the client and holds it; the upstream holds nothing",
             **await _pending(client, answer, probe, pending, progress),
         }
-    return out
 
 
 @asynccontextmanager
@@ -239,4 +246,26 @@ async def _pending(client: Client, answer: Answerer, probe: Probe, n: int,
         "rss_after_kb": after["rss_kb"],
         "bytes_per_pending": round((during["rss_kb"] - before["rss_kb"]) * 1024 / n),
         "broker_pending_after": after["pending"],
+        # With BENCH_TRACEMALLOC=1: Python's own allocations per pending (steadier than RSS), and where they are.
+        **({"traced_bytes_per_pending": round((during["traced_total_kb"] - before["traced_total_kb"]) * 1024 / n),
+            "traced_during": during["traced"]} if "traced" in during else {}),
     }
+
+
+def main() -> None:
+    """`python -m bench.scale --only pending --pending N`: one phase, its figures as JSON on stdout."""
+    parser = argparse.ArgumentParser(prog="python -m bench.scale")
+    parser.add_argument("--only", choices=["pending"], required=True)
+    parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--workdir", type=Path, default=Path("bench/results/work"))
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    os.environ["XDG_STATE_HOME"] = str(args.workdir / "state")
+    with open(args.workdir / "scale.log", "w") as log:
+        found = anyio.run(pending_phase, args.pending, log, args.workdir,
+                          lambda line: print(line, file=sys.stderr, flush=True))
+    print(json.dumps(found, indent=2))
+
+
+if __name__ == "__main__":
+    main()
