@@ -47,11 +47,11 @@ async def answer_input_requests(
             errors.ELICITATION_FAILED, f"upstream {link.name!r} sent malformed inputRequests", server=link.name
         )
     responses: dict[str, Any] = {}
-
-    async def answer(key: str, request: Any) -> None:
-        responses[key] = await _answer_one(broker, link, call, key, request, minted)
-
     if call.asks_in_rounds:
+
+        async def answer(key: str, request: Any) -> None:
+            responses[key] = await _answer_one(broker, link, call, key, request, minted)
+
         call.expect(len(requests))
         try:
             async with anyio.create_task_group() as tg:
@@ -60,8 +60,9 @@ async def answer_input_requests(
         except* MCPError as refused:  # one refusal ends the round; say which, not "a group failed"
             raise refused.exceptions[0] from None
     else:
+        # Awaited here, not through a closure: one coroutine frame less held by every pending elicitation.
         for key, request in requests.items():
-            await answer(key, request)
+            responses[key] = await _answer_one(broker, link, call, key, request, minted)
     retry = dict(params)
     retry["inputResponses"] = responses
     if "requestState" in result:
