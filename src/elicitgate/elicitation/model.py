@@ -38,7 +38,7 @@ GatewayReason = Literal["missing_arguments", "confirmation"]
 """Why the gateway asks on its own (see `router.asks`)."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Elicitation:
     server: str
     mode: str

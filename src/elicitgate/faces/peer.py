@@ -31,7 +31,7 @@ _peer_ids = itertools.count(1)
 _request_ids = itertools.count(1)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class DownstreamCall:
     """A client request the gateway is serving; elicitations it causes are routed back here (an `Origin`)."""
 
