@@ -70,7 +70,7 @@ def test_split_lines_bad_lines_and_stdin_ending_mid_line(tmp_path):
     proc.stdin.write(ping[10:] + _line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
     proc.stdin.flush()
     answers = {}
-    while len(answers) < 3:  # each answer is a line; the process's exit ends the loop too
+    while len(answers) < 4:  # each answer is a line; the process's exit ends the loop too
         line = proc.stdout.readline()
         if not line:
             break
@@ -81,6 +81,8 @@ def test_split_lines_bad_lines_and_stdin_ending_mid_line(tmp_path):
     assert answers[1]["result"]["serverInfo"]["name"] == "elicitgate"
     assert "x__echo" in {tool["name"] for tool in answers[2]["result"]["tools"]}
     assert answers[3]["result"] == {}
+    # The line that is not JSON is answered as JSON-RPC says: a parse error, with a null id.
+    assert answers[None]["error"]["code"] == -32700 and "not JSON" in answers[None]["error"]["message"]
 
 
 def test_stdin_from_a_regular_file_is_served(tmp_path):
@@ -120,7 +122,7 @@ def _exchange(config, messages: list[dict], expect: int) -> dict:
 
 
 def test_the_first_request_decides_the_era_and_what_came_before_it_is_served_too(tmp_path):
-    """The face picks the connection's era itself (`sdk.serve_stdio_connection`, the SDK's rule): a first
+    """The face picks the connection's era itself (`faces.dispatch.serve_connection`, the SDK's rule): a first
     request with the 2026-07-28 envelope opens a 2026-07-28 connection, where `initialize` is refused; an
     `initialize` opens a handshake one, where an enveloped request is refused."""
     config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
@@ -143,3 +145,77 @@ def test_the_first_request_decides_the_era_and_what_came_before_it_is_served_too
     assert handshake[1]["result"]["serverInfo"]["name"] == "elicitgate"
     assert handshake[2]["error"]["code"] == -32600  # INVALID_REQUEST: no envelope on a handshake connection
     assert "x__echo" in {tool["name"] for tool in handshake[3]["result"]["tools"]}
+
+
+def test_what_is_not_a_request_is_answered_with_invalid_request(tmp_path):
+    """The face's own endpoint (`jsonrpc.Endpoint`, serving): JSON that is not a JSON-RPC message, or a
+    request whose id is neither a string nor a number, gets -32600 with a null id; the connection goes on."""
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
+                          audit={"enabled": False})
+    proc = _serve(config, subprocess.PIPE)
+    proc.stdin.write(_line(INITIALIZE) + _line(INITIALIZED) + b"[1, 2]\n"
+                     + _line({"jsonrpc": "2.0", "id": {"no": 1}, "method": "ping"})
+                     + _line({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+    proc.stdin.close()
+    lines = [json.loads(line) for line in proc.stdout.read().splitlines()]
+    proc.wait(timeout=120)
+    invalid = [m["error"] for m in lines if m.get("id") is None and "error" in m]
+    assert [e["code"] for e in invalid] == [-32600, -32600], lines
+    assert "not a JSON-RPC message" in invalid[0]["message"]
+    assert "string or a number" in invalid[1]["message"]
+    assert {"jsonrpc": "2.0", "id": 2, "result": {}} in lines
+
+
+def _read_until(proc: subprocess.Popen, wanted) -> dict:
+    while line := proc.stdout.readline():
+        message = json.loads(line)
+        if wanted(message):
+            return message
+    raise AssertionError(f"the gateway ended first: {proc.stderr.read().decode()[-2000:]}")
+
+
+ELICIT = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+          "params": {"name": "x__elicit", "arguments": {"message": "wait"}}}
+INITIALIZE_ELICITING = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": {"elicitation": {}}}}
+
+
+def test_a_cancelled_call_is_not_answered_and_its_question_is_withdrawn(tmp_path):
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
+                          audit={"enabled": False})
+    proc = _serve(config, subprocess.PIPE)
+    proc.stdin.write(_line(INITIALIZE_ELICITING) + _line(INITIALIZED) + _line(ELICIT))
+    proc.stdin.flush()
+    asked = _read_until(proc, lambda m: m.get("method") == "elicitation/create")
+    proc.stdin.write(_line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}))
+    proc.stdin.flush()
+    withdrawn = _read_until(proc, lambda m: m.get("method") == "notifications/cancelled")
+    assert withdrawn["params"]["requestId"] == asked["id"]
+    proc.stdin.write(_line({"jsonrpc": "2.0", "id": 8, "method": "ping"}))
+    proc.stdin.flush()
+    later = _read_until(proc, lambda m: "id" in m and "method" not in m)
+    assert later == {"jsonrpc": "2.0", "id": 8, "result": {}}  # nothing for 7 came before it
+    proc.stdin.close()
+    rest = [json.loads(line) for line in proc.stdout.read().splitlines()]
+    proc.wait(timeout=120)
+    assert not [m for m in rest if m.get("id") == 7]
+
+
+def test_a_call_in_flight_when_stdin_ends_is_answered_connection_closed(tmp_path):
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
+                          audit={"enabled": False})
+    proc = _serve(config, subprocess.PIPE)
+    proc.stdin.write(_line(INITIALIZE_ELICITING) + _line(INITIALIZED) + _line(ELICIT))
+    proc.stdin.flush()
+    _read_until(proc, lambda m: m.get("method") == "elicitation/create")
+    proc.stdin.close()
+    answer = _read_until(proc, lambda m: m.get("id") == 7)
+    proc.wait(timeout=120)
+    assert answer["error"]["code"] == -32000 and answer["error"]["message"] == "Connection closed"
+
+
+def test_the_replay_limit_is_the_sdks():
+    from mcp.server import runner
+
+    from elicitgate import sdk
+
+    assert sdk.PRE_REQUEST_REPLAY_LIMIT == runner._PRE_REQUEST_REPLAY_LIMIT

@@ -16,7 +16,7 @@ from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp.server.connection import Connection
 from mcp.shared.exceptions import MCPError
 
-from elicitgate import errors
+from elicitgate import errors, heap
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
@@ -112,6 +112,7 @@ class Gateway:
                 with anyio.move_on_after(STARTUP_WAIT):
                     for link in self.links.values():
                         await link.first_attempt_done.wait()
+            heap.settle()
             if self.audit is not None:
                 # After the upstreams' first attempt: opening the store (importing SQLAlchemy, migrating)
                 # takes CPU the start-up needs; records made before it is open wait in its queue.

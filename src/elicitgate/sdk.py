@@ -9,23 +9,19 @@ nowhere else, so an SDK upgrade that moves one of these has one place to mend.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TextIO
 
-import anyio
-from mcp_types import JSONRPCRequest
 from starlette.requests import Request
 from starlette.types import Send
 
 from mcp.os.win32.utilities import ServerProcess
-from mcp.server.lowlevel.server import Server
-from mcp.server.models import InitializationOptions
-from mcp.shared._stream_protocols import ReadStream, WriteStream
-from mcp.shared.message import SessionMessage
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.shared.dispatcher import DispatchContext
+from mcp.shared.transport_context import TransportContext
 
 
 def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
@@ -82,77 +78,27 @@ async def stop_stdio_server(process: ServerProcess) -> None:
     await stdio._stop_server_process(process)  # noqa: SLF001
 
 
-async def serve_stdio_connection(
-    server: Server[Any],
-    read_stream: ReadStream[SessionMessage | Exception],
-    write_stream: WriteStream[SessionMessage],
-    init_options: InitializationOptions,
-) -> None:
-    """`Server.run` on one client connection, minus the task that relays every inbound message.
+PRE_REQUEST_REPLAY_LIMIT = 8
+"""How many messages before a connection's first request are kept for the era it opens (the SDK's
+`runner._PRE_REQUEST_REPLAY_LIMIT`, checked against it in tests/test_stdio_face.py)."""
 
-    The SDK decides the connection's era from the client's first request and replays what it peeked
-    through a relay task and a memory stream for the connection's whole life: a task switch per message.
-    Here the frames read before that request are handed back first, then the dispatcher reads the
-    transport itself. The era rule is the SDK's (`serve_dual_era_loop`): a first request other than
-    `initialize` that carries the 2026-07-28 envelope opens a 2026-07-28 connection, anything else a
-    handshake one.
-    """
+
+def has_modern_envelope(params: Mapping[str, Any] | None) -> bool:
+    """Whether a request carries the 2026-07-28 per-request `_meta` envelope (the SDK's era rule)."""
     from mcp.server import runner
 
-    async with server.lifespan(server) as lifespan_state:
-        try:
-            lead: list[SessionMessage | Exception] = []
-            opening: JSONRPCRequest | None = None
-            async for item in read_stream:
-                if isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
-                    opening = item.message
-                elif len(lead) >= runner._PRE_REQUEST_REPLAY_LIMIT:  # noqa: SLF001
-                    continue
-                lead.append(item)
-                if opening is not None:
-                    break
-            replayed = _Replayed(lead, read_stream)
-            if opening is not None and opening.method != "initialize" and runner._has_modern_envelope(opening.params):  # noqa: SLF001
-                await runner._serve_modern_stream(  # noqa: SLF001
-                    server, replayed, write_stream, lifespan_state=lifespan_state, raise_exceptions=False
-                )
-            else:
-                await runner._serve_legacy_stream(  # noqa: SLF001
-                    server, replayed, write_stream, lifespan_state=lifespan_state, session_id=None,
-                    init_options=init_options, raise_exceptions=False,
-                )
-        finally:
-            await write_stream.aclose()
+    return runner._has_modern_envelope(params)  # noqa: SLF001
 
 
-class _Replayed:
-    """A read stream that yields `lead` first, then whatever `inner` yields."""
+def initialize_after_modern_data(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The error data the SDK gives an `initialize` on a 2026-07-28 connection (the versions it serves)."""
+    from mcp.server import runner
 
-    def __init__(self, lead: list[SessionMessage | Exception], inner: ReadStream[SessionMessage | Exception]) -> None:
-        self._lead = lead
-        self._inner = inner
+    return runner._initialize_after_modern_data(params)  # noqa: SLF001
 
-    def __aiter__(self) -> _Replayed:
-        return self
 
-    async def __anext__(self) -> SessionMessage | Exception:
-        if self._lead:
-            return self._lead.pop(0)
-        return await self._inner.__anext__()
+def without_server_requests(context: DispatchContext[TransportContext]) -> DispatchContext[TransportContext]:
+    """`context` with server-to-client requests refused, as on every 2026-07-28 connection of the SDK's."""
+    from mcp.server import runner
 
-    async def receive(self) -> SessionMessage | Exception:
-        try:
-            return await self.__anext__()
-        except StopAsyncIteration:
-            raise anyio.EndOfStream from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _Replayed:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
+    return runner._NoServerRequestsDispatchContext(context)  # noqa: SLF001

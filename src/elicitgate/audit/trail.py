@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from elicitgate import heap
 from elicitgate.audit.record import AuditRecord
 from elicitgate.config import AuditConfig
 from elicitgate.metrics import AUDIT_DROPPED, AUDIT_WRITTEN
@@ -97,6 +98,7 @@ class AuditTrail:
                 backoff = min(backoff * 2, REOPEN_BACKOFF[1])
             else:
                 logger.info("audit trail at %s", module.describe(self.config.url))
+                heap.settle()  # SQLAlchemy's modules and the engine stay for the process
                 return store
 
     async def _write(self, store: AuditStore) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 
-from elicitgate import sdk
+from elicitgate.faces.dispatch import serve_connection
 from elicitgate.faces.server import build_server
-from elicitgate.faces.stdio_pipes import stdio_streams
+from elicitgate.faces.stdio_pipes import stdio_wire
 from elicitgate.gateway import Gateway
 
 
@@ -26,5 +26,5 @@ async def serve_stdio(gateway: Gateway, on_ready: Callable[[], None] | None = No
         await stack.enter_async_context(gateway.running())
         if on_ready is not None:
             on_ready()
-        read_stream, write_stream = await stack.enter_async_context(stdio_streams())
-        await sdk.serve_stdio_connection(server, read_stream, write_stream, server.create_initialization_options())
+        wire = await stack.enter_async_context(stdio_wire())
+        await serve_connection(server, wire, server.create_initialization_options())

@@ -1,4 +1,4 @@
-"""The process's stdin and stdout as MCP message streams on asyncio pipe transports.
+"""The process's stdin and stdout as the face's `MessageWire`, on asyncio pipe transports.
 
 The SDK's `stdio_server` moves every line through anyio worker threads (a thread hop and a queue
 per line each way, about a quarter of the gateway's CPU on the stdio face). Here the event loop
@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import json
 import os
 import stat
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any
 
 import anyio
-import mcp_types as types
 
 from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
+
+from elicitgate.jsonrpc import Inbound, MessageWire, parse_line
+from elicitgate.upstreams.transports import SessionWire
 
 READ_CHUNK = 1 << 16
 CLOSE_TIMEOUT = 2.0
@@ -44,11 +45,11 @@ def _pollable(fd: int) -> bool:
 
 
 @asynccontextmanager
-async def stdio_streams() -> AsyncGenerator[tuple[Any, Any]]:
-    """`(read_stream, write_stream)` for `Server.run` over fds 0 and 1."""
+async def stdio_wire() -> AsyncGenerator[MessageWire]:
+    """The client's messages over fds 0 and 1, one JSON-RPC message per line."""
     if not (_pollable(0) and _pollable(1)):
-        async with stdio_server() as streams:
-            yield streams
+        async with stdio_server() as (read_stream, write_stream):
+            yield SessionWire(read_stream, write_stream)
         return
     loop = asyncio.get_running_loop()
     wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
@@ -68,7 +69,7 @@ async def stdio_streams() -> AsyncGenerator[tuple[Any, Any]]:
         write_transport, _ = await loop.connect_write_pipe(
             lambda: flow, open(wire_out, "wb", buffering=0, closefd=False)
         )
-        yield _LineReader(reader), _LineWriter(write_transport, flow)
+        yield PipeWire(reader, write_transport, flow)
     finally:
         if read_transport is not None:
             read_transport.close()
@@ -84,64 +85,35 @@ async def stdio_streams() -> AsyncGenerator[tuple[Any, Any]]:
             os.close(wire)
 
 
-class _LineReader:
-    """Receives one JSON-RPC message per line; a line that does not parse arrives as its exception."""
+class PipeWire:
+    """One JSON-RPC message per line: a line is parsed by the task that reads it and written by the task
+    that sends it."""
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.WriteTransport, flow: _Flow) -> None:
         self._reader = reader
-        self._lines: list[bytes] = []
-        self._partial: list[bytes] = []
-        self._closed = False
+        self._transport = transport
+        self._flow = flow
 
-    async def receive(self) -> SessionMessage | Exception:
-        line = await self._next_line()
-        try:
-            message = types.jsonrpc_message_adapter.validate_json(line.decode("utf-8", "replace"), by_name=False)
-        except Exception as exc:  # noqa: BLE001 - the dispatcher answers a parse error, as with the SDK's transport
-            return exc
-        return SessionMessage(message)
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        if self._flow.lost or self._transport.is_closing():
+            raise anyio.BrokenResourceError("stdout is closed")
+        self._transport.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        if not self._flow.writable.is_set():
+            await self._flow.writable.wait()
 
-    async def _next_line(self) -> bytes:
-        while not self._lines:
-            if self._closed:
-                raise anyio.ClosedResourceError
+    async def messages(self) -> AsyncGenerator[Inbound]:
+        pending = b""
+        while True:
             chunk = await self._reader.read(READ_CHUNK)
             if not chunk:
-                if not self._partial:
-                    raise anyio.EndOfStream
-                self._lines.append(b"".join(self._partial))
-                self._partial.clear()
-                break
-            *complete, rest = chunk.split(b"\n")
-            if complete:
-                self._partial.append(complete[0])
-                self._lines.append(b"".join(self._partial))
-                self._lines.extend(complete[1:])
-                self._partial.clear()
-            if rest:
-                self._partial.append(rest)
-            self._lines.reverse()
-        return self._lines.pop()
-
-    async def aclose(self) -> None:
-        self._closed = True
-
-    def __aiter__(self) -> _LineReader:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> _LineReader:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
+                if pending.strip():
+                    yield Inbound(parse_line(pending))  # the last line, without its newline
+                return
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                if line.strip():
+                    yield Inbound(parse_line(line))
 
 
 class _Flow(asyncio.Protocol):
@@ -163,31 +135,3 @@ class _Flow(asyncio.Protocol):
         self.lost = True
         self.writable.set()
         self.gone.set()
-
-
-class _LineWriter:
-    """Sends one JSON-RPC message per line, written by the sending task itself."""
-
-    def __init__(self, transport: asyncio.WriteTransport, flow: _Flow) -> None:
-        self._transport = transport
-        self._flow = flow
-
-    async def send(self, item: SessionMessage, /) -> None:
-        if self._flow.lost or self._transport.is_closing():
-            raise anyio.BrokenResourceError("stdout is closed")
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-        self._transport.write(data.encode() + b"\n")
-        if not self._flow.writable.is_set():
-            await self._flow.writable.wait()
-
-    async def aclose(self) -> None:
-        # The transport closes with the face (`stdio_streams`), after the buffered lines are written.
-        return None
-
-    async def __aenter__(self) -> _LineWriter:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()

@@ -19,7 +19,7 @@ from elicitgate import errors
 from elicitgate.config import NamespacingConfig
 from elicitgate.json_shapes import is_array, is_object
 from elicitgate.upstreams.connection import UpstreamConnection
-from elicitgate.upstreams.endpoint import MethodNotFound
+from elicitgate.jsonrpc import MethodNotFound
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from elicitgate.bridging.envelope import modern_capabilities, upstream_params, w
 from elicitgate.bridging.input_requests import answer_input_requests, complete_minted
 from elicitgate.elicitation.broker import Broker
 from elicitgate.seams import Origin
-from elicitgate.upstreams.endpoint import UpstreamLost, UrlElicitationRequired
+from elicitgate.jsonrpc import PeerLost, UrlElicitationRequired
 from elicitgate.upstreams.link import UpstreamLink
 
 
@@ -72,7 +72,7 @@ async def forward(
             server=link.name,
             method=method,
         ) from None
-    except UpstreamLost:
+    except PeerLost:
         raise errors.gateway_error(
             errors.UPSTREAM_GONE,
             f"upstream {link.name!r} went away during {method}",

@@ -1,6 +1,6 @@
 """One live connection to an upstream server, on its JSON-RPC endpoint.
 
-Messages are plain dicts (`upstreams.endpoint`): the gateway forwards what it does not act on
+Messages are plain dicts (`jsonrpc`): the gateway forwards what it does not act on
 without re-modelling it. The connection negotiates the era once (the `initialize` handshake, then
 a `server/discover` probe as the fallback), stamps every request the way that era wants, and
 remembers which downstream call each in-flight upstream request belongs to, so a server-initiated
@@ -42,7 +42,7 @@ from elicitgate.json_shapes import is_array, is_mapping, is_object
 from elicitgate.logs import forget_request
 from elicitgate.seams import DownstreamPeer, Era, Origin
 from elicitgate.upstreams.clock import PausableDeadline
-from elicitgate.upstreams.endpoint import Endpoint, Inbound, MethodNotFound, ProgressCallback
+from elicitgate.jsonrpc import Endpoint, Inbound, MethodNotFound, ProgressCallback
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 
 logger = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ class UpstreamConnection:
             try:
                 async with AsyncExitStack() as stack:
                     wire = await stack.enter_async_context(open_transport(config, stderr_tail))
-                    endpoint = Endpoint(wire.messages, server)
+                    endpoint = Endpoint(wire.messages, f"upstream {server!r}")
                     conn = holder.conn = cls(server=server, config=config, endpoint=endpoint, owner=owner)
                     conn._advertised = advertised_capabilities
 

@@ -1,6 +1,6 @@
 """Opening the wire to one upstream server: stdio, streamable HTTP or legacy SSE.
 
-Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`upstreams.endpoint.MessageWire`);
+Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`jsonrpc.MessageWire`);
 the SDK's transports are adapted by `SessionWire`. The streamable HTTP opener differs
 from the SDK's `streamable_http_client` in one way: a request or notification that the server
 sends on the response stream of one of our POSTs is tagged with that POST's request id
@@ -44,8 +44,7 @@ from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, Ses
 
 from elicitgate import sdk
 from elicitgate.config import HttpServer, StdioServer
-from elicitgate.json_shapes import is_object
-from elicitgate.upstreams.endpoint import Inbound, MessageWire
+from elicitgate.jsonrpc import Inbound, MessageWire, parse_line
 
 
 UPSTREAM_HTTP_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
@@ -64,7 +63,7 @@ STANDALONE_WAIT = 5.0
 class LostAnswer(JSONRPCError):
     """The error the HTTP transport itself makes up for a request whose answer can no longer come (its
     response stream ended without one, or the server forgot the session): the endpoint raises
-    `UpstreamLost` for it. A type of its own, so no server can send one."""
+    `PeerLost` for it. A type of its own, so no server can send one."""
 
 
 class SessionWire:
@@ -365,17 +364,7 @@ class StdioWire:
             pending = lines.pop()
             for line in lines:
                 if line.strip():
-                    yield Inbound(_parse_line(line))
-
-
-def _parse_line(line: bytes) -> dict[str, Any] | Exception:
-    try:
-        message = json.loads(line)
-    except ValueError as exc:  # not JSON, or not UTF-8
-        return ValueError(f"a line that is not JSON ({exc}): {line[:200]!r}")
-    if not is_object(message):
-        return ValueError(f"a line that is not a JSON-RPC message (a JSON object): {line[:200]!r}")
-    return message
+                    yield Inbound(parse_line(line))
 
 
 @asynccontextmanager

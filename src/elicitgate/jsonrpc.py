@@ -1,15 +1,18 @@
-"""The JSON-RPC endpoint of one upstream connection: our requests matched to their responses, the
-server's requests and notifications handed to the gateway.
+"""One JSON-RPC connection as plain dicts: our requests matched to their responses, the peer's requests
+and notifications handed to a handler. It serves both ends of the gateway: each upstream connection
+(we are the client) and the stdio face (we are the server, `faces.dispatch` adapts it to the SDK's
+`Dispatcher`).
 
 Messages are plain dicts from end to end. A request in flight costs one future and one table entry:
 no task, no memory stream and no model of its own (the SDK's `JSONRPCDispatcher`, which this
-replaces on upstream connections, spent more CPU per request than the rest of the relay). Only what
-the server sends unasked (its own requests, notifications other than progress) runs in a task.
+replaces, spent more CPU per request than the rest of the relay). Only what the peer sends unasked
+(its own requests, notifications other than progress) runs in a task.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -17,11 +20,14 @@ from typing import Any, Protocol, TypeGuard
 
 import anyio
 import anyio.abc
+from pydantic import ValidationError
 from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    PARSE_ERROR,
     REQUEST_TIMEOUT,
     URL_ELICITATION_REQUIRED,
     RequestId,
@@ -36,18 +42,21 @@ logger = logging.getLogger(__name__)
 ABANDON_WRITE_TIMEOUT = 2.0
 """Seconds a courtesy `notifications/cancelled` for an abandoned request may take to write."""
 
-class UpstreamLost(MCPError):
-    """The connection ended before the answer came: the wire closed (the server exited, the link closed
-    it) or, over HTTP, the request's response stream ended without one. Never an answer of the server's,
+CLOSING_WRITE_TIMEOUT = 2.0
+"""Seconds a serving endpoint's last answers (`Connection closed` to requests still in flight) may take."""
+
+class PeerLost(MCPError):
+    """The connection ended before the answer came: the wire closed (the peer exited, the gateway closed
+    it) or, over HTTP, the request's response stream ended without one. Never an answer of the peer's,
     even one with the same code."""
 
 
 class MethodNotFound(MCPError):
-    """The server's -32601: it does not serve the method."""
+    """The peer's -32601: it does not serve the method."""
 
 
 class UrlElicitationRequired(MCPError):
-    """The server's -32042: the call needs URL elicitations first. The error goes on to the client as
+    """A server's -32042: the call needs URL elicitations first. The error goes on to the client as
     the server said it; `elicitations` are its raw items, for the gateway's own checks."""
 
     @property
@@ -58,7 +67,7 @@ class UrlElicitationRequired(MCPError):
 
 
 class MessageWire(Protocol):
-    """One upstream's messages as JSON-RPC dicts, whatever carries them (`upstreams.transports`)."""
+    """One peer's messages as JSON-RPC dicts, whatever carries them (`upstreams.transports`, `faces.stdio_pipes`)."""
 
     async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
         """Write one message; `headers` are HTTP headers for it (ignored by pipes). Raises
@@ -66,19 +75,38 @@ class MessageWire(Protocol):
         ...
 
     def messages(self) -> AsyncIterator[Inbound]:
-        """What the server sends, in order, until the wire ends."""
+        """What the peer sends, in order, until the wire ends."""
         ...
 
 
 @dataclass(slots=True)
 class Inbound:
-    """One message from the server, or what made a line unreadable (`message` is the exception)."""
+    """One message from the peer, or what made a line unreadable (`message` is the exception)."""
 
     message: dict[str, Any] | Exception
     related_request_id: RequestId | None = None
     """Streamable HTTP: the request whose response stream carried this message; `None` elsewhere."""
     lost: bool = False
-    """An error response the transport made up because the answer can no longer come (`UpstreamLost`)."""
+    """An error response the transport made up because the answer can no longer come (`PeerLost`)."""
+    cancel_requested: bool = False
+    """A request the peer has since cancelled (`notifications/cancelled`); it is not answered."""
+    on_cancel: Callable[[], None] | None = None
+    """Called when the peer cancels this request (set by whoever serves it and needs to hear at once)."""
+
+
+class NotAMessage(ValueError):
+    """Valid JSON, but not a JSON-RPC message (an object)."""
+
+
+def parse_line(line: bytes) -> dict[str, Any] | Exception:
+    """One line of a stdio wire: the message, or the exception that says why the line is not one."""
+    try:
+        message = json.loads(line)
+    except ValueError as exc:  # not JSON, or not UTF-8
+        return ValueError(f"a line that is not JSON ({exc}): {line[:200]!r}")
+    if not is_object(message):
+        return NotAMessage(f"a line that is not a JSON-RPC message (a JSON object): {line[:200]!r}")
+    return message
 
 
 class ProgressCallback(Protocol):
@@ -95,39 +123,48 @@ class _Waiter:
     on_progress: ProgressCallback | None
 
 
-def _closed() -> UpstreamLost:
-    return UpstreamLost(code=CONNECTION_CLOSED, message="Connection closed")
+def _closed() -> PeerLost:
+    return PeerLost(code=CONNECTION_CLOSED, message="Connection closed")
 
 
 class Endpoint:
-    """Our side of one upstream connection. `run` reads until the wire ends; `request` and `notify`
-    work while it runs; once it has ended, `request` raises `UpstreamLost` and `notify` does nothing."""
+    """Our side of one connection. `run` reads until the wire ends; `request` and `notify` work while it
+    runs; once it has ended, `request` raises `PeerLost` and `notify` does nothing.
 
-    def __init__(self, wire: MessageWire, server: str) -> None:
+    `peer` names the other side in log lines ("upstream 'x'", "the client"). An endpoint that is `serving`
+    (the face) answers what it cannot read with the JSON-RPC error that says why, and a request still in
+    flight when the connection ends with `Connection closed`; the methods in `inline` are handled before
+    the next message is read (`initialize`, whose outcome the requests after it depend on).
+    """
+
+    def __init__(
+        self, wire: MessageWire, peer: str, *, serving: bool = False, inline: frozenset[str] = frozenset()
+    ) -> None:
         self._wire = wire
-        self._server = server
-        """The upstream's name, for the log."""
+        self._peer = peer
+        self._serving = serving
+        self._inline = inline
         self._waiters: dict[RequestId, _Waiter] = {}
-        self._handling: dict[RequestId, anyio.CancelScope] = {}
+        self._handling: dict[RequestId, tuple[anyio.CancelScope, Inbound]] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         self._closed = False
 
-    # -- to the server ---------------------------------------------------------------------
+    # -- to the peer -----------------------------------------------------------------------
 
     async def request(
         self,
         request_id: RequestId,
         method: str,
-        params: dict[str, Any] | None,
+        params: Mapping[str, Any] | None,
         *,
         headers: Mapping[str, str] | None = None,
         on_progress: ProgressCallback | None = None,
         timeout: float | None = None,
         cancel_on_abandon: bool = True,
     ) -> dict[str, Any]:
-        """Send a request and return its result; an error response raises `MCPError` as the server
+        """Send a request and return its result; an error response raises `MCPError` as the peer
         said it. `timeout` raises `MCPError(REQUEST_TIMEOUT)`. Cancelled or timed out after it was
-        written, the server is told with `notifications/cancelled` (unless `cancel_on_abandon` is off)."""
+        written, the peer is told with `notifications/cancelled` (unless `cancel_on_abandon` is off)."""
         if self._closed or self._tasks is None:
             raise _closed()
         if request_id in self._waiters:
@@ -152,12 +189,12 @@ class Endpoint:
                 written = True
                 return await future
             if written and cancel_on_abandon:
-                await self._cancel_upstream(request_id, f"timed out after {timeout}s", headers, shield=False)
+                await self._cancel_peer(request_id, f"timed out after {timeout}s", headers, shield=False)
             raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out")
         except anyio.get_cancelled_exc_class():
             answered = future.done() and not future.cancelled()
             if written and cancel_on_abandon and not answered:
-                await self._cancel_upstream(request_id, "caller cancelled", headers, shield=True)
+                await self._cancel_peer(request_id, "caller cancelled", headers, shield=True)
             raise
         finally:
             del self._waiters[request_id]
@@ -165,7 +202,7 @@ class Endpoint:
                 future.exception()  # an outcome that came as the caller left is not an unretrieved error
 
     async def notify(
-        self, method: str, params: dict[str, Any] | None, *, headers: Mapping[str, str] | None = None
+        self, method: str, params: Mapping[str, Any] | None, *, headers: Mapping[str, str] | None = None
     ) -> None:
         """Send a notification; a wire already gone drops it (there is nobody left to tell)."""
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -174,15 +211,15 @@ class Endpoint:
         try:
             await self._wire.send(message, headers)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            logger.debug("dropped %s to upstream %r: its connection is closed", method, self._server)
+            logger.debug("dropped %s to %s: the connection is closed", method, self._peer)
 
-    async def _cancel_upstream(
+    async def _cancel_peer(
         self, request_id: RequestId, reason: str, headers: Mapping[str, str] | None, *, shield: bool
     ) -> None:
         with anyio.move_on_after(ABANDON_WRITE_TIMEOUT, shield=shield):
             await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason}, headers=headers)
 
-    # -- from the server -------------------------------------------------------------------
+    # -- from the peer ---------------------------------------------------------------------
 
     async def run(
         self,
@@ -191,19 +228,21 @@ class Endpoint:
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Read until the wire ends; then every request still waiting raises `UpstreamLost`."""
+        """Read until the wire ends; then every request still waiting raises `PeerLost`."""
         try:
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
                 task_status.started()
                 try:
                     async for inbound in self._wire.messages():
-                        self._dispatch(inbound, on_request, on_notify)
+                        inline = self._dispatch(inbound, on_request, on_notify)
+                        if inline is not None:
+                            await inline
                 except anyio.ClosedResourceError:
                     pass  # the transport closed its end under the read: the same as its end
                 finally:
                     self._close()
-                    tasks.cancel_scope.cancel()  # what the server asked of us has nobody to answer to
+                    tasks.cancel_scope.cancel()  # what the peer asked of us has nobody to answer to
         finally:
             self._close()
 
@@ -213,50 +252,64 @@ class Endpoint:
             if not waiter.future.done():
                 waiter.future.set_exception(_closed())
 
-    def _dispatch(self, inbound: Inbound, on_request: OnRequest, on_notify: OnNotify) -> None:
+    def _dispatch(
+        self, inbound: Inbound, on_request: OnRequest, on_notify: OnNotify
+    ) -> Coroutine[Any, Any, None] | None:
+        """Route one message; returns the handling of an `inline` request, for the read loop to await."""
         message = inbound.message
         if isinstance(message, Exception):
-            logger.warning("upstream %r sent %s", self._server, message)
-            return
+            logger.warning("%s sent %s", self._peer, message)
+            if self._serving:
+                code = INVALID_REQUEST if isinstance(message, NotAMessage) else PARSE_ERROR
+                self._spawn(self._answer_error, None, code, str(message))
+            return None
         method = message.get("method")
         request_id = message.get("id")
         if isinstance(method, str):
             params = message.get("params")
             if params is not None and not is_object(params):
-                logger.warning("upstream %r sent %s with params that are not an object: dropped", self._server, method)
+                logger.warning("%s sent %s with params that are not an object: dropped", self._peer, method)
                 if _is_request_id(request_id):
                     self._spawn(self._answer_error, request_id, INVALID_REQUEST, "params must be an object")
-                return
+                return None
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
             elif _is_request_id(request_id):
                 scope = anyio.CancelScope()
-                self._handling[request_id] = scope
+                self._handling[request_id] = (scope, inbound)
+                if method in self._inline:
+                    return self._handle(inbound, request_id, method, params, scope, on_request)
                 self._spawn(self._handle, inbound, request_id, method, params, scope, on_request)
             else:
-                logger.warning("upstream %r sent %s with an id that is neither a string nor a number: dropped",
-                               self._server, method)
-            return
+                logger.warning("%s sent %s with an id that is neither a string nor a number: dropped",
+                               self._peer, method)
+                if self._serving:
+                    self._spawn(self._answer_error, None, INVALID_REQUEST, "the request id must be a string or a number")
+            return None
         if not _is_request_id(request_id):
-            logger.warning("upstream %r sent a message that is neither a request, a notification nor a "
-                           "response: dropped", self._server)
-            return
+            logger.warning("%s sent a message that is neither a request, a notification nor a "
+                           "response: dropped", self._peer)
+            if self._serving:
+                self._spawn(self._answer_error, None, INVALID_REQUEST,
+                            "not a JSON-RPC request, notification or response")
+            return None
         waiter = self._waiters.get(request_id)
         if waiter is None or waiter.future.done():
-            logger.debug("upstream %r answered %r, which nobody waits for (any more)", self._server, request_id)
-            return
+            logger.debug("%s answered %r, which nobody waits for (any more)", self._peer, request_id)
+            return None
         if inbound.lost:
-            waiter.future.set_exception(UpstreamLost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
+            waiter.future.set_exception(PeerLost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
         elif "error" in message:
-            waiter.future.set_exception(_error_of(message["error"]))
+            waiter.future.set_exception(_error_of(message["error"], self._peer))
         elif is_object(result := message.get("result")):
             waiter.future.set_result(result)
         else:
             waiter.future.set_exception(MCPError(
                 code=INTERNAL_ERROR,
-                message="the upstream answered with a result that is not a JSON object",
+                message=f"{self._peer} answered with a result that is not a JSON object",
                 data={"id": request_id},
             ))
+        return None
 
     def _on_notification(
         self, inbound: Inbound, method: str, params: dict[str, Any] | None, on_notify: OnNotify
@@ -276,9 +329,13 @@ class Endpoint:
                 )
                 return
         elif method == "notifications/cancelled" and params is not None:
-            handled = params.get("requestId")
-            scope = self._handling.get(handled) if _is_request_id(handled) else None
-            if scope is not None:
+            cancelled = params.get("requestId")
+            handling = self._handling.get(cancelled) if _is_request_id(cancelled) else None
+            if handling is not None:
+                scope, request = handling
+                request.cancel_requested = True
+                if request.on_cancel is not None:
+                    request.on_cancel()
                 scope.cancel()
         self._spawn(self._notify_contained, on_notify, inbound, method, params)
 
@@ -291,7 +348,7 @@ class Endpoint:
         scope: anyio.CancelScope,
         on_request: OnRequest,
     ) -> None:
-        """Answer one request of the server's; one it cancelled is not answered (the spec says so)."""
+        """Answer one request of the peer's; one it cancelled is not answered (the spec says so)."""
         response: dict[str, Any] | None = None
         try:
             with scope:
@@ -299,23 +356,33 @@ class Endpoint:
                 response = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except MCPError as exc:
             response = {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(exclude_none=True)}
+        except ValidationError:
+            # Params a handler could not model: no pydantic text on the wire (the SDK's dispatchers agree).
+            response = {"jsonrpc": "2.0", "id": request_id,
+                        "error": {"code": INVALID_PARAMS, "message": "Invalid request parameters", "data": ""}}
         except Exception as exc:
-            logger.exception("handling %s from upstream %r failed", method, self._server)
+            logger.exception("handling %s from %s failed", method, self._peer)
             response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
+        except anyio.get_cancelled_exc_class():
+            if self._serving and not inbound.cancel_requested:
+                # The connection is ending under the request: say so rather than leave the client waiting.
+                with anyio.move_on_after(CLOSING_WRITE_TIMEOUT, shield=True):
+                    await self._answer_error(request_id, CONNECTION_CLOSED, "Connection closed")
+            raise
         finally:
-            if self._handling.get(request_id) is scope:
+            if (handling := self._handling.get(request_id)) is not None and handling[0] is scope:
                 del self._handling[request_id]
-        if response is not None and not scope.cancel_called:
+        if response is not None and not inbound.cancel_requested:
             await self._write_answer(response)
 
-    async def _answer_error(self, request_id: RequestId, code: int, message: str) -> None:
+    async def _answer_error(self, request_id: RequestId | None, code: int, message: str) -> None:
         await self._write_answer({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
 
     async def _write_answer(self, response: dict[str, Any]) -> None:
         try:
             await self._wire.send(response)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            logger.debug("dropped the answer to %r of upstream %r: its connection is closed", response["id"], self._server)
+            logger.debug("dropped the answer to %r of %s: the connection is closed", response["id"], self._peer)
 
     async def _notify_contained(
         self, on_notify: OnNotify, inbound: Inbound, method: str, params: dict[str, Any] | None
@@ -323,7 +390,7 @@ class Endpoint:
         try:
             await on_notify(inbound, method, params)
         except Exception:  # one notification must not end the connection
-            logger.exception("handling %s from upstream %r failed", method, self._server)
+            logger.exception("handling %s from %s failed", method, self._peer)
 
     def _spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         assert self._tasks is not None
@@ -344,8 +411,8 @@ def _lost_reason(message: dict[str, Any]) -> str:
     return reason if isinstance(reason, str) else "Connection closed"
 
 
-def _error_of(error: object) -> MCPError:
-    """The server's error as `MCPError`, typed where the gateway acts on it; a malformed one says so
+def _error_of(error: object, peer: str) -> MCPError:
+    """The peer's error as `MCPError`, typed where the gateway acts on it; a malformed one says so
     instead of being dropped."""
     if is_object(error):
         code = error.get("code")
@@ -355,7 +422,7 @@ def _error_of(error: object) -> MCPError:
             return typed(code=code, message=message, data=error.get("data"))
     return MCPError(
         code=INTERNAL_ERROR,
-        message="the upstream answered with a malformed error (code must be an integer, message a string)",
+        message=f"{peer} answered with a malformed error (code must be an integer, message a string)",
         data={"error": error},
     )
 

@@ -1,4 +1,4 @@
-"""The upstream JSON-RPC endpoint (`upstreams.endpoint.Endpoint`) over an in-memory wire: what it
+"""The upstream JSON-RPC endpoint (`jsonrpc.Endpoint`) over an in-memory wire: what it
 writes for each call, and what it does with every kind of message a server can send, well-formed or not."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUES
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.upstreams.endpoint import Endpoint, Inbound, MethodNotFound, UpstreamLost, UrlElicitationRequired
+from elicitgate.jsonrpc import Endpoint, Inbound, MethodNotFound, PeerLost, UrlElicitationRequired
 
 pytestmark = pytest.mark.anyio
 
@@ -193,8 +193,8 @@ async def test_the_wire_ending_fails_every_waiting_request_with_connection_close
         await wire.written()
         await wire.written()
         wire.from_server.close()
-    assert [(type(e), e.error.code) for e in errors] == [(UpstreamLost, CONNECTION_CLOSED)] * 2
-    with pytest.raises(UpstreamLost):
+    assert [(type(e), e.error.code) for e in errors] == [(PeerLost, CONNECTION_CLOSED)] * 2
+    with pytest.raises(PeerLost):
         await endpoint.request("c", "tools/call", None)
 
 
@@ -285,7 +285,7 @@ async def test_unreadable_and_stray_messages_are_skipped_and_reading_goes_on() -
         ({"code": -32042, "message": "auth", "data": {"elicitations": [{"mode": "url", "x": 1}]}}, False,
          UrlElicitationRequired),
         ({"code": -32000, "message": "the server's own -32000"}, False, MCPError),
-        ({"code": -32000, "message": "stream ended without a response"}, True, UpstreamLost),
+        ({"code": -32000, "message": "stream ended without a response"}, True, PeerLost),
     ],
 )
 async def test_errors_the_gateway_acts_on_are_typed_and_only_the_transport_can_say_lost(

@@ -1,0 +1,271 @@
+"""The stdio face's JSON-RPC layer: the gateway's own `Endpoint` (`elicitgate.jsonrpc`) under the SDK's
+server runner, in place of the SDK's `JSONRPCDispatcher`.
+
+The runner (handshake, capabilities, era rules, middleware) only needs a `Dispatcher`: something that
+hands it `(context, method, params)` for each request and sends what it sends. The SDK's own models every
+message with pydantic on the way in and out and keeps memory streams and tasks per request in flight;
+here a message is parsed once into a dict and written once from one, and a request the face sends the
+client (an elicitation) is one future.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp_types import INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION, RequestId
+from mcp_types.version import LATEST_MODERN_VERSION
+from pydantic import ValidationError
+
+from mcp.server.connection import Connection, NotifyOnlyOutbound
+from mcp.server.lowlevel.server import Server
+from mcp.server.models import InitializationOptions
+from mcp.server.runner import ServerRunner, aclose_shielded, modern_error_data, serve_one
+from mcp.shared.dispatcher import CallOptions, DispatchContext, OnNotify, OnNotifyIntercept, OnRequest
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+from mcp.shared.transport_context import TransportContext
+
+from elicitgate import sdk
+from elicitgate.jsonrpc import Endpoint, Inbound, MessageWire
+
+STDIO = TransportContext(kind="stdio", can_send_request=True)
+
+
+class EndpointDispatcher:
+    """The SDK's `Dispatcher` protocol over an `Endpoint` (one client connection)."""
+
+    def __init__(self, wire: MessageWire, *, inline: frozenset[str] = frozenset()) -> None:
+        self.endpoint = Endpoint(wire, "the client", serving=True, inline=inline)
+        self._ids = itertools.count(1)
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        opts = opts or {}
+        request_id = opts.get("request_id")
+        return await self.endpoint.request(
+            request_id if request_id is not None else next(self._ids),
+            method,
+            params,
+            on_progress=opts.get("on_progress"),
+            timeout=opts.get("timeout"),
+            cancel_on_abandon=opts.get("cancel_on_abandon", True),
+        )
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        await self.endpoint.notify(method, params)
+
+    async def run(
+        self,
+        on_request: OnRequest,
+        on_notify: OnNotify,
+        on_notify_intercept: OnNotifyIntercept | None = None,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        async def request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+            context = RequestContext(self, inbound)
+            try:
+                return await on_request(context, method, params)
+            finally:
+                context.closed = True
+
+        async def notification(inbound: Inbound, method: str, params: dict[str, Any] | None) -> None:
+            if on_notify_intercept is not None and on_notify_intercept(method, params):
+                return
+            await on_notify(RequestContext(self, inbound), method, params)
+
+        await self.endpoint.run(request, notification, task_status=task_status)
+
+
+class RequestContext:
+    """The SDK's `DispatchContext` for one message of the client's: its id, its cancellation, and the
+    channel back to the client while it is served."""
+
+    __slots__ = ("_dispatcher", "_inbound", "_cancel_requested", "closed")
+
+    transport: TransportContext = STDIO
+    message_metadata: None = None
+
+    def __init__(self, dispatcher: EndpointDispatcher, inbound: Inbound) -> None:
+        self._dispatcher = dispatcher
+        self._inbound = inbound
+        self._cancel_requested: anyio.Event | None = None
+        self.closed = False
+
+    @property
+    def request_id(self) -> RequestId | None:
+        message = self._inbound.message
+        return message.get("id") if isinstance(message, dict) else None
+
+    @property
+    def can_send_request(self) -> bool:
+        return not self.closed
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        """Made when first asked for (most requests never are): one event less per request in flight."""
+        if self._cancel_requested is None:
+            event = self._cancel_requested = anyio.Event()
+            if self._inbound.cancel_requested:
+                event.set()
+            else:
+                self._inbound.on_cancel = event.set
+        return self._cancel_requested
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        if self.closed:
+            raise NoBackChannelError(method)
+        return await self._dispatcher.send_raw_request(method, params, opts)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        if not self.closed:
+            await self._dispatcher.notify(method, params, opts)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        request = self._inbound.message
+        token = progress_token_from_params(request.get("params")) if isinstance(request, dict) else None
+        if token is None:
+            return
+        note: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            note["total"] = total
+        if message is not None:
+            note["message"] = message
+        await self.notify("notifications/progress", note)
+
+
+
+async def serve_connection(server: Server[Any], wire: MessageWire, init_options: InitializationOptions) -> None:
+    """`Server.run` on one client connection over `wire`, in the era the client opens with.
+
+    The SDK's rule (`serve_dual_era_loop`): a first request other than `initialize` that carries the
+    2026-07-28 envelope opens a 2026-07-28 connection, anything else a handshake one; what came before
+    that request is served too. A later claim from the other era is refused.
+    """
+    async with server.lifespan(server) as lifespan_state:
+        replay = _Replay(wire)
+        opening = await replay.opening_request()
+        if opening is not None and opening.get("method") != "initialize" and sdk.has_modern_envelope(
+            opening.get("params")
+        ):
+            await _serve_modern(server, replay, lifespan_state)
+        else:
+            await _serve_handshake(server, replay, lifespan_state, init_options)
+
+
+async def _serve_handshake(
+    server: Server[Any], wire: MessageWire, lifespan_state: Any, init_options: InitializationOptions
+) -> None:
+    # `initialize` is answered before the next message is read: the requests after it depend on it.
+    dispatcher = EndpointDispatcher(wire, inline=frozenset({"initialize"}))
+    connection = Connection.for_loop(dispatcher)
+    runner = ServerRunner(server, connection, lifespan_state, init_options=init_options)
+
+    async def on_request(
+        context: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        if method != "initialize" and sdk.has_modern_envelope(params):
+            raise MCPError(
+                code=INVALID_REQUEST,
+                message="this connection serves the handshake protocol era; "
+                "requests carrying the 2026-07-28 envelope are not accepted on it",
+            )
+        return await runner.on_request(context, method, params)
+
+    try:
+        await dispatcher.run(on_request, runner.on_notify)
+    finally:
+        await aclose_shielded(connection)
+
+
+async def _serve_modern(server: Server[Any], wire: MessageWire, lifespan_state: Any) -> None:
+    """Every request carries its own envelope; the client is never sent a request of the server's."""
+    dispatcher = EndpointDispatcher(wire)
+    outbound = NotifyOnlyOutbound(dispatcher)
+
+    async def on_request(
+        context: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        if method == "initialize":
+            raise MCPError(
+                code=UNSUPPORTED_PROTOCOL_VERSION,
+                message="connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted",
+                data=sdk.initialize_after_modern_data(params),
+            )
+        route = classify_inbound_request({"method": method, "params": params})
+        if isinstance(route, InboundLadderRejection):
+            raise MCPError(code=route.code, message=route.message, data=route.data)
+        connection = Connection.from_envelope(
+            route.protocol_version, route.client_info, route.client_capabilities, outbound=outbound
+        )
+        try:
+            return await serve_one(
+                server, sdk.without_server_requests(context), method, params,
+                connection=connection, lifespan_state=lifespan_state,
+            )
+        except (MCPError, ValidationError):
+            raise
+        except Exception as exc:
+            error = modern_error_data(exc)
+            raise MCPError(code=error.code, message=error.message, data=error.data) from exc
+
+    async def on_notify(
+        context: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
+    ) -> None:
+        # The envelope is request-only, so a notification runs at the latest version served.
+        connection = Connection.from_envelope(LATEST_MODERN_VERSION, None, None, outbound=outbound)
+        try:
+            await ServerRunner(server, connection, lifespan_state).on_notify(
+                sdk.without_server_requests(context), method, params
+            )
+        finally:
+            await aclose_shielded(connection)
+
+    await dispatcher.run(on_request, on_notify)
+
+
+class _Replay:
+    """A wire whose first messages were read ahead (to see the client's first request) and are handed
+    out again before the rest."""
+
+    def __init__(self, wire: MessageWire) -> None:
+        self._wire = wire
+        self._source = wire.messages()
+        self._lead: list[Inbound] = []
+
+    async def opening_request(self) -> dict[str, Any] | None:
+        """Read up to the client's first request; None if the wire ends first. Up to
+        `sdk.PRE_REQUEST_REPLAY_LIMIT` messages before it are kept, the rest dropped (the SDK's bound)."""
+        while True:
+            try:
+                inbound = await anext(self._source)
+            except StopAsyncIteration:
+                return None
+            message = inbound.message
+            request = message if isinstance(message, dict) and _is_request(message) else None
+            if request is not None or len(self._lead) < sdk.PRE_REQUEST_REPLAY_LIMIT:
+                self._lead.append(inbound)
+            if request is not None:
+                return request
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        await self._wire.send(message, headers)
+
+    async def messages(self) -> AsyncGenerator[Inbound]:
+        while self._lead:
+            yield self._lead.pop(0)
+        async for inbound in self._source:
+            yield inbound
+
+
+def _is_request(message: dict[str, Any]) -> bool:
+    request_id = message.get("id")
+    return isinstance(message.get("method"), str) and isinstance(request_id, str | int) and not isinstance(request_id, bool)
