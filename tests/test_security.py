@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment
 from elicitgate.elicitation.broker import ERRORS_META_KEY
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.web import admin_auth
-from tests.conftest import PEERS, PY, serve_http, write_config
+from tests.conftest import PEERS, PY, free_port, serve_http, write_config
 from tests.hosted_helpers import AUTH, TOKEN, PlainPage, next_pending
 from tests.test_broker import Human, form, gateway, stdio_upstream, text
 
@@ -308,7 +308,7 @@ def test_bad_state_key_file_stops_start_up_with_a_clear_error(tmp_path, content)
     key_file = tmp_path / "state.key"
     key_file.write_text(content)
     config = write_config(tmp_path, {"x": stdio_upstream()}, bridging={"state_key_file": str(key_file)})
-    for face in (["--http", "127.0.0.1:1"], ["--stdio"]):
+    for face in (["--http", f"127.0.0.1:{free_port()}"], ["--stdio"]):
         done = subprocess.run([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), *face],
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, done.stderr

@@ -19,6 +19,7 @@ from rich.markup import escape
 
 from elicitgate.config import ConfigError, GatewayConfig, build_config, load_config
 from elicitgate.hostport import http_url, parse_hostport, url_host
+from elicitgate.upstreams import prespawn
 
 app = typer.Typer(
     help="elicitgate: an MCP gateway that makes elicitation work everywhere. Docs: docs/ in the source, "
@@ -140,6 +141,20 @@ def _say_ready(gateway: Any, face: str) -> None:
 
 
 def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None = None) -> None:
+    """Serve on stdio (`http` None) or on `http` (HOST:PORT; `sock` if already bound there).
+
+    The stdio servers' processes start first, before the gateway's own imports, so that theirs overlap
+    (`upstreams.prespawn`); one that no connection took is stopped on the way out, whatever the way."""
+    if http is not None and sock is None:
+        sock = claim_port(*_parse_hostport(http))
+    prespawn.start(cfg.upstreams())
+    try:
+        _serve(cfg, http, sock)
+    finally:
+        prespawn.stop_unclaimed()
+
+
+def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> None:
     from elicitgate.gateway import Gateway
 
     _setup_logging(cfg.log_level, cfg.log_format)
@@ -160,7 +175,7 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
     from elicitgate.faces.http import build_http_app
 
     host, port = _parse_hostport(http)
-    sock = sock or claim_port(host, port)
+    assert sock is not None, "bound by run_gateway"
     base = http_url(host, port)
     _announce(cfg, f"elicitgate: MCP at {base}/mcp  health at {base}/healthz")
     if cfg.admin_token is not None:

@@ -221,7 +221,7 @@ class UpstreamConnection:
             forget_request()  # the connection serves later requests too: not the one that opened it
             try:
                 async with AsyncExitStack() as stack:
-                    wire = await stack.enter_async_context(open_transport(config, stderr_tail))
+                    wire = await stack.enter_async_context(open_transport(config, stderr_tail, server=server))
                     endpoint = Endpoint(wire.messages, f"upstream {server!r}")
                     conn = holder.conn = cls(server=server, config=config, endpoint=endpoint, owner=owner)
                     conn._advertised = advertised_capabilities

@@ -13,13 +13,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
-import sys
-import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 import httpx2
@@ -45,6 +42,9 @@ from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, Ses
 from elicitgate import sdk
 from elicitgate.config import HttpServer, StdioServer
 from elicitgate.jsonrpc import Inbound, MessageWire, parse_line
+from elicitgate.upstreams import prespawn
+from elicitgate.upstreams.adopted import adopt
+from elicitgate.upstreams.prespawn import STDERR_TAIL_LINES, StderrPump
 
 
 UPSTREAM_HTTP_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
@@ -304,40 +304,6 @@ async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[
                 tg.cancel_scope.cancel()
 
 
-def stderr_sink() -> TextIO:
-    """Where upstream stdio servers' stderr goes: ours, so operators see their logs."""
-    return sys.stderr
-
-
-STDERR_TAIL_LINES = 20
-
-
-@asynccontextmanager
-async def _stderr_pipe(tail: deque[str]) -> AsyncGenerator[TextIO]:
-    """A pipe for a stdio server's stderr: each line goes on to ours, and the last ones stay in `tail`
-    (a server that dies before answering often says why only there: `ModuleNotFoundError`, ...)."""
-    read_fd, write_fd = os.pipe()
-    writer = os.fdopen(write_fd, "w")
-    drained = threading.Event()
-
-    def pump() -> None:
-        with os.fdopen(read_fd, encoding="utf-8", errors="replace") as reader:
-            for line in reader:
-                sink = stderr_sink()
-                sink.write(line)
-                sink.flush()
-                tail.append(line.rstrip("\n"))
-        drained.set()
-
-    threading.Thread(target=pump, name="upstream-stderr", daemon=True).start()
-    try:
-        yield writer
-    finally:
-        writer.close()  # the process holds its own copy: the pipe ends when it exits
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(drained.wait, 2.0)
-
-
 class StdioWire:
     """A stdio server's pipes: one JSON-RPC message per line, written and parsed here, nothing between."""
 
@@ -368,10 +334,8 @@ class StdioWire:
 
 
 @asynccontextmanager
-async def _stdio(config: StdioServer, errlog: TextIO) -> AsyncGenerator[Wire]:
-    # The SDK merges `env` over its safe default environment, nothing else of ours.
-    env = get_default_environment() | (config.env or {})
-    process = await sdk.spawn_stdio_server(config.command, config.args, env, errlog, config.cwd)
+async def _stdio(server: str | None, config: StdioServer, tail: deque[str]) -> AsyncGenerator[Wire]:
+    process, stderr = await _start_stdio(server, config, tail)
     try:
         yield Wire(StdioWire(process))
     finally:
@@ -382,6 +346,28 @@ async def _stdio(config: StdioServer, errlog: TextIO) -> AsyncGenerator[Wire]:
                 drain.start_soon(_discard, process)
                 await sdk.stop_stdio_server(process)
                 drain.cancel_scope.cancel()
+            await anyio.to_thread.run_sync(stderr.wait_drained)
+
+
+async def _start_stdio(server: str | None, config: StdioServer, tail: deque[str]) -> tuple[ServerProcess, StderrPump]:
+    """The server's process, and the pump of its stderr (last lines in `tail`): the one `prespawn` started
+    for the server's first attempt, else a new one."""
+    started = prespawn.claim(server, config) if server is not None else None
+    if started is not None:
+        started.stderr.keep_tail_in(tail)
+        try:
+            with anyio.CancelScope(shield=True):  # claimed: this connection is the one to stop it
+                return await adopt(started.popen), started.stderr
+        except BaseException:
+            started.kill()
+            raise
+    stderr = StderrPump(tail)
+    # The SDK merges `env` over its safe default environment, nothing else of ours.
+    env = get_default_environment() | (config.env or {})
+    try:
+        return await sdk.spawn_stdio_server(config.command, config.args, env, stderr.child_end, config.cwd), stderr
+    finally:
+        stderr.close_child_end()
 
 
 async def _discard(process: ServerProcess) -> None:
@@ -392,12 +378,15 @@ async def _discard(process: ServerProcess) -> None:
 
 
 @asynccontextmanager
-async def open_transport(config: StdioServer | HttpServer, stderr_tail: deque[str] | None = None) -> AsyncGenerator[Wire]:
+async def open_transport(
+    config: StdioServer | HttpServer, stderr_tail: deque[str] | None = None, *, server: str | None = None
+) -> AsyncGenerator[Wire]:
     """Open the wire to one upstream; raises `OSError` / httpx errors when it cannot. A stdio server's
-    last lines of stderr are kept in `stderr_tail`."""
+    last lines of stderr are kept in `stderr_tail`; `server` names it, so its first attempt takes over the
+    process `prespawn` started for it."""
     if isinstance(config, StdioServer):
         tail = stderr_tail if stderr_tail is not None else deque[str](maxlen=STDERR_TAIL_LINES)
-        async with _stderr_pipe(tail) as errlog, _stdio(config, errlog) as wire:
+        async with _stdio(server, config, tail) as wire:
             yield wire
     elif config.transport == "sse":
         async with sse_client(config.url, headers=config.headers or None) as (read, write):
