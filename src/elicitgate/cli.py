@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import importlib.util
 import logging
 import shutil
 import socket
@@ -140,6 +141,12 @@ def _say_ready(gateway: Any, face: str) -> None:
     _announce(gateway.config, f"elicitgate: ready on {face} ({states})")
 
 
+def _has_uvloop() -> bool:
+    """uvloop is a dependency except on Windows: the stdio face runs on it as uvicorn does on the HTTP face
+    (its `loop="auto"`, with httptools for `http="auto"`)."""
+    return importlib.util.find_spec("uvloop") is not None
+
+
 def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None = None) -> None:
     """Serve on stdio (`http` None) or on `http` (HOST:PORT; `sock` if already bound there).
 
@@ -166,7 +173,10 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
         from elicitgate.faces.stdio import serve_stdio
 
         try:
-            anyio.run(partial(serve_stdio, gateway, on_ready=partial(_say_ready, gateway, "stdio")))
+            anyio.run(
+                partial(serve_stdio, gateway, on_ready=partial(_say_ready, gateway, "stdio")),
+                backend_options={"use_uvloop": _has_uvloop()},
+            )
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
         return

@@ -62,12 +62,15 @@ async def stdio_wire() -> AsyncGenerator[MessageWire]:
     flow = _Flow()
     read_transport: asyncio.ReadTransport | None = None
     write_transport: asyncio.WriteTransport | None = None
+    # Each transport gets a descriptor of its own to close: uvloop's close the descriptor they are given,
+    # asyncio's close the file object (so there it owns the descriptor). `wire_in` / `wire_out` stay ours.
+    owns = isinstance(loop, asyncio.BaseEventLoop)
     try:
         read_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), open(wire_in, "rb", buffering=0, closefd=False)
+            lambda: asyncio.StreamReaderProtocol(reader), open(os.dup(wire_in), "rb", buffering=0, closefd=owns)
         )
         write_transport, _ = await loop.connect_write_pipe(
-            lambda: flow, open(wire_out, "wb", buffering=0, closefd=False)
+            lambda: flow, open(os.dup(wire_out), "wb", buffering=0, closefd=owns)
         )
         yield PipeWire(reader, write_transport, flow)
     finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -366,6 +367,11 @@ async def _start_stdio(server: str | None, config: StdioServer, tail: deque[str]
     env = get_default_environment() | (config.env or {})
     try:
         return await sdk.spawn_stdio_server(config.command, config.args, env, stderr.child_end, config.cwd), stderr
+    except FileNotFoundError as exc:
+        if exc.filename is None:  # uvloop's spawn does not say which file (asyncio's, from subprocess, does)
+            missing_cwd = config.cwd is not None and not os.path.isdir(config.cwd)
+            exc.filename = str(config.cwd) if missing_cwd else config.command
+        raise
     finally:
         stderr.close_child_end()
 
