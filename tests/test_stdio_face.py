@@ -192,12 +192,14 @@ def test_a_cancelled_call_is_not_answered_and_its_question_is_withdrawn(tmp_path
     assert withdrawn["params"]["requestId"] == asked["id"]
     proc.stdin.write(_line({"jsonrpc": "2.0", "id": 8, "method": "ping"}))
     proc.stdin.flush()
-    later = _read_until(proc, lambda m: "id" in m and "method" not in m)
+    between = []
+    later = _read_until(proc, lambda m: between.append(m) or ("id" in m and "method" not in m))
     assert later == {"jsonrpc": "2.0", "id": 8, "result": {}}  # nothing for 7 came before it
     proc.stdin.close()
-    rest = [json.loads(line) for line in proc.stdout.read().splitlines()]
+    rest = between + [json.loads(line) for line in proc.stdout.read().splitlines()]
     proc.wait(timeout=120)
     assert not [m for m in rest if m.get("id") == 7]
+    assert not [m for m in rest if m.get("method") == "notifications/cancelled"]  # withdrawn once, not twice
 
 
 def test_a_call_in_flight_when_stdin_ends_is_answered_connection_closed(tmp_path):

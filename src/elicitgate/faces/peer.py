@@ -83,10 +83,11 @@ class DownstreamCall:
                 raise errors.ClientGone(exc.error.code, exc.error.message, exc.error.data) from exc
             raise
         except anyio.get_cancelled_exc_class():
-            # The SDK sends its courtesy `notifications/cancelled` on this call's own stream, which on
-            # HTTP is gone once the client cancelled the call or the call ended: say it on the
-            # session's stream too, so the client stops asking the user.
-            if outbound.cancel_requested.is_set() or not outbound.can_send_request:
+            # The dispatcher sends its courtesy `notifications/cancelled` on this call's own stream, which on
+            # HTTP is gone once the client cancelled the call or the call ended: say it on the session's
+            # stream too, so the client stops asking the user. On stdio both are the one pipe.
+            gone = outbound.cancel_requested.is_set() or not outbound.can_send_request
+            if gone and outbound.transport.kind != "stdio":
                 with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                     await self.peer.connection.outbound.notify(
                         "notifications/cancelled", {"requestId": request_id, "reason": "the gateway abandoned it"}
