@@ -98,6 +98,24 @@ class NotAMessage(ValueError):
     """Valid JSON, but not a JSON-RPC message (an object)."""
 
 
+def parse_lines(buffer: bytes) -> tuple[list[dict[str, Any] | Exception], bytes]:
+    """The messages of the complete lines in `buffer` (blank ones skipped), and the incomplete rest."""
+    *lines, rest = buffer.split(b"\n")
+    return [parse_line(line) for line in lines if line.strip()], rest
+
+
+def progress_params(
+    token: object, progress: float, total: float | None, message: str | None
+) -> dict[str, Any]:
+    """The params of a `notifications/progress`."""
+    params: dict[str, Any] = {"progressToken": token, "progress": progress}
+    if total is not None:
+        params["total"] = total
+    if message is not None:
+        params["message"] = message
+    return params
+
+
 def parse_line(line: bytes) -> dict[str, Any] | Exception:
     """One line of a stdio wire: the message, or the exception that says why the line is not one."""
     try:

@@ -31,7 +31,7 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.transport_context import TransportContext
 
 from elicitgate import sdk
-from elicitgate.jsonrpc import Endpoint, Inbound, MessageWire
+from elicitgate.jsonrpc import Endpoint, Inbound, MessageWire, progress_params
 
 STDIO = TransportContext(kind="stdio", can_send_request=True)
 
@@ -132,14 +132,8 @@ class RequestContext:
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         request = self._inbound.message
         token = progress_token_from_params(request.get("params")) if isinstance(request, dict) else None
-        if token is None:
-            return
-        note: dict[str, Any] = {"progressToken": token, "progress": progress}
-        if total is not None:
-            note["total"] = total
-        if message is not None:
-            note["message"] = message
-        await self.notify("notifications/progress", note)
+        if token is not None:
+            await self.notify("notifications/progress", progress_params(token, progress, total, message))
 
 
 

@@ -25,7 +25,7 @@ import anyio
 
 from mcp.server.stdio import stdio_server
 
-from elicitgate.jsonrpc import Inbound, MessageWire, parse_line
+from elicitgate.jsonrpc import Inbound, MessageWire, parse_line, parse_lines
 from elicitgate.upstreams.transports import SessionWire
 
 READ_CHUNK = 1 << 16
@@ -112,11 +112,9 @@ class PipeWire:
                 if pending.strip():
                     yield Inbound(parse_line(pending))  # the last line, without its newline
                 return
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                if line.strip():
-                    yield Inbound(parse_line(line))
+            messages, pending = parse_lines(pending + chunk)
+            for message in messages:
+                yield Inbound(message)
 
 
 class _Flow(asyncio.Protocol):

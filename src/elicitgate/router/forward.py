@@ -15,7 +15,7 @@ from elicitgate.bridging.envelope import modern_capabilities, upstream_params, w
 from elicitgate.bridging.input_requests import answer_input_requests, complete_minted
 from elicitgate.elicitation.broker import Broker
 from elicitgate.seams import Origin
-from elicitgate.jsonrpc import PeerLost, UrlElicitationRequired
+from elicitgate.jsonrpc import PeerLost, UrlElicitationRequired, progress_params
 from elicitgate.upstreams.link import UpstreamLink
 
 
@@ -37,12 +37,7 @@ async def forward(
     sent, token = upstream_params(params, call, conn.era)
 
     async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
-        note: dict[str, Any] = {"progressToken": token, "progress": progress}
-        if total is not None:
-            note["total"] = total
-        if message is not None:
-            note["message"] = message
-        await call.notify("notifications/progress", note)
+        await call.notify("notifications/progress", progress_params(token, progress, total, message))
 
     minted: list[str] = []
     try:

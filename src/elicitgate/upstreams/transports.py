@@ -42,7 +42,7 @@ from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, Ses
 
 from elicitgate import sdk
 from elicitgate.config import HttpServer, StdioServer
-from elicitgate.jsonrpc import Inbound, MessageWire, parse_line
+from elicitgate.jsonrpc import Inbound, MessageWire, parse_lines
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import adopt
 from elicitgate.upstreams.prespawn import STDERR_TAIL_LINES, StderrPump
@@ -327,11 +327,9 @@ class StdioWire:
                 chunk = await self._stdout.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                 return
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                if line.strip():
-                    yield Inbound(parse_line(line))
+            messages, pending = parse_lines(pending + chunk)
+            for message in messages:
+                yield Inbound(message)
 
 
 @asynccontextmanager
