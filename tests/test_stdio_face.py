@@ -179,13 +179,18 @@ ELICIT = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
 INITIALIZE_ELICITING = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": {"elicitation": {}}}}
 
 
-def test_a_cancelled_call_is_not_answered_and_its_question_is_withdrawn(tmp_path):
+def _asked(tmp_path) -> tuple[subprocess.Popen, dict]:
+    """A stdio gateway serving `ELICIT`, and the question it put to us."""
     config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
                           audit={"enabled": False})
     proc = _serve(config, subprocess.PIPE)
     proc.stdin.write(_line(INITIALIZE_ELICITING) + _line(INITIALIZED) + _line(ELICIT))
     proc.stdin.flush()
-    asked = _read_until(proc, lambda m: m.get("method") == "elicitation/create")
+    return proc, _read_until(proc, lambda m: m.get("method") == "elicitation/create")
+
+
+def test_a_cancelled_call_is_not_answered_and_its_question_is_withdrawn(tmp_path):
+    proc, asked = _asked(tmp_path)
     proc.stdin.write(_line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}))
     proc.stdin.flush()
     withdrawn = _read_until(proc, lambda m: m.get("method") == "notifications/cancelled")
@@ -203,12 +208,7 @@ def test_a_cancelled_call_is_not_answered_and_its_question_is_withdrawn(tmp_path
 
 
 def test_a_call_in_flight_when_stdin_ends_is_answered_connection_closed(tmp_path):
-    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
-                          audit={"enabled": False})
-    proc = _serve(config, subprocess.PIPE)
-    proc.stdin.write(_line(INITIALIZE_ELICITING) + _line(INITIALIZED) + _line(ELICIT))
-    proc.stdin.flush()
-    _read_until(proc, lambda m: m.get("method") == "elicitation/create")
+    proc, _ = _asked(tmp_path)
     proc.stdin.close()
     answer = _read_until(proc, lambda m: m.get("id") == 7)
     proc.wait(timeout=120)
