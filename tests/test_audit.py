@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate.audit.record import AuditRecord
 from elicitgate.audit.store import AuditStore
+from elicitgate.audit import trail as trail_module
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import AuditConfig
 from elicitgate.metrics import AUDIT_DROPPED
@@ -127,21 +128,37 @@ def _record(server: str, state: str, ended: datetime, **extra) -> AuditRecord:
                        ended_at=ended, **extra)
 
 
-async def test_retention_removes_records_older_than_retention_days(tmp_path):
-    url = sqlite_url(tmp_path)
+async def _old_and_new_records(url: str) -> None:
     now = datetime.now(UTC)
     store = await AuditStore.open(url)
     await store.add([_record("old", "accepted", now - timedelta(days=3)), _record("new", "accepted", now)])
     await store.close()
-    config = {"mcpServers": {}, "audit": {"url": url, "retention_days": 2}}
+
+
+async def _wait_until_only_new_remains(url: str) -> None:
+    store = await AuditStore.open(url)
+    try:
+        with anyio.fail_after(20):
+            while [r["server"] for r in await store.query()] != ["new"]:
+                await anyio.sleep(0.05)
+    finally:
+        await store.close()
+
+
+async def test_retention_removes_records_older_than_retention_days_when_the_store_opens(tmp_path):
+    url = sqlite_url(tmp_path)
+    await _old_and_new_records(url)
+    config = {"mcpServers": {}, "audit": {"url": url, "retention_days": 2, "open_at_start": True}}
     async with inprocess_gateway(config):
-        store = await AuditStore.open(url)
-        try:
-            with anyio.fail_after(20):
-                while [r["server"] for r in await store.query()] != ["new"]:
-                    await anyio.sleep(0.05)
-        finally:
-            await store.close()
+        await _wait_until_only_new_remains(url)
+
+
+async def test_retention_applies_to_a_gateway_nobody_uses_at_its_first_hourly_check(tmp_path, monkeypatch):
+    monkeypatch.setattr(trail_module, "CLEANUP_EVERY", 0.2)  # the hour, shortened
+    url = sqlite_url(tmp_path)
+    await _old_and_new_records(url)
+    async with inprocess_gateway({"mcpServers": {}, "audit": {"url": url, "retention_days": 2}}):
+        await _wait_until_only_new_remains(url)
 
 
 def test_a_full_queue_drops_and_counts_instead_of_waiting(caplog):

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx2
+
 from tests.conftest import PY, Process, free_port, wait_healthy, write_config
 
 DUMP_MODULES = """
@@ -26,8 +28,10 @@ SDK_PARTS_NEVER_NEEDED = {"mcp.server.mcpserver", "mcp.client.client", "mcp.clie
 HTTP_FACE_PARTS = {"elicitgate.faces.http", "elicitgate.faces.auth", "elicitgate.web.app", "elicitgate.web.admin"}
 STDIO_FACE_PARTS = {"elicitgate.faces.stdio", "elicitgate.faces.stdio_pipes", "mcp.server.stdio"}
 AUDIT_STORE = {"elicitgate.audit.store", "sqlalchemy", "alembic", "aiosqlite"}
-ONLY_WHEN_USED = {"yaml", "jsonschema"}
-"""A YAML config's parser; the answer checks, imported with the first answer."""
+ONLY_WHEN_USED = {"yaml", "jsonschema", "jwt", "cryptography"}
+"""A YAML config's parser; the answer checks, imported with the first answer; JWT checks (`http.auth` with an
+issuer); the requestState seal (`cryptography`), at a 2026-07-28 client's first round."""
+ADMIN_TOKEN = "startup-admin-token-for-tests"
 
 
 def _serve_stdio_modules(config: Path, out: Path) -> set[str]:
@@ -74,10 +78,34 @@ def test_a_client_that_leaves_at_once_lets_the_gateway_exit_while_its_new_audit_
     # SQLAlchemy's aiosqlite connection never closed and the process never exited.
     for attempt in range(3):
         store = tmp_path / f"audit-{attempt}.db"
-        config = write_config(tmp_path, {}, audit={"url": f"sqlite:///{store}"})
+        config = write_config(tmp_path, {}, audit={"url": f"sqlite:///{store}", "open_at_start": True})
         modules = _serve_stdio_modules(config, tmp_path / "modules.json")
         assert "elicitgate.audit.store" in modules
         assert store.exists()
+
+
+def test_by_default_the_audit_store_opens_when_first_needed_not_at_start(tmp_path):
+    store = tmp_path / "audit.db"
+    config = write_config(tmp_path, {}, audit={"url": f"sqlite:///{store}"})
+    modules = _serve_stdio_modules(config, tmp_path / "modules.json")
+    assert modules & AUDIT_STORE == set()
+    assert not store.exists()
+
+
+def test_a_read_of_the_admin_api_opens_the_audit_store(tmp_path):
+    store = tmp_path / "audit.db"
+    config = write_config(tmp_path, {}, audit={"url": f"sqlite:///{store}"})
+    port = free_port()
+    gateway = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
+                      port, env={"ELICITGATE_ADMIN_TOKEN": ADMIN_TOKEN})
+    try:
+        wait_healthy(gateway.url)
+        assert not store.exists()
+        read = httpx2.get(f"{gateway.url}/api/audit", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30)
+        assert read.status_code == 200 and read.json() == {"records": []}
+        assert store.exists()
+    finally:
+        gateway.stop()
 
 
 def test_sdk_names_stay_reachable_through_the_deferred_packages():
@@ -95,11 +123,13 @@ def test_sdk_names_stay_reachable_through_the_deferred_packages():
 
 
 def test_the_audit_store_opens_after_the_upstreams_first_attempt(tmp_path):
-    """Opening the store (SQLAlchemy's import, the migration check) takes CPU the start-up needs: it waits
+    """With `audit.open_at_start`: opening the store (SQLAlchemy's import, the migration check) takes CPU the
+    start-up needs: it waits
     until every upstream had its first attempt, so "ready" comes first. The upstream here takes 2 s to
     start, longer than the store takes to open."""
     slow = {"command": "sh", "args": ["-c", f"sleep 2; exec {PY} -m elicitgate.demo.server"]}
-    config = write_config(tmp_path, {"slow": slow}, audit={"url": f"sqlite:///{tmp_path / 'audit.db'}"})
+    config = write_config(tmp_path, {"slow": slow},
+                          audit={"url": f"sqlite:///{tmp_path / 'audit.db'}", "open_at_start": True})
     proc = subprocess.Popen([PY, "-m", "elicitgate.cli", "serve", "--config", str(config)],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []

@@ -147,6 +147,19 @@ def test_the_first_request_decides_the_era_and_what_came_before_it_is_served_too
     assert "x__echo" in {tool["name"] for tool in handshake[3]["result"]["tools"]}
 
 
+def test_a_handshake_era_call_carrying_request_state_is_still_checked_by_the_seal(tmp_path):
+    """The requestState boundary (`bridging.sealing.RequestsOnly`) is loaded only for 2026-07-28 rounds, but a
+    request that carries a `requestState` goes through it whatever era its connection is."""
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
+                          audit={"enabled": False})
+    call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "x__echo", "arguments": {"text": "hi"}}}
+    forged = {**call, "id": 2, "params": {**call["params"], "requestState": "forged"}}
+    answers = _exchange(config, [INITIALIZE, INITIALIZED, forged, {**call, "id": 3}], expect=3)
+    assert answers[2]["error"]["code"] == -32602
+    assert answers[2]["error"]["message"] == "Invalid or expired requestState"
+    assert answers[3]["result"]["content"][0]["text"] == "hi"
+
+
 def test_what_is_not_a_request_is_answered_with_invalid_request(tmp_path):
     """The face's own endpoint (`jsonrpc.Endpoint`, serving): JSON that is not a JSON-RPC message, or a
     request whose id is neither a string nor a number, gets -32600 with a null id; the connection goes on."""

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import errno
+import functools
 import importlib.util
 import logging
 import shutil
 import socket
 import sys
 import textwrap
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from elicitgate.config import ConfigError, GatewayConfig, build_config, load_config
+from elicitgate.console import err
 from elicitgate.hostport import http_url, parse_hostport, url_host
 from elicitgate.upstreams import prespawn
 
@@ -30,7 +29,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-err = Console(stderr=True, soft_wrap=True)  # a long path or message stays on one line: grep-able, copy-able
 
 
 def _print_version(value: bool) -> None:
@@ -52,14 +50,14 @@ def _main(
 
 
 def _warn(message: str) -> None:
-    err.print(f"elicitgate: warning: {message}", style="yellow", highlight=False, markup=False, soft_wrap=True)
+    err().print(f"elicitgate: warning: {message}", style="yellow", highlight=False, markup=False, soft_wrap=True)
 
 
 def _load(config: Path) -> GatewayConfig:
     try:
         cfg = load_config(config, warn=_warn)
     except ConfigError as exc:
-        err.print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
+        err().print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     if not cfg.upstreams():
         what = "only disabled servers" if cfg.mcp_servers else "no servers"
@@ -82,7 +80,7 @@ def _check_state_keys(cfg: GatewayConfig) -> None:
     try:
         load_keys(cfg.bridging)
     except ConfigError as exc:
-        err.print(f"[red]{escape(exc.render())}[/red]", highlight=False)
+        err().print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -94,7 +92,7 @@ def _with_replicas(cfg: GatewayConfig) -> GatewayConfig:
     try:
         return with_shared_state_key(cfg, cfg.redis_url.get_secret_value())
     except ConfigError as exc:
-        err.print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
+        err().print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -120,7 +118,7 @@ def claim_port(host: str, port: int) -> socket.socket:
         sock.close()
         shown = url_host(host)
         why = "is already in use (another elicitgate?)" if exc.errno == errno.EADDRINUSE else f"cannot be used: {exc.strerror}"
-        err.print(
+        err().print(
             f"elicitgate: {shown}:{port} {why}; choose another port, e.g. --http {shown}:{port + 1}",
             style="red", highlight=False, markup=False, soft_wrap=True,
         )
@@ -133,7 +131,7 @@ def _announce(cfg: GatewayConfig, text: str) -> None:
     if cfg.log_format == "json":
         logging.getLogger("elicitgate").info("%s", text)
     else:
-        err.print(text, highlight=False, markup=False, soft_wrap=True)
+        print(text, file=sys.stderr, flush=True)
 
 
 def _say_ready(gateway: Any, face: str) -> None:
@@ -174,7 +172,7 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
 
         try:
             anyio.run(
-                partial(serve_stdio, gateway, on_ready=partial(_say_ready, gateway, "stdio")),
+                functools.partial(serve_stdio, gateway, on_ready=functools.partial(_say_ready, gateway, "stdio")),
                 backend_options={"use_uvloop": _has_uvloop()},
             )
         except KeyboardInterrupt:
@@ -196,14 +194,14 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
 
     if (warning := exposure_warning(host, cfg.http.auth)) is not None:
         if cfg.http.require_auth:
-            err.print(f"elicitgate: {warning} (http.require_auth is on)", style="red", highlight=False,
+            err().print(f"elicitgate: {warning} (http.require_auth is on)", style="red", highlight=False,
                       markup=False, soft_wrap=True)
             raise typer.Exit(2)
         logging.getLogger("elicitgate").warning(warning)
     try:
         app_ = build_http_app(gateway, None if host in ("0.0.0.0", "::") else base)
     except AuthConfigError as exc:
-        err.print(f"invalid configuration: {exc}", style="red", highlight=False, markup=False)
+        err().print(f"invalid configuration: {exc}", style="red", highlight=False, markup=False)
         raise typer.Exit(2) from None
     # The access log (one line per request, redacted) only when asked for, with log_level debug.
     # log_config=None: uvicorn's own lines go through the gateway's handler (JSON with `log_format: json`).
@@ -378,7 +376,7 @@ def demo(
         config["http"] = {"hosted_listen": http}
     cfg = _with_log_level(build_config(config, "built-in demo config", warn=_warn), log_level)
     shown = url_host(host)
-    err.print(
+    err().print(
         "elicitgate demo: the bundled demo servers' tools (demo__book_table, demo__confirm, "
         "demo__connect_account, colours__pick_colour) elicit; point an MCP client at the gateway. A client "
         "that cannot show forms gets them in the inbox:\n"
@@ -403,15 +401,15 @@ def inbox(
     from elicitgate.web.terminal import InboxError, TerminalInbox
 
     if not token:
-        err.print("[red]elicitgate inbox needs the admin token: --token or ELICITGATE_ADMIN_TOKEN[/red]")
+        err().print("[red]elicitgate inbox needs the admin token: --token or ELICITGATE_ADMIN_TOKEN[/red]")
         raise typer.Exit(2)
     try:
         TerminalInbox(url, token).run(once=once)
     except InboxError as exc:
-        err.print(f"{exc}", style="red", highlight=False, markup=False, soft_wrap=True)
+        err().print(f"{exc}", style="red", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(1) from None
     except httpx2.TransportError as exc:
-        err.print(
+        err().print(
             f"elicitgate inbox: no gateway answers at {url} ({exc or type(exc).__name__}); start one "
             f"({self_command()} demo, or serve --http with ELICITGATE_ADMIN_TOKEN set) or pass --url",
             style="red", highlight=False, markup=False, soft_wrap=True,

@@ -10,14 +10,12 @@ from typing import Annotated, Any, Literal
 
 import anyio
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from elicitgate.audit.record import FIELDS, as_json, parse_filters
 from elicitgate.config import ConfigError, load_config
+from elicitgate.console import err
 
 audit_app = typer.Typer(help="Read the audit trail (works without a running gateway).", no_args_is_help=True)
-err = Console(stderr=True, soft_wrap=True)  # a long path or message stays on one line: grep-able, copy-able
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="the gateway's config file (its audit.url)")]
 StateOption = Annotated[
@@ -34,7 +32,7 @@ def _rows(config: Path, state: str | None, server: str | None, since: str | None
     try:
         cfg = load_config(config)
     except ConfigError as exc:
-        err.print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
+        err().print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     try:
         filters = parse_filters(state, server, since)
@@ -52,7 +50,7 @@ def _rows(config: Path, state: str | None, server: str | None, since: str | None
     try:
         return [as_json(row) for row in anyio.run(read)]
     except AuditStoreError as exc:
-        err.print(str(exc), style="red", highlight=False, markup=False)
+        err().print(str(exc), style="red", highlight=False, markup=False)
         raise typer.Exit(1) from None
 
 
@@ -75,6 +73,9 @@ def list_records(
     if format == "jsonl":
         _jsonl(rows, sys.stdout)
         return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"elicitgate audit: {len(rows)} record(s)")
     for column in TABLE_COLUMNS:
         table.add_column(column)
@@ -103,7 +104,7 @@ def export_records(
             for row in rows:
                 writer.writerow({**row, "content": None if row["content"] is None else json.dumps(row["content"])})
     if output:
-        err.print(f"elicitgate audit: {len(rows)} record(s) written to {output}")
+        err().print(f"elicitgate audit: {len(rows)} record(s) written to {output}")
 
 
 class _stdout:

@@ -290,6 +290,11 @@ class AuditConfig(_Strict):
     """Keep accepted answers' values; fields detected as secrets are never kept."""
     queue_size: int = Field(default=10_000, gt=0)
     """Records waiting for the writer; when full, new ones are dropped (counted and logged), never waited for."""
+    open_at_start: bool = False
+    """Open the store (and run its migrations) as the gateway starts, so that a wrong URL or an unreachable
+    database is logged at once. By default it opens when first needed: the first record, a read of the admin
+    API's audit trail, or the first hourly retention check (SQLAlchemy is ~19 MiB a gateway that never asks
+    anything does not spend)."""
 
     @field_validator("url")
     @classmethod

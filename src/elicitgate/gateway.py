@@ -114,8 +114,9 @@ class Gateway:
                         await link.first_attempt_done.wait()
             heap.settle()
             if self.audit is not None:
-                # After the upstreams' first attempt: opening the store (importing SQLAlchemy, migrating)
-                # takes CPU the start-up needs; records made before it is open wait in its queue.
+                # After the upstreams' first attempt: with `audit.open_at_start` the writer opens the store
+                # at once (importing SQLAlchemy, migrating), CPU the start-up needs; records made before it
+                # is open wait in its queue.
                 tg.start_soon(self.audit.run, name="audit-writer")
             try:
                 yield self

@@ -2,8 +2,9 @@
 
 The SDK's `RequestStateBoundary` does the cryptography (AES-256-GCM via `cryptography`) and checks
 expiry, the method, the target and a digest of the arguments, the audience and the principal on
-every retry, before any gateway handler runs. What the gateway adds: where the key comes from, and
-who the principal is on a face without authentication.
+every retry, before any gateway handler runs. What the gateway adds: where the key comes from, who
+the principal is on a face without authentication, and that the boundary (with `cryptography`, ~7 MiB
+of RSS) is loaded only once a 2026-07-28 round needs it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ import logging
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_types import CLIENT_INFO_META_KEY
+from mcp_types.methods import INPUT_REQUIRED_METHODS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import principal_components
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity, authenticated_principal
+
+if TYPE_CHECKING:
+    from mcp.server.request_state import RequestStateBoundary
 
 from elicitgate.config import BridgingConfig, ConfigError
 from elicitgate.json_shapes import is_object
@@ -31,9 +38,14 @@ KEY_BYTES = 32
 
 
 def authenticated_principal_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    """The identity `http.auth` vouched for (the SDK's issuer, client and subject of the token), if any."""
-    authenticated = authenticated_principal(ctx)
-    return f"auth:{authenticated}" if authenticated is not None else None
+    """The identity `http.auth` vouched for (the SDK's issuer, client and subject of the token), if any.
+
+    The SDK's `request_state.authenticated_principal`, spelled out here so that serving a request does not
+    import `cryptography`."""
+    token = get_access_token()
+    if token is None:
+        return None
+    return "auth:" + json.dumps(principal_components(token), separators=(",", ":"))
 
 
 def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -92,24 +104,41 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def state_boundary(config: BridgingConfig) -> RequestsOnly:
-    security = RequestStateSecurity(
-        keys=load_keys(config), ttl=config.state_ttl, bind_principal=principal_of, audience=AUDIENCE
-    )
-    return RequestsOnly(RequestStateBoundary(security, default_audience=AUDIENCE))
+    """The boundary for the face's middleware; the key is read (or made) now, so a bad key file stops the
+    start."""
+    return RequestsOnly(load_keys(config), config.state_ttl)
 
 
 class RequestsOnly:
-    """The SDK's requestState boundary, for requests only.
+    """The SDK's requestState boundary, for the requests of a 2026-07-28 round only.
 
     The SDK runs server middleware for notifications too, and its boundary reads any message named like a
     retryable request: a notification `tools/call` (no id) carrying a malformed `requestState` raised,
     logged as an error with a traceback. A notification has no result to seal and no state to unseal.
+
+    A handshake-era client's request has neither a state to unseal nor an `input_required` result to seal
+    (the gateway answers its elicitations on the session), so it passes by without the boundary; a request
+    that carries `requestState` always goes through it, whatever version it claims.
     """
 
-    def __init__(self, boundary: RequestStateBoundary) -> None:
-        self._boundary = boundary
+    def __init__(self, keys: list[bytes], ttl: float) -> None:
+        self._keys = keys
+        self._ttl = ttl
+        self._boundary: RequestStateBoundary | None = None
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.request_id is None:
+        if ctx.request_id is None or ctx.method not in INPUT_REQUIRED_METHODS:
             return await call_next(ctx)
-        return await self._boundary(ctx, call_next)
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and (ctx.params or {}).get("requestState") is None:
+            return await call_next(ctx)
+        return await self._loaded()(ctx, call_next)
+
+    def _loaded(self) -> RequestStateBoundary:
+        if self._boundary is None:
+            from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+
+            security = RequestStateSecurity(
+                keys=self._keys, ttl=self._ttl, bind_principal=principal_of, audience=AUDIENCE
+            )
+            self._boundary = RequestStateBoundary(security, default_audience=AUDIENCE)
+        return self._boundary

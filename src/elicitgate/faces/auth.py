@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import jwt
 from pydantic import AnyHttpUrl, TypeAdapter, ValidationError
 from starlette.authentication import UnauthenticatedUser
 from starlette.requests import HTTPConnection, Request
@@ -67,9 +66,13 @@ class JwtAccessTokens:
         self.config = config
         self.audience = audience
         jwks_url = config.jwks_url or config.issuer.rstrip("/") + "/.well-known/jwks.json"
+        import jwt  # with `cryptography`: loaded only by a gateway that checks JWTs
+
         self._keys = jwt.PyJWKClient(jwks_url, cache_keys=True, lifespan=300, timeout=10)
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        import jwt
+
         try:
             # PyJWKClient fetches (and caches) the key set with blocking I/O.
             key = await anyio.to_thread.run_sync(self._keys.get_signing_key_from_jwt, token)

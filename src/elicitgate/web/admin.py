@@ -38,6 +38,8 @@ from elicitgate.elicitation.hosted_registry import HostedEntry
 HEARTBEAT = 15.0
 AUDIT_PAGE = 100
 AUDIT_MAX = 10_000
+AUDIT_OPEN_WAIT = 10.0
+"""Seconds a read of the audit trail waits for the store to open (it opens at first use)."""
 STOP_WAIT = 10.0
 
 
@@ -256,11 +258,12 @@ class AdminRoutes:
                 raise ValueError
         except ValueError as exc:
             return problem(422, str(exc) or f"limit must be an integer from 1 to {AUDIT_MAX}")
-        if trail.store is None:
+        store = await trail.opened(AUDIT_OPEN_WAIT)
+        if store is None:
             response = problem(503, "the audit store is not open yet (see the gateway's log)")
             response.headers["Retry-After"] = "5"
             return response
-        rows = await trail.store.query(**filters, limit=limit)
+        rows = await store.query(**filters, limit=limit)
         return secure(JSONResponse({"records": [as_json(row) for row in rows]}))
 
     async def openapi(self, request: Request) -> Response:
