@@ -15,12 +15,13 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
+from mcp_types import HEADER_MISMATCH
 import pytest
 
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import PY, gateway_stdio, inprocess_gateway, write_config
+from tests.conftest import PY, gateway_stdio, inprocess_gateway, stdio_server, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -179,7 +180,7 @@ class RawModernClient:
         self._ids = iter(range(1, 10_000))
 
     async def call(self, http_client: httpx2.AsyncClient, tool: str, arguments: dict[str, Any],
-                   **extra: Any) -> dict[str, Any]:
+                   headers: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
         meta = {
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": self.capabilities,
@@ -188,7 +189,7 @@ class RawModernClient:
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": "tools/call",
                 "params": {"name": tool, "arguments": arguments, "_meta": meta, **extra}}
         headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": MODERN,
-                   "mcp-method": "tools/call", "mcp-name": tool}
+                   "mcp-method": "tools/call", "mcp-name": tool, **(headers or {})}
         response = await http_client.post(self.url, json=body, headers=headers, timeout=30)
         return _last_jsonrpc_message(response)
 
@@ -208,6 +209,27 @@ async def upstream_stats(client: Client, server: str) -> dict[str, Any]:
 async def shared_upstream(http_upstream):
     """One handshake-era HTTP upstream process (shared by every client), and a legacy client to ask it."""
     return http_upstream("tests.peers.py_server", "--name", "h")
+
+
+async def test_mcp_param_headers_are_checked_against_the_tool_in_the_merged_catalog():
+    """A 2026-07-28 call's `Mcp-Param-*` headers must match its arguments (the SDK's check, fed the tool's
+    schema by `Catalog.tool_input_schema`): the SDK client mirrors them and is served; a header that
+    contradicts the body is refused before any upstream sees the call."""
+    config = {"mcpServers": {"r": stdio_server("tests.peers.region_server")}}
+    async with inprocess_gateway(config) as gw, httpx2.AsyncClient() as http_client:
+        async with Client(gw.mcp_url, mode="2026-07-28") as client:
+            routed = await client.call_tool("r__route", {"region": "eu-west"})
+            assert routed.content[0].text == "routed to eu-west"
+        raw = RawModernClient(gw.mcp_url)
+        agreeing = await raw.call(http_client, "r__route", {"region": "eu-west"},
+                                  headers={"mcp-param-region": "eu-west"})
+        assert agreeing["result"]["content"][0]["text"] == "routed to eu-west"
+        contradicting = await raw.call(http_client, "r__route", {"region": "eu-west"},
+                                       headers={"mcp-param-region": "us-east"})
+        assert contradicting["error"]["code"] == HEADER_MISMATCH, contradicting
+        assert "Mcp-Param-Region" in contradicting["error"]["message"]
+        missing = await raw.call(http_client, "r__route", {"region": "eu-west"})
+        assert missing["error"]["code"] == HEADER_MISMATCH, missing
 
 
 async def test_tampered_expired_foreign_and_replayed_state_are_refused_before_the_upstream(shared_upstream):

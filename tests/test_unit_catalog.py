@@ -148,3 +148,13 @@ def test_update_replaces_only_the_kinds_given_and_clear_forgets_the_server() -> 
     c.clear("a")
     assert c.merged("tools") == [] and c.merged("prompts") == []
     assert c.find("prompts", "a", "p") is None
+
+
+def test_a_tools_input_schema_is_found_by_its_public_name() -> None:
+    schema = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+    c = catalog({"a": {"tools": [{"name": "route", "inputSchema": schema}, {"name": "odd", "inputSchema": "?"}]},
+                 "b": {"tools": [{"name": "route"}]}})
+    assert c.tool_input_schema("a__route") == schema
+    assert c.tool_input_schema("b__route") is None  # listed without a schema
+    assert c.tool_input_schema("a__odd") is None  # not an object
+    assert c.tool_input_schema("c__route") is None and c.tool_input_schema("a__missing") is None

@@ -75,6 +75,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         # 2026-07-28 results carry freshness hints; the merged catalog can change whenever an upstream's
         # does, so nothing is fresh for long. An upstream's own hints on what it returns win.
         cache_hints={cast("CacheableMethod", method): CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS},
+        get_tool_input_schema=gateway.catalog.tool_input_schema,
     )
     server.middleware.clear()  # no per-message tracing span on the pass-through path
     server.middleware.append(RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED}))

@@ -104,6 +104,18 @@ class Catalog:
         """The tool or prompt (`kind` "tools" / "prompts") `server` lists as `name`, as the server sent it."""
         return self._named.get((server, kind), {}).get(name)
 
+    def tool_input_schema(self, public: str) -> Mapping[str, Any] | None:
+        """The `inputSchema` of the tool listed as `public`, or None when no server lists it.
+
+        The SDK's HTTP face checks a 2026-07-28 call's `Mcp-Param-*` headers against it; without this
+        lookup it would run the whole `tools/list` handler on every call to find one tool."""
+        try:
+            server, name = self.resolve_name("tool", public)
+        except MCPError:
+            return None
+        schema = (self.find("tools", server, name) or {}).get("inputSchema")
+        return schema if is_object(schema) else None
+
     def _reindex_names(self, server: str) -> None:
         for kind in ("tools", "prompts"):
             items = self.by_server[server].items[kind]
