@@ -2,7 +2,8 @@
 
 Run: `python -m bench.gateway_probe CONFIG PROBE_FILE`. The gateway is the real one, built and
 served as `elicitgate.cli.run_gateway` does for stdio; on SIGUSR1 it writes what the broker holds
-(`pending`), the connected clients and the asyncio task count as JSON to PROBE_FILE, so the bench
+(`pending`), the connected clients, the asyncio task count and whether the audit store is open
+(`audit_open`; it opens at the first record) as JSON to PROBE_FILE, so the bench
 can check that every elicitation it counts is really pending in the broker, and that nothing is
 left after the waves. With BENCH_TRACEMALLOC=1 it also traces allocations (slower) and adds the
 live Python memory by source file to the probe (`traced`), to see where pending elicitations' bytes go
@@ -43,7 +44,7 @@ def main() -> None:
         except RuntimeError:
             tasks = -1
         stats = {"pid": os.getpid(), "pending": len(gateway.broker.pending), "peers": len(gateway.peers),
-                 "tasks": tasks}
+                 "tasks": tasks, "audit_open": gateway.audit is None or gateway.audit.store is not None}
         if tracemalloc.is_tracing():
             top = tracemalloc.take_snapshot().statistics(os.environ.get("BENCH_TRACEMALLOC_BY", "filename"))
             stats["traced_total_kb"] = sum(stat.size for stat in top) // 1024

@@ -84,6 +84,13 @@ class Probe:
         stats["rss_kb"] = rss_kb(self.pid)
         return stats
 
+    async def audit_opened(self) -> None:
+        """Wait until the audit store, opened by the first call's record, is open: its import (SQLAlchemy)
+        is the gateway's start, not memory the measured elicitations hold."""
+        with anyio.fail_after(60):
+            while not (await self.read())["audit_open"]:
+                await anyio.sleep(0.05)
+
 
 async def concurrent_calls(call: Callable[[], Awaitable[Any]], n: int, concurrency: int) -> list[float]:
     """`n` calls made by `concurrency` workers; returns each call's latency in seconds."""
@@ -161,7 +168,9 @@ async def _gateway(
     async with Client(stdio_transport(argv, log), mode="legacy", elicitation_callback=answer,
                       read_timeout_seconds=900) as client:
         await _checked(client, f"demo__{TOOL}")()
-        yield client, Probe(find_child(str(probe_file)), probe_file)
+        probe = Probe(find_child(str(probe_file)), probe_file)
+        await probe.audit_opened()
+        yield client, probe
 
 
 async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, wave: int,
