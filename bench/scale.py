@@ -74,9 +74,9 @@ class Probe:
         self.pid = pid
         self.path = path
 
-    async def read(self) -> dict[str, Any]:
+    async def read(self, *, traced: bool = True) -> dict[str, Any]:
         self.path.unlink(missing_ok=True)
-        os.kill(self.pid, signal.SIGUSR1)
+        os.kill(self.pid, signal.SIGUSR1 if traced else signal.SIGUSR2)
         with anyio.fail_after(30):
             while not self.path.exists():
                 await anyio.sleep(0.02)
@@ -88,7 +88,7 @@ class Probe:
         """Wait until the audit store, opened by the first call's record, is open: its import (SQLAlchemy)
         is the gateway's start, not memory the measured elicitations hold."""
         with anyio.fail_after(60):
-            while not (await self.read())["audit_open"]:
+            while not (await self.read(traced=False))["audit_open"]:
                 await anyio.sleep(0.05)
 
 

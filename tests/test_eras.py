@@ -178,6 +178,7 @@ class RawModernClient:
         self.name = name
         self.capabilities = {"elicitation": {"form": {}, "url": {}}} if capabilities is None else capabilities
         self._ids = iter(range(1, 10_000))
+        self.last_status: int | None = None
 
     async def call(self, http_client: httpx2.AsyncClient, tool: str, arguments: dict[str, Any],
                    headers: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -191,6 +192,7 @@ class RawModernClient:
         headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": MODERN,
                    "mcp-method": "tools/call", "mcp-name": tool, **(headers or {})}
         response = await http_client.post(self.url, json=body, headers=headers, timeout=30)
+        self.last_status = response.status_code
         return _last_jsonrpc_message(response)
 
 
@@ -227,6 +229,7 @@ async def test_mcp_param_headers_are_checked_against_the_tool_in_the_merged_cata
         contradicting = await raw.call(http_client, "r__route", {"region": "eu-west"},
                                        headers={"mcp-param-region": "us-east"})
         assert contradicting["error"]["code"] == HEADER_MISMATCH, contradicting
+        assert raw.last_status == 400
         assert "Mcp-Param-Region" in contradicting["error"]["message"]
         missing = await raw.call(http_client, "r__route", {"region": "eu-west"})
         assert missing["error"]["code"] == HEADER_MISMATCH, missing
