@@ -206,7 +206,10 @@ def markdown(results: dict[str, Any]) -> str:
                     f"**{p['bytes_per_pending'] / 1024:.1f} KB per pending elicitation**; all pending after "
                     f"{p['seconds_to_all_pending']:.1f} s; broker pending after release: {p['broker_pending_after']}."
                 )
-        lines += ["", "| concurrency | elicitgate /s | elicitgate p50 ms | direct /s | direct p50 ms |",
+        rounds = scale["throughput"][0].get("rounds", 1) if scale["throughput"] else 1
+        lines += ["", f"Throughput: the median of {rounds} runs per target, direct and elicitgate alternating."
+                  if rounds > 1 else "Throughput: one run per target.",
+                  "", "| concurrency | elicitgate /s | elicitgate p50 ms | direct /s | direct p50 ms |",
                   "|---:|---:|---:|---:|---:|"]
         for row in scale["throughput"]:
             g, d = row["elicitgate"], row["direct"]

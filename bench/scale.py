@@ -8,7 +8,8 @@ one form elicitation, answered by the client.
 Phases, in this order (so that the leak check runs before the pending phase inflates the heap):
 1. waves: `total` elicitations completed in waves of `wave` concurrent calls; the gateway's RSS
    after the warm-up wave and after the last one (no leak: within 5%), and the broker empty after;
-2. throughput at concurrency 1 / 10 / 100, through the gateway and direct (client -> upstream);
+2. throughput at concurrency 1 / 10 / 100, through the gateway and direct (client -> upstream), the median
+   of `THROUGHPUT_ROUNDS` runs each, alternating;
 3. pending: calls whose elicitations the client holds unanswered, all at once; the gateway's RSS
    then, minus before, divided by their number; the broker's own count as a check. Twice: a few
    thousand pushed by the handshake-era HTTP upstream (each also holds its call's upstream POST),
@@ -204,23 +205,36 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
     }
 
 
+THROUGHPUT_ROUNDS = 3
+"""Measurements per target and level, alternating direct and elicitgate (the order flips each round): a
+single back-to-back pair moved by 25% from run to run on this machine; the median of three holds."""
+
+
 async def _throughput(via_gateway: Callable[[], Awaitable[None]], direct: Callable[[], Awaitable[None]],
                       levels: tuple[int, ...], per_level: int, progress: Callable[[str], None]) -> list[dict[str, Any]]:
     rows = []
+    targets = (("direct", direct), ("elicitgate", via_gateway))
     for level in levels:
         n = max(per_level, 10 * level)
-        row: dict[str, Any] = {"concurrency": level, "calls": n}
-        for name, call in (("direct", direct), ("elicitgate", via_gateway)):
-            await concurrent_calls(call, level, level)
-            start = time.perf_counter()
-            latencies = await concurrent_calls(call, n, level)
-            elapsed = time.perf_counter() - start
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in targets}
+        for _, call in targets:
+            await concurrent_calls(call, level, level)  # warm-up
+        for round_ in range(THROUGHPUT_ROUNDS):
+            for name, call in targets if round_ % 2 == 0 else targets[::-1]:
+                start = time.perf_counter()
+                latencies = await concurrent_calls(call, n, level)
+                elapsed = time.perf_counter() - start
+                runs[name].append((n / elapsed, statistics.median(latencies) * 1000))
+        row: dict[str, Any] = {"concurrency": level, "calls": n, "rounds": THROUGHPUT_ROUNDS}
+        for name, measured in runs.items():
             row[name] = {
-                "per_second": round(n / elapsed, 1),
-                "p50_ms": round(statistics.median(latencies) * 1000, 2),
+                "per_second": round(statistics.median(rate for rate, _ in measured), 1),
+                "p50_ms": round(statistics.median(p50 for _, p50 in measured), 2),
+                "per_second_runs": [round(rate, 1) for rate, _ in measured],
             }
-        progress(f"throughput at concurrency {level}: elicitgate {row['elicitgate']['per_second']}/s, "
-                 f"direct {row['direct']['per_second']}/s")
+        progress(f"throughput at concurrency {level}: elicitgate {row['elicitgate']['per_second']}/s "
+                 f"({row['elicitgate']['per_second_runs']}), direct {row['direct']['per_second']}/s "
+                 f"({row['direct']['per_second_runs']})")
         rows.append(row)
     return rows
 
