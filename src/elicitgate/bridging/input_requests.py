@@ -31,17 +31,18 @@ async def answer_input_requests(
     link: UpstreamLink,
     call: Origin,
     params: dict[str, Any],
-    result: Mapping[str, Any],
+    requests: object,
+    request_state: object,
     minted: list[str],
 ) -> dict[str, Any]:
-    """One round of a 2026-07-28 upstream's multi round-trip, answered through the broker; returns the
-    params of the retry.
+    """One round of a 2026-07-28 upstream's multi round-trip (its `inputRequests` and `requestState`),
+    answered through the broker; returns the params of the retry.
 
     A handshake-era client is asked one question after another on its session; a parked call of a
     2026-07-28 client gets them all in one `input_required` round of its own. URL-mode ids the gateway
     made up for a handshake-era client are added to `minted` (see `complete_minted`).
     """
-    requests: object = result.get("inputRequests") or {}
+    requests = requests or {}
     if not is_mapping(requests):
         raise errors.gateway_error(
             errors.ELICITATION_FAILED, f"upstream {link.name!r} sent malformed inputRequests", server=link.name
@@ -65,8 +66,8 @@ async def answer_input_requests(
             responses[key] = await _answer_one(broker, link, call, key, request, minted)
     retry = dict(params)
     retry["inputResponses"] = responses
-    if "requestState" in result:
-        retry["requestState"] = result["requestState"]
+    if request_state is not None:
+        retry["requestState"] = request_state
     return retry
 
 
@@ -75,12 +76,12 @@ async def _answer_one(
 ) -> Any:
     method = request.get("method") if is_mapping(request) else None
     given = request.get("params") if is_mapping(request) else None
-    request_params: dict[str, Any] = dict(given) if is_mapping(given) else {}
+    request_params: Mapping[str, Any] = given if is_mapping(given) else {}
     if method == "elicitation/create":
         if request_params.get("mode") == "url" and "elicitationId" not in request_params and call.era != "modern":
             # The handshake-era client needs an id to match the completion the gateway sends it later.
-            request_params["elicitationId"] = f"{link.name}-{uuid.uuid4().hex}"
-            minted.append(request_params["elicitationId"])
+            minted.append(f"{link.name}-{uuid.uuid4().hex}")
+            request_params = {**request_params, "elicitationId": minted[-1]}
         return await broker.elicit(
             server=link.name,
             origin=call,

@@ -53,7 +53,9 @@ async def forward(
             await complete_minted(broker, link.name, minted)
             if result.get("resultType") != "input_required":
                 return without_upstream_identity(result)
-            sent = await answer_input_requests(broker, link, call, sent, result, minted)
+            requests, state = result.get("inputRequests"), result.get("requestState")
+            del result  # not held while the questions wait for their humans
+            sent = await answer_input_requests(broker, link, call, sent, requests, state, minted)
         raise errors.gateway_error(
             errors.ELICITATION_FAILED,
             f"upstream {link.name!r} asked for input more than {max_rounds} times",
