@@ -1,11 +1,10 @@
 """Opening the wire to one upstream server: stdio, streamable HTTP or legacy SSE.
 
-Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`jsonrpc.MessageWire`);
-the SDK's transports are adapted by `SessionWire`. The streamable HTTP opener differs
-from the SDK's `streamable_http_client` in one way: a request or notification that the server
-sends on the response stream of one of our POSTs is tagged with that POST's request id
-(`ServerMessageMetadata.related_request_id`), so an upstream `elicitation/create` can be traced to
-the exact call that caused it (design invariant 1).
+Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`jsonrpc.MessageWire`). Stdio
+(`StdioWire`) and streamable HTTP (`http_wire.HttpWire`) run on the gateway's own wires; the SDK's
+legacy SSE transport is adapted by `SessionWire`. On streamable HTTP a request or notification that the
+server sends on the response stream of one of our POSTs is tagged with that POST's request id, so an
+upstream `elicitation/create` can be traced to the exact call that caused it (design invariant 1).
 """
 
 from __future__ import annotations
@@ -15,29 +14,23 @@ import dataclasses
 import json
 import os
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import httpx2
 from mcp.os.win32.utilities import ServerProcess
 from mcp_types import (
-    CONNECTION_CLOSED,
     ErrorData,
     JSONRPCError,
     JSONRPCMessage,
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
-    RequestId,
 )
 
 from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment
-from mcp.client.streamable_http import MCP_SESSION_ID, StreamableHTTPTransport
-from mcp.shared._context_streams import create_context_streams
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, SessionMessage
 
 from elicitgate import sdk
@@ -45,26 +38,12 @@ from elicitgate.config import HttpServer, StdioServer
 from elicitgate.jsonrpc import Inbound, MessageWire, parse_lines
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import adopt
+from elicitgate.upstreams.http_wire import HttpWire
 from elicitgate.upstreams.prespawn import STDERR_TAIL_LINES, StderrPump
 
 
-UPSTREAM_HTTP_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
-"""No cap on connections to one streamable HTTP upstream. Every call in flight holds a connection
-(its POST's response stream) and each answer to an elicitation needs one more, so with httpx2's
-default cap (100) the 100th concurrent eliciting call left no connection for any answer: every call
-hung until the 30 s pool timeout."""
-
-DRAIN_WAIT = 1.0
-"""Seconds a POST's response closed before its end may take to end by itself (see `_DrainOnClose`)."""
-
 STANDALONE_WAIT = 5.0
 """Seconds a new session waits for its standalone GET stream to be answered before it carries calls."""
-
-
-class LostAnswer(JSONRPCError):
-    """The error the HTTP transport itself makes up for a request whose answer can no longer come (its
-    response stream ended without one, or the server forgot the session): the endpoint raises
-    `PeerLost` for it. A type of its own, so no server can send one."""
 
 
 class SessionWire:
@@ -87,7 +66,7 @@ class SessionWire:
                         continue
                     metadata = item.metadata
                     related = metadata.related_request_id if isinstance(metadata, ServerMessageMetadata) else None
-                    yield Inbound(_dict_of(item.message), related, lost=isinstance(item.message, LostAnswer))
+                    yield Inbound(_dict_of(item.message), related)
         finally:
             await self._write.aclose()
 
@@ -133,176 +112,13 @@ class Wire:
                 await self.standalone_answered.wait()
 
 
-class _DrainOnClose(httpx2.AsyncByteStream):
-    """A response body that, closed before its end, is read to the end first, briefly.
-
-    The SDK stops reading a POST's SSE stream at the event that carries the response and closes it (and
-    closes a 202 unread); the server ends the body right after, but httpcore drops a connection whose
-    response was closed mid-body, so every call would open a new TCP connection to the upstream (an
-    eliciting call two). Reading the few bytes left lets the connection go back to the pool; a server that
-    keeps the stream open longer than `DRAIN_WAIT` gets its connection closed.
-    """
-
-    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
-        self._inner = inner
-        self._ended = False
-
-    async def __aiter__(self) -> AsyncGenerator[bytes]:
-        async for chunk in self._inner:
-            yield chunk
-        self._ended = True
-
-    async def aclose(self) -> None:
-        try:
-            if not self._ended:
-                with anyio.move_on_after(DRAIN_WAIT):
-                    async for _ in self._inner:
-                        pass
-        except (httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass  # the connection is going anyway
-        finally:
-            await self._inner.aclose()
-
-
-class _DrainingTransport(httpx2.AsyncBaseTransport):
-    """httpx2's transport with the response of every POST wrapped in `_DrainOnClose`.
-
-    Only POSTs: the standalone GET stream and a DELETE's response are closed because the session is
-    going, and waiting on them would hold up what comes next."""
-
-    def __init__(self) -> None:
-        self._inner = httpx2.AsyncHTTPTransport(limits=UPSTREAM_HTTP_LIMITS)
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self._inner.handle_async_request(request)
-        if request.method == "POST" and isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = _DrainOnClose(response.stream)
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class _TaggingWriter:
-    """Forwards to the transport's read-stream writer, tagging server-initiated messages."""
-
-    def __init__(self, inner: Any, related_request_id: RequestId) -> None:
-        self._inner = inner
-        self._related = related_request_id
-
-    async def send(self, item: SessionMessage | Exception) -> None:
-        if (
-            isinstance(item, SessionMessage)
-            and item.metadata is None
-            and isinstance(item.message, JSONRPCRequest | JSONRPCNotification)
-        ):
-            item.metadata = ServerMessageMetadata(related_request_id=self._related)
-        await self._inner.send(item)
-
-
-class _SessionLossWriter:
-    """Turns the error for a request the server refused with 404 (its session is gone) into a lost stream."""
-
-    def __init__(self, inner: Any, transport: OriginTaggingHTTPTransport) -> None:
-        self._inner = inner
-        self._transport = transport
-
-    async def send(self, item: Any) -> None:
-        message = item.message if isinstance(item, SessionMessage) else None
-        if self._transport.session_lost and isinstance(message, JSONRPCError):
-            error = ErrorData(code=CONNECTION_CLOSED, message="the upstream no longer knows this session (it restarted)")
-            item = SessionMessage(LostAnswer(jsonrpc="2.0", id=message.id, error=error))
-        await self._inner.send(item)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-class OriginTaggingHTTPTransport(StreamableHTTPTransport):
-    """The SDK's streamable HTTP client transport, plus what a gateway needs to know of it.
-
-    - Server messages on a POST's response stream are tagged with that POST's request id, so an
-      upstream's `elicitation/create` names the call that caused it.
-    - A POST's stream that ends without a response gives a `LostAnswer`, not a server's error.
-    - A 404 for a request that carried our session id means the server forgot the session (it
-      restarted before we noticed): the connection ends, so the link reconnects, instead of every
-      later call failing with "Session not found".
-    """
-
-    session_lost = False
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.standalone_answered = anyio.Event()
-
-    async def on_response(self, response: httpx2.Response) -> None:
-        """httpx response hook: notices the session going away, and the standalone stream's answer."""
-        if response.status_code == 404 and MCP_SESSION_ID in response.request.headers:
-            self.session_lost = True
-        if response.request.method == "GET":
-            self.standalone_answered.set()
-
-    async def handle_get_stream(self, client: httpx2.AsyncClient, read_stream_writer: Any) -> None:
-        try:
-            await super().handle_get_stream(client, read_stream_writer)
-        finally:
-            self.standalone_answered.set()
-
-    async def _handle_post_request(self, ctx: Any) -> None:
-        ctx = dataclasses.replace(ctx, read_stream_writer=_SessionLossWriter(ctx.read_stream_writer, self))
-        await super()._handle_post_request(ctx)
-        if self.session_lost:
-            await ctx.read_stream_writer.aclose()  # the dispatcher sees the end of the connection
-
-    async def _handle_sse_event(
-        self,
-        sse: Any,
-        read_stream_writer: Any,
-        original_request_id: RequestId | None = None,
-        resumption_callback: Callable[[str], Awaitable[None]] | None = None,
-    ) -> bool:
-        if original_request_id is not None:
-            read_stream_writer = _TaggingWriter(read_stream_writer, original_request_id)
-        return await super()._handle_sse_event(sse, read_stream_writer, original_request_id, resumption_callback)
-
-    async def _resolve_abandoned_request(
-        self, read_stream_writer: Any, request_id: RequestId, message: str, *, code: int = CONNECTION_CLOSED
-    ) -> None:
-        error = ErrorData(code=code, message=message)
-        answer = (LostAnswer if code == CONNECTION_CLOSED else JSONRPCError)(jsonrpc="2.0", id=request_id, error=error)
-        try:
-            await read_stream_writer.send(SessionMessage(answer))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass  # the session is tearing down
-
-
 @asynccontextmanager
 async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[Wire]:
-    transport = OriginTaggingHTTPTransport(url)
-    async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(
-            httpx2.AsyncClient(
-                event_hooks={"response": [transport.on_response]},
-                headers=headers or None,
-                timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-                transport=_DrainingTransport(),
-            )
-        )
-        read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
-        write_stream, write_reader = create_context_streams[SessionMessage](0)
-        async with read_writer, read_stream, write_stream, write_reader, anyio.create_task_group() as tg:
-
-            def start_get_stream() -> None:
-                tg.start_soon(transport.handle_get_stream, client, read_writer)
-
-            tg.start_soon(transport.post_writer, client, write_reader, read_writer, write_stream, start_get_stream, tg)
-            try:
-                yield Wire(SessionWire(read_stream, write_stream), transport.standalone_answered)
-            finally:
-                if transport.session_id:
-                    with anyio.move_on_after(2, shield=True):
-                        await transport.terminate_session(client)
-                tg.cancel_scope.cancel()
+    wire = HttpWire(url, headers)
+    try:
+        yield Wire(wire, wire.standalone_answered)
+    finally:
+        await wire.aclose()
 
 
 class StdioWire:

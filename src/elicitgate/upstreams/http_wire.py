@@ -1,0 +1,604 @@
+"""Streamable HTTP to one upstream on the gateway's own wire: JSON-RPC dicts straight onto httpx2's
+connection pool, with no SDK transport, memory stream or pydantic model between.
+
+The SDK's client transport spent about 2 ms of gateway CPU per upstream request (a task group and a
+task per message, two memory streams, a pydantic validation of every message, three layers of SSE
+decoding, the client's auth, redirect, cookie and logging hooks). Here a request costs one POST task
+(its response stream may carry server requests before the answer, and the caller must be free to wait
+for its future meanwhile); a notification or an answer of ours is POSTed in the caller's own task.
+Each body is parsed once, with `json.loads`.
+
+The protocol is the SDK client's (`mcp.client.streamable_http`), including what the gateway added on
+top of it:
+- a request or notification the server sends on a POST's response stream is tagged with that POST's
+  request id (`Inbound.related_request_id`), so an upstream `elicitation/create` names the call that
+  caused it (design invariant 1);
+- a POST's stream that ends without its answer (and cannot be resumed with `Last-Event-ID`) gives a lost
+  answer (`Inbound.lost`: the endpoint raises `PeerLost`), never an error the server could have sent;
+- a 404 to a message that carried our session id means the server forgot the session (it restarted):
+  the wire ends, so the link reconnects;
+- the standalone GET stream opens after `notifications/initialized` (its messages name no call);
+  `standalone_answered` is set once it was answered or given up;
+- each response is read to its end, so its connection goes back to the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from typing import Any
+
+import anyio
+import httpx2
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RequestId
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from mcp.client.streamable_http import (
+    DEFAULT_MAX_SSE_EVENT_SIZE,
+    DEFAULT_RECONNECTION_DELAY_MS,
+    LAST_EVENT_ID,
+    MAX_RECONNECTION_ATTEMPTS,
+    MCP_SESSION_ID,
+)
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+
+from elicitgate import __version__
+from elicitgate.json_shapes import is_mapping, is_object
+from elicitgate.jsonrpc import Inbound, NotAMessage
+
+logger = logging.getLogger(__name__)
+
+UPSTREAM_HTTP_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
+"""No cap on connections to one streamable HTTP upstream. Every call in flight holds a connection
+(its POST's response stream) and each answer to an elicitation needs one more, so with httpx2's
+default cap (100) the 100th concurrent eliciting call left no connection for any answer: every call
+hung until the 30 s pool timeout."""
+
+TIMEOUTS = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT).as_dict()
+"""The SDK client's: 30 s to connect, write or get a pooled connection; 5 minutes between two reads of a
+response, which may be a stream held open while a tool (or the person it asks) works."""
+
+DRAIN_WAIT = 1.0
+"""Seconds a POST's stream may take to end after it carried its answer. The server ends it right after;
+reading it to its end lets the connection go back to the pool. One that stays open longer is closed
+(and its connection with it)."""
+
+CLOSE_WAIT = 2.0
+"""Seconds the session's DELETE, and then the end of the wire's tasks, may take when the wire closes."""
+
+MAX_REDIRECTS = 20
+"""httpx2's own bound on redirects followed for one request."""
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+METHOD_KEEPING_REDIRECTS = frozenset({307, 308})
+"""A POST follows only these: httpx2 (and browsers) turn a POST into a body-less GET on the others,
+which would drop the message."""
+
+SESSION_LOST = "the upstream no longer knows this session (it restarted)"
+
+
+class SseEventTooLarge(Exception):
+    """One event of a response stream grew past `DEFAULT_MAX_SSE_EVENT_SIZE` (the SDK's bound)."""
+
+
+class HttpWire:
+    """One streamable HTTP session (or stateless 2026-07-28 connection) as a `jsonrpc.MessageWire`.
+
+    `send` POSTs a message; what comes back is queued for `messages`, which the endpoint's read loop
+    consumes. `aclose` DELETEs the session and stops the wire's tasks.
+    """
+
+    def __init__(self, url: str, headers: Mapping[str, str] | None = None) -> None:
+        self._url = httpx2.URL(url)
+        self._transport = httpx2.AsyncHTTPTransport(limits=UPSTREAM_HTTP_LIMITS)
+        self._base: dict[str, str] = {"user-agent": f"elicitgate/{__version__}"}
+        self._base.update({name.lower(): value for name, value in (headers or {}).items()})
+        self._base["accept"] = "application/json, text/event-stream"
+        self._base["content-type"] = "application/json"
+        self.session_id: str | None = None
+        self._version: str | None = None
+        """The negotiated `mcp-protocol-version`, as the last stamped message said (the SDK's cache): it
+        goes on messages that carry no header of their own (answers, the GET stream, the DELETE)."""
+        self._inbox: deque[Inbound] = deque()
+        self._wakeup: asyncio.Future[None] | None = None
+        self._ended = False
+        self._failure: BaseException | None = None
+        self._posts: dict[RequestId, tuple[asyncio.Task[None], bool]] = {}
+        """Each request's POST task, and whether it was sent in the 2026-07-28 era (a cancel aborts it)."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.standalone_answered = anyio.Event()
+
+    # -- to the server ----------------------------------------------------------------------
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        """POST one message: a request in a task of its own (its answer comes through `messages`), a
+        notification or an answer of ours here. Raises `anyio.ClosedResourceError` once the wire ended."""
+        if self._ended:
+            raise anyio.ClosedResourceError
+        method = message.get("method")
+        if method == "notifications/cancelled" and self._cancels_by_abort(message):
+            return
+        if method == "initialize":
+            self._version = None  # the negotiation itself: no version stamped by an earlier probe
+        elif headers is not None and (version := headers.get(MCP_PROTOCOL_VERSION_HEADER)) is not None:
+            self._version = version
+        sent = self._headers(headers)
+        body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+        request_id = message.get("id")
+        if method is not None and request_id is not None:
+            self._start_exchange(request_id, body, sent, initialize=method == "initialize")
+            return
+        if method == "notifications/initialized":
+            self._spawn(self._listen())
+        await self._post_unanswered(body, sent)
+
+    def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        """Every message's headers: the config's, the session's, then the message's own."""
+        headers = dict(self._base)
+        if self.session_id is not None:
+            headers[MCP_SESSION_ID] = self.session_id
+        if self._version is not None:
+            headers[MCP_PROTOCOL_VERSION_HEADER] = self._version
+        if extra:
+            headers.update(extra)
+        return headers
+
+    def _cancels_by_abort(self, message: dict[str, Any]) -> bool:
+        """Whether a `notifications/cancelled` is said by closing the request's POST instead (the SDK's
+        rule): 2026-07-28 has no client-to-server notifications over HTTP, closing the response stream is
+        the cancellation. A request sent in the handshake era is cancelled with the notification."""
+        params = message.get("params")
+        cancelled = params.get("requestId") if is_mapping(params) else None
+        post = self._posts.get(cancelled) if isinstance(cancelled, str | int) else None
+        if post is None:
+            return self._version in MODERN_PROTOCOL_VERSIONS
+        task, modern = post
+        if modern:
+            task.cancel()
+        return modern
+
+    def _start_exchange(self, request_id: RequestId, body: bytes, headers: dict[str, str], *, initialize: bool) -> None:
+        superseded = self._posts.get(request_id)
+        if superseded is not None:  # the id is reused: the old POST must not answer for the new request
+            superseded[0].cancel()
+        task = self._spawn(self._exchange(request_id, body, headers, initialize))
+        self._posts[request_id] = (task, self._version in MODERN_PROTOCOL_VERSIONS)
+
+    async def _post_unanswered(self, body: bytes, headers: dict[str, str]) -> None:
+        """POST a notification or an answer (202, nothing to read). A failure loses only this message;
+        a 404 to our session id ends the wire, as for a request."""
+        try:
+            response = await self._send("POST", headers, body)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+        except (httpx2.HTTPError, OSError) as exc:
+            logger.warning("a message to %s was not delivered: %s", self._url, _describe(exc))
+            return
+        if response.status_code == 404 and MCP_SESSION_ID in headers:
+            self._end()
+        elif response.status_code >= 400:
+            logger.debug("%s refused a message with HTTP %s", self._url, response.status_code)
+
+    async def _exchange(self, request_id: RequestId, body: bytes, headers: dict[str, str], initialize: bool) -> None:
+        """One request's POST, read to its end. Failing to reach the server at all ends the wire (as the
+        SDK's transport does): the link reconnects, or reports why it cannot."""
+        try:
+            response = await self._send("POST", headers, body)
+            try:
+                await self._take_answer(request_id, response, headers, initialize)
+            finally:
+                await response.aclose()
+        except (httpx2.HTTPError, OSError) as exc:
+            self._end(exc)
+        except Exception as exc:  # a bug of ours must not leave the caller waiting for ever
+            logger.exception("the exchange of %r with %s failed", request_id, self._url)
+            self._lose(request_id, f"the gateway failed to read the answer: {_describe(exc)}")
+        finally:
+            post = self._posts.get(request_id)
+            if post is not None and post[0] is asyncio.current_task():
+                del self._posts[request_id]
+
+    async def _take_answer(
+        self, request_id: RequestId, response: httpx2.Response, headers: dict[str, str], initialize: bool
+    ) -> None:
+        status = response.status_code
+        if status == 202:
+            # A request's answer comes on this POST's body; 202 says none will.
+            self._fail(request_id, INVALID_REQUEST, "server answered a request with 202 Accepted")
+            return
+        if status in REDIRECT_STATUSES:
+            await response.aread()
+            self._fail(request_id, INVALID_REQUEST, _unfollowed(response))
+            return
+        if status >= 400:
+            await self._refused(request_id, response, headers)
+            return
+        if initialize and (session_id := response.headers.get(MCP_SESSION_ID)):
+            self.session_id = session_id
+        content_type = response.headers.get("content-type", "").lower()
+        if content_type.startswith("text/event-stream"):
+            await self._read_post_stream(request_id, response, headers)
+        elif content_type.startswith("application/json"):
+            await self._read_json_answer(request_id, response)
+        else:
+            await response.aread()
+            self._fail(request_id, INVALID_REQUEST, f"Unexpected content type: {content_type}")
+
+    async def _refused(self, request_id: RequestId, response: httpx2.Response, headers: dict[str, str]) -> None:
+        """An HTTP error for a request: the JSON-RPC error in its body if it has one, else the SDK's
+        stand-in for the status; a 404 to our session id ends the wire instead."""
+        body = await response.aread()
+        if response.status_code == 404 and MCP_SESSION_ID in headers:
+            self._lose(request_id, SESSION_LOST)
+            self._end()
+            return
+        if response.headers.get("content-type", "").lower().startswith("application/json"):
+            message = _parse(body)
+            if is_object(message) and is_object(error := message.get("error")):
+                # The server may have set `id: null` (it refused before reading the id): ours it is.
+                self._deliver(Inbound({"jsonrpc": "2.0", "id": request_id, "error": error}))
+                return
+        if response.status_code == 404:  # no session yet: the HTTP spelling of "no such method"
+            self._fail(request_id, METHOD_NOT_FOUND, "Not Found")
+        else:
+            self._fail(request_id, INTERNAL_ERROR, "Server returned an error response")
+
+    async def _read_json_answer(self, request_id: RequestId, response: httpx2.Response) -> None:
+        try:
+            body = await response.aread()
+        except httpx2.TransportError as exc:
+            self._lose(request_id, f"the response ended early: {_describe(exc)}")
+            return
+        message = _parse(body)
+        if isinstance(message, Exception):
+            self._fail(request_id, PARSE_ERROR, f"Failed to parse JSON response: {message}")
+            return
+        if "method" not in message:
+            message["id"] = request_id
+        self._deliver(Inbound(message))
+
+    async def _read_post_stream(self, request_id: RequestId, response: httpx2.Response, headers: dict[str, str]) -> None:
+        """A POST's event stream: server messages (tagged with `request_id`), then the answer. One that
+        ends first is resumed with `Last-Event-ID` if its events had ids, else the answer is lost."""
+        events = SseParser()
+        try:
+            if await self._relay_until_answer(request_id, response, events):
+                return
+        except SseEventTooLarge as exc:
+            self._lose(request_id, f"SSE stream failed: {exc}")
+            return
+        except httpx2.TransportError as exc:
+            logger.debug("the response stream of %r ended: %s", request_id, _describe(exc))
+        if events.last_id is None:
+            self._lose(request_id, "SSE stream ended without a response")
+        else:
+            await self._resume(request_id, events, headers)
+
+    async def _relay_until_answer(self, request_id: RequestId, response: httpx2.Response, events: SseParser) -> bool:
+        """Deliver the stream's messages until its answer; True once the answer came (the rest of the
+        stream is read, briefly, so the connection can be reused)."""
+        chunks = _body(response)
+        async for chunk in chunks:
+            for data in events.feed(chunk):
+                if self._relay(request_id, data):
+                    with anyio.move_on_after(DRAIN_WAIT):
+                        async for _ in chunks:
+                            pass
+                    return True
+        return False
+
+    def _relay(self, request_id: RequestId, data: bytes) -> bool:
+        """One event of a request's stream; True if it was the answer (a server message is not)."""
+        message = _parse(data)
+        if isinstance(message, Exception):
+            self._fail(request_id, PARSE_ERROR, f"Failed to parse SSE message: {message}")
+            return True
+        if "method" in message:
+            self._deliver(Inbound(message, request_id))
+            return False
+        message["id"] = request_id  # the server's id for it may not be ours (the SDK's rule)
+        self._deliver(Inbound(message))
+        return True
+
+    async def _resume(self, request_id: RequestId, events: SseParser, headers: dict[str, str]) -> None:
+        """Reconnect a broken request stream with `Last-Event-ID` (a GET), as the SDK does: each attempt
+        after the server's `retry` (or 1 s); one that opens and ends again starts the count over."""
+        attempt = 0
+        while attempt < MAX_RECONNECTION_ATTEMPTS:
+            await anyio.sleep(events.retry if events.retry is not None else DEFAULT_RECONNECTION_DELAY_MS / 1000)
+            assert events.last_id is not None
+            try:
+                response = await self._send("GET", self._stream_headers(headers, events.last_id))
+                try:
+                    if response.status_code >= 300 or not _is_event_stream(response):
+                        attempt += 1
+                        continue
+                    if await self._relay_until_answer(request_id, response, events):
+                        return
+                finally:
+                    await response.aclose()
+            except SseEventTooLarge as exc:
+                self._lose(request_id, f"SSE stream failed: {exc}")
+                return
+            except (httpx2.HTTPError, OSError) as exc:
+                logger.debug("resuming the stream of %r failed: %s", request_id, _describe(exc))
+                attempt += 1
+                continue
+            attempt = 0
+        self._lose(request_id, "SSE stream ended and reconnection attempts were exhausted")
+
+    def _stream_headers(self, sent: Mapping[str, str] | None, last_id: str | None) -> dict[str, str]:
+        """A GET's headers: an event stream wanted, from where the last one left off."""
+        headers = self._headers(None)
+        if sent is not None and (version := sent.get(MCP_PROTOCOL_VERSION_HEADER)) is not None:
+            headers[MCP_PROTOCOL_VERSION_HEADER] = version
+        headers["accept"] = "text/event-stream"
+        headers["cache-control"] = "no-store"
+        del headers["content-type"]
+        if last_id is not None:
+            headers[LAST_EVENT_ID] = last_id
+        return headers
+
+    # -- the standalone stream --------------------------------------------------------------------
+
+    async def _listen(self) -> None:
+        """The session's standalone GET stream: what the server sends unasked, tied to no call. 405 says
+        the server has none; a stream that ends is reopened (from its last event id), one that fails is
+        tried once more, as the SDK does."""
+        events = SseParser()
+        attempt = 0
+        try:
+            while attempt < MAX_RECONNECTION_ATTEMPTS and self.session_id is not None:
+                try:
+                    if not await self._listen_once(events):
+                        return
+                    attempt = 0
+                except (httpx2.HTTPError, OSError, SseEventTooLarge) as exc:
+                    logger.debug("the standalone stream of %s failed: %s", self._url, _describe(exc))
+                    attempt += 1
+                    if attempt >= MAX_RECONNECTION_ATTEMPTS:
+                        return
+                await anyio.sleep(events.retry if events.retry is not None else DEFAULT_RECONNECTION_DELAY_MS / 1000)
+        finally:
+            self.standalone_answered.set()
+
+    async def _listen_once(self, events: SseParser) -> bool:
+        """Open the standalone stream once and relay it to its end; False if it is not to be reopened."""
+        response = await self._send("GET", self._stream_headers(None, events.last_id))
+        try:
+            self.standalone_answered.set()
+            if response.status_code == 405:
+                logger.debug("%s has no standalone stream", self._url)
+                return False
+            if response.status_code in REDIRECT_STATUSES:
+                logger.warning("standalone stream not opened: %s", _unfollowed(response))
+                return False
+            response.raise_for_status()
+            if not _is_event_stream(response):
+                raise httpx2.HTTPError(f"the standalone stream is {response.headers.get('content-type')!r}")
+            async for chunk in _body(response):
+                for data in events.feed(chunk):
+                    self._deliver(Inbound(_parse(data)))
+            return True
+        finally:
+            await response.aclose()
+
+    # -- from the server ----------------------------------------------------------------------
+
+    async def messages(self) -> AsyncIterator[Inbound]:
+        """What the server sent, in order, until the wire ends; a request that could not reach the
+        server at all ends it with that error."""
+        inbox = self._inbox
+        loop = asyncio.get_running_loop()
+        while True:
+            while inbox:
+                yield inbox.popleft()
+            if self._ended:
+                if self._failure is not None:
+                    raise self._failure
+                return
+            self._wakeup = loop.create_future()
+            try:
+                await self._wakeup
+            finally:
+                self._wakeup = None
+
+    def _deliver(self, inbound: Inbound) -> None:
+        self._inbox.append(inbound)
+        self._wake()
+
+    def _wake(self) -> None:
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+
+    def _fail(self, request_id: RequestId, code: int, message: str) -> None:
+        """Answer our own request with an error that stands for what the HTTP exchange said."""
+        self._deliver(Inbound({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}))
+
+    def _lose(self, request_id: RequestId, reason: str) -> None:
+        """The answer to `request_id` can no longer come: the endpoint raises `PeerLost`."""
+        error = {"code": CONNECTION_CLOSED, "message": reason}
+        self._deliver(Inbound({"jsonrpc": "2.0", "id": request_id, "error": error}, lost=True))
+
+    def _end(self, failure: BaseException | None = None) -> None:
+        """No more messages: `messages` returns (or raises `failure`) once it has handed over the rest."""
+        if not self._ended:
+            self._ended = True
+            self._failure = failure
+            self._wake()
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    async def _send(self, method: str, headers: dict[str, str], body: bytes | None = None) -> httpx2.Response:
+        """One HTTP exchange on the pool, following a redirect only within the endpoint's origin and only
+        where it keeps the method (`mcp.shared._httpx_utils.stream_within_origin`'s rule); any other
+        redirect is returned as it is."""
+        request = httpx2.Request(method, self._url, headers=headers, content=body, extensions={"timeout": TIMEOUTS})
+        for _ in range(MAX_REDIRECTS):
+            response = await self._transport.handle_async_request(request)
+            response.request = request
+            target = _redirect_target(request, response)
+            if target is None:
+                return response
+            try:
+                await response.aread()  # so the connection goes back to the pool
+            finally:
+                await response.aclose()
+            request = httpx2.Request(method, target, headers=headers, content=body, extensions={"timeout": TIMEOUTS})
+        return await self._transport.handle_async_request(request)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def aclose(self) -> None:
+        """End the wire: DELETE the session (bounded, and even when the caller is cancelled), then stop
+        the POST and GET tasks and close the pool."""
+        self._end()
+        with anyio.move_on_after(CLOSE_WAIT, shield=True):
+            if self.session_id is not None:
+                await self._terminate()
+            for task in self._tasks:
+                task.cancel()
+            if self._tasks:
+                await asyncio.wait(self._tasks)
+        with anyio.move_on_after(CLOSE_WAIT, shield=True):
+            await self._transport.aclose()
+
+    async def _terminate(self) -> None:
+        headers = self._headers(None)
+        del headers["content-type"]
+        try:
+            response = await self._send("DELETE", headers)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+        except (httpx2.HTTPError, OSError) as exc:
+            logger.warning("ending the session with %s failed: %s", self._url, _describe(exc))
+            return
+        if response.status_code not in (200, 204, 405):
+            logger.warning("ending the session with %s failed: HTTP %s", self._url, response.status_code)
+
+
+class SseParser:
+    """An event stream (`text/event-stream`) parsed from bytes as they come, keeping what a reconnect
+    needs (the last event id, the server's retry delay). `feed` returns the data of each complete
+    `message` event that has any (an event with an id and no data only primes resumption)."""
+
+    __slots__ = ("_pending", "_data", "_size", "_event", "last_id", "retry")
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._data: list[bytes] = []
+        self._size = 0
+        self._event = b""
+        self.last_id: str | None = None
+        self.retry: float | None = None
+        """Seconds, as the server's last `retry:` field said."""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        buffer = self._pending + chunk if self._pending else chunk
+        held = b""
+        if b"\r" in buffer:
+            if buffer.endswith(b"\r"):  # maybe the first half of a CRLF: wait for the next byte
+                buffer, held = buffer[:-1], b"\r"
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, rest = buffer.split(b"\n")
+        self._pending = rest + held
+        found: list[bytes] = []
+        for line in lines:
+            if line:
+                self._field(line)
+            elif self._data:
+                if self._event in (b"", b"message"):
+                    found.append(b"\n".join(self._data))
+                self._data = []
+                self._size = 0
+                self._event = b""
+            else:
+                self._event = b""
+        if self._size + len(self._pending) > DEFAULT_MAX_SSE_EVENT_SIZE:
+            raise SseEventTooLarge(f"Server-sent event exceeded the {DEFAULT_MAX_SSE_EVENT_SIZE} byte limit.")
+        return found
+
+    def _field(self, line: bytes) -> None:
+        name, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value)
+            self._size += len(value)
+        elif name == b"event":
+            self._event = value
+        elif name == b"id":
+            if b"\0" not in value:
+                self.last_id = value.decode(errors="replace")
+        elif name == b"retry":
+            if value.isdigit():
+                self.retry = int(value) / 1000
+
+
+def _body(response: httpx2.Response) -> AsyncIterator[bytes]:
+    """The response body's chunks: straight from the connection unless it is content-encoded."""
+    stream = response.stream
+    if isinstance(stream, httpx2.AsyncByteStream) and response.headers.get("content-encoding", "identity") == "identity":
+        return aiter(stream)
+    return response.aiter_bytes()
+
+
+def _parse(data: bytes) -> dict[str, Any] | Exception:
+    """One message's body: the message, or why it is not one."""
+    try:
+        message = json.loads(data)
+    except ValueError as exc:  # not JSON, or not UTF-8
+        return ValueError(f"a message that is not JSON ({exc}): {data[:200]!r}")
+    if not is_object(message):
+        return NotAMessage(f"a message that is not a JSON-RPC message (a JSON object): {data[:200]!r}")
+    return message
+
+
+def _is_event_stream(response: httpx2.Response) -> bool:
+    return response.headers.get("content-type", "").partition(";")[0].strip().lower() == "text/event-stream"
+
+
+def _redirect_target(request: httpx2.Request, response: httpx2.Response) -> httpx2.URL | None:
+    """Where to follow `response`, if it is a redirect the MCP transports follow: one that keeps the
+    method (any for a GET, 307/308 for the rest), stays within the origin (or upgrades it to https on
+    the default ports) and brings no userinfo of its own."""
+    if response.status_code not in REDIRECT_STATUSES or "location" not in response.headers:
+        return None
+    if request.method != "GET" and response.status_code not in METHOD_KEEPING_REDIRECTS:
+        return None
+    try:
+        target = request.url.join(response.headers["location"])
+    except httpx2.InvalidURL:
+        return None
+    sent = request.url
+    if target.userinfo and target.userinfo != sent.userinfo:
+        return None
+    same = (sent.scheme, sent.host, sent.port) == (target.scheme, target.host, target.port)
+    upgrade = sent.host == target.host and sent.scheme == "http" and target.scheme == "https" and not sent.port and not target.port
+    return target if same or upgrade else None
+
+
+def _unfollowed(response: httpx2.Response) -> str:
+    location = response.headers.get("location", "")
+    try:
+        shown = str(response.request.url.join(location).copy_with(userinfo=b"", query=None, fragment=None))
+    except httpx2.InvalidURL:
+        shown = "an invalid location"
+    return f"Redirect to {shown} not followed; use that URL as the endpoint if it is the intended server"
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
