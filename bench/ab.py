@@ -1,10 +1,12 @@
-"""Before / after, side by side: `python -m bench.ab [--base REF] [--rounds N] [--batch N] [--startup N]`.
+"""Before / after, side by side: `python -m bench.ab [--base REF] [--rounds N] [--batch N] [--startup N] [--http]`.
 
 Two stdio gateways run at once, one on `src/` as committed at `--base` (default `main`) and one on
-the work tree, in front of the same kind of stdio upstreams, beside the demo server called directly;
+the work tree, in front of the same kind of stdio upstreams (with `--http`: one demo server over
+streamable HTTP that both gateways and the direct client share), beside the demo server called directly;
 the latency rounds interleave all of them (`bench.latency.interleave`), so machine load lands on
 both alike. Prints p50 per target and operation, and each gateway's CPU time per call served (from
-`/proc`, less sensitive to other work on the machine than wall time). With `--startup N`: N
+`/proc`, less sensitive to other work on the machine than wall time; each row is a gateway process
+of its own, so each has its own figure, half elicit and half echo calls). With `--startup N`: N
 interleaved start-ups of each (`serve --http`, two stdio upstreams, as `bench.startup`): seconds to
 `/healthz` 200, the gateway's CPU seconds by then, its RSS one second later. Asserts nothing.
 """
@@ -15,7 +17,9 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
 import anyio
 
@@ -77,26 +81,46 @@ def startup(args: argparse.Namespace) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
+    log = open(ROOT / "bench" / "results" / "ab.log", "w")  # noqa: SIM115 - lives for the run
+    if not args.http:
+        direct = configs.demo_argv()
+        servers = {"hs": configs.stdio_upstream("handshake"), "modern": configs.stdio_upstream("modern")}
+        await compare(args, servers, "stdio", lambda: stdio_transport(direct, log), log)
+        return
+    from bench.procs import HttpProcess, free_port
+
+    port = free_port()
+    with HttpProcess(configs.demo_argv(f"127.0.0.1:{port}"), port, log) as upstream:
+        url = f"{upstream.url}/mcp"
+        servers = {"hs": configs.http_upstream(url, "handshake"), "modern": configs.http_upstream(url, "modern")}
+        await compare(args, servers, "http", lambda: url, log)
+
+
+async def compare(
+    args: argparse.Namespace, servers: dict[str, dict[str, Any]], upstream: str, direct: Callable[[], Any],
+    log: IO[str],
+) -> None:
+    """Both gateways (stdio faces) in front of `servers`, and the demo server itself through `direct`
+    (a `mcp.Client` target); `upstream` names how the gateways reach it in the rows."""
     work = ROOT / "bench" / "results" / "ab"
     base_src = export_src(args.base)
-    servers = {"hs": configs.stdio_upstream("handshake"), "modern": configs.stdio_upstream("modern")}
-    log = open(ROOT / "bench" / "results" / "ab.log", "w")  # noqa: SIM115 - lives for the run
     found: list[latency.Target] = []
-    direct = configs.demo_argv()
     for era, mode in (("handshake", "legacy"), ("2026-07-28", "2026-07-28")):
-        found.append(latency.Target("stdio", era, "direct", mode, lambda: stdio_transport(direct, log)))
+        found.append(latency.Target(upstream, era, "direct", mode, direct))
+    rows = (("handshake", "", "legacy", "hs__"), ("2026-07-28", "", "legacy", "modern__"),
+            ("2026-07-28", "-modern-client", "2026-07-28", "modern__"))
     for label, src in (("base", base_src), ("work", ROOT / "src")):
-        config = configs.write_config(work, f"ab-{label}", configs.gateway_config(servers))
-        argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
-                "from elicitgate.cli import app; app()", "serve", "--config", str(config)]
+        for era, suffix, mode, prefix in rows:
+            # A config file of its own per row: its gateway process is found by name, for its CPU.
+            name = f"ab-{label}{suffix}-{prefix.strip('_')}"
+            config = configs.write_config(work, name, configs.gateway_config(servers))
+            argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
+                    "from elicitgate.cli import app; app()", "serve", "--config", str(config)]
 
-        def make(argv: list[str] = argv) -> object:
-            return stdio_transport(argv, log)
+            def make(argv: list[str] = argv) -> object:
+                return stdio_transport(argv, log)
 
-        found.append(latency.Target("stdio", "handshake", label, "legacy", make, prefix="hs__"))
-        found.append(latency.Target("stdio", "2026-07-28", label, "legacy", make, prefix="modern__"))
-        found.append(latency.Target("stdio", "2026-07-28", label + "-modern-client", "2026-07-28", make,
-                                    prefix="modern__"))
+            found.append(latency.Target(upstream, era, label + suffix, mode, make, prefix=prefix, note=name))
     cpu: dict[str, float] = {}
 
     async def run() -> None:
@@ -104,23 +128,30 @@ async def main(args: argparse.Namespace) -> None:
 
         async with AsyncExitStack() as stack:
             clients = await latency.open_all(stack, found)
-            pids = {label: [p for p in children(os.getpid()) if f"ab-{label}.json" in " ".join(cmdline(p))]
-                    for label in ("base", "work")}
-            start = {label: sum(cpu_seconds(p) for p in ps) for label, ps in pids.items()}
+            pids = {t.note: [p for p in children(os.getpid()) if f"{t.note}.json" in " ".join(cmdline(p))]
+                    for t in found if t.note}
+            start = {name: sum(cpu_seconds(p) for p in ps) for name, ps in pids.items()}
             await latency.run_rounds(found, clients, args.rounds, args.batch, seed=6)
-            for label, ps in pids.items():
-                calls = sum(len(t.samples[op]) for t in found if t.path.startswith(label) for op in latency.OPS)
-                cpu[label] = (sum(cpu_seconds(p) for p in ps) - start[label]) / max(calls, 1) * 1000
+            for t in found:
+                if t.note:
+                    calls = sum(len(t.samples[op]) for op in latency.OPS)
+                    used = sum(cpu_seconds(p) for p in pids[t.note]) - start[t.note]
+                    cpu[t.note] = used / max(calls, 1) * 1000
 
     await run()
-    print(f"{'era':<11} {'path':<20} {'elicit p50':>10} {'echo p50':>9}")
+    print(f"upstreams over {upstream}; p50 in ms")
+    print(f"{'era':<11} {'path':<26} {'elicit p50':>10} {'echo p50':>9} {'CPU/call':>9}")
     for t in found:
         p50 = {op: sorted(t.samples[op])[len(t.samples[op]) // 2] * 1000 if t.samples[op] else float("nan")
                for op in latency.OPS}
         err = f"  {t.errors}" if t.errors else ""
-        print(f"{t.era:<11} {t.path:<20} {p50['elicit']:>10.2f} {p50['echo']:>9.2f}{err}")
-    for label, ms in cpu.items():
-        print(f"gateway CPU per call ({label}): {ms:.2f} ms")
+        used = f"{cpu[t.note]:>9.2f}" if t.note in cpu else f"{'':>9}"
+        print(f"{t.era:<11} {t.path:<26} {p50['elicit']:>10.2f} {p50['echo']:>9.2f} {used}{err}")
+    for label in ("base", "work"):
+        mine = [t for t in found if t.path.startswith(label) and t.note in cpu]
+        calls = sum(len(t.samples[op]) for t in mine for op in latency.OPS)
+        total = sum(cpu[t.note] * sum(len(t.samples[op]) for op in latency.OPS) for t in mine)
+        print(f"gateway CPU per call ({label}, all rows): {total / max(calls, 1):.2f} ms")
 
 
 if __name__ == "__main__":
@@ -131,6 +162,7 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--startup", type=int, default=0)
+    parser.add_argument("--http", action="store_true", help="the upstreams are the demo server over streamable HTTP")
     parsed = parser.parse_args()
     if parsed.startup:
         startup(parsed)

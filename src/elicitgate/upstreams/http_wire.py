@@ -520,8 +520,9 @@ class SseParser:
             if line:
                 self._field(line)
             elif self._data:
-                if self._event in (b"", b"message"):
-                    found.append(b"\n".join(self._data))
+                data = b"\n".join(self._data)
+                if data and self._event in (b"", b"message"):  # empty: a priming event (its id is kept)
+                    found.append(data)
                 self._data = []
                 self._size = 0
                 self._event = b""
