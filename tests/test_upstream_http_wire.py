@@ -1,0 +1,193 @@
+"""Streamable HTTP upstreams on the gateway's own wire (`upstreams.http_wire.HttpWire`), against a real
+server (the official `mcp` SDK's, tests/peers/py_server.py): what the wire itself promises the endpoint.
+
+- a server request on a POST's response stream names that POST's request (design invariant 1);
+- a POST's stream that ends without its answer is a lost answer (`PeerLost`), not a server's error;
+- a 404 to our session id (the server forgot the session) ends the wire, so the link reconnects;
+- the standalone GET stream is opened after `notifications/initialized`;
+- a 2026-07-28 request is cancelled by closing its POST, with no `notifications/cancelled` on the wire.
+And the event-stream parser on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp_types import CONNECTION_CLOSED
+
+from elicitgate.jsonrpc import Endpoint, Inbound, PeerLost
+from elicitgate.upstreams.http_wire import HttpWire, SseEventTooLarge, SseParser
+
+pytestmark = pytest.mark.anyio
+
+HANDSHAKE = "2025-11-25"
+MODERN = "2026-07-28"
+
+
+def _initialize(request_id: str = "init") -> dict[str, Any]:
+    params = {"protocolVersion": HANDSHAKE, "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "1"}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
+
+
+def _call(request_id: str, tool: str, **arguments: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+
+
+async def _next(messages: Any) -> Inbound:
+    with anyio.fail_after(10):
+        return await messages.__anext__()
+
+
+async def _handshake(wire: HttpWire, messages: Any) -> None:
+    await wire.send(_initialize())
+    answer = await _next(messages)
+    assert isinstance(answer.message, dict) and answer.message["id"] == "init" and "result" in answer.message
+    assert wire.session_id
+    await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"}, {"mcp-protocol-version": HANDSHAKE})
+
+
+async def test_a_server_request_on_a_post_stream_names_that_post(http_upstream):
+    up = http_upstream("tests.peers.py_server", "--name", "h")
+    wire = HttpWire(f"{up.url}/mcp")
+    messages = wire.messages()
+    try:
+        await _handshake(wire, messages)
+        with anyio.fail_after(10):
+            await wire.standalone_answered.wait()
+        headers = {"mcp-protocol-version": HANDSHAKE}
+        await wire.send(_call("echo-1", "echo", text="first"), headers)
+        await wire.send(_call("ask-1", "elicit", message="which?"), headers)
+        seen: dict[Any, Inbound] = {}
+        while "ask-1" not in seen or "echo-1" not in seen:
+            inbound = await _next(messages)
+            assert isinstance(inbound.message, dict)
+            if inbound.message.get("method") == "elicitation/create":
+                assert inbound.related_request_id == "ask-1"  # the POST of the call that caused it
+                answer = {"action": "accept", "content": {"answer": "this"}}
+                await wire.send({"jsonrpc": "2.0", "id": inbound.message["id"], "result": answer}, headers)
+            else:
+                assert inbound.related_request_id is None and not inbound.lost
+                seen[inbound.message["id"]] = inbound
+        echoed = seen["echo-1"].message
+        assert isinstance(echoed, dict) and echoed["result"]["content"][0]["text"] == "first"
+        asked = seen["ask-1"].message
+        assert isinstance(asked, dict)
+        assert json.loads(asked["result"]["content"][0]["text"]) == {"action": "accept", "content": {"answer": "this"}}
+    finally:
+        await wire.aclose()
+
+
+async def test_a_stream_that_ends_without_its_answer_is_a_lost_answer(http_upstream):
+    """The server dies while its call waits on an elicitation: the caller gets `PeerLost`, never an
+    error the server could have sent itself."""
+    up = http_upstream("tests.peers.py_server", "--name", "h")
+    wire = HttpWire(f"{up.url}/mcp")
+    endpoint = Endpoint(wire, "upstream 'h'")
+    asked: list[Inbound] = []
+
+    async def on_request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        asked.append(inbound)
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    async def on_notify(inbound: Inbound, method: str, params: dict[str, Any] | None) -> None:
+        pass
+
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(endpoint.run, on_request, on_notify)
+            params = _initialize()["params"]
+            await endpoint.request("init", "initialize", params)
+            await endpoint.notify("notifications/initialized", None, headers={"mcp-protocol-version": HANDSHAKE})
+            with anyio.fail_after(15), pytest.raises(PeerLost) as lost:
+                await endpoint.request("dying", "tools/call", {"name": "die_during_elicit", "arguments": {}},
+                                       headers={"mcp-protocol-version": HANDSHAKE})
+            assert lost.value.error.code == CONNECTION_CLOSED
+            assert [inbound.related_request_id for inbound in asked] == ["dying"]
+            tg.cancel_scope.cancel()
+    finally:
+        await wire.aclose()
+
+
+async def test_a_404_to_our_session_ends_the_wire(http_upstream):
+    """The server forgot the session (here: it was deleted behind the wire's back, as a restart does): the
+    request in flight is lost and `messages` ends, so the link opens a new session."""
+    up = http_upstream("tests.peers.py_server", "--name", "h")
+    wire = HttpWire(f"{up.url}/mcp")
+    messages = wire.messages()
+    try:
+        await _handshake(wire, messages)
+        async with httpx2.AsyncClient() as other:
+            gone = await other.delete(f"{up.url}/mcp", headers={"mcp-session-id": wire.session_id or ""})
+            assert gone.status_code in (200, 204)
+        await wire.send(_call("after", "echo", text="x"), {"mcp-protocol-version": HANDSHAKE})
+        inbound = await _next(messages)
+        while isinstance(inbound.message, dict) and inbound.message.get("id") != "after":
+            inbound = await _next(messages)  # anything the standalone stream said before it closed
+        assert inbound.lost and isinstance(inbound.message, dict)
+        assert "no longer knows this session" in inbound.message["error"]["message"]
+        with anyio.fail_after(5), pytest.raises(StopAsyncIteration):
+            await messages.__anext__()
+        with pytest.raises(anyio.ClosedResourceError):
+            await wire.send(_call("later", "echo", text="y"))
+    finally:
+        await wire.aclose()
+
+
+async def test_a_modern_request_is_cancelled_by_closing_its_post(http_upstream):
+    """2026-07-28 defines no client notifications over HTTP: the wire swallows `notifications/cancelled`
+    and closes the request's response stream, which the server takes as the cancellation."""
+    up = http_upstream("tests.peers.py_server", "--name", "h")
+    wire = HttpWire(f"{up.url}/mcp")
+    messages = wire.messages()
+    headers = {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "sleep"}
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}
+
+    def call(request_id: str, tool: str, **arguments: Any) -> dict[str, Any]:
+        message = _call(request_id, tool, **arguments)
+        message["params"]["_meta"] = meta
+        return message
+
+    try:
+        await wire.send(call("slow", "sleep", seconds=30), headers)
+        await anyio.sleep(0.5)
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": "slow", "reason": "caller cancelled"}}, headers)
+        await anyio.sleep(0.5)
+        await wire.send(call("check", "last_cancelled"), {**headers, "mcp-name": "last_cancelled"})
+        inbound = await _next(messages)
+        assert isinstance(inbound.message, dict) and inbound.message["id"] == "check"  # nothing for "slow"
+        assert inbound.message["result"]["content"][0]["text"] == "true"
+        assert wire.session_id is None  # stateless
+    finally:
+        await wire.aclose()
+
+
+# -- the event-stream parser ----------------------------------------------------------------------
+
+
+def test_events_split_anywhere_and_crlf_split_between_chunks_parse_alike():
+    stream = b"id: 7\r\nretry: 1500\r\nevent: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n: comment\r\ndata: {}\r\n\r\n"
+    whole = SseParser()
+    assert whole.feed(stream) == [b'{"a":\n1}', b"{}"]
+    assert (whole.last_id, whole.retry) == ("7", 1.5)
+    for cut in range(1, len(stream)):
+        parts = SseParser()
+        assert parts.feed(stream[:cut]) + parts.feed(stream[cut:]) == [b'{"a":\n1}', b"{}"], cut
+
+
+def test_a_priming_event_and_other_event_types_carry_no_message():
+    events = SseParser()
+    assert events.feed(b"id: prime-1\ndata:\n\nevent: ping\ndata: {}\n\ndata: {\"x\":1}\n\n") == [b'{"x":1}']
+    assert events.last_id == "prime-1"
+
+
+def test_an_event_past_the_size_bound_is_refused():
+    events = SseParser()
+    with pytest.raises(SseEventTooLarge):
+        events.feed(b"data: " + b"x" * (1024 * 1024 + 1))
