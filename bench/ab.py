@@ -81,6 +81,7 @@ def startup(args: argparse.Namespace) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
+    (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
     log = open(ROOT / "bench" / "results" / "ab.log", "w")  # noqa: SIM115 - lives for the run
     if not args.http:
         direct = configs.demo_argv()
