@@ -5,7 +5,8 @@ server (the official `mcp` SDK's, tests/peers/py_server.py): what the wire itsel
 - a POST's stream that ends without its answer is a lost answer (`PeerLost`), not a server's error;
 - a 404 to our session id (the server forgot the session) ends the wire, so the link reconnects;
 - the standalone GET stream is opened after `notifications/initialized`;
-- a 2026-07-28 request is cancelled by closing its POST, with no `notifications/cancelled` on the wire.
+- a 2026-07-28 request is cancelled by closing its POST, with no `notifications/cancelled` on the wire;
+- a stream broken after events with ids is resumed with `Last-Event-ID` (tests/peers/resumable_server.py).
 And the event-stream parser on its own.
 """
 
@@ -164,6 +165,25 @@ async def test_a_modern_request_is_cancelled_by_closing_its_post(http_upstream):
         assert isinstance(inbound.message, dict) and inbound.message["id"] == "check"  # nothing for "slow"
         assert inbound.message["result"]["content"][0]["text"] == "true"
         assert wire.session_id is None  # stateless
+    finally:
+        await wire.aclose()
+
+
+async def test_a_broken_stream_with_event_ids_is_resumed_with_last_event_id(http_upstream):
+    """The server closes the call's stream before answering (SEP-1699 polling): the wire reconnects
+    with `Last-Event-ID` after the server's `retry` and gets the answer there, as the SDK client does."""
+    up = http_upstream("tests.peers.resumable_server")
+    wire = HttpWire(f"{up.url}/mcp")
+    messages = wire.messages()
+    try:
+        await _handshake(wire, messages)
+        await wire.send(_call("polled", "interrupted", text="made it"), {"mcp-protocol-version": HANDSHAKE})
+        inbound = await _next(messages)
+        while isinstance(inbound.message, dict) and "method" in inbound.message:
+            inbound = await _next(messages)  # notifications the server sends along (logging, progress)
+        assert not inbound.lost and isinstance(inbound.message, dict), inbound
+        assert inbound.message["id"] == "polled"
+        assert inbound.message["result"]["content"][0]["text"] == "made it"
     finally:
         await wire.aclose()
 
