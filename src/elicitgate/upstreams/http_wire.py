@@ -107,6 +107,8 @@ class HttpWire:
         self._wakeup: asyncio.Future[None] | None = None
         self._ended = False
         self._failure: BaseException | None = None
+        self._failed = anyio.Event()
+        self._watched = False
         self._posts: dict[RequestId, tuple[asyncio.Task[None], bool]] = {}
         """Each request's POST task, and whether it was sent in the 2026-07-28 era (a cancel aborts it)."""
         self._tasks: set[asyncio.Task[None]] = set()
@@ -392,8 +394,8 @@ class HttpWire:
     # -- from the server ----------------------------------------------------------------------
 
     async def messages(self) -> AsyncIterator[Inbound]:
-        """What the server sent, in order, until the wire ends; a request that could not reach the
-        server at all ends it with that error."""
+        """What the server sent, in order, until the wire ends. A request that could not reach the
+        server at all ends it with that error: raised here unless `watch` runs."""
         inbox = self._inbox
         loop = asyncio.get_running_loop()
         while True:
@@ -428,11 +430,28 @@ class HttpWire:
         self._deliver(Inbound({"jsonrpc": "2.0", "id": request_id, "error": error}, lost=True))
 
     def _end(self, failure: BaseException | None = None) -> None:
-        """No more messages: `messages` returns (or raises `failure`) once it has handed over the rest."""
+        """No more messages: `messages` returns once it has handed over the rest. A `failure` goes to the
+        watcher (`watch`) if there is one, else `messages` raises it."""
         if not self._ended:
             self._ended = True
             self._failure = failure
-            self._wake()
+            if failure is not None and self._watched:
+                self._failed.set()
+            else:
+                self._wake()
+
+    async def watch(self) -> None:
+        """Raise the error that ended the wire, if one does; run it in the task group around the
+        connection (`transports._streamable_http`).
+
+        It tears the whole connection down, as the SDK's transport did: the caller of the request that
+        could not reach the server is cancelled rather than told `PeerLost`, so the link reports why (an
+        upstream that is down says `ConnectError`, and is not taken for one that refused the handshake).
+        """
+        self._watched = True
+        await self._failed.wait()
+        assert self._failure is not None
+        raise self._failure
 
     # -- plumbing -----------------------------------------------------------------------------
 

@@ -115,10 +115,13 @@ class Wire:
 @asynccontextmanager
 async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[Wire]:
     wire = HttpWire(url, headers)
-    try:
-        yield Wire(wire, wire.standalone_answered)
-    finally:
-        await wire.aclose()
+    async with anyio.create_task_group() as watching:
+        watching.start_soon(wire.watch)
+        try:
+            yield Wire(wire, wire.standalone_answered)
+        finally:
+            await wire.aclose()
+            watching.cancel_scope.cancel()
 
 
 class StdioWire:
