@@ -183,7 +183,7 @@ class HttpWire:
             logger.warning("a message to %s was not delivered: %s", self._url, _describe(exc))
             return
         if response.status_code == 404 and MCP_SESSION_ID in headers:
-            self._end()
+            self._forget_session()
         elif response.status_code >= 400:
             logger.debug("%s refused a message with HTTP %s", self._url, response.status_code)
 
@@ -238,7 +238,7 @@ class HttpWire:
         body = await response.aread()
         if response.status_code == 404 and MCP_SESSION_ID in headers:
             self._lose(request_id, SESSION_LOST)
-            self._end()
+            self._forget_session()
             return
         if response.headers.get("content-type", "").lower().startswith("application/json"):
             message = _parse(body)
@@ -428,6 +428,12 @@ class HttpWire:
         """The answer to `request_id` can no longer come: the endpoint raises `PeerLost`."""
         error = {"code": CONNECTION_CLOSED, "message": reason}
         self._deliver(Inbound({"jsonrpc": "2.0", "id": request_id, "error": error}, lost=True))
+
+    def _forget_session(self) -> None:
+        """The server no longer knows our session: the wire ends (the link opens a new one), with no
+        DELETE for it and no more tries of its standalone stream."""
+        self.session_id = None
+        self._end()
 
     def _end(self, failure: BaseException | None = None) -> None:
         """No more messages: `messages` returns once it has handed over the rest. A `failure` goes to the
