@@ -1,7 +1,8 @@
 """Streamable HTTP upstreams on the gateway's own wire (`upstreams.http_wire.HttpWire`), against a real
 server (the official `mcp` SDK's, tests/peers/py_server.py): what the wire itself promises the endpoint.
 
-- a server request on a POST's response stream names that POST's request (design invariant 1);
+- a server request on a POST's response stream names that POST's request (design invariant 1), and one
+  on the standalone stream names none (the TypeScript SDK's peer, tests/peers/ts/elicit_server.mjs);
 - a POST's stream that ends without its answer is a lost answer (`PeerLost`), not a server's error;
 - a 404 to our session id (the server forgot the session) ends the wire, so the link reconnects;
 - the standalone GET stream is opened after `notifications/initialized`;
@@ -13,6 +14,7 @@ And the event-stream parser on its own.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,9 +24,11 @@ from mcp_types import CONNECTION_CLOSED
 
 from elicitgate.jsonrpc import Endpoint, Inbound, PeerLost
 from elicitgate.upstreams.http_wire import HttpWire, SseEventTooLarge, SseParser
+from tests.conftest import Process, free_port
 
 pytestmark = pytest.mark.anyio
 
+TS_ELICIT = Path(__file__).parent / "peers" / "ts" / "elicit_server.mjs"
 HANDSHAKE = "2025-11-25"
 MODERN = "2026-07-28"
 
@@ -80,6 +84,36 @@ async def test_a_server_request_on_a_post_stream_names_that_post(http_upstream):
         assert json.loads(asked["result"]["content"][0]["text"]) == {"action": "accept", "content": {"answer": "this"}}
     finally:
         await wire.aclose()
+
+
+@pytest.mark.parametrize("standalone", [False, True], ids=["post-stream", "standalone-stream"])
+async def test_a_typescript_server_asks_on_the_call_s_post_or_on_its_standalone_stream(standalone: bool):
+    """The TypeScript SDK sends `elicitation/create` on the call's POST stream when given
+    `relatedRequestId` (tagged with the call), else on the standalone GET stream (tagged with nothing:
+    the gateway must not guess, design invariant 1)."""
+    port = free_port()
+    server = Process(["node", str(TS_ELICIT), "--http", str(port), *(["--standalone-stream"] if standalone else [])],
+                     port)
+    wire = HttpWire(f"{server.url}/mcp")
+    messages = wire.messages()
+    try:
+        await _handshake(wire, messages)
+        with anyio.fail_after(10):
+            await wire.standalone_answered.wait()
+        headers = {"mcp-protocol-version": HANDSHAKE}
+        await wire.send(_call("form-1", "ask_form", message="who?"), headers)
+        inbound = await _next(messages)
+        assert isinstance(inbound.message, dict) and inbound.message.get("method") == "elicitation/create", inbound
+        assert inbound.related_request_id == (None if standalone else "form-1")
+        content = {"name": "ada"}
+        await wire.send({"jsonrpc": "2.0", "id": inbound.message["id"], "result": {"action": "accept", "content": content}},
+                        headers)
+        answer = await _next(messages)
+        assert isinstance(answer.message, dict) and answer.message["id"] == "form-1"
+        assert json.loads(answer.message["result"]["content"][0]["text"]) == {"action": "accept", "content": content}
+    finally:
+        await wire.aclose()
+        server.stop()
 
 
 async def test_a_stream_that_ends_without_its_answer_is_a_lost_answer(http_upstream):
