@@ -14,6 +14,8 @@ And the event-stream parser on its own.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,14 +57,23 @@ async def _handshake(wire: HttpWire, messages: Any) -> None:
     await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"}, {"mcp-protocol-version": HANDSHAKE})
 
 
-async def test_a_server_request_on_a_post_stream_names_that_post(http_upstream):
-    up = http_upstream("tests.peers.py_server", "--name", "h")
-    wire = HttpWire(f"{up.url}/mcp")
+@asynccontextmanager
+async def _session(url: str) -> AsyncIterator[tuple[HttpWire, Any]]:
+    """A wire with its session open and its standalone stream answered, and its messages."""
+    wire = HttpWire(f"{url}/mcp")
     messages = wire.messages()
     try:
         await _handshake(wire, messages)
         with anyio.fail_after(10):
             await wire.standalone_answered.wait()
+        yield wire, messages
+    finally:
+        await wire.aclose()
+
+
+async def test_a_server_request_on_a_post_stream_names_that_post(http_upstream):
+    up = http_upstream("tests.peers.py_server", "--name", "h")
+    async with _session(up.url) as (wire, messages):
         headers = {"mcp-protocol-version": HANDSHAKE}
         await wire.send(_call("echo-1", "echo", text="first"), headers)
         await wire.send(_call("ask-1", "elicit", message="which?"), headers)
@@ -82,8 +93,6 @@ async def test_a_server_request_on_a_post_stream_names_that_post(http_upstream):
         asked = seen["ask-1"].message
         assert isinstance(asked, dict)
         assert json.loads(asked["result"]["content"][0]["text"]) == {"action": "accept", "content": {"answer": "this"}}
-    finally:
-        await wire.aclose()
 
 
 @pytest.mark.parametrize("standalone", [False, True], ids=["post-stream", "standalone-stream"])
@@ -94,25 +103,20 @@ async def test_a_typescript_server_asks_on_the_call_s_post_or_on_its_standalone_
     port = free_port()
     server = Process(["node", str(TS_ELICIT), "--http", str(port), *(["--standalone-stream"] if standalone else [])],
                      port)
-    wire = HttpWire(f"{server.url}/mcp")
-    messages = wire.messages()
     try:
-        await _handshake(wire, messages)
-        with anyio.fail_after(10):
-            await wire.standalone_answered.wait()
-        headers = {"mcp-protocol-version": HANDSHAKE}
-        await wire.send(_call("form-1", "ask_form", message="who?"), headers)
-        inbound = await _next(messages)
-        assert isinstance(inbound.message, dict) and inbound.message.get("method") == "elicitation/create", inbound
-        assert inbound.related_request_id == (None if standalone else "form-1")
-        content = {"name": "ada"}
-        await wire.send({"jsonrpc": "2.0", "id": inbound.message["id"], "result": {"action": "accept", "content": content}},
-                        headers)
-        answer = await _next(messages)
-        assert isinstance(answer.message, dict) and answer.message["id"] == "form-1"
-        assert json.loads(answer.message["result"]["content"][0]["text"]) == {"action": "accept", "content": content}
+        async with _session(server.url) as (wire, messages):
+            headers = {"mcp-protocol-version": HANDSHAKE}
+            await wire.send(_call("form-1", "ask_form", message="who?"), headers)
+            inbound = await _next(messages)
+            assert isinstance(inbound.message, dict) and inbound.message.get("method") == "elicitation/create", inbound
+            assert inbound.related_request_id == (None if standalone else "form-1")
+            content = {"name": "ada"}
+            answer = {"action": "accept", "content": content}
+            await wire.send({"jsonrpc": "2.0", "id": inbound.message["id"], "result": answer}, headers)
+            result = await _next(messages)
+            assert isinstance(result.message, dict) and result.message["id"] == "form-1"
+            assert json.loads(result.message["result"]["content"][0]["text"]) == answer
     finally:
-        await wire.aclose()
         server.stop()
 
 

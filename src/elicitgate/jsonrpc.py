@@ -116,15 +116,21 @@ def progress_params(
     return params
 
 
+def parse_message(data: bytes, what: str = "message") -> dict[str, Any] | Exception:
+    """One message's bytes: the message, or the exception that says why they are not one (`what` names
+    them in it: a stdio wire's "line", an HTTP body's "message")."""
+    try:
+        message = json.loads(data)
+    except ValueError as exc:  # not JSON, or not UTF-8
+        return ValueError(f"a {what} that is not JSON ({exc}): {data[:200]!r}")
+    if not is_object(message):
+        return NotAMessage(f"a {what} that is not a JSON-RPC message (a JSON object): {data[:200]!r}")
+    return message
+
+
 def parse_line(line: bytes) -> dict[str, Any] | Exception:
     """One line of a stdio wire: the message, or the exception that says why the line is not one."""
-    try:
-        message = json.loads(line)
-    except ValueError as exc:  # not JSON, or not UTF-8
-        return ValueError(f"a line that is not JSON ({exc}): {line[:200]!r}")
-    if not is_object(message):
-        return NotAMessage(f"a line that is not a JSON-RPC message (a JSON object): {line[:200]!r}")
-    return message
+    return parse_message(line, "line")
 
 
 class ProgressCallback(Protocol):

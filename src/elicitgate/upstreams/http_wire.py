@@ -48,7 +48,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
 from elicitgate import __version__
 from elicitgate.json_shapes import is_mapping, is_object
-from elicitgate.jsonrpc import Inbound, NotAMessage
+from elicitgate.jsonrpc import Inbound, parse_message
 
 logger = logging.getLogger(__name__)
 
@@ -241,7 +241,7 @@ class HttpWire:
             self._forget_session()
             return
         if response.headers.get("content-type", "").lower().startswith("application/json"):
-            message = _parse(body)
+            message = parse_message(body)
             if is_object(message) and is_object(error := message.get("error")):
                 # The server may have set `id: null` (it refused before reading the id): ours it is.
                 self._deliver(Inbound({"jsonrpc": "2.0", "id": request_id, "error": error}))
@@ -257,7 +257,7 @@ class HttpWire:
         except httpx2.TransportError as exc:
             self._lose(request_id, f"the response ended early: {_describe(exc)}")
             return
-        message = _parse(body)
+        message = parse_message(body)
         if isinstance(message, Exception):
             self._fail(request_id, PARSE_ERROR, f"Failed to parse JSON response: {message}")
             return
@@ -297,7 +297,7 @@ class HttpWire:
 
     def _relay(self, request_id: RequestId, data: bytes) -> bool:
         """One event of a request's stream; True if it was the answer (a server message is not)."""
-        message = _parse(data)
+        message = parse_message(data)
         if isinstance(message, Exception):
             self._fail(request_id, PARSE_ERROR, f"Failed to parse SSE message: {message}")
             return True
@@ -386,7 +386,7 @@ class HttpWire:
                 raise httpx2.HTTPError(f"the standalone stream is {response.headers.get('content-type')!r}")
             async for chunk in _body(response):
                 for data in events.feed(chunk):
-                    self._deliver(Inbound(_parse(data)))
+                    self._deliver(Inbound(parse_message(data)))
             return True
         finally:
             await response.aclose()
@@ -580,17 +580,6 @@ def _body(response: httpx2.Response) -> AsyncIterator[bytes]:
     if isinstance(stream, httpx2.AsyncByteStream) and response.headers.get("content-encoding", "identity") == "identity":
         return aiter(stream)
     return response.aiter_bytes()
-
-
-def _parse(data: bytes) -> dict[str, Any] | Exception:
-    """One message's body: the message, or why it is not one."""
-    try:
-        message = json.loads(data)
-    except ValueError as exc:  # not JSON, or not UTF-8
-        return ValueError(f"a message that is not JSON ({exc}): {data[:200]!r}")
-    if not is_object(message):
-        return NotAMessage(f"a message that is not a JSON-RPC message (a JSON object): {data[:200]!r}")
-    return message
 
 
 def _is_event_stream(response: httpx2.Response) -> bool:
