@@ -27,6 +27,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 if TYPE_CHECKING:
     from mcp.server.request_state import RequestStateBoundary
 
+from elicitgate import heap
 from elicitgate.config import BridgingConfig, ConfigError
 from elicitgate.json_shapes import is_object
 from elicitgate.sdk import connection_of
@@ -141,4 +142,5 @@ class RequestsOnly:
                 keys=self._keys, ttl=self._ttl, bind_principal=principal_of, audience=AUDIENCE
             )
             self._boundary = RequestStateBoundary(security, default_audience=AUDIENCE)
+            heap.settle()  # cryptography's modules stay for the process: out of every later full collection
         return self._boundary
