@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
+from elicitgate import heap
 from elicitgate.config import ConfigError, GatewayConfig, build_config, load_config
 from elicitgate.console import err
 from elicitgate.hostport import http_url, parse_hostport, url_host
@@ -153,9 +154,11 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
     if http is not None and sock is None:
         sock = claim_port(*_parse_hostport(http))
     prespawn.start(cfg.upstreams())
+    heap.hold()  # until the gateway settles its start-up heap (`Gateway.running`)
     try:
         _serve(cfg, http, sock)
     finally:
+        heap.release()
         prespawn.stop_unclaimed()
 
 
