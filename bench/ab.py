@@ -65,7 +65,7 @@ def startup(args: argparse.Namespace) -> None:
     with open(ROOT / "bench" / "results" / "ab.log", "w") as log:
         for _ in range(args.startup):
             for label, src in sources.items():
-                config = configs.write_config(work, f"ab-startup-{label}", configs.gateway_config(servers))
+                config = configs.write_config(work, f"ab-startup-{label}", configs.gateway_config(servers, steady=False))
                 port = free_port()
                 argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
                         "from elicitgate.cli import app; app()", "serve", "--config", str(config),
@@ -114,7 +114,7 @@ async def compare(
         for era, suffix, mode, prefix in rows:
             # A config file of its own per row: its gateway process is found by name, for its CPU.
             name = f"ab-{label}{suffix}-{prefix.strip('_')}"
-            config = configs.write_config(work, name, configs.gateway_config(servers))
+            config = configs.write_config(work, name, configs.gateway_config(servers, steady=False))
             argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
                     "from elicitgate.cli import app; app()", "serve", "--config", str(config)]
 

@@ -29,7 +29,7 @@ TARGET_RATIO = 0.10
 
 def _config(workdir: Path, name: str, upstream: dict[str, Any], audit: bool) -> Path:
     config = configs.gateway_config({"hs": upstream})
-    config["audit"] = {"url": f"sqlite:///{workdir / f'{name}.db'}"} if audit else {"enabled": False}
+    config["audit"] = {"url": f"sqlite:///{workdir / f'{name}.db'}", "open_at_start": True} if audit else {"enabled": False}
     return configs.write_config(workdir, name, config)
 
 

@@ -16,7 +16,8 @@ IDLE_SETTLE = 1.0
 def run(repeats: int, log: IO[str], workdir: Path) -> dict[str, Any]:
     config = configs.write_config(
         workdir, "startup",
-        configs.gateway_config({"one": configs.stdio_upstream("auto"), "two": configs.stdio_upstream("auto")}),
+        configs.gateway_config({"one": configs.stdio_upstream("auto"), "two": configs.stdio_upstream("auto")},
+                              steady=False),
     )
     runs = []
     for _ in range(repeats):
