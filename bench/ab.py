@@ -114,7 +114,7 @@ async def compare(
         for era, suffix, mode, prefix in rows:
             # A config file of its own per row: its gateway process is found by name, for its CPU.
             name = f"ab-{label}{suffix}-{prefix.strip('_')}"
-            config = configs.write_config(work, name, configs.gateway_config(servers, steady=False))
+            config = configs.write_config(work, name, configs.gateway_config(servers, src=src))
             argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
                     "from elicitgate.cli import app; app()", "serve", "--config", str(config)]
 

@@ -37,7 +37,7 @@ def http_upstream(url: str, era: Era) -> dict[str, Any]:
 
 
 def gateway_config(
-    servers: dict[str, dict[str, Any]], *, log_level: str = "info", steady: bool = True
+    servers: dict[str, dict[str, Any]], *, log_level: str = "info", steady: bool = True, src: Path | None = None
 ) -> dict[str, Any]:
     """A gateway config with the bench's limits; everything else stays at its default.
 
@@ -45,19 +45,22 @@ def gateway_config(
     audit event is part of the work the gateway does. `steady` (the latency, scale and profile benches)
     opens the audit store at start: by default it opens at the first record, which falls in the warm-up
     and put its one-time import and migration check (~0.3 s of CPU) into whichever target's measurement
-    came next. The start-up bench, and `bench.ab` (whose base may predate the setting), keep the default.
+    came next. The start-up benches keep the default. `src` is the source tree the gateway will run
+    (`bench.ab`'s base or work tree), if not the one on `PYTHONPATH` or this checkout's.
     """
     config: dict[str, Any] = {"mcpServers": servers, "elicitation": dict(BENCH_LIMITS), "log_level": log_level}
-    if steady and _has_audit_open_at_start():
+    if steady and _has_audit_open_at_start(src):
         config["audit"] = {"open_at_start": True}
     return config
 
 
-def _has_audit_open_at_start() -> bool:
-    """Whether the elicitgate under test knows `audit.open_at_start` (`bench --ref` may measure an older
-    one, which opened its store at start anyway and refuses keys it does not know): read from the source
-    its processes will import (the first `PYTHONPATH` entry holding it, else the work tree)."""
-    sources = [Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+def _has_audit_open_at_start(src: Path | None) -> bool:
+    """Whether the elicitgate under test knows `audit.open_at_start` (`bench --ref` or `bench.ab --base`
+    may run an older one, which opened its store at start anyway and refuses keys it does not know): read
+    from the source its processes will import (`src`, else the first `PYTHONPATH` entry holding it, else
+    this checkout's)."""
+    sources = [src] if src is not None else []
+    sources += [Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     sources.append(Path(__file__).resolve().parent.parent / "src")
     for source in sources:
         config = source / "elicitgate" / "config.py"
