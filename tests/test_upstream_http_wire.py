@@ -7,7 +7,9 @@ server (the official `mcp` SDK's, tests/peers/py_server.py): what the wire itsel
 - a 404 to our session id (the server forgot the session) ends the wire, so the link reconnects;
 - the standalone GET stream is opened after `notifications/initialized`;
 - a 2026-07-28 request is cancelled by closing its POST, with no `notifications/cancelled` on the wire;
-- a stream broken after events with ids is resumed with `Last-Event-ID` (tests/peers/resumable_server.py).
+- a stream broken after events with ids is resumed with `Last-Event-ID` (tests/peers/resumable_server.py);
+- a same-origin 307 is followed; a 202 for a request, an HTML page or a redirect to another origin is a
+  clear error for that request, never a wait (tests/peers/odd_http_server.py).
 And the event-stream parser on its own.
 """
 
@@ -22,11 +24,11 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 
 from elicitgate.jsonrpc import Endpoint, Inbound, PeerLost
 from elicitgate.upstreams.http_wire import HttpWire, SseEventTooLarge, SseParser
-from tests.conftest import Process, free_port
+from tests.conftest import PY, Process, free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -58,22 +60,33 @@ async def _handshake(wire: HttpWire, messages: Any) -> None:
 
 
 @asynccontextmanager
-async def _session(url: str) -> AsyncIterator[tuple[HttpWire, Any]]:
-    """A wire with its session open and its standalone stream answered, and its messages."""
-    wire = HttpWire(f"{url}/mcp")
+async def _session(endpoint: str, *, standalone: bool = True) -> AsyncIterator[tuple[HttpWire, Any]]:
+    """A wire with its session open (and with `standalone`, its standalone stream answered), and its
+    messages."""
+    wire = HttpWire(endpoint)
     messages = wire.messages()
     try:
         await _handshake(wire, messages)
-        with anyio.fail_after(10):
-            await wire.standalone_answered.wait()
+        if standalone:
+            with anyio.fail_after(10):
+                await wire.standalone_answered.wait()
         yield wire, messages
     finally:
         await wire.aclose()
 
 
+async def _answer_to(messages: Any, request_id: str) -> Inbound:
+    """The next message for `request_id`, past what the server says meanwhile (notifications, the
+    standalone stream)."""
+    inbound = await _next(messages)
+    while isinstance(inbound.message, dict) and inbound.message.get("id") != request_id:
+        inbound = await _next(messages)
+    return inbound
+
+
 async def test_a_server_request_on_a_post_stream_names_that_post(http_upstream):
     up = http_upstream("tests.peers.py_server", "--name", "h")
-    async with _session(up.url) as (wire, messages):
+    async with _session(f"{up.url}/mcp") as (wire, messages):
         headers = {"mcp-protocol-version": HANDSHAKE}
         await wire.send(_call("echo-1", "echo", text="first"), headers)
         await wire.send(_call("ask-1", "elicit", message="which?"), headers)
@@ -104,7 +117,7 @@ async def test_a_typescript_server_asks_on_the_call_s_post_or_on_its_standalone_
     server = Process(["node", str(TS_ELICIT), "--http", str(port), *(["--standalone-stream"] if standalone else [])],
                      port)
     try:
-        async with _session(server.url) as (wire, messages):
+        async with _session(f"{server.url}/mcp") as (wire, messages):
             headers = {"mcp-protocol-version": HANDSHAKE}
             await wire.send(_call("form-1", "ask_form", message="who?"), headers)
             inbound = await _next(messages)
@@ -249,3 +262,43 @@ def test_an_event_past_the_size_bound_is_refused():
     events = SseParser()
     with pytest.raises(SseEventTooLarge):
         events.feed(b"data: " + b"x" * (1024 * 1024 + 1))
+
+
+@pytest.fixture
+def odd_server():
+    """The demo server behind endpoints that answer oddly (tests/peers/odd_http_server.py)."""
+    port = free_port()
+    server = Process([PY, "-m", "tests.peers.odd_http_server", "--http", f"127.0.0.1:{port}"], port)
+    yield server
+    server.stop()
+
+
+async def test_a_same_origin_redirect_is_followed_with_its_method_and_body(odd_server):
+    """307 from `/moved` to `/mcp`: every POST (and the session's GET) is sent again there, as it was."""
+    async with _session(f"{odd_server.url}/moved", standalone=False) as (wire, messages):
+        await wire.send(_call("echo-1", "echo", text="moved"), {"mcp-protocol-version": HANDSHAKE})
+        answer = await _answer_to(messages, "echo-1")
+        assert isinstance(answer.message, dict) and answer.message["result"]["content"][0]["text"] == "moved"
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("/accepted", "server answered a request with 202 Accepted"),
+        ("/html", "Unexpected content type: text/html"),
+        ("/elsewhere", "not followed"),
+    ],
+    ids=["202-for-a-request", "html-page", "redirect-to-another-origin"],
+)
+async def test_a_request_answered_oddly_gets_an_error_not_a_hang(odd_server, path: str, said: str):
+    wire = HttpWire(f"{odd_server.url}{path}")
+    messages = wire.messages()
+    try:
+        await wire.send(_initialize())
+        answer = await _next(messages)
+        assert isinstance(answer.message, dict) and answer.message["id"] == "init", answer
+        assert not answer.lost
+        assert answer.message["error"]["code"] == INVALID_REQUEST
+        assert said in answer.message["error"]["message"]
+    finally:
+        await wire.aclose()
