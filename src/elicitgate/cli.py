@@ -18,7 +18,7 @@ import typer
 
 from elicitgate import heap
 from elicitgate.config import ConfigError, GatewayConfig, build_config, load_config
-from elicitgate.console import err
+from elicitgate.console import say
 from elicitgate.hostport import http_url, parse_hostport, url_host
 from elicitgate.upstreams import prespawn
 
@@ -51,14 +51,14 @@ def _main(
 
 
 def _warn(message: str) -> None:
-    err().print(f"elicitgate: warning: {message}", style="yellow", highlight=False, markup=False, soft_wrap=True)
+    say(f"elicitgate: warning: {message}", "yellow")
 
 
 def _load(config: Path) -> GatewayConfig:
     try:
         cfg = load_config(config, warn=_warn)
     except ConfigError as exc:
-        err().print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
+        say(exc.render(), "red")
         raise typer.Exit(2) from None
     if not cfg.upstreams():
         what = "only disabled servers" if cfg.mcp_servers else "no servers"
@@ -81,7 +81,7 @@ def _check_state_keys(cfg: GatewayConfig) -> None:
     try:
         load_keys(cfg.bridging)
     except ConfigError as exc:
-        err().print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
+        say(exc.render(), "red")
         raise typer.Exit(2) from None
 
 
@@ -93,7 +93,7 @@ def _with_replicas(cfg: GatewayConfig) -> GatewayConfig:
     try:
         return with_shared_state_key(cfg, cfg.redis_url.get_secret_value())
     except ConfigError as exc:
-        err().print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
+        say(exc.render(), "red")
         raise typer.Exit(2) from None
 
 
@@ -119,10 +119,7 @@ def claim_port(host: str, port: int) -> socket.socket:
         sock.close()
         shown = url_host(host)
         why = "is already in use (another elicitgate?)" if exc.errno == errno.EADDRINUSE else f"cannot be used: {exc.strerror}"
-        err().print(
-            f"elicitgate: {shown}:{port} {why}; choose another port, e.g. --http {shown}:{port + 1}",
-            style="red", highlight=False, markup=False, soft_wrap=True,
-        )
+        say(f"elicitgate: {shown}:{port} {why}; choose another port, e.g. --http {shown}:{port + 1}", "red")
         raise typer.Exit(2) from None
     return sock
 
@@ -197,14 +194,13 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
 
     if (warning := exposure_warning(host, cfg.http.auth)) is not None:
         if cfg.http.require_auth:
-            err().print(f"elicitgate: {warning} (http.require_auth is on)", style="red", highlight=False,
-                      markup=False, soft_wrap=True)
+            say(f"elicitgate: {warning} (http.require_auth is on)", "red")
             raise typer.Exit(2)
         logging.getLogger("elicitgate").warning(warning)
     try:
         app_ = build_http_app(gateway, None if host in ("0.0.0.0", "::") else base)
     except AuthConfigError as exc:
-        err().print(f"invalid configuration: {exc}", style="red", highlight=False, markup=False)
+        say(f"invalid configuration: {exc}", "red")
         raise typer.Exit(2) from None
     # The access log (one line per request, redacted) only when asked for, with log_level debug.
     # log_config=None: uvicorn's own lines go through the gateway's handler (JSON with `log_format: json`).
@@ -270,25 +266,25 @@ def doctor(config: ConfigOption) -> None:
     rows = anyio.run(_doctor, cfg)
     width = min(shutil.get_terminal_size().columns, 100)
 
-    def say(text: str, indent: str = "") -> None:
+    def show(text: str, indent: str = "") -> None:
         typer.echo(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
                                  break_long_words=False, break_on_hyphens=False))
 
     typer.echo(f"elicitgate doctor: {config}")
     for row in rows:
         typer.echo("")
-        say(f"{row['server']} ({row['transport']}): {row['state']}" + (f", {row['era']}" if row["era"] else ""))
+        show(f"{row['server']} ({row['transport']}): {row['state']}" + (f", {row['era']}" if row["era"] else ""))
         if row["state"] == "up":
-            say(f"{row['tools']} tools, {row['prompts']} prompts, {row['resources']} resources", "  ")
+            show(f"{row['tools']} tools, {row['prompts']} prompts, {row['resources']} resources", "  ")
         if row["problem"]:
             problem = row["problem"].removeprefix(f"upstream {row['server']!r}: ")
             if row["stderr"]:  # shown whole below
                 problem = problem.split("; its stderr ended with: ")[0]
-            say(f"problem: {problem}", "  ")
+            show(f"problem: {problem}", "  ")
         if row["stderr"]:
-            say("its stderr ended with:", "  ")
+            show("its stderr ended with:", "  ")
             for line in row["stderr"]:
-                say(line, "    ")
+                show(line, "    ")
     raise typer.Exit(0 if rows and all(row["state"] == "up" for row in rows) else 1)
 
 
@@ -379,13 +375,12 @@ def demo(
         config["http"] = {"hosted_listen": http}
     cfg = _with_log_level(build_config(config, "built-in demo config", warn=_warn), log_level)
     shown = url_host(host)
-    err().print(
+    say(
         "elicitgate demo: the bundled demo servers' tools (demo__book_table, demo__confirm, "
         "demo__connect_account, colours__pick_colour) elicit; point an MCP client at the gateway. A client "
         "that cannot show forms gets them in the inbox:\n"
         f"  inbox: http://{shown}:{port}/inbox#token={token}\n"
-        f"  terminal: ELICITGATE_ADMIN_TOKEN={token} {self_command()} inbox --url http://{shown}:{port}",
-        highlight=False, markup=False, soft_wrap=True,
+        f"  terminal: ELICITGATE_ADMIN_TOKEN={token} {self_command()} inbox --url http://{shown}:{port}"
     )
     run_gateway(cfg, None if stdio else http, None if stdio else sock)
 
@@ -404,18 +399,18 @@ def inbox(
     from elicitgate.web.terminal import InboxError, TerminalInbox
 
     if not token:
-        err().print("[red]elicitgate inbox needs the admin token: --token or ELICITGATE_ADMIN_TOKEN[/red]")
+        say("elicitgate inbox needs the admin token: --token or ELICITGATE_ADMIN_TOKEN", "red")
         raise typer.Exit(2)
     try:
         TerminalInbox(url, token).run(once=once)
     except InboxError as exc:
-        err().print(f"{exc}", style="red", highlight=False, markup=False, soft_wrap=True)
+        say(f"{exc}", "red")
         raise typer.Exit(1) from None
     except httpx2.TransportError as exc:
-        err().print(
+        say(
             f"elicitgate inbox: no gateway answers at {url} ({exc or type(exc).__name__}); start one "
             f"({self_command()} demo, or serve --http with ELICITGATE_ADMIN_TOKEN set) or pass --url",
-            style="red", highlight=False, markup=False, soft_wrap=True,
+            "red",
         )
         raise typer.Exit(1) from None
     except KeyboardInterrupt:

@@ -13,7 +13,7 @@ import typer
 
 from elicitgate.audit.record import FIELDS, as_json, parse_filters
 from elicitgate.config import ConfigError, load_config
-from elicitgate.console import err
+from elicitgate.console import err, say
 
 audit_app = typer.Typer(help="Read the audit trail (works without a running gateway).", no_args_is_help=True)
 
@@ -32,7 +32,7 @@ def _rows(config: Path, state: str | None, server: str | None, since: str | None
     try:
         cfg = load_config(config)
     except ConfigError as exc:
-        err().print(exc.render(), style="red", highlight=False, markup=False, soft_wrap=True)
+        say(exc.render(), "red")
         raise typer.Exit(2) from None
     try:
         filters = parse_filters(state, server, since)
@@ -50,7 +50,7 @@ def _rows(config: Path, state: str | None, server: str | None, since: str | None
     try:
         return [as_json(row) for row in anyio.run(read)]
     except AuditStoreError as exc:
-        err().print(str(exc), style="red", highlight=False, markup=False)
+        say(str(exc), "red")
         raise typer.Exit(1) from None
 
 

@@ -16,3 +16,9 @@ def err() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, soft_wrap=True)  # a long path or message stays on one line: grep-able, copy-able
+
+
+def say(text: str, style: str | None = None) -> None:
+    """One message to the person at the terminal, as written (no rich markup, no highlighting), in `style`
+    (a rich colour such as "red") where the terminal shows colour."""
+    err().print(text, style=style, highlight=False, markup=False, soft_wrap=True)
