@@ -138,9 +138,12 @@ class HttpWire:
             self._spawn(self._listen())
         await self._post_unanswered(body, sent)
 
-    def _headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
-        """Every message's headers: the config's, the session's, then the message's own."""
+    def _headers(self, extra: Mapping[str, str] | None, *, body: bool = True) -> dict[str, str]:
+        """Every message's headers: the config's, the session's, then the message's own (no content type
+        for a request without a `body`)."""
         headers = dict(self._base)
+        if not body:
+            del headers["content-type"]
         if self.session_id is not None:
             headers[MCP_SESSION_ID] = self.session_id
         if self._version is not None:
@@ -175,10 +178,7 @@ class HttpWire:
         a 404 to our session id ends the wire, as for a request."""
         try:
             response = await self._send("POST", headers, body)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
+            await _read_to_end(response)
         except (httpx2.HTTPError, OSError) as exc:
             logger.warning("a message to %s was not delivered: %s", self._url, _describe(exc))
             return
@@ -337,12 +337,11 @@ class HttpWire:
 
     def _stream_headers(self, sent: Mapping[str, str] | None, last_id: str | None) -> dict[str, str]:
         """A GET's headers: an event stream wanted, from where the last one left off."""
-        headers = self._headers(None)
+        headers = self._headers(None, body=False)
         if sent is not None and (version := sent.get(MCP_PROTOCOL_VERSION_HEADER)) is not None:
             headers[MCP_PROTOCOL_VERSION_HEADER] = version
         headers["accept"] = "text/event-stream"
         headers["cache-control"] = "no-store"
-        del headers["content-type"]
         if last_id is not None:
             headers[LAST_EVENT_ID] = last_id
         return headers
@@ -466,18 +465,16 @@ class HttpWire:
         where it keeps the method (`mcp.shared._httpx_utils.stream_within_origin`'s rule); any other
         redirect is returned as it is."""
         request = httpx2.Request(method, self._url, headers=headers, content=body, extensions={"timeout": TIMEOUTS})
-        for _ in range(MAX_REDIRECTS):
+        redirects = 0
+        while True:
             response = await self._transport.handle_async_request(request)
             response.request = request
             target = _redirect_target(request, response)
-            if target is None:
+            if target is None or redirects == MAX_REDIRECTS:
                 return response
-            try:
-                await response.aread()  # so the connection goes back to the pool
-            finally:
-                await response.aclose()
+            redirects += 1
+            await _read_to_end(response)
             request = httpx2.Request(method, target, headers=headers, content=body, extensions={"timeout": TIMEOUTS})
-        return await self._transport.handle_async_request(request)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
@@ -500,14 +497,9 @@ class HttpWire:
             await self._transport.aclose()
 
     async def _terminate(self) -> None:
-        headers = self._headers(None)
-        del headers["content-type"]
         try:
-            response = await self._send("DELETE", headers)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
+            response = await self._send("DELETE", self._headers(None, body=False))
+            await _read_to_end(response)
         except (httpx2.HTTPError, OSError) as exc:
             logger.warning("ending the session with %s failed: %s", self._url, _describe(exc))
             return
@@ -572,6 +564,14 @@ class SseParser:
         elif name == b"retry":
             if value.isdigit():
                 self.retry = int(value) / 1000
+
+
+async def _read_to_end(response: httpx2.Response) -> None:
+    """Read a response whole and close it: its connection goes back to the pool."""
+    try:
+        await response.aread()
+    finally:
+        await response.aclose()
 
 
 def _body(response: httpx2.Response) -> AsyncIterator[bytes]:
