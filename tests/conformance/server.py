@@ -13,7 +13,6 @@ Server-to-client requests (elicitation, sampling) ride the calling request's own
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import uuid
 import warnings
@@ -27,10 +26,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.server import Server, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
-from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp.shared.exceptions import MCPError
 
 from tests.conformance import fixtures as fx
+from tests.peers.event_store import MemoryEventStore
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)  # logging is deprecated as of 2026-07-28
 LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
@@ -38,28 +37,6 @@ STATE: dict[str, Any] = {"level": "debug", "subscriptions": set()}
 RETRY_MS = 100
 WAITING: dict[str, ServerSession] = {}
 """URL-mode elicitations announced with -32042, by id: the session to tell when each completes."""
-
-
-class MemoryEventStore(EventStore):
-    """Every SSE event of this process, replayable after a `Last-Event-ID` (SEP-1699)."""
-
-    def __init__(self) -> None:
-        self._events: list[tuple[str, str, types.JSONRPCMessage | None]] = []
-        self._ids = itertools.count(1)
-
-    async def store_event(self, stream_id: str, message: types.JSONRPCMessage | None) -> str:
-        event_id = str(next(self._ids))
-        self._events.append((stream_id, event_id, message))
-        return event_id
-
-    async def replay_events_after(self, last_event_id: str, send_callback: EventCallback) -> str | None:
-        stream = next((s for s, e, _ in self._events if e == last_event_id), None)
-        if stream is None:
-            return None
-        for s, event_id, message in self._events:
-            if s == stream and int(event_id) > int(last_event_id) and message is not None:
-                await send_callback(EventMessage(message, event_id))
-        return stream
 
 
 def _text(text: str, *, error: bool = False) -> types.CallToolResult:

@@ -9,41 +9,15 @@ Events are kept in memory; the priming event says `retry: 100` ms.
 from __future__ import annotations
 
 import argparse
-import itertools
 
 import anyio
 import uvicorn
-from mcp_types import JSONRPCMessage
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
 from elicitgate.hostport import parse_hostport
-
-
-class MemoryEvents(EventStore):
-    """Every event of every stream, in order, in memory."""
-
-    def __init__(self) -> None:
-        self._events: list[tuple[str, str, JSONRPCMessage | None]] = []
-        self._ids = itertools.count(1)
-
-    async def store_event(self, stream_id: str, message: JSONRPCMessage | None) -> str:
-        event_id = str(next(self._ids))
-        self._events.append((event_id, stream_id, message))
-        return event_id
-
-    async def replay_events_after(self, last_event_id: str, send_callback: EventCallback) -> str | None:
-        stream = next((s for e, s, _ in self._events if e == last_event_id), None)
-        if stream is None:
-            return None
-        after = False
-        for event_id, stream_id, message in self._events:
-            if after and stream_id == stream and message is not None:
-                await send_callback(EventMessage(message, event_id))
-            after = after or event_id == last_event_id
-        return stream
+from tests.peers.event_store import MemoryEventStore
 
 
 def build() -> MCPServer:
@@ -63,5 +37,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", required=True)
     host, port = parse_hostport(parser.parse_args().http)
-    app = build().streamable_http_app(event_store=MemoryEvents(), retry_interval=100, host=host)
+    app = build().streamable_http_app(event_store=MemoryEventStore(), retry_interval=100, host=host)
     uvicorn.run(app, host=host, port=port, log_level="warning")
