@@ -160,6 +160,27 @@ def test_a_handshake_era_call_carrying_request_state_is_still_checked_by_the_sea
     assert answers[3]["result"]["content"][0]["text"] == "hi"
 
 
+def test_routed_requests_past_the_sdk_kernel_keep_its_checks(tmp_path):
+    """Once `initialize` is accepted, a handshake-era client's routed requests skip the SDK's kernel
+    (`faces.dispatch._serve_directly`) but not its rules: params that do not fit the spec's schema for the
+    client's version get -32602 as from the kernel, and a good call is relayed with its result sieved
+    to the fields that version defines."""
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
+                          audit={"enabled": False})
+    call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "x__echo", "arguments": {"text": "hi"}}}
+    answers = _exchange(config, [
+        INITIALIZE | {"id": 2}, INITIALIZED,
+        {**call, "id": 3, "params": {"arguments": {"text": "hi"}}},  # no name
+        {**call, "id": 4, "params": {"name": "x__echo", "arguments": ["hi"]}},  # arguments not an object
+        {**call, "id": 5, "params": {**call["params"], "_meta": {"progressToken": {"not": "a token"}}}},
+        {**call, "id": 6, "params": {**call["params"], "_meta": {"progressToken": "p1", "note": 1}}},
+    ], expect=5)
+    for bad in (3, 4, 5):
+        assert answers[bad]["error"] == {"code": -32602, "message": "Invalid request parameters", "data": ""}, bad
+    assert answers[6]["result"]["content"][0]["text"] == "hi"
+    assert set(answers[6]["result"]) <= {"content", "structuredContent", "isError", "_meta"}
+
+
 def test_what_is_not_a_request_is_answered_with_invalid_request(tmp_path):
     """The face's own endpoint (`jsonrpc.Endpoint`, serving): JSON that is not a JSON-RPC message, or a
     request whose id is neither a string nor a number, gets -32600 with a null id; the connection goes on."""

@@ -11,19 +11,23 @@ client (an elicitation) is one future.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncGenerator, Mapping
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
 import anyio.abc
-from mcp_types import INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION, RequestId
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION, RequestId, RequestParams
+from mcp_types import methods as spec_methods
 from mcp_types.version import LATEST_MODERN_VERSION
 from pydantic import ValidationError
 
 from mcp.server.connection import Connection, NotifyOnlyOutbound
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.models import InitializationOptions
 from mcp.server.runner import ServerRunner, aclose_shielded, modern_error_data, serve_one
+from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import CallOptions, DispatchContext, OnNotify, OnNotifyIntercept, OnRequest
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
@@ -33,7 +37,12 @@ from mcp.shared.transport_context import TransportContext
 from elicitgate import sdk
 from elicitgate.jsonrpc import Endpoint, Inbound, MessageWire, progress_params
 
+logger = logging.getLogger(__name__)
+
 STDIO = TransportContext(kind="stdio", can_send_request=True)
+
+DirectHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[dict[str, Any]]]
+"""A request handler that reads the raw params off its context and returns the result as a dict."""
 
 
 class EndpointDispatcher:
@@ -137,12 +146,20 @@ class RequestContext:
 
 
 
-async def serve_connection(server: Server[Any], wire: MessageWire, init_options: InitializationOptions) -> None:
+async def serve_connection(
+    server: Server[Any],
+    wire: MessageWire,
+    init_options: InitializationOptions,
+    direct: Mapping[str, DirectHandler] | None = None,
+) -> None:
     """`Server.run` on one client connection over `wire`, in the era the client opens with.
 
     The SDK's rule (`serve_dual_era_loop`): a first request other than `initialize` that carries the
     2026-07-28 envelope opens a 2026-07-28 connection, anything else a handshake one; what came before
     that request is served too. A later claim from the other era is refused.
+
+    On a handshake connection, once `initialize` is accepted, the methods in `direct` are served by
+    their handler without the SDK's kernel (`_serve_directly`).
     """
     async with server.lifespan(server) as lifespan_state:
         replay = _Replay(wire)
@@ -152,11 +169,15 @@ async def serve_connection(server: Server[Any], wire: MessageWire, init_options:
         ):
             await _serve_modern(server, replay, lifespan_state)
         else:
-            await _serve_handshake(server, replay, lifespan_state, init_options)
+            await _serve_handshake(server, replay, lifespan_state, init_options, direct or {})
 
 
 async def _serve_handshake(
-    server: Server[Any], wire: MessageWire, lifespan_state: Any, init_options: InitializationOptions
+    server: Server[Any],
+    wire: MessageWire,
+    lifespan_state: Any,
+    init_options: InitializationOptions,
+    direct: Mapping[str, DirectHandler],
 ) -> None:
     # `initialize` is answered before the next message is read: the requests after it depend on it.
     dispatcher = EndpointDispatcher(wire, inline=frozenset({"initialize"}))
@@ -172,6 +193,10 @@ async def _serve_handshake(
                 message="this connection serves the handshake protocol era; "
                 "requests carrying the 2026-07-28 envelope are not accepted on it",
             )
+        handler = direct.get(method)
+        # A `requestState` goes through the kernel's middleware, whose boundary unseals it.
+        if handler is not None and connection.initialize_accepted and not (params and "requestState" in params):
+            return await _serve_directly(handler, context, connection, lifespan_state, method, params)
         return await runner.on_request(context, method, params)
 
     try:
@@ -224,6 +249,48 @@ async def _serve_modern(server: Server[Any], wire: MessageWire, lifespan_state: 
             await aclose_shielded(connection)
 
     await dispatcher.run(on_request, on_notify)
+
+
+async def _serve_directly(
+    handler: DirectHandler,
+    context: DispatchContext[TransportContext],
+    connection: Connection,
+    lifespan_state: Any,
+    method: str,
+    params: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """One request of an initialized handshake-era client, as the SDK's kernel (`ServerRunner`) serves it
+    but without its middleware chain, params model and per-request closures: the params are checked
+    against the spec's schema for the client's version (-32602 when they do not fit) and the result is
+    sieved to what that version defines."""
+    version = connection.protocol_version
+    try:
+        spec_methods.validate_client_request(method, version, params)
+    except KeyError:
+        raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method) from None
+    meta = None
+    if params and "_meta" in params:
+        try:
+            meta = RequestParams.model_validate(params, by_name=False).meta
+        except ValidationError:
+            pass  # the kernel's rule: a malformed `_meta` is no meta, the params were checked above
+    ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+        session=ServerSession(context, connection, request_meta=meta),
+        lifespan_context=lifespan_state,
+        protocol_version=version,
+        method=method,
+        params=params,
+        request_id=context.request_id,
+        meta=meta,
+    )
+    result = await handler(ctx)
+    try:
+        return spec_methods.serialize_server_result(method, version, result)
+    except ValidationError:
+        # The upstream's result does not fit the client's version; the kernel says the same, and so
+        # keeps pydantic's text (which echoes the result) in the log.
+        logger.exception("the result of %r does not fit protocol version %s", method, version)
+        raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
 
 
 class _Replay:

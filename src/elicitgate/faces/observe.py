@@ -4,7 +4,8 @@ on every log line written while serving it. No logging of its own: the pass-thro
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 from mcp.server.context import HandlerResult, ServerRequestContext
 
@@ -30,3 +31,13 @@ class RequestObserver:
                 return await call_next(ctx)
         finally:
             self._timers.get(ctx.method, self._other).observe(time.perf_counter() - start)
+
+    def around(
+        self, handler: Callable[[ServerRequestContext[Any, Any]], Awaitable[dict[str, Any]]]
+    ) -> Callable[[ServerRequestContext[Any, Any]], Awaitable[dict[str, Any]]]:
+        """`handler` observed as if through this middleware, for a path that bypasses the middleware chain."""
+
+        async def observed(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+            return cast("dict[str, Any]", await self(ctx, handler))
+
+        return observed

@@ -19,6 +19,7 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 
 from elicitgate import __version__
+from elicitgate.faces.dispatch import DirectHandler
 from elicitgate.faces.observe import RequestObserver
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
 from elicitgate.faces.peer import DownstreamCall, peer_for
@@ -53,6 +54,10 @@ class RawParams(RequestParams):
 
 
 class GatewayServer(Server[Any]):
+    routes: dict[str, DirectHandler]
+    """The routed methods (`ROUTED`), observed like through the middleware: the stdio face serves a
+    handshake-era client's requests for them without the SDK's handler kernel (`faces.dispatch`)."""
+
     def create_initialization_options(
         self,
         notification_options: NotificationOptions | None = None,
@@ -78,7 +83,8 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         get_tool_input_schema=gateway.catalog.tool_input_schema,
     )
     server.middleware.clear()  # no per-message tracing span on the pass-through path
-    server.middleware.append(RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED}))
+    observer = RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED})
+    server.middleware.append(observer)
     server.middleware.append(state_boundary(gateway.config.bridging))
     if gateway.replicas is not None:
         from elicitgate.cluster import retries
@@ -94,8 +100,8 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
 
         return handle
 
-    def make_routed(method: str) -> Any:
-        async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
+    def make_routed(method: str) -> DirectHandler:
+        async def handle(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return await _serve_modern(gateway, ctx, method)
             peer = _handshake_peer(gateway, ctx)
@@ -113,9 +119,21 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
 
     for method, kind in LISTS.items():
         server.add_request_handler(method, RawParams, make_list(kind))
+    server.routes = {}
     for method in ROUTED:
-        server.add_request_handler(method, RawParams, make_routed(method))
+        route = make_routed(method)
+        server.add_request_handler(method, RawParams, _ignoring_params(route))
+        server.routes[method] = observer.around(route)
     return server
+
+
+def _ignoring_params(route: DirectHandler) -> Any:
+    """`route` as an SDK request handler: it reads the raw params off `ctx`, not the params model."""
+
+    async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
+        return await route(ctx)
+
+    return handle
 
 
 def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> DownstreamPeer:
