@@ -12,6 +12,7 @@ replaces, spent more CPU per request than the rest of the relay). Only what the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
@@ -147,6 +148,9 @@ class _Waiter:
     on_progress: ProgressCallback | None
 
 
+_UNBOUNDED = contextlib.nullcontext()
+
+
 def _closed() -> PeerLost:
     return PeerLost(code=CONNECTION_CLOSED, message="Connection closed")
 
@@ -169,7 +173,8 @@ class Endpoint:
         self._serving = serving
         self._inline = inline
         self._waiters: dict[RequestId, _Waiter] = {}
-        self._handling: dict[RequestId, tuple[anyio.CancelScope, Inbound]] = {}
+        self._handling: dict[RequestId, tuple[Callable[[], None], Inbound]] = {}
+        """The peer's requests being served: how to cancel each, and the message."""
         self._tasks: anyio.abc.TaskGroup | None = None
         self._closed = False
 
@@ -204,8 +209,8 @@ class Endpoint:
         written = False
         try:
             # `move_on_after`, not `fail_after`: a plain cancel scope, where `fail_after` is a generator
-            # around one, and one of these lives for every request in flight.
-            with anyio.move_on_after(timeout):
+            # around one; and none at all without a timeout, as one would live for every request in flight.
+            with anyio.move_on_after(timeout) if timeout is not None else _UNBOUNDED:
                 try:
                     await self._wire.send(message, headers)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -299,11 +304,14 @@ class Endpoint:
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
             elif _is_request_id(request_id):
-                scope = anyio.CancelScope()
-                self._handling[request_id] = (scope, inbound)
                 if method in self._inline:
-                    return self._handle(inbound, request_id, method, params, scope, on_request)
-                self._spawn(self._handle, inbound, request_id, method, params, scope, on_request)
+                    scope = anyio.CancelScope()
+                    self._handling[request_id] = (scope.cancel, inbound)
+                    return self._handle_inline(scope, inbound, request_id, method, params, on_request)
+                # The task's own cancel scope is the request's: no second one per request in flight.
+                assert self._tasks is not None
+                task = self._tasks.start_soon(self._handle, inbound, request_id, method, params, on_request)
+                self._handling[request_id] = (task.cancel, inbound)
             else:
                 logger.warning("%s sent %s with an id that is neither a string nor a number: dropped",
                                self._peer, method)
@@ -356,11 +364,11 @@ class Endpoint:
             cancelled = params.get("requestId")
             handling = self._handling.get(cancelled) if _is_request_id(cancelled) else None
             if handling is not None:
-                scope, request = handling
+                cancel, request = handling
                 request.cancel_requested = True
                 if request.on_cancel is not None:
                     request.on_cancel()
-                scope.cancel()
+                cancel()
         self._spawn(self._notify_contained, on_notify, inbound, method, params)
 
     async def _handle(
@@ -369,15 +377,14 @@ class Endpoint:
         request_id: RequestId,
         method: str,
         params: dict[str, Any] | None,
-        scope: anyio.CancelScope,
         on_request: OnRequest,
     ) -> None:
-        """Answer one request of the peer's; one it cancelled is not answered (the spec says so)."""
-        response: dict[str, Any] | None = None
+        """Answer one request of the peer's; one it cancelled is not answered (the spec says so): its
+        cancellation ends the task (the task's cancel scope takes it)."""
+        response: dict[str, Any]
         try:
-            with scope:
-                result = await on_request(inbound, method, params)
-                response = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            result = await on_request(inbound, method, params)
+            response = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except MCPError as exc:
             response = {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(exclude_none=True)}
         except ValidationError:
@@ -394,10 +401,22 @@ class Endpoint:
                     await self._answer_error(request_id, CONNECTION_CLOSED, "Connection closed")
             raise
         finally:
-            if (handling := self._handling.get(request_id)) is not None and handling[0] is scope:
+            if (handling := self._handling.get(request_id)) is not None and handling[1] is inbound:
                 del self._handling[request_id]
-        if response is not None and not inbound.cancel_requested:
+        if not inbound.cancel_requested:
             await self._write_answer(response)
+
+    async def _handle_inline(
+        self,
+        scope: anyio.CancelScope,
+        inbound: Inbound,
+        request_id: RequestId,
+        method: str,
+        params: dict[str, Any] | None,
+        on_request: OnRequest,
+    ) -> None:
+        with scope:
+            await self._handle(inbound, request_id, method, params, on_request)
 
     async def _answer_error(self, request_id: RequestId | None, code: int, message: str) -> None:
         await self._write_answer({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})

@@ -9,7 +9,7 @@ the one place that decides it).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import anyio
@@ -71,9 +71,11 @@ async def answer_input_requests(
     return retry
 
 
-async def _answer_one(
+def _answer_one(
     broker: Broker, link: UpstreamLink, call: Origin, key: str, request: Any, minted: list[str]
-) -> Any:
+) -> Awaitable[Any]:
+    """The answer to one input request. An elicitation is the broker's coroutine itself, not one around it:
+    one frame less held while the human is asked."""
     method = request.get("method") if is_mapping(request) else None
     given = request.get("params") if is_mapping(request) else None
     request_params: Mapping[str, Any] = given if is_mapping(given) else {}
@@ -82,13 +84,20 @@ async def _answer_one(
             # The handshake-era client needs an id to match the completion the gateway sends it later.
             minted.append(f"{link.name}-{uuid.uuid4().hex}")
             request_params = {**request_params, "elicitationId": minted[-1]}
-        return await broker.elicit(
+        return broker.elicit(
             server=link.name,
             origin=call,
             params=request_params,
             timeout=link.config.elicitation_timeout,
             url_ids=call.era != "modern",
         )
+    return _relay_one(broker, link, call, key, method, request_params)
+
+
+async def _relay_one(
+    broker: Broker, link: UpstreamLink, call: Origin, key: str, method: object, request_params: Mapping[str, Any]
+) -> Any:
+    """An input request other than an elicitation: sampling or roots, relayed to the client if it can."""
     relayable = isinstance(method, str) and method in PASSTHROUGH_INPUT_REQUESTS
     if relayable:
         timeout = broker.human_timeout(link.config.elicitation_timeout)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from types import CoroutineType
 from typing import Any
 
 import anyio
@@ -52,12 +53,14 @@ class EndpointDispatcher:
         self.endpoint = Endpoint(wire, "the client", serving=True, inline=inline)
         self._ids = itertools.count(1)
 
-    async def send_raw_request(
+    def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> dict[str, Any]:
+    ) -> CoroutineType[Any, Any, dict[str, Any]]:
+        """The endpoint's request itself, not a coroutine around it: one frame less for every request that
+        waits on the client (an elicitation waits on a human)."""
         opts = opts or {}
         request_id = opts.get("request_id")
-        return await self.endpoint.request(
+        return self.endpoint.request(
             request_id if request_id is not None else next(self._ids),
             method,
             params,
@@ -127,12 +130,12 @@ class RequestContext:
                 self._inbound.on_cancel = event.set
         return self._cancel_requested
 
-    async def send_raw_request(
+    def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> dict[str, Any]:
+    ) -> CoroutineType[Any, Any, dict[str, Any]]:
         if self.closed:
             raise NoBackChannelError(method)
-        return await self._dispatcher.send_raw_request(method, params, opts)
+        return self._dispatcher.send_raw_request(method, params, opts)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
         if not self.closed:
@@ -184,9 +187,9 @@ async def _serve_handshake(
     connection = Connection.for_loop(dispatcher)
     runner = ServerRunner(server, connection, lifespan_state, init_options=init_options)
 
-    async def on_request(
+    def on_request(
         context: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    ) -> Awaitable[dict[str, Any]]:
         if method != "initialize" and sdk.has_modern_envelope(params):
             raise MCPError(
                 code=INVALID_REQUEST,
@@ -196,8 +199,8 @@ async def _serve_handshake(
         handler = direct.get(method)
         # A `requestState` goes through the kernel's middleware, whose boundary unseals it.
         if handler is not None and connection.initialize_accepted and not (params and "requestState" in params):
-            return await _serve_directly(handler, context, connection, lifespan_state, method, params)
-        return await runner.on_request(context, method, params)
+            return _serve_directly(handler, context, connection, lifespan_state, method, params)
+        return runner.on_request(context, method, params)
 
     try:
         await dispatcher.run(on_request, runner.on_notify)

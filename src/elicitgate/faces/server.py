@@ -123,7 +123,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     for method in ROUTED:
         route = make_routed(method)
         server.add_request_handler(method, RawParams, _ignoring_params(route))
-        server.routes[method] = observer.around(route)
+        server.routes[method] = observer.around(method, route)
     return server
 
 
