@@ -231,6 +231,32 @@ async def test_a_request_the_server_cancels_is_not_answered() -> None:
         wire.from_server.close()
 
 
+async def test_a_serving_endpoint_answers_what_is_in_flight_when_the_wire_ends() -> None:
+    """The requests of the peer's still being served when its wire ends (each in a task of its own, outside
+    the endpoint's task group) are cancelled and answered `Connection closed`, except one the peer cancelled
+    itself; `run` returns once they are."""
+    wire, recorder = MemoryWire(), Recorder()
+    endpoint = Endpoint(wire, "the client", serving=True)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await tg.start(endpoint.run, recorder.on_request, recorder.on_notify)
+            for request_id in ("a", "b", "c"):
+                await wire.say({"jsonrpc": "2.0", "id": request_id, "method": "wait"})
+            await wire.say({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "b"}})
+            await recorder.noted.wait()
+            wire.from_server.close()
+    answers = []
+    while True:
+        try:
+            answers.append(wire.to_server.receive_nowait()[0])
+        except anyio.WouldBlock:
+            break
+    assert sorted(answers, key=lambda m: m["id"]) == [
+        {"jsonrpc": "2.0", "id": request_id, "error": {"code": CONNECTION_CLOSED, "message": "Connection closed"}}
+        for request_id in ("a", "c")
+    ]
+
+
 async def test_progress_goes_to_its_request_and_other_notifications_to_the_gateway() -> None:
     wire, recorder = MemoryWire(), Recorder()
     progress: list[tuple[float, float | None, str | None]] = []

@@ -93,6 +93,8 @@ class Inbound:
     """A request the peer has since cancelled (`notifications/cancelled`); it is not answered."""
     on_cancel: Callable[[], None] | None = None
     """Called when the peer cancels this request (set by whoever serves it and needs to hear at once)."""
+    served: bool = False
+    """A request whose serving has ended: its answer is written (or not, if it was cancelled) next."""
 
 
 class NotAMessage(ValueError):
@@ -175,6 +177,7 @@ class Endpoint:
         self._waiters: dict[RequestId, _Waiter] = {}
         self._handling: dict[RequestId, tuple[Callable[[], None], Inbound]] = {}
         """The peer's requests being served: how to cancel each, and the message."""
+        self._serving_tasks: set[asyncio.Task[None]] = set()
         self._tasks: anyio.abc.TaskGroup | None = None
         self._closed = False
 
@@ -272,8 +275,18 @@ class Endpoint:
                 finally:
                     self._close()
                     tasks.cancel_scope.cancel()  # what the peer asked of us has nobody to answer to
+                    await self._end_serving()
         finally:
             self._close()
+
+    async def _end_serving(self) -> None:
+        """Cancel the peer's requests still being served and wait for them (a serving endpoint tells the
+        peer `Connection closed`, each within CLOSING_WRITE_TIMEOUT)."""
+        for cancel, _ in list(self._handling.values()):
+            cancel()
+        if self._serving_tasks:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait(list(self._serving_tasks))
 
     def _close(self) -> None:
         self._closed = True
@@ -304,14 +317,16 @@ class Endpoint:
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
             elif _is_request_id(request_id):
+                scope = anyio.CancelScope()
+                self._handling[request_id] = (scope.cancel, inbound)
+                handling = self._handle_in(scope, inbound, request_id, method, params, on_request)
                 if method in self._inline:
-                    scope = anyio.CancelScope()
-                    self._handling[request_id] = (scope.cancel, inbound)
-                    return self._handle_inline(scope, inbound, request_id, method, params, on_request)
-                # The task's own cancel scope is the request's: no second one per request in flight.
-                assert self._tasks is not None
-                task = self._tasks.start_soon(self._handle, inbound, request_id, method, params, on_request)
-                self._handling[request_id] = (task.cancel, inbound)
+                    return handling
+                # A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a
+                # done-callback closure to every request in flight. `run` cancels and awaits these at the end.
+                task = asyncio.get_running_loop().create_task(handling)
+                self._serving_tasks.add(task)
+                task.add_done_callback(self._serving_tasks.discard)
             else:
                 logger.warning("%s sent %s with an id that is neither a string nor a number: dropped",
                                self._peer, method)
@@ -380,7 +395,7 @@ class Endpoint:
         on_request: OnRequest,
     ) -> None:
         """Answer one request of the peer's; one it cancelled is not answered (the spec says so): its
-        cancellation ends the task (the task's cancel scope takes it)."""
+        cancellation propagates to the request's cancel scope (`_handle_in`)."""
         response: dict[str, Any]
         try:
             result = await on_request(inbound, method, params)
@@ -401,12 +416,13 @@ class Endpoint:
                     await self._answer_error(request_id, CONNECTION_CLOSED, "Connection closed")
             raise
         finally:
+            inbound.served = True
             if (handling := self._handling.get(request_id)) is not None and handling[1] is inbound:
                 del self._handling[request_id]
         if not inbound.cancel_requested:
             await self._write_answer(response)
 
-    async def _handle_inline(
+    async def _handle_in(
         self,
         scope: anyio.CancelScope,
         inbound: Inbound,

@@ -137,7 +137,10 @@ class Broker:
         ELICITATIONS_PENDING.labels(server=server).inc()
         try:
             with _Paused(clocks), request_context(**_request_ids(origin), elicitation=el.id):
-                return await self._run(el, responder)
+                # Here, not in a coroutine of its own: one frame less held by every pending elicitation.
+                with anyio.CancelScope(deadline=el.deadline) as el.scope:
+                    return await self._present(el, responder)
+                return self._unanswered(el, responder)
         except anyio.get_cancelled_exc_class():
             self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
             raise
@@ -320,10 +323,8 @@ class Broker:
 
     # -- presenting and answering -----------------------------------------------------------
 
-    async def _run(self, el: Elicitation, responder: Responder) -> dict[str, Any]:
-        with anyio.CancelScope(deadline=el.deadline) as scope:
-            el.scope = scope
-            return await self._present(el, responder)
+    def _unanswered(self, el: Elicitation, responder: Responder) -> dict[str, Any]:
+        """`el` reached its deadline or was stopped before an answer came: end it, and say what the upstream gets."""
         if el.stop_state is not None:
             self._end(el, el.stop_state, el.reason or "stopped")
             return {"action": "cancel"}

@@ -80,12 +80,8 @@ class EndpointDispatcher:
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        async def request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-            context = RequestContext(self, inbound)
-            try:
-                return await on_request(context, method, params)
-            finally:
-                context.closed = True
+        def request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> Awaitable[dict[str, Any]]:
+            return on_request(RequestContext(self, inbound), method, params)
 
         async def notification(inbound: Inbound, method: str, params: dict[str, Any] | None) -> None:
             if on_notify_intercept is not None and on_notify_intercept(method, params):
@@ -99,7 +95,7 @@ class RequestContext:
     """The SDK's `DispatchContext` for one message of the client's: its id, its cancellation, and the
     channel back to the client while it is served."""
 
-    __slots__ = ("_dispatcher", "_inbound", "_cancel_requested", "closed")
+    __slots__ = ("_dispatcher", "_inbound", "_cancel_requested")
 
     transport: TransportContext = STDIO
     message_metadata: None = None
@@ -108,7 +104,11 @@ class RequestContext:
         self._dispatcher = dispatcher
         self._inbound = inbound
         self._cancel_requested: anyio.Event | None = None
-        self.closed = False
+
+    @property
+    def closed(self) -> bool:
+        """The request was answered (or abandoned): nothing more is sent on its behalf."""
+        return self._inbound.served
 
     @property
     def request_id(self) -> RequestId | None:
