@@ -319,7 +319,7 @@ class Endpoint:
             elif _is_request_id(request_id):
                 scope = anyio.CancelScope()
                 self._handling[request_id] = (scope.cancel, inbound)
-                handling = self._handle_in(scope, inbound, request_id, method, params, on_request)
+                handling = self._handle(scope, inbound, request_id, method, params, on_request)
                 if method in self._inline:
                     return handling
                 # A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a
@@ -388,18 +388,21 @@ class Endpoint:
 
     async def _handle(
         self,
+        scope: anyio.CancelScope,
         inbound: Inbound,
         request_id: RequestId,
         method: str,
         params: dict[str, Any] | None,
         on_request: OnRequest,
     ) -> None:
-        """Answer one request of the peer's; one it cancelled is not answered (the spec says so): its
-        cancellation propagates to the request's cancel scope (`_handle_in`)."""
-        response: dict[str, Any]
+        """Answer one request of the peer's under `scope`, which the peer's `notifications/cancelled` and the
+        end of the connection (`_end_serving`) cancel. One the peer cancelled is not answered (the spec says
+        so); one the connection's end cut short is answered `Connection closed` by a serving endpoint."""
+        response: dict[str, Any] | None = None
         try:
-            result = await on_request(inbound, method, params)
-            response = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            with scope:
+                result = await on_request(inbound, method, params)
+                response = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except MCPError as exc:
             response = {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(exclude_none=True)}
         except ValidationError:
@@ -409,30 +412,24 @@ class Endpoint:
         except Exception as exc:
             logger.exception("handling %s from %s failed", method, self._peer)
             response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
-        except anyio.get_cancelled_exc_class():
-            if self._serving and not inbound.cancel_requested:
-                # The connection is ending under the request: say so rather than leave the client waiting.
-                with anyio.move_on_after(CLOSING_WRITE_TIMEOUT, shield=True):
-                    await self._answer_error(request_id, CONNECTION_CLOSED, "Connection closed")
+        except anyio.get_cancelled_exc_class():  # cancelled from outside (the gateway is stopping)
+            await self._cut_short(inbound, request_id)
             raise
         finally:
             inbound.served = True
             if (handling := self._handling.get(request_id)) is not None and handling[1] is inbound:
                 del self._handling[request_id]
-        if not inbound.cancel_requested:
+        if response is None:  # `scope` was cancelled
+            await self._cut_short(inbound, request_id)
+        elif not inbound.cancel_requested:
             await self._write_answer(response)
 
-    async def _handle_in(
-        self,
-        scope: anyio.CancelScope,
-        inbound: Inbound,
-        request_id: RequestId,
-        method: str,
-        params: dict[str, Any] | None,
-        on_request: OnRequest,
-    ) -> None:
-        with scope:
-            await self._handle(inbound, request_id, method, params, on_request)
+    async def _cut_short(self, inbound: Inbound, request_id: RequestId) -> None:
+        """The connection is ending under the request: a serving endpoint says so rather than leave the peer
+        waiting; a request the peer cancelled gets nothing."""
+        if self._serving and not inbound.cancel_requested:
+            with anyio.move_on_after(CLOSING_WRITE_TIMEOUT, shield=True):
+                await self._answer_error(request_id, CONNECTION_CLOSED, "Connection closed")
 
     async def _answer_error(self, request_id: RequestId | None, code: int, message: str) -> None:
         await self._write_answer({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
