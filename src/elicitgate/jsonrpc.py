@@ -175,8 +175,8 @@ class Endpoint:
         self._serving = serving
         self._inline = inline
         self._waiters: dict[RequestId, _Waiter] = {}
-        self._handling: dict[RequestId, tuple[Callable[[], None], Inbound]] = {}
-        """The peer's requests being served: how to cancel each, and the message."""
+        self._handling: dict[RequestId, tuple[anyio.CancelScope, Inbound]] = {}
+        """The peer's requests being served: the scope that cancels each, and the message."""
         self._serving_tasks: set[asyncio.Task[None]] = set()
         self._tasks: anyio.abc.TaskGroup | None = None
         self._closed = False
@@ -282,8 +282,8 @@ class Endpoint:
     async def _end_serving(self) -> None:
         """Cancel the peer's requests still being served and wait for them (a serving endpoint tells the
         peer `Connection closed`, each within CLOSING_WRITE_TIMEOUT)."""
-        for cancel, _ in list(self._handling.values()):
-            cancel()
+        for scope, _ in list(self._handling.values()):
+            scope.cancel()
         if self._serving_tasks:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(list(self._serving_tasks))
@@ -318,7 +318,7 @@ class Endpoint:
                 self._on_notification(inbound, method, params, on_notify)
             elif _is_request_id(request_id):
                 scope = anyio.CancelScope()
-                self._handling[request_id] = (scope.cancel, inbound)
+                self._handling[request_id] = (scope, inbound)
                 handling = self._handle(scope, inbound, request_id, method, params, on_request)
                 if method in self._inline:
                     return handling
@@ -379,11 +379,11 @@ class Endpoint:
             cancelled = params.get("requestId")
             handling = self._handling.get(cancelled) if _is_request_id(cancelled) else None
             if handling is not None:
-                cancel, request = handling
+                scope, request = handling
                 request.cancel_requested = True
                 if request.on_cancel is not None:
                     request.on_cancel()
-                cancel()
+                scope.cancel()
         self._spawn(self._notify_contained, on_notify, inbound, method, params)
 
     async def _handle(
@@ -417,7 +417,7 @@ class Endpoint:
             raise
         finally:
             inbound.served = True
-            if (handling := self._handling.get(request_id)) is not None and handling[1] is inbound:
+            if (handling := self._handling.get(request_id)) is not None and handling[0] is scope:
                 del self._handling[request_id]
         if response is None:  # `scope` was cancelled
             await self._cut_short(inbound, request_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from starlette.requests import Request
 from starlette.types import Send
@@ -22,6 +22,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.dispatcher import DispatchContext
 from mcp.shared.transport_context import TransportContext
+
+if TYPE_CHECKING:
+    from mcp.server.runner import ServerRunner
 
 
 def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
@@ -95,6 +98,24 @@ def initialize_after_modern_data(params: Mapping[str, Any] | None) -> dict[str, 
     from mcp.server import runner
 
     return runner._initialize_after_modern_data(params)  # noqa: SLF001
+
+
+def request_context(
+    runner: ServerRunner[Any], context: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
+) -> ServerRequestContext[Any, Any]:
+    """The context the SDK's kernel hands a handler for one request (`_meta` lifted its way: a malformed
+    one is no meta), for a request served past the kernel's middleware chain."""
+    from mcp.server import runner as kernel
+
+    meta = kernel._extract_meta(params)  # noqa: SLF001
+    return runner._make_context(context, method, params, meta, runner.connection.protocol_version)  # noqa: SLF001
+
+
+def shaped_result(runner: ServerRunner[Any], method: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The kernel's outbound pass over a handler's result, for the client's version: cache hints, the
+    per-version sieve (a result that does not fit is -32603 "Handler returned an invalid result", the detail
+    in the log), and on 2026-07-28 `resultType` and the `serverInfo` stamp."""
+    return runner._serialize(method, runner.connection.protocol_version, result)  # noqa: SLF001
 
 
 def without_server_requests(context: DispatchContext[TransportContext]) -> DispatchContext[TransportContext]:

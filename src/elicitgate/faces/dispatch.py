@@ -11,14 +11,13 @@ client (an elicitation) is one future.
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from types import CoroutineType
 from typing import Any
 
 import anyio
 import anyio.abc
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION, RequestId, RequestParams
+from mcp_types import INVALID_REQUEST, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION, RequestId
 from mcp_types import methods as spec_methods
 from mcp_types.version import LATEST_MODERN_VERSION
 from pydantic import ValidationError
@@ -28,7 +27,6 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.models import InitializationOptions
 from mcp.server.runner import ServerRunner, aclose_shielded, modern_error_data, serve_one
-from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import CallOptions, DispatchContext, OnNotify, OnNotifyIntercept, OnRequest
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
@@ -37,8 +35,6 @@ from mcp.shared.transport_context import TransportContext
 
 from elicitgate import sdk
 from elicitgate.jsonrpc import Endpoint, Inbound, MessageWire, progress_params
-
-logger = logging.getLogger(__name__)
 
 STDIO = TransportContext(kind="stdio", can_send_request=True)
 
@@ -199,7 +195,7 @@ async def _serve_handshake(
         handler = direct.get(method)
         # A `requestState` goes through the kernel's middleware, whose boundary unseals it.
         if handler is not None and connection.initialize_accepted and not (params and "requestState" in params):
-            return _serve_directly(handler, context, connection, lifespan_state, method, params)
+            return _serve_directly(handler, runner, context, method, params)
         return runner.on_request(context, method, params)
 
     try:
@@ -256,44 +252,21 @@ async def _serve_modern(server: Server[Any], wire: MessageWire, lifespan_state: 
 
 async def _serve_directly(
     handler: DirectHandler,
+    runner: ServerRunner[Any],
     context: DispatchContext[TransportContext],
-    connection: Connection,
-    lifespan_state: Any,
     method: str,
     params: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """One request of an initialized handshake-era client, as the SDK's kernel (`ServerRunner`) serves it
     but without its middleware chain, params model and per-request closures: the params are checked
-    against the spec's schema for the client's version (-32602 when they do not fit) and the result is
-    sieved to what that version defines."""
-    version = connection.protocol_version
+    against the spec's schema for the client's version (-32602 when they do not fit), and the result goes
+    through the kernel's own outbound pass (sieved to what that version defines)."""
     try:
-        spec_methods.validate_client_request(method, version, params)
+        spec_methods.validate_client_request(method, runner.connection.protocol_version, params)
     except KeyError:
         raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method) from None
-    meta = None
-    if params and "_meta" in params:
-        try:
-            meta = RequestParams.model_validate(params, by_name=False).meta
-        except ValidationError:
-            pass  # the kernel's rule: a malformed `_meta` is no meta, the params were checked above
-    ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
-        session=ServerSession(context, connection, request_meta=meta),
-        lifespan_context=lifespan_state,
-        protocol_version=version,
-        method=method,
-        params=params,
-        request_id=context.request_id,
-        meta=meta,
-    )
-    result = await handler(ctx)
-    try:
-        return spec_methods.serialize_server_result(method, version, result)
-    except ValidationError:
-        # The upstream's result does not fit the client's version; the kernel says the same, and so
-        # keeps pydantic's text (which echoes the result) in the log.
-        logger.exception("the result of %r does not fit protocol version %s", method, version)
-        raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
+    result = await handler(sdk.request_context(runner, context, method, params))
+    return sdk.shaped_result(runner, method, result)
 
 
 class _Replay:

@@ -100,8 +100,11 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
 
         return handle
 
-    def make_routed(method: str) -> DirectHandler:
-        async def handle(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    # No return annotation: the handler's inferred type keeps its optional `_params`, so it is both an SDK
+    # request handler (called with the kernel's params model, unused: the raw params are read off `ctx`)
+    # and a `DirectHandler` (the stdio face's direct path calls it with the context alone).
+    def make_routed(method: str):
+        async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams | None = None) -> dict[str, Any]:
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return await _serve_modern(gateway, ctx, method)
             peer = _handshake_peer(gateway, ctx)
@@ -122,18 +125,9 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     server.routes = {}
     for method in ROUTED:
         route = make_routed(method)
-        server.add_request_handler(method, RawParams, _ignoring_params(route))
-        server.routes[method] = observer.around(method, route)
+        server.add_request_handler(method, RawParams, route)
+        server.routes[method] = observer.around(route)
     return server
-
-
-def _ignoring_params(route: DirectHandler) -> Any:
-    """`route` as an SDK request handler: it reads the raw params off `ctx`, not the params model."""
-
-    async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
-        return await route(ctx)
-
-    return handle
 
 
 def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> DownstreamPeer:
