@@ -29,7 +29,6 @@ from mcp_types import (
     JSONRPCResponse,
 )
 
-from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, SessionMessage
 
@@ -38,7 +37,6 @@ from elicitgate.config import HttpServer, StdioServer
 from elicitgate.jsonrpc import Inbound, MessageWire, parse_lines
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import adopt
-from elicitgate.upstreams.http_wire import HttpWire
 from elicitgate.upstreams.prespawn import STDERR_TAIL_LINES, StderrPump
 
 
@@ -114,6 +112,8 @@ class Wire:
 
 @asynccontextmanager
 async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[Wire]:
+    from elicitgate.upstreams.http_wire import HttpWire  # see `open_transport`
+
     wire = HttpWire(url, headers)
     async with anyio.create_task_group() as watching:
         watching.start_soon(wire.watch)
@@ -206,12 +206,17 @@ async def open_transport(
 ) -> AsyncGenerator[Wire]:
     """Open the wire to one upstream; raises `OSError` / httpx errors when it cannot. A stdio server's
     last lines of stderr are kept in `stderr_tail`; `server` names it, so its first attempt takes over the
-    process `prespawn` started for it."""
+    process `prespawn` started for it.
+
+    The HTTP client (httpx2 and the SDK's client transports) is imported with the first HTTP upstream:
+    a gateway in front of stdio servers never loads it."""
     if isinstance(config, StdioServer):
         tail = stderr_tail if stderr_tail is not None else deque[str](maxlen=STDERR_TAIL_LINES)
         async with _stdio(server, config, tail) as wire:
             yield wire
     elif config.transport == "sse":
+        from mcp.client.sse import sse_client
+
         async with sse_client(config.url, headers=config.headers or None) as (read, write):
             yield Wire(SessionWire(read, write))
     else:
