@@ -262,6 +262,11 @@ class HttpFaceConfig(_Strict):
     require_auth: bool = False
     """Refuse to start when `/mcp` would be served on a non-loopback address without `auth` (the container
     image sets it, docs/deploy.md); false: a warning only."""
+    session_idle_timeout: float = Field(default=1800.0, gt=0)
+    """Seconds a handshake-era client's session may go with no request in flight and no GET stream open;
+    then it ends, and its id answers 404 (the client starts a new session)."""
+    max_sessions: int = Field(default=10_000, gt=0)
+    """Open sessions at most; one more `initialize` gets 503 until one ends."""
 
     @field_validator("public_url")
     @classmethod

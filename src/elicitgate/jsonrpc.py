@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
@@ -95,6 +96,8 @@ class Inbound:
     """Called when the peer cancels this request (set by whoever serves it and needs to hear at once)."""
     served: bool = False
     """A request whose serving has ended: its answer is written (or not, if it was cancelled) next."""
+    context: contextvars.Context | None = None
+    """The context a request is served in, when not the reader's (an HTTP POST's: its authenticated user)."""
 
 
 class NotAMessage(ValueError):
@@ -311,12 +314,12 @@ class Endpoint:
             params = message.get("params")
             if params is not None and not is_object(params):
                 logger.warning("%s sent %s with params that are not an object: dropped", self._peer, method)
-                if _is_request_id(request_id):
+                if is_request_id(request_id):
                     self._spawn(self._answer_error, request_id, INVALID_REQUEST, "params must be an object")
                 return None
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
-            elif _is_request_id(request_id):
+            elif is_request_id(request_id):
                 scope = anyio.CancelScope()
                 self._handling[request_id] = (scope, inbound)
                 handling = self._handle(scope, inbound, request_id, method, params, on_request)
@@ -324,7 +327,7 @@ class Endpoint:
                     return handling
                 # A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a
                 # done-callback closure to every request in flight. `run` cancels and awaits these at the end.
-                task = asyncio.get_running_loop().create_task(handling)
+                task = asyncio.get_running_loop().create_task(handling, context=inbound.context)
                 self._serving_tasks.add(task)
                 task.add_done_callback(self._serving_tasks.discard)
             else:
@@ -333,7 +336,7 @@ class Endpoint:
                 if self._serving:
                     self._spawn(self._answer_error, None, INVALID_REQUEST, "the request id must be a string or a number")
             return None
-        if not _is_request_id(request_id):
+        if not is_request_id(request_id):
             logger.warning("%s sent a message that is neither a request, a notification nor a "
                            "response: dropped", self._peer)
             if self._serving:
@@ -364,7 +367,7 @@ class Endpoint:
         if method == "notifications/progress" and params is not None:
             token = params.get("progressToken")
             progress = params.get("progress")
-            waiter = self._waiters.get(token) if _is_request_id(token) else None
+            waiter = self._waiters.get(token) if is_request_id(token) else None
             if waiter is not None and waiter.on_progress is not None and _is_number(progress):
                 total = params.get("total")
                 note = params.get("message")
@@ -377,7 +380,7 @@ class Endpoint:
                 return
         elif method == "notifications/cancelled" and params is not None:
             cancelled = params.get("requestId")
-            handling = self._handling.get(cancelled) if _is_request_id(cancelled) else None
+            handling = self._handling.get(cancelled) if is_request_id(cancelled) else None
             if handling is not None:
                 scope, request = handling
                 request.cancel_requested = True
@@ -453,7 +456,7 @@ class Endpoint:
         self._tasks.start_soon(fn, *args)
 
 
-def _is_request_id(value: object) -> TypeGuard[RequestId]:
+def is_request_id(value: object) -> TypeGuard[RequestId]:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from starlette.requests import Request
-from starlette.types import Send
+from starlette.types import Receive, Scope, Send
 
 from mcp.os.win32.utilities import ServerProcess
 from mcp.server.connection import Connection
@@ -24,6 +24,7 @@ from mcp.shared.dispatcher import DispatchContext
 from mcp.shared.transport_context import TransportContext
 
 if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
     from mcp.server.runner import ServerRunner
 
 
@@ -53,6 +54,21 @@ class HostRules:
 
     def origin_allowed(self, origin: str) -> bool:
         return self._rules._validate_origin(origin)  # noqa: SLF001
+
+
+async def serve_modern_http(
+    server: Server[Any],
+    security: TransportSecuritySettings,
+    lifespan_state: Any,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+) -> None:
+    """One POST of a 2026-07-28-era client (stateless: no session), answered by the SDK's own handler for
+    that era, which its session manager calls for the same requests; the SDK exports no public name for it."""
+    from mcp.server._streamable_http_modern import handle_modern_request
+
+    await handle_modern_request(server, security, False, lifespan_state, scope, receive, send)
 
 
 def raw_send(request: Request) -> Send:

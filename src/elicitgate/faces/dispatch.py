@@ -45,9 +45,22 @@ DirectHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[dict[str, A
 class EndpointDispatcher:
     """The SDK's `Dispatcher` protocol over an `Endpoint` (one client connection)."""
 
-    def __init__(self, wire: MessageWire, *, inline: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        wire: MessageWire,
+        *,
+        inline: frozenset[str] = frozenset(),
+        context_type: type[RequestContext] | None = None,
+    ) -> None:
+        self.wire = wire
         self.endpoint = Endpoint(wire, "the client", serving=True, inline=inline)
+        self.context_type = context_type or RequestContext
+        """What each of the client's messages is served with (the HTTP face's routes sends to the message's
+        own response stream)."""
         self._ids = itertools.count(1)
+
+    def next_request_id(self) -> int:
+        return next(self._ids)
 
     def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
@@ -57,7 +70,7 @@ class EndpointDispatcher:
         opts = opts or {}
         request_id = opts.get("request_id")
         return self.endpoint.request(
-            request_id if request_id is not None else next(self._ids),
+            request_id if request_id is not None else self.next_request_id(),
             method,
             params,
             on_progress=opts.get("on_progress"),
@@ -76,13 +89,15 @@ class EndpointDispatcher:
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
+        context_type = self.context_type
+
         def request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> Awaitable[dict[str, Any]]:
-            return on_request(RequestContext(self, inbound), method, params)
+            return on_request(context_type(self, inbound), method, params)
 
         async def notification(inbound: Inbound, method: str, params: dict[str, Any] | None) -> None:
             if on_notify_intercept is not None and on_notify_intercept(method, params):
                 return
-            await on_notify(RequestContext(self, inbound), method, params)
+            await on_notify(context_type(self, inbound), method, params)
 
         await self.endpoint.run(request, notification, task_status=task_status)
 
@@ -168,18 +183,21 @@ async def serve_connection(
         ):
             await _serve_modern(server, replay, lifespan_state)
         else:
-            await _serve_handshake(server, replay, lifespan_state, init_options, direct or {})
+            await serve_handshake(server, replay, lifespan_state, init_options, direct or {})
 
 
-async def _serve_handshake(
+async def serve_handshake(
     server: Server[Any],
     wire: MessageWire,
     lifespan_state: Any,
     init_options: InitializationOptions,
     direct: Mapping[str, DirectHandler],
+    context_type: type[RequestContext] | None = None,
 ) -> None:
+    """One handshake-era client connection over `wire` until it ends (`serve_connection` once the era is
+    known; the HTTP face's sessions start here)."""
     # `initialize` is answered before the next message is read: the requests after it depend on it.
-    dispatcher = EndpointDispatcher(wire, inline=frozenset({"initialize"}))
+    dispatcher = EndpointDispatcher(wire, inline=frozenset({"initialize"}), context_type=context_type)
     connection = Connection.for_loop(dispatcher)
     runner = ServerRunner(server, connection, lifespan_state, init_options=init_options)
 

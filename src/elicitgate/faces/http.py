@@ -11,8 +11,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from elicitgate.faces.auth import McpAuth, RequireBearer
+from elicitgate.faces.auth import MCP_PATH, McpAuth, RequireBearer
 from elicitgate.faces.server import build_server
+from elicitgate.faces.streamable import StreamableHttpEndpoint
 from elicitgate.gateway import Gateway
 from elicitgate.web.app import LearnBaseUrl, metrics_route, web_routes
 from elicitgate.web.guard import HostGuard, security_settings
@@ -31,17 +32,19 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     hosting = gateway.hosting
     assert hosting is not None, "the HTTP face serves the hosted pages: build its Gateway with face='http'"
     hosting.serve_at(base_url)
-    app = server.streamable_http_app(
-        transport_security=security,
-        custom_starlette_routes=[Route("/healthz", healthz), metrics_route(), *auth.routes(), *web_routes(gateway)],
-    )
+    http = gateway.config.http
+    mcp = StreamableHttpEndpoint(server, security, idle_timeout=http.session_idle_timeout,
+                                 max_sessions=http.max_sessions)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:
-        async with gateway.running(), server.session_manager.run():
+        async with gateway.running(), mcp.run():
             yield
 
-    app.router.lifespan_context = lifespan
+    app = Starlette(
+        routes=[Route(MCP_PATH, mcp), Route("/healthz", healthz), metrics_route(), *auth.routes(), *web_routes(gateway)],
+        lifespan=lifespan,
+    )
     if gateway.replicas is not None:  # innermost: below the Host check and the auth, like the routes
         from elicitgate.web.replicas import ToOwner, WebReplica
 

@@ -1,0 +1,183 @@
+"""The HTTP face's `/mcp` on the wire (faces/streamable.py), with a raw HTTP client against a real
+`elicitgate serve --http` in front of an `mcp` SDK server: how answers come back (one JSON body, or an SSE
+stream when something is sent on the request's behalf first), what it refuses and how, and how sessions end.
+The SDK clients, the TypeScript SDK's and the conformance suite talk to the same face in the other tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from tests.conftest import ROOT, stdio_server, write_config
+from tests.test_docs_commands import _blocks
+
+pytestmark = pytest.mark.anyio
+
+ADMIN = "http-face-admin-token-for-tests"
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+VERSION = "2025-11-25"
+
+
+def initialize(request_id: int = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": {
+        "protocolVersion": VERSION, "capabilities": {"elicitation": {"form": {}}},
+        "clientInfo": {"name": "raw-http", "version": "1"}}}
+
+
+def call(request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+
+
+async def open_session(http: httpx2.AsyncClient) -> dict[str, str]:
+    """Initialize a session; the headers its later requests carry."""
+    opened = await http.post("/mcp", json=initialize())
+    assert opened.status_code == 200, opened.text
+    assert opened.headers["content-type"] == "application/json"
+    assert opened.json()["result"]["protocolVersion"] == VERSION
+    headers = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": VERSION}
+    done = await http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    assert done.status_code == 202 and done.content == b""
+    return headers
+
+
+async def sse_messages(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
+    """The JSON-RPC messages of an SSE response, as they arrive (keep-alive comments skipped)."""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif not line and data:
+            yield json.loads("\n".join(data))
+            data = []
+
+
+def tool_text(message: dict[str, Any]) -> Any:
+    return json.loads(message["result"]["content"][0]["text"])
+
+
+@pytest.fixture
+def gateway(tmp_path, http_gateway):
+    def start(**http: Any) -> Any:
+        config = write_config(tmp_path, {"s": stdio_server("tests.peers.py_server", "--name", "s", era="handshake")},
+                              http=http, audit={"url": f"sqlite:///{tmp_path / 'audit.db'}"})
+        return http_gateway(config, env={"ELICITGATE_ADMIN_TOKEN": ADMIN})
+
+    return start
+
+
+async def test_a_quick_answer_is_one_json_body_and_a_question_turns_the_post_into_an_sse_stream(gateway):
+    gw = gateway()
+    async with httpx2.AsyncClient(base_url=gw.url, headers=HEADERS, timeout=30) as http:
+        session = await open_session(http)
+        # The catalog is the gateway's own (no upstream in the way): answered well within `JSON_WINDOW`.
+        listed = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session)
+        assert listed.headers["content-type"] == "application/json"
+        assert listed.headers["mcp-session-id"] == session["mcp-session-id"]
+        assert listed.json()["id"] == 2 and "s__echo" in {tool["name"] for tool in listed.json()["result"]["tools"]}
+
+        async with http.stream("POST", "/mcp", json=call(3, "s__elicit", {}), headers=session) as asking:
+            assert asking.headers["content-type"] == "text/event-stream"
+            messages = sse_messages(asking)
+            question = await anext(messages)
+            assert question["method"] == "elicitation/create" and question["params"]["mode"] == "form"
+            answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"answer": "42"}}}
+            assert (await http.post("/mcp", json=answer, headers=session)).status_code == 202
+            result = await anext(messages)
+            assert result["id"] == 3 and tool_text(result) == {"action": "accept", "content": {"answer": "42"}}
+            assert await anext(messages, None) is None  # the answer ends the stream
+
+
+async def test_what_the_face_cannot_serve_gets_a_status_and_a_json_rpc_error_saying_why(gateway):
+    gw = gateway()
+    async with httpx2.AsyncClient(base_url=gw.url, headers=HEADERS, timeout=30) as http:
+        listing = {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}
+
+        async def refused(status: int, response: httpx2.Response) -> dict[str, Any]:
+            assert response.status_code == status, (response.status_code, response.text)
+            assert response.headers["content-type"] == "application/json"
+            body = response.json()
+            assert body["jsonrpc"] == "2.0" and "id" in body
+            return body["error"]
+
+        error = await refused(400, await http.post("/mcp", json=listing))
+        assert error["message"] == "Bad Request: Missing session ID" and error["data"]["header"] == "mcp-session-id"
+        error = await refused(404, await http.post("/mcp", json=listing, headers={"mcp-session-id": "nope"}))
+        assert error["message"] == "Session not found" and error["data"]["sessionId"] == "nope"
+        error = await refused(406, await http.post("/mcp", json=initialize(), headers={"accept": "application/json"}))
+        assert "text/event-stream" in error["message"] and error["data"]["accept"] == "application/json"
+        error = await refused(415, await http.post("/mcp", content=json.dumps(initialize()),
+                                                   headers={"content-type": "text/plain"}))
+        assert error["data"]["contentType"] == "text/plain"
+
+        session = await open_session(http)
+        error = await refused(400, await http.post("/mcp", content=b"{not json", headers=session))
+        assert error["code"] == -32700 and "not JSON" in error["message"]
+        error = await refused(400, await http.post("/mcp", content=b"[1, 2]", headers=session))
+        assert error["code"] == -32600 and "not a JSON-RPC message" in error["message"]
+        error = await refused(413, await http.post("/mcp", content=b" " * (4 * 1024 * 1024 + 1), headers=session))
+        assert error["data"]["limit"] == 4 * 1024 * 1024
+        error = await refused(405, await http.put("/mcp", json=listing, headers=session))
+        assert error["data"]["method"] == "PUT"
+        error = await refused(406, await http.get("/mcp", headers={**session, "accept": "application/json"}))
+        assert "text/event-stream" in error["message"]
+        async with http.stream("GET", "/mcp", headers=session) as standalone:
+            assert standalone.status_code == 200 and standalone.headers["content-type"] == "text/event-stream"
+            error = await refused(409, await http.get("/mcp", headers=session))
+            assert error["message"] == "Conflict: Only one SSE stream is allowed per session"
+        # The session still serves after all of that.
+        listed = await http.post("/mcp", json=listing, headers=session)
+        assert "s__echo" in {tool["name"] for tool in listed.json()["result"]["tools"]}
+
+
+async def test_a_session_ends_when_deleted_and_its_waiting_call_is_told_connection_closed(gateway):
+    gw = gateway()
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    async with httpx2.AsyncClient(base_url=gw.url, headers=HEADERS, timeout=30) as http:
+        session = await open_session(http)
+        async with http.stream("POST", "/mcp", json=call(7, "s__elicit", {}), headers=session) as asking:
+            messages = sse_messages(asking)
+            assert (await anext(messages))["method"] == "elicitation/create"
+            assert len((await http.get("/api/elicitations", headers=admin)).json()["elicitations"]) == 1
+            deleted = await http.delete("/mcp", headers=session)
+            assert deleted.status_code == 200
+            ended = await anext(messages)
+            assert ended["id"] == 7 and ended["error"]["code"] == -32000 and "session ended" in ended["error"]["message"]
+            assert await anext(messages, None) is None
+        assert (await http.post("/mcp", json=call(8, "s__echo", {}), headers=session)).status_code == 404
+        assert (await http.delete("/mcp", headers=session)).status_code == 404
+        deadline = time.monotonic() + 20  # the audit writer stores asynchronously
+        while not (records := (await http.get("/api/audit", headers=admin)).json()["records"]):
+            assert time.monotonic() < deadline, "no audit record"
+            await anyio.sleep(0.1)
+        assert [record["state"] for record in records] == ["cancelled"]
+        assert (await http.get("/api/elicitations", headers=admin)).json()["elicitations"] == []
+
+
+async def test_an_idle_session_ends_after_http_session_idle_timeout(gateway):
+    gw = gateway(session_idle_timeout=0.5)
+    async with httpx2.AsyncClient(base_url=gw.url, headers=HEADERS, timeout=30) as http:
+        idle = await open_session(http)
+        busy = await open_session(http)
+        async with http.stream("GET", "/mcp", headers=busy) as standalone:  # an open GET stream holds it
+            assert standalone.status_code == 200
+            await anyio.sleep(1.5)  # the timeout, then the sweep (every timeout / 4), on a busy machine
+            assert (await http.post("/mcp", json=call(2, "s__echo", {}), headers=idle)).status_code == 404
+            assert (await http.post("/mcp", json=call(2, "s__echo", {"text": "on"}), headers=busy)).status_code == 200
+
+
+async def test_the_clients_page_curl_example_opens_a_session(gateway):
+    gw = gateway()
+    (block,) = [b for b in _blocks(ROOT / "docs" / "clients.md", "bash") if b.startswith("curl -si")]
+    done = subprocess.run(["bash", "-c", block.replace("127.0.0.1:8808", gw.url.removeprefix("http://"))],
+                          capture_output=True, text=True, timeout=60)
+    head, _, body = done.stdout.partition("\n\n")  # text mode: curl's CRLFs read as newlines
+    assert head.startswith("HTTP/1.1 200 OK"), done.stdout + done.stderr
+    assert "mcp-session-id: " in head and "content-type: application/json" in head
+    assert json.loads(body)["result"]["serverInfo"]["name"] == "elicitgate", done.stdout
