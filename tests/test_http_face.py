@@ -62,11 +62,30 @@ def tool_text(message: dict[str, Any]) -> Any:
     return json.loads(message["result"]["content"][0]["text"])
 
 
+MODERN = "2026-07-28"
+MODERN_HEADERS = {**HEADERS, "mcp-protocol-version": MODERN}
+
+
+def modern(request_id: int, method: str, params: dict[str, Any] | None = None, version: str = MODERN) -> dict[str, Any]:
+    """A 2026-07-28 request: its `_meta` envelope says who asks and what it can do."""
+    envelope = {"io.modelcontextprotocol/protocolVersion": version, "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "raw-http", "version": "1"}}
+    params = dict(params or {})
+    params["_meta"] = {**params.get("_meta", {}), **envelope}
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def routing_headers(request: dict[str, Any]) -> dict[str, str]:
+    """The headers a 2026-07-28 request repeats from its body (`Mcp-Method`, `Mcp-Name`)."""
+    name = request["params"].get("name")
+    return {"mcp-method": request["method"], **({"mcp-name": name} if name is not None else {})}
+
+
 @pytest.fixture
 def gateway(tmp_path, http_gateway):
     def start(**http: Any) -> Any:
-        config = write_config(tmp_path, {"s": stdio_server("tests.peers.py_server", "--name", "s", era="handshake")},
-                              http=http, audit={"url": f"sqlite:///{tmp_path / 'audit.db'}"})
+        server = stdio_server("tests.peers.py_server", "--name", "s", era="handshake", session_policy="shared")
+        config = write_config(tmp_path, {"s": server}, http=http, audit={"url": f"sqlite:///{tmp_path / 'audit.db'}"})
         return http_gateway(config, env={"ELICITGATE_ADMIN_TOKEN": ADMIN})
 
     return start
@@ -181,3 +200,59 @@ async def test_the_clients_page_curl_example_opens_a_session(gateway):
     assert head.startswith("HTTP/1.1 200 OK"), done.stdout + done.stderr
     assert "mcp-session-id: " in head and "content-type: application/json" in head
     assert json.loads(body)["result"]["serverInfo"]["name"] == "elicitgate", done.stdout
+
+
+async def test_a_2026_07_28_post_is_answered_on_itself_streams_progress_and_is_cancelled_by_closing_it(gateway):
+    gw = gateway()
+    async with httpx2.AsyncClient(base_url=gw.url, headers=MODERN_HEADERS, timeout=30) as http:
+        listing = modern(1, "tools/list")
+        listed = await http.post("/mcp", json=listing, headers=routing_headers(listing))
+        assert listed.status_code == 200 and listed.headers["content-type"] == "application/json", listed.text
+        assert "mcp-session-id" not in listed.headers  # no session in this era
+        assert listed.json()["result"]["resultType"] == "complete"
+
+        progress = modern(2, "tools/call", {"name": "s__progress", "arguments": {"n": 3}, "_meta": {"progressToken": "p"}})
+        async with http.stream("POST", "/mcp", json=progress, headers=routing_headers(progress)) as streamed:
+            assert streamed.headers["content-type"] == "text/event-stream"
+            messages = [message async for message in sse_messages(streamed)]
+        *notes, result = messages
+        assert [(n["method"], n["params"]["progressToken"], n["params"]["progress"]) for n in notes] == [
+            ("notifications/progress", "p", 1), ("notifications/progress", "p", 2), ("notifications/progress", "p", 3)]
+        assert result["id"] == 2 and result["result"]["content"][0]["text"] == "done 3"
+
+        sleep = modern(3, "tools/call", {"name": "s__sleep"})
+        async with http.stream("POST", "/mcp", json=sleep, headers=routing_headers(sleep)) as sleeping:
+            assert sleeping.headers["content-type"] == "text/event-stream"  # no answer within the JSON window
+        # Leaving the block closed the connection: the client's cancellation in this era.
+        deadline = time.monotonic() + 20
+        while True:
+            ask = modern(4, "tools/call", {"name": "s__last_cancelled"})
+            asked = await http.post("/mcp", json=ask, headers=routing_headers(ask))
+            if tool_text(asked.json()) is True:
+                break
+            assert time.monotonic() < deadline, asked.text
+            await anyio.sleep(0.1)
+
+
+async def test_a_2026_07_28_request_the_face_cannot_serve_gets_the_sdk_ladders_verdict(gateway):
+    gw = gateway()
+    async with httpx2.AsyncClient(base_url=gw.url, headers=MODERN_HEADERS, timeout=30) as http:
+        listing = modern(1, "tools/list")
+        unnamed = await http.post("/mcp", json=listing)  # no `Mcp-Method` header
+        assert unnamed.status_code == 400 and unnamed.json()["error"] == {
+            "code": -32020, "message": "mcp-method header does not match the request body's method"}
+        older = modern(1, "tools/list", version="2025-11-25")
+        mismatched = await http.post("/mcp", json=older, headers=routing_headers(older))
+        assert mismatched.status_code == 400 and mismatched.json()["error"]["code"] == -32020, mismatched.text
+        unknown = modern(2, "no/such/method")
+        refused = await http.post("/mcp", json=unknown, headers=routing_headers(unknown))
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == -32601, refused.text
+        batch = await http.post("/mcp", json=[modern(3, "tools/list")])
+        assert batch.status_code == 400 and batch.json() == {"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": "Body must be a single JSON-RPC request or notification object"}}
+        garbled = await http.post("/mcp", content=b"{")
+        assert garbled.status_code == 400 and garbled.json()["error"]["code"] == -32700
+        noted = await http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}})
+        assert noted.status_code == 202
+        got = await http.get("/mcp")
+        assert got.status_code == 405 and got.headers["allow"] == "POST"

@@ -1,6 +1,6 @@
 """`/mcp` of the HTTP face: streamable HTTP sessions of handshake-era clients, served by the gateway's own
 JSON-RPC layer (`faces.dispatch`) under the SDK's server runner, as the stdio face is. A request whose
-`MCP-Protocol-Version` header names a 2026-07-28-era revision goes to the SDK's stateless handler.
+`MCP-Protocol-Version` header names a 2026-07-28-era revision is one of its own (`faces.stateless`).
 
 The SDK's session manager moves each message through memory streams and a task of its own, answers
 every POST with an SSE response that runs a task group, and models each message with pydantic on the
@@ -17,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import enum
-import json
 import logging
 import secrets
 from collections import deque
@@ -36,16 +34,17 @@ from starlette.types import Receive, Scope, Send
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
 from mcp.server.streamable_http import check_accept_headers
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.transport_context import TransportContext
 
-from elicitgate import sdk
 from elicitgate.faces.dispatch import RequestContext, serve_handshake
+from elicitgate.faces.http_answers import JSON_WINDOW, LATE, Channel, error_message, read_body, reply, stream
 from elicitgate.faces.server import GatewayServer
+from elicitgate.faces.stateless import StatelessRequests
 from elicitgate.jsonrpc import Inbound, NotAMessage, is_request_id, parse_message
 from elicitgate.json_shapes import is_object
 
@@ -53,88 +52,6 @@ logger = logging.getLogger(__name__)
 
 SESSION_HEADER = "mcp-session-id"
 STREAMABLE_HTTP = TransportContext(kind="streamable-http", can_send_request=True)
-
-JSON_WINDOW = 0.25
-"""Seconds a request's answer may take to go back as one JSON body. A slower request's POST turns into an
-SSE stream at once: a wait for a person (an elicitation) then has a response under way, which proxies keep
-open (with `SSE_PING_INTERVAL`) and which clients survive losing (the `mcp` SDK's client fails its whole
-session when a POST's connection drops before any response header)."""
-
-SSE_PING_INTERVAL = 15.0
-"""Seconds between keep-alive comments on an idle SSE stream, so that proxies keep a long wait (a person
-answering a form) open."""
-
-_JSON_HEADERS = [(b"content-type", b"application/json")]
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"x-accel-buffering", b"no"),
-]
-
-
-def encode(message: Mapping[str, Any]) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-class _Late(enum.Enum):
-    LATE = enum.auto()
-
-
-LATE = _Late.LATE
-
-
-def _expire(waiter: asyncio.Future[_Late | None]) -> None:
-    if not waiter.done():
-        waiter.set_result(LATE)
-
-
-class _Channel:
-    """The messages one HTTP response carries, in order: a POST's (what is sent on behalf of its request,
-    then the answer, which closes it) or the session's GET stream."""
-
-    __slots__ = ("_items", "_waiter", "closed")
-
-    def __init__(self) -> None:
-        self._items: deque[dict[str, Any]] = deque()
-        self._waiter: asyncio.Future[_Late | None] | None = None
-        self.closed = False
-
-    def put(self, message: dict[str, Any], *, last: bool = False) -> bool:
-        """Queue `message` (False if the channel is closed: its response has ended)."""
-        if self.closed:
-            return False
-        self._items.append(message)
-        self.closed = last
-        self._wake()
-        return True
-
-    def close(self) -> None:
-        self.closed = True
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    async def get(self, timeout: float | None = None) -> dict[str, Any] | None | _Late:
-        """The next message; None once the channel is closed and drained; `LATE` when `timeout` seconds
-        pass first."""
-        while not self._items:
-            if self.closed:
-                return None
-            loop = asyncio.get_running_loop()
-            waiter = self._waiter = loop.create_future()
-            timer = loop.call_later(timeout, _expire, waiter) if timeout is not None else None
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-                if timer is not None:
-                    timer.cancel()
-            if waiter.result() is LATE and not self._items:
-                return LATE
-        return self._items.popleft()
-
 
 class SessionWire:
     """One session's `MessageWire`: POSTs hand in the client's messages; what the gateway sends goes to the
@@ -144,9 +61,9 @@ class SessionWire:
         self._inbox: deque[Inbound] = deque()
         self._reader: asyncio.Future[None] | None = None
         self.closed = False
-        self.answers: dict[RequestId, _Channel] = {}
+        self.answers: dict[RequestId, Channel] = {}
         """The client's requests being served, each with its POST's channel."""
-        self.standalone: _Channel | None = None
+        self.standalone: Channel | None = None
         self._carriers: dict[RequestId, RequestId] = {}
         """Our requests to the client that were sent on behalf of one of its requests: that request's id."""
 
@@ -208,7 +125,7 @@ class SessionWire:
         """End the session: every request still waiting for its answer gets `Connection closed`."""
         self.closed = True
         for request_id, channel in self.answers.items():
-            channel.put(_error(request_id, CONNECTION_CLOSED, "Connection closed: the session ended"), last=True)
+            channel.put(error_message(request_id, CONNECTION_CLOSED, "Connection closed: the session ended"), last=True)
         self.answers.clear()
         if self.standalone is not None:
             self.standalone.close()
@@ -248,10 +165,12 @@ class HttpRequestContext(RequestContext):
 
 
 class _Session:
-    __slots__ = ("id", "owner", "wire", "in_flight", "idle_since")
+    __slots__ = ("id", "header", "owner", "wire", "in_flight", "idle_since")
 
     def __init__(self, owner: AuthorizationContext | None) -> None:
         self.id = secrets.token_hex(16)
+        self.header = [(SESSION_HEADER.encode(), self.id.encode())]
+        """What every response of the session carries."""
         self.owner = owner
         self.wire = SessionWire()
         self.in_flight = 0
@@ -284,12 +203,12 @@ class StreamableHttpEndpoint:
         self._sessions: dict[str, _Session] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         self._lifespan_state: Any = None
-        self._modern = RequestBodyLimitMiddleware(self._serve_modern, max_body_size)
+        self._stateless = StatelessRequests(server, security)
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncGenerator[None]:
         async with self._server.lifespan(self._server) as lifespan_state, anyio.create_task_group() as tasks:
-            self._lifespan_state = lifespan_state
+            self._lifespan_state = self._stateless.lifespan_state = lifespan_state
             self._tasks = tasks
             if self._idle_timeout is not None:
                 tasks.start_soon(self._sweep_idle, self._idle_timeout)
@@ -304,73 +223,84 @@ class StreamableHttpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await self._modern(scope, receive, send)
-            return
         if self._tasks is None:
-            await _reply(send, 503, _error(None, INTERNAL_ERROR, "The gateway is not serving (starting or stopping)"))
+            await reply(send, 503, error_message(None, INTERNAL_ERROR, "The gateway is not serving (starting or stopping)"))
             return
         method = scope["method"]
-        if method == "POST":
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            if method != "POST":  # this era has no session: nothing to GET or DELETE
+                await reply(send, 405, error_message(None, INVALID_REQUEST, "Method Not Allowed", method=method),
+                            extra=[(b"allow", b"POST")])
+                return
+            body = await self._read_post(scope, receive, send, headers, None)
+            if body is not None:
+                await self._stateless(scope, receive, send, headers, body)
+        elif method == "POST":
             await self._post(scope, receive, send, headers)
         elif method == "GET":
             await self._get(scope, receive, send, headers)
         elif method == "DELETE":
             await self._delete(scope, send, headers)
         else:
-            await _reply(send, 405, _error(None, INVALID_REQUEST, "Method Not Allowed", method=method),
-                         extra=[(b"allow", b"GET, POST, DELETE")])
+            await reply(send, 405, error_message(None, INVALID_REQUEST, "Method Not Allowed", method=method),
+                        extra=[(b"allow", b"GET, POST, DELETE")])
 
-    async def _serve_modern(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await sdk.serve_modern_http(self._server, self._security, self._lifespan_state, scope, receive, send)
+    async def _read_post(
+        self, scope: Scope, receive: Receive, send: Send, headers: Headers, session: _Session | None
+    ) -> bytes | None:
+        """A POST's body, once its headers say it can be served; else None, with the refusal sent."""
+        has_json, has_sse = check_accept_headers(Request(scope))
+        if not (has_json and has_sse):
+            await reply(send, 406, error_message(None, INVALID_REQUEST, "Not Acceptable: Client must accept both "
+                                                 "application/json and text/event-stream", accept=headers.get("accept")))
+            return None
+        content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            await reply(send, 415, error_message(None, INVALID_REQUEST, "Unsupported Media Type: Content-Type must "
+                                                 "be application/json", contentType=headers.get("content-type")))
+            return None
+        body = await read_body(receive, self._max_body_size)
+        if body is None:
+            await reply(send, 413, error_message(None, INVALID_REQUEST, "Request body too large",
+                                                 limit=self._max_body_size), extra=_header_of(session))
+        return body
 
     # -- POST: the client's messages -----------------------------------------------------------------
 
     async def _post(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> None:
-        has_json, has_sse = check_accept_headers(Request(scope))
-        if not (has_json and has_sse):
-            await _reply(send, 406, _error(None, INVALID_REQUEST, "Not Acceptable: Client must accept both "
-                                           "application/json and text/event-stream", accept=headers.get("accept")))
-            return
-        content_type = headers.get("content-type", "").split(";")[0].strip().lower()
-        if content_type != "application/json":
-            await _reply(send, 415, _error(None, INVALID_REQUEST, "Unsupported Media Type: Content-Type must be "
-                                           "application/json", contentType=headers.get("content-type")))
-            return
         session_id = headers.get(SESSION_HEADER)
         session = None
         if session_id is not None:
             session = self._session(scope, session_id)
             if session is None:
-                await _reply(send, 404, _error(None, INVALID_REQUEST, "Session not found", sessionId=session_id[:64]))
+                await reply(send, 404, error_message(None, INVALID_REQUEST, "Session not found",
+                                                     sessionId=session_id[:64]))
                 return
-        body = await _read_body(receive, self._max_body_size)
+        body = await self._read_post(scope, receive, send, headers, session)
         if body is None:
-            await _reply(send, 413, _error(None, INVALID_REQUEST, "Request body too large",
-                                           limit=self._max_body_size), session=session)
             return
         message = parse_message(body)
         if isinstance(message, Exception):
             if isinstance(message, NotAMessage):
-                error = _error(None, INVALID_REQUEST, f"Invalid request: {message}")
+                error = error_message(None, INVALID_REQUEST, f"Invalid request: {message}")
             else:
-                error = _error(None, PARSE_ERROR, f"Parse error: {message}")
-            await _reply(send, 400, error, session=session)
+                error = error_message(None, PARSE_ERROR, f"Parse error: {message}")
+            await reply(send, 400, error, extra=_header_of(session))
             return
         method, request_id = message.get("method"), message.get("id")
         is_request = isinstance(method, str) and is_request_id(request_id)
         if session is None:
             if not (is_request and method == "initialize"):
-                await _reply(send, 400, _error(None, INVALID_REQUEST, "Bad Request: Missing session ID",
+                await reply(send, 400, error_message(None, INVALID_REQUEST, "Bad Request: Missing session ID",
                                                header=SESSION_HEADER))
                 return
             session = self._open(scope)
             if session is None:
-                await _reply(send, 503, _error(None, INTERNAL_ERROR, "Too many open sessions",
+                await reply(send, 503, error_message(None, INTERNAL_ERROR, "Too many open sessions",
                                                limit=self._max_sessions))
                 return
         if not is_request:
-            await _reply(send, 202, None, session=session)
+            await reply(send, 202, None, extra=session.header)
             session.wire.hand_in(Inbound(message))
             return
         await self._answer(session, cast(RequestId, request_id), message, receive, send)
@@ -381,26 +311,26 @@ class StreamableHttpEndpoint:
         """Serve one request of the client's and write its answer (and what comes before it) on this POST."""
         wire = session.wire
         if request_id in wire.answers:
-            await _reply(send, 409, _error(request_id, INVALID_REQUEST, "A request with this id is already in "
-                                           "flight on this session", id=request_id), session=session)
+            await reply(send, 409, error_message(request_id, INVALID_REQUEST, "A request with this id is already in "
+                                           "flight on this session", id=request_id), extra=session.header)
             return
-        channel = wire.answers[request_id] = _Channel()
+        channel = wire.answers[request_id] = Channel()
         session.in_flight += 1
         try:
             wire.hand_in(Inbound(message, context=contextvars.copy_context()))
             first = await channel.get(JSON_WINDOW)
             if first is None:  # not reached: only an SSE stream's disconnect closes a channel unanswered
-                await _reply(send, 500, _error(request_id, INTERNAL_ERROR, "The request ended unanswered"))
+                await reply(send, 500, error_message(request_id, INTERNAL_ERROR, "The request ended unanswered"))
                 return
             if first is LATE:
-                await _stream(channel, send, receive, session, None)
+                await stream(channel, send, receive, None, extra=session.header)
                 return
             if channel.closed and "method" not in first:
-                await _reply(send, 200, first, session=session)
+                await reply(send, 200, first, extra=session.header)
                 if message.get("method") == "initialize" and "error" in first:
                     self._end(session)  # nothing was established
                 return
-            await _stream(channel, send, receive, session, first)
+            await stream(channel, send, receive, first, extra=session.header)
         finally:
             if wire.answers.get(request_id) is channel:
                 del wire.answers[request_id]
@@ -410,7 +340,7 @@ class StreamableHttpEndpoint:
 
     async def _get(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> None:
         if not check_accept_headers(Request(scope))[1]:
-            await _reply(send, 406, _error(None, INVALID_REQUEST, "Not Acceptable: Client must accept "
+            await reply(send, 406, error_message(None, INVALID_REQUEST, "Not Acceptable: Client must accept "
                                            "text/event-stream", accept=headers.get("accept")))
             return
         session = await self._known_session(scope, send, headers)
@@ -418,13 +348,13 @@ class StreamableHttpEndpoint:
             return
         wire = session.wire
         if wire.standalone is not None and not wire.standalone.closed:
-            await _reply(send, 409, _error(None, INVALID_REQUEST, "Conflict: Only one SSE stream is allowed per "
-                                           "session"), session=session)
+            await reply(send, 409, error_message(None, INVALID_REQUEST, "Conflict: Only one SSE stream is allowed per "
+                                           "session"), extra=session.header)
             return
-        channel = wire.standalone = _Channel()
+        channel = wire.standalone = Channel()
         session.in_flight += 1
         try:
-            await _stream(channel, send, receive, session, None)
+            await stream(channel, send, receive, None, extra=session.header)
         finally:
             if wire.standalone is channel:
                 wire.standalone = None
@@ -434,17 +364,17 @@ class StreamableHttpEndpoint:
         session = await self._known_session(scope, send, headers)
         if session is not None:
             self._end(session)
-            await _reply(send, 200, None)
+            await reply(send, 200, None)
 
     async def _known_session(self, scope: Scope, send: Send, headers: Headers) -> _Session | None:
         session_id = headers.get(SESSION_HEADER)
         if session_id is None:
-            await _reply(send, 400, _error(None, INVALID_REQUEST, "Bad Request: Missing session ID",
+            await reply(send, 400, error_message(None, INVALID_REQUEST, "Bad Request: Missing session ID",
                                            header=SESSION_HEADER))
             return None
         session = self._session(scope, session_id)
         if session is None:
-            await _reply(send, 404, _error(None, INVALID_REQUEST, "Session not found", sessionId=session_id[:64]))
+            await reply(send, 404, error_message(None, INVALID_REQUEST, "Session not found", sessionId=session_id[:64]))
         return session
 
     # -- sessions ------------------------------------------------------------------------------------
@@ -497,86 +427,12 @@ class StreamableHttpEndpoint:
                     self._end(session)
 
 
+def _header_of(session: _Session | None) -> list[tuple[bytes, bytes]] | None:
+    return session.header if session is not None else None
+
+
 def _requestor(scope: Scope) -> AuthorizationContext | None:
     user = scope.get("user")
     return authorization_context(user) if isinstance(user, AuthenticatedUser) else None
 
 
-def _error(request_id: RequestId | None, code: int, message: str, **data: Any) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data:
-        error["data"] = {"source": "elicitgate", **data}
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-async def _reply(
-    send: Send,
-    status: int,
-    message: Mapping[str, Any] | None,
-    *,
-    session: _Session | None = None,
-    extra: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    """A whole response: one JSON-RPC message (or none) as JSON."""
-    body = encode(message) if message is not None else b""
-    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
-    if session is not None:
-        headers.append((SESSION_HEADER.encode(), session.id.encode()))
-    if extra:
-        headers.extend(extra)
-    with contextlib.suppress(OSError):  # the client has gone
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The request's body, or None once it is longer than `limit`."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        event = await receive()
-        if event["type"] != "http.request":
-            break
-        chunk = event.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not event.get("more_body", False):
-            break
-    return b"".join(chunks)
-
-
-async def _stream(
-    channel: _Channel, send: Send, receive: Receive, session: _Session, first: dict[str, Any] | None
-) -> None:
-    """Write `channel` as an SSE response until it closes (or the client goes away, which closes it)."""
-    headers = [*_SSE_HEADERS, (SESSION_HEADER.encode(), session.id.encode())]
-
-    async def watch_disconnect() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        channel.close()
-
-    try:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(watch_disconnect)
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            message = first
-            while True:
-                if message is not None:
-                    await send({"type": "http.response.body", "body": b"event: message\r\ndata: " + encode(message)
-                                + b"\r\n\r\n", "more_body": True})
-                message = None
-                next_message = await channel.get(SSE_PING_INTERVAL)
-                if next_message is None:
-                    break
-                if next_message is LATE:
-                    await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
-                else:
-                    message = next_message
-            with contextlib.suppress(OSError):
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            tasks.cancel_scope.cancel()
-    except OSError:  # the client has gone
-        channel.close()

@@ -1,0 +1,187 @@
+"""How one HTTP request of the face is answered: one JSON-RPC message as one JSON body, or an SSE stream of
+the messages a `Channel` carries, with keep-alive comments; and the face's refusals, as JSON-RPC errors that
+say what was wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+from mcp_types import RequestId
+from starlette.types import Receive, Send
+
+JSON_WINDOW = 0.25
+"""Seconds a request's answer may take to go back as one JSON body. A slower request's POST turns into an
+SSE stream at once: a wait for a person (an elicitation) then has a response under way, which proxies keep
+open (with `SSE_PING_INTERVAL`) and which clients survive losing (the `mcp` SDK's client fails its whole
+session when a POST's connection drops before any response header)."""
+
+SSE_PING_INTERVAL = 15.0
+"""Seconds between keep-alive comments on an idle SSE stream, so that proxies keep a long wait (a person
+answering a form) open."""
+
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class _Late(enum.Enum):
+    LATE = enum.auto()
+
+
+LATE = _Late.LATE
+
+
+def _expire(waiter: asyncio.Future[_Late | None]) -> None:
+    if not waiter.done():
+        waiter.set_result(LATE)
+
+
+class Channel:
+    """The messages one HTTP response carries, in order: a POST's (what is sent on behalf of its request,
+    then the answer, which closes it) or the session's GET stream."""
+
+    __slots__ = ("_items", "_waiter", "closed")
+
+    def __init__(self) -> None:
+        self._items: deque[dict[str, Any]] = deque()
+        self._waiter: asyncio.Future[_Late | None] | None = None
+        self.closed = False
+
+    def put(self, message: dict[str, Any], *, last: bool = False) -> bool:
+        """Queue `message` (False if the channel is closed: its response has ended)."""
+        if self.closed:
+            return False
+        self._items.append(message)
+        self.closed = last
+        self._wake()
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def get(self, timeout: float | None = None) -> dict[str, Any] | None | _Late:
+        """The next message; None once the channel is closed and drained; `LATE` when `timeout` seconds
+        pass first."""
+        while not self._items:
+            if self.closed:
+                return None
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(timeout, _expire, waiter) if timeout is not None else None
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+            if waiter.result() is LATE and not self._items:
+                return LATE
+        return self._items.popleft()
+
+
+def error_message(request_id: RequestId | None, code: int, message: str, **data: Any) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data:
+        error["data"] = {"source": "elicitgate", **data}
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+async def reply(
+    send: Send,
+    status: int,
+    message: Mapping[str, Any] | None,
+    *,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """A whole response: one JSON-RPC message (or none) as JSON; `extra` headers."""
+    body = encode(message) if message is not None else b""
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+    if extra:
+        headers.extend(extra)
+    with contextlib.suppress(OSError):  # the client has gone
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request's body, or None once it is longer than `limit`."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        event = await receive()
+        if event["type"] != "http.request":
+            break
+        chunk = event.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not event.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def stream(
+    channel: Channel,
+    send: Send,
+    receive: Receive,
+    first: dict[str, Any] | None,
+    *,
+    extra: list[tuple[bytes, bytes]] | None = None,
+    on_gone: Callable[[], object] | None = None,
+) -> None:
+    """Write `first` and then `channel` as an SSE response until the channel closes. The client going away
+    closes it too, and calls `on_gone`."""
+    headers = [*_SSE_HEADERS, *(extra or [])]
+
+    def gone() -> None:
+        channel.close()
+        if on_gone is not None:
+            on_gone()
+
+    async def watch_disconnect() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone()
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch_disconnect)
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            message = first
+            while True:
+                if message is not None:
+                    await send({"type": "http.response.body", "body": b"event: message\r\ndata: " + encode(message)
+                                + b"\r\n\r\n", "more_body": True})
+                message = None
+                next_message = await channel.get(SSE_PING_INTERVAL)
+                if next_message is None:
+                    break
+                if next_message is LATE:
+                    await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+                else:
+                    message = next_message
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            tasks.cancel_scope.cancel()
+    except OSError:  # the client has gone
+        gone()

@@ -1,0 +1,230 @@
+"""2026-07-28 POSTs on `/mcp`: one self-contained request each (its `_meta` envelope says who asks and
+what they can do), no session, no request to the client; its answer as one JSON body, or as an SSE stream
+when it sends notifications first (progress, log lines) or takes longer than `JSON_WINDOW`. The client
+cancels by closing that stream: the request's handling is cancelled with it.
+
+The envelope is checked as the SDK's own handler for this era checks it (the classification ladder of
+`mcp.shared.inbound`, duplicated routing headers, `Mcp-Param-*` headers against the tool's schema, the
+HTTP status per JSON-RPC error code), so the verdicts stay the SDK's; what differs is the cost: the body is
+parsed once and not modelled, and the request runs as one task with no task group, memory stream or
+watcher until a stream is needed. `subscriptions/listen` (a stream of notifications by nature) goes to the
+SDK's handler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+from mcp_types import HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR, ProgressToken, RequestId
+from starlette.datastructures import Headers
+from starlette.types import Message, Receive, Scope, Send
+
+from mcp.server.connection import Connection
+from mcp.server.runner import modern_error_data, serve_one
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    MCP_PARAM_HEADER_PREFIX,
+    MCP_PROTOCOL_VERSION_HEADER,
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+    unsupported_protocol_version_rejection,
+    validate_mcp_param_headers,
+)
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+from mcp.shared.transport_context import TransportContext
+
+from elicitgate import sdk
+from elicitgate.faces.http_answers import JSON_WINDOW, Channel, error_message, reply, stream
+from elicitgate.faces.server import GatewayServer
+from elicitgate.jsonrpc import is_request_id, progress_params
+from elicitgate.json_shapes import is_mapping, is_object
+
+logger = logging.getLogger(__name__)
+
+STATELESS_HTTP = TransportContext(kind="streamable-http", can_send_request=False)
+_PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
+_NOT_ONE_MESSAGE = "Body must be a single JSON-RPC request or notification object"
+
+
+class StatelessContext:
+    """The SDK's `DispatchContext` for one 2026-07-28 POST: notifications go on its response stream; a
+    request to the client cannot be sent (this era has none)."""
+
+    __slots__ = ("request_id", "_channel", "_progress_token", "_cancel_requested")
+
+    transport: TransportContext = STATELESS_HTTP
+    message_metadata: None = None
+    can_send_request = False
+
+    def __init__(self, request_id: RequestId, channel: Channel, progress_token: ProgressToken | None) -> None:
+        self.request_id = request_id
+        self._channel = channel
+        self._progress_token = progress_token
+        self._cancel_requested: anyio.Event | None = None
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        """Never set: the client cancels by closing the stream, which cancels the handling itself."""
+        if self._cancel_requested is None:
+            self._cancel_requested = anyio.Event()
+        return self._cancel_requested
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        self._channel.put(message)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self._progress_token is not None:
+            await self.notify("notifications/progress", progress_params(self._progress_token, progress, total, message))
+
+
+class StatelessRequests:
+    """Serves the 2026-07-28 POSTs of the HTTP face (`StreamableHttpEndpoint` hands them here)."""
+
+    def __init__(self, server: GatewayServer, security: TransportSecuritySettings) -> None:
+        self._server = server
+        self._security = security
+        self.lifespan_state: Any = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, headers: Headers, body: bytes) -> None:
+        """One POST whose body has been read: its answer."""
+        try:
+            decoded = json.loads(body)
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
+            await _refuse(send, None, PARSE_ERROR, "Parse error", reason=str(exc)[:200])
+            return
+        if is_object(decoded) and "id" not in decoded:
+            await self._notification(send, headers, decoded)
+            return
+        request = _request_of(decoded)
+        if request is None:
+            await _refuse(send, None, INVALID_REQUEST, _NOT_ONE_MESSAGE)
+            return
+        request_id, method, params = request["id"], request["method"], request.get("params")
+        if method == "subscriptions/listen":
+            await self._listen(scope, receive, send, body)
+            return
+        duplicated = find_duplicated_routing_header(
+            (name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]
+        )
+        if duplicated is not None:
+            await _refuse(send, request_id, HEADER_MISMATCH, f"{duplicated} header appears more than once")
+            return
+        route = classify_inbound_request(request, headers=dict(headers))
+        if isinstance(route, InboundLadderRejection):
+            await _refuse(send, request_id, route.code, route.message, data=route.data)
+            return
+        rejection = self._param_headers_rejection(request, headers)
+        if rejection is not None:
+            await _refuse(send, request_id, rejection.code, rejection.message, data=rejection.data)
+            return
+        channel = Channel()
+        context = StatelessContext(request_id, channel, progress_token_from_params(params))
+        connection = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
+        handling = asyncio.get_running_loop().create_task(
+            self._serve(context, channel, method, params, connection), context=contextvars.copy_context()
+        )
+        try:
+            first = await channel.get(JSON_WINDOW)
+            if isinstance(first, dict) and channel.closed and "method" not in first:
+                error = first.get("error")
+                code = error.get("code") if is_mapping(error) else None
+                await reply(send, ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200, first)
+                return
+            await stream(channel, send, receive, first if isinstance(first, dict) else None,
+                         on_gone=handling.cancel)
+        finally:
+            handling.cancel()  # nothing left to answer to (a no-op once it is done)
+
+    async def _serve(
+        self, context: StatelessContext, channel: Channel, method: str, params: Any, connection: Connection
+    ) -> None:
+        request_id = context.request_id
+        try:
+            result = await serve_one(self._server, context, method, params, connection=connection,
+                                     lifespan_state=self.lifespan_state)
+        except Exception as exc:  # the SDK's boundary for this era: its ladder's codes, else a generic -32603
+            error = modern_error_data(exc).model_dump(mode="json", exclude_none=True)
+            channel.put({"jsonrpc": "2.0", "id": request_id, "error": error}, last=True)
+        else:
+            channel.put({"jsonrpc": "2.0", "id": request_id, "result": result}, last=True)
+
+    async def _notification(self, send: Send, headers: Headers, notification: dict[str, Any]) -> None:
+        """Acknowledged (202) and dropped, as the SDK's handler does: this era defines no notification from the
+        client over HTTP (a client cancels by closing the stream)."""
+        if notification.get("jsonrpc") != "2.0" or not isinstance(notification.get("method"), str):
+            await _refuse(send, None, INVALID_REQUEST, _NOT_ONE_MESSAGE)
+            return
+        unsupported = unsupported_protocol_version_rejection(headers.get(MCP_PROTOCOL_VERSION_HEADER, ""))
+        if unsupported is not None:
+            await _refuse(send, None, unsupported.code, unsupported.message, data=unsupported.data)
+            return
+        await reply(send, 202, None)
+
+    def _param_headers_rejection(self, request: dict[str, Any], headers: Headers) -> InboundLadderRejection | None:
+        """A `tools/call`'s `Mcp-Param-*` headers checked against the called tool's input schema."""
+        params = request.get("params")
+        if request["method"] != "tools/call" or not is_mapping(params):
+            return None
+        name, arguments = params.get("name"), params.get("arguments")
+        if not isinstance(name, str) or (arguments is not None and not is_mapping(arguments)):
+            return None
+        if not arguments and not any(header.startswith(_PARAM_PREFIX) for header in headers):
+            return None
+        lookup = self._server.get_tool_input_schema
+        try:
+            schema = lookup(name) if lookup is not None else None
+        except Exception:  # fail open, as the SDK does: the check must never break a call that works
+            logger.exception("Mcp-Param header validation skipped: the tool's schema could not be read")
+            return None
+        if schema is None:
+            return None
+        return validate_mcp_param_headers(schema, arguments or {}, headers)
+
+    async def _listen(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
+        """`subscriptions/listen` is the SDK handler's, with the body read here handed to it again."""
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await sdk.serve_modern_http(self._server, self._security, self.lifespan_state, scope, replay, send)
+
+
+def _request_of(message: object) -> dict[str, Any] | None:
+    """`message` if it is one JSON-RPC request (what the SDK's `JSONRPCRequest` model accepts)."""
+    if not is_object(message) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
+        return None
+    params = message.get("params")
+    return message if is_request_id(message.get("id")) and (params is None or is_mapping(params)) else None
+
+
+async def _refuse(
+    send: Send, request_id: RequestId | None, code: int, message: str, data: Any = None, **details: Any
+) -> None:
+    """A JSON-RPC error with the HTTP status the SDK's table gives its code."""
+    error = error_message(request_id, code, message, **details)
+    if data is not None:
+        error["error"]["data"] = data
+    await reply(send, ERROR_CODE_HTTP_STATUS.get(code, 400), error)
