@@ -6,6 +6,7 @@ The SDK clients, the TypeScript SDK's and the conformance suite talk to the same
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -256,3 +257,28 @@ async def test_a_2026_07_28_request_the_face_cannot_serve_gets_the_sdk_ladders_v
         assert noted.status_code == 202
         got = await http.get("/mcp")
         assert got.status_code == 405 and got.headers["allow"] == "POST"
+
+
+async def test_stopping_the_gateway_ends_open_streams_and_tells_waiting_calls(gateway):
+    """uvicorn waits for open connections before it stops: a client's GET stream, or a call waiting on a person,
+    must not hold it (the face ends them as the shutdown starts)."""
+    gw = gateway()
+    async with httpx2.AsyncClient(base_url=gw.url, headers=HEADERS, timeout=30) as http:
+        session = await open_session(http)
+        async with (
+            http.stream("GET", "/mcp", headers=session) as standalone,
+            http.stream("POST", "/mcp", json=call(2, "s__elicit", {}), headers=session) as asking,
+        ):
+            messages = sse_messages(asking)
+            assert (await anext(messages))["method"] == "elicitation/create"  # nobody will answer it
+            stopped_at = time.monotonic()
+            gw.proc.terminate()
+            ended = await anext(messages)
+            assert ended["id"] == 2 and ended["error"]["code"] == -32000, ended
+            assert await anext(messages, None) is None
+            assert [line async for line in standalone.aiter_lines() if line.startswith("data:")] == []
+        with anyio.fail_after(20):
+            while gw.proc.poll() is None:
+                await anyio.sleep(0.05)
+        # uvicorn raises the signal again once it has stopped: -SIGTERM is a clean stop.
+        assert gw.proc.returncode in (0, -signal.SIGTERM) and time.monotonic() - stopped_at < 15

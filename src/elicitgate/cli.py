@@ -180,7 +180,7 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
         return
     import uvicorn
 
-    from elicitgate.faces.http import build_http_app
+    from elicitgate.faces.http import HttpFaceServer, build_http_app
 
     host, port = _parse_hostport(http)
     assert sock is not None, "bound by run_gateway"
@@ -210,7 +210,7 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
         app_, log_level=cfg.log_level, lifespan="on", access_log=cfg.log_level == "debug",
         log_config=log_config,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    HttpFaceServer(config, app_).run(sockets=[sock])
 
 
 LOG_LEVEL_HELP = "debug, info (default), warning or error; overrides log_level and ELICITGATE_LOG_LEVEL"

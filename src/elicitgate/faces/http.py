@@ -4,7 +4,10 @@ pages, inbox, admin API: `elicitgate.web`), behind a Host / Origin check."""
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import AsyncGenerator
+
+import uvicorn
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -17,6 +20,19 @@ from elicitgate.faces.streamable import StreamableHttpEndpoint
 from elicitgate.gateway import Gateway
 from elicitgate.web.app import LearnBaseUrl, metrics_route, web_routes
 from elicitgate.web.guard import HostGuard, security_settings
+
+
+class HttpFaceServer(uvicorn.Server):
+    """uvicorn for the HTTP face: as it starts to shut down, `/mcp` ends its sessions and streams first, so
+    that its wait for open connections does not wait on a client's GET stream or on a person."""
+
+    def __init__(self, config: uvicorn.Config, app: Starlette) -> None:
+        super().__init__(config)
+        self._mcp: StreamableHttpEndpoint = app.state.mcp
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._mcp.stop()
+        await super().shutdown(sockets)
 
 
 def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
@@ -45,6 +61,7 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
         routes=[Route(MCP_PATH, mcp), Route("/healthz", healthz), metrics_route(), *auth.routes(), *web_routes(gateway)],
         lifespan=lifespan,
     )
+    app.state.mcp = mcp
     if gateway.replicas is not None:  # innermost: below the Host check and the auth, like the routes
         from elicitgate.web.replicas import ToOwner, WebReplica
 

@@ -102,6 +102,13 @@ class StatelessRequests:
         self._server = server
         self._security = security
         self.lifespan_state: Any = None
+        self._streaming: set[Channel] = set()
+        """The POSTs answering with an SSE stream now."""
+
+    def stop(self) -> None:
+        """Close every open stream (the face is stopping): each one's request is cancelled."""
+        for channel in list(self._streaming):
+            channel.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, headers: Headers, body: bytes) -> None:
         """One POST whose body has been read: its answer."""
@@ -148,9 +155,11 @@ class StatelessRequests:
                 code = error.get("code") if is_mapping(error) else None
                 await reply(send, ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200, first)
                 return
+            self._streaming.add(channel)
             await stream(channel, send, receive, first if isinstance(first, dict) else None,
                          on_gone=handling.cancel)
         finally:
+            self._streaming.discard(channel)
             handling.cancel()  # nothing left to answer to (a no-op once it is done)
 
     async def _serve(

@@ -220,6 +220,15 @@ class StreamableHttpEndpoint:
                     self._end(session)
                 tasks.cancel_scope.cancel()
 
+    def stop(self) -> None:
+        """End every session and open stream now (uvicorn calls it as it starts to shut down, before it waits
+        for open connections, which a client's GET stream would otherwise hold for ever); what still waits
+        for an answer is told `Connection closed`. Requests that arrive later get 503."""
+        self._tasks = None
+        for session in list(self._sessions.values()):
+            self._end(session)
+        self._stateless.stop()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
