@@ -282,3 +282,14 @@ async def test_stopping_the_gateway_ends_open_streams_and_tells_waiting_calls(ga
                 await anyio.sleep(0.05)
         # uvicorn raises the signal again once it has stopped: -SIGTERM is a clean stop.
         assert gw.proc.returncode in (0, -signal.SIGTERM) and time.monotonic() - stopped_at < 15
+
+
+async def test_http_max_sessions_refuses_one_more_initialize_until_a_session_ends(gateway):
+    gw = gateway(max_sessions=1)
+    async with httpx2.AsyncClient(base_url=gw.url, headers=HEADERS, timeout=30) as http:
+        first = await open_session(http)
+        full = await http.post("/mcp", json=initialize())
+        assert full.status_code == 503 and full.json()["error"]["message"] == "Too many open sessions"
+        assert full.json()["error"]["data"]["limit"] == 1
+        assert (await http.delete("/mcp", headers=first)).status_code == 200
+        await open_session(http)
