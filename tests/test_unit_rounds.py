@@ -3,6 +3,8 @@ round is answered once by a retry, a lost retry is taken over by the next one. N
 requests are the smallest object with the request surface the rounds read (`ClientRequest`)."""
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +50,16 @@ def rounds(**config: Any) -> Rounds:
     return Rounds(BridgingConfig(**config))
 
 
+@asynccontextmanager
+async def running(r: Rounds) -> AsyncIterator[Rounds]:
+    """The rounds while a test uses them; parked calls still running at the end are cancelled, as the gateway
+    does when it stops."""
+    try:
+        yield r
+    finally:
+        await r.close()
+
+
 def asks(*questions: dict[str, Any], result: dict[str, Any] = RESULT, answers: list[Any] | None = None) -> Any:
     """The upstream side of a call: asks `questions` one after the other, then returns `result`."""
 
@@ -69,8 +81,8 @@ def invalid_state(exc: pytest.ExceptionInfo[MCPError]) -> str:
 
 async def test_a_question_is_a_round_and_the_retry_that_answers_it_gets_the_result() -> None:
     r, p, answers = rounds(), peer(), []
-    async with anyio.create_task_group() as tg:
-        first = await r.start(tg, Request(p, 1), METHOD, asks(FORM, answers=answers))
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, asks(FORM, answers=answers))
         assert first["resultType"] == "input_required"
         assert first["inputRequests"] == {"q1": {"method": "elicitation/create", "params": FORM}}
         park = r.parked_for(first["requestState"])
@@ -83,8 +95,8 @@ async def test_a_question_is_a_round_and_the_retry_that_answers_it_gets_the_resu
 
 async def test_every_round_has_its_own_state_and_an_answered_round_cannot_be_answered_again() -> None:
     r, p, answers = rounds(), peer(), []
-    async with anyio.create_task_group() as tg:
-        first = await r.start(tg, Request(p, 1), METHOD, asks(FORM, {**FORM, "message": "Sure?"}, answers=answers))
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, asks(FORM, {**FORM, "message": "Sure?"}, answers=answers))
         second = await r.resume(Request(p, 2), METHOD, first["requestState"], {"q1": {"action": "accept"}})
         assert second["resultType"] == "input_required"
         assert second["requestState"] != first["requestState"]
@@ -119,8 +131,8 @@ async def test_a_lost_retry_is_taken_over_by_the_next_one_with_the_same_state() 
         except MCPError as exc:
             outcomes[key] = exc
 
-    async with anyio.create_task_group() as tg:
-        first = await r.start(tg, Request(p, 1), METHOD, work)
+    async with running(r), anyio.create_task_group() as tg:
+        first = await r.start(Request(p, 1), METHOD, work)
         state = first["requestState"]
         tg.start_soon(retry, "lost", Request(p, 2), state, {"q1": {"action": "accept", "content": {"n": 1}}})
         await anyio.wait_all_tasks_blocked()
@@ -149,8 +161,8 @@ async def test_unanswered_questions_are_asked_again_in_the_next_round() -> None:
             questions.start_soon(one, "b")
         return RESULT
 
-    async with anyio.create_task_group() as tg:
-        first = await r.start(tg, Request(p, 1), METHOD, work)
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, work)
         assert sorted(q["params"]["message"] for q in first["inputRequests"].values()) == ["a", "b"]
         key_a = next(k for k, q in first["inputRequests"].items() if q["params"]["message"] == "a")
         key_b = next(k for k in first["inputRequests"] if k != key_a)
@@ -165,16 +177,15 @@ async def test_a_url_question_reaches_the_client_without_its_elicitation_id() ->
     """In 2026-07-28 the retry is the completion: the client gets no `elicitationId` to complete."""
     url = {"mode": "url", "message": "Sign in", "url": "https://example.com/x", "elicitationId": "e-1"}
     r, p = rounds(), peer()
-    async with anyio.create_task_group() as tg:
-        first = await r.start(tg, Request(p, 1), METHOD, asks(url))
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, asks(url))
         assert first["inputRequests"]["q1"]["params"] == {k: v for k, v in url.items() if k != "elicitationId"}
-        tg.cancel_scope.cancel()
 
 
 async def test_another_clients_retry_or_another_method_is_refused() -> None:
     r, p = rounds(), peer()
-    async with anyio.create_task_group() as tg:
-        first = await r.start(tg, Request(p, 1), METHOD, asks(FORM))
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, asks(FORM))
         state = first["requestState"]
         with pytest.raises(MCPError) as stranger:
             await r.resume(Request(peer("q"), 2), METHOD, state, {"q1": {"action": "accept"}})
@@ -210,8 +221,8 @@ async def test_a_state_that_points_to_no_parked_call_is_refused(state: str) -> N
 
 async def test_input_responses_that_are_not_an_object_are_refused_and_spend_nothing() -> None:
     r, p = rounds(), peer()
-    async with anyio.create_task_group() as tg:
-        first = await r.start(tg, Request(p, 1), METHOD, asks(FORM))
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, asks(FORM))
         with pytest.raises(MCPError) as caught:
             await r.resume(Request(p, 2), METHOD, first["requestState"], ["accept"])
         assert caught.value.error.code == -32602 and caught.value.error.data["rule"] == "inputResponses"
@@ -220,8 +231,8 @@ async def test_input_responses_that_are_not_an_object_are_refused_and_spend_noth
 
 async def test_a_call_that_keeps_asking_ends_after_max_rounds() -> None:
     r, p = rounds(max_rounds=2), peer()
-    async with anyio.create_task_group() as tg:
-        state = (await r.start(tg, Request(p, 1), METHOD, asks(FORM, FORM, FORM)))["requestState"]
+    async with running(r):
+        state = (await r.start(Request(p, 1), METHOD, asks(FORM, FORM, FORM)))["requestState"]
         state = (await r.resume(Request(p, 2), METHOD, state, {"q1": {"action": "accept"}}))["requestState"]
         with pytest.raises(MCPError) as caught:
             await r.resume(Request(p, 3), METHOD, state, {"q2": {"action": "accept"}})
@@ -232,11 +243,10 @@ async def test_a_call_that_keeps_asking_ends_after_max_rounds() -> None:
 
 async def test_parked_calls_are_bounded() -> None:
     r = rounds(max_parked_calls=1)
-    async with anyio.create_task_group() as tg:
-        await r.start(tg, Request(peer(), 1), METHOD, asks(FORM))
+    async with running(r):
+        await r.start(Request(peer(), 1), METHOD, asks(FORM))
         with pytest.raises(MCPError) as caught:
-            await r.start(tg, Request(peer(), 2), METHOD, asks(FORM))
-        tg.cancel_scope.cancel()
+            await r.start(Request(peer(), 2), METHOD, asks(FORM))
     assert caught.value.error.code == -32014
     assert caught.value.error.data["limit"] == "bridging.max_parked_calls"
 
@@ -247,9 +257,80 @@ async def test_an_upstream_failure_is_the_answer_to_the_retry() -> None:
         raise MCPError(code=-32603, message="the upstream broke")
 
     r, p = rounds(), peer()
-    async with anyio.create_task_group() as tg:
-        first = await r.start(tg, Request(p, 1), METHOD, work)
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, work)
         with pytest.raises(MCPError) as caught:
             await r.resume(Request(p, 2), METHOD, first["requestState"], {"q1": {"action": "accept"}})
     assert caught.value.error.message == "the upstream broke"
     assert r.parked == {}
+
+
+async def _lose_the_retry(r: Rounds, p: DownstreamPeer, go: anyio.Event) -> str:
+    """A call whose one question is answered by a retry that is then lost (its request cancelled) before the
+    upstream's result comes: returns the state the client may come back with."""
+
+    async def work(park: ParkedCall) -> dict[str, Any]:
+        await park.ask("elicitation/create", dict(FORM), None)
+        await go.wait()
+        return RESULT
+
+    state = (await r.start(Request(p, 1), METHOD, work))["requestState"]
+    with anyio.CancelScope() as lost:
+        lost.cancel()
+        await r.resume(Request(p, 2), METHOD, state, {"q1": {"action": "accept"}})
+    go.set()
+    park = r.parked_for(state)
+    assert park is not None
+    with anyio.fail_after(5):
+        while park.outcome is None:
+            await anyio.sleep(0)
+    return state
+
+
+async def test_an_outcome_no_request_took_is_kept_for_the_retry_that_comes_for_it() -> None:
+    r, p = rounds(), peer()
+    async with running(r):
+        state = await _lose_the_retry(r, p, anyio.Event())
+        assert r.parked_for(state) is not None  # the call's task has ended; its outcome waits
+        assert await r.resume(Request(p, 3), METHOD, state, {"q1": {"action": "accept"}}) == RESULT
+        assert r.parked == {}
+
+
+async def test_an_outcome_nobody_comes_for_is_forgotten_after_state_ttl() -> None:
+    r, p = rounds(state_ttl=0.05), peer()
+    async with running(r):
+        state = await _lose_the_retry(r, p, anyio.Event())
+        with anyio.fail_after(5):
+            while r.parked_for(state) is not None:
+                await anyio.sleep(0.01)
+        with pytest.raises(MCPError) as late:
+            await r.resume(Request(p, 3), METHOD, state, {"q1": {"action": "accept"}})
+        assert invalid_state(late) == "the call this requestState belongs to has ended or expired"
+
+
+async def test_closing_cancels_the_calls_still_parked_and_their_waiting_request_hears_it() -> None:
+    r, p = rounds(), peer()
+    cancelled = anyio.Event()
+
+    async def work(park: ParkedCall) -> dict[str, Any]:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+        return RESULT
+
+    outcome: list[BaseException] = []
+
+    async def first() -> None:
+        try:
+            await r.start(Request(p, 1), METHOD, work)
+        except MCPError as exc:
+            outcome.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first)
+        await anyio.wait_all_tasks_blocked()
+        await r.close()
+    assert cancelled.is_set() and r.parked == {}
+    (error,) = outcome
+    assert isinstance(error, MCPError) and error.error.code == -32019 and error.error.message == "the call was cancelled"

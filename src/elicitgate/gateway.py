@@ -121,6 +121,7 @@ class Gateway:
             try:
                 yield self
             finally:
+                await self.rounds.close()  # before the audit trail closes: what they cut short is recorded
                 if self.replicas is not None:
                     await self.replicas.close()
                 if self.audit is not None:

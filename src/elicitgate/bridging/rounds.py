@@ -13,6 +13,7 @@ only a sealed pointer (`bridging.sealing`) to the parked call and the round it m
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
@@ -21,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import anyio.abc
 from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, RequestId
 
 from mcp.shared.exceptions import MCPError
@@ -67,7 +67,8 @@ class ParkedCall:
         self._first_request_id = first.request_id
         self._latest = first
         self.rounds = 0
-        self.round_nonce = secrets.token_urlsafe(12)
+        self.round_nonce: str | None = None
+        """The nonce of the round a retry may answer now (None until a round is handed out)."""
         self.spent_nonce: str | None = None
         """The nonce of the retry that answered the current round: while its request waits it may be lost
         (the client's HTTP request cancelled), and the client may come back with the same state."""
@@ -75,12 +76,16 @@ class ParkedCall:
         self.open: dict[str, Question] = {}
         self.outcome: dict[str, Any] | BaseException | None = None
         self.scope: anyio.CancelScope | None = None
-        self.claimed = anyio.Event()
+        self.claimed = False
+        """A request of the client's took the outcome: no retry needs it any more."""
+        self.on_claimed: Callable[[], None] | None = None
         self._keys = 0
         self._registering = 0
         self._processing: set[Elicitation | None] = set()
         self._url_waits: dict[str, anyio.Event] = {}
-        self._changed = anyio.Event()
+        self._changed = asyncio.Event()
+        """Set when anything a waiting request looks at changed, then replaced (asyncio's own: one is made
+        per change, and anyio's wrapper costs more than the event)."""
         self._failure: MCPError | None = None
 
     # -- what the broker and router see (the `Origin` surface) ------------------------------------
@@ -157,7 +162,9 @@ class ParkedCall:
 
     # -- the parked task --------------------------------------------------------------------------
 
-    async def run(self, work: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+    async def run(self, work: Callable[[], Awaitable[dict[str, Any]]]) -> bool:
+        """Run the call to its outcome; whether a retry may still come for that outcome (not when the
+        client cancelled the call)."""
         with anyio.CancelScope() as self.scope:
             try:
                 self.outcome = await work()
@@ -168,15 +175,11 @@ class ParkedCall:
                 self.outcome = self._failure or exc
             finally:
                 self._signal()
-        if self.scope.cancel_called and self._failure is None:
-            return  # the client cancelled: no retry will come for it
-        # Nobody may be looking right now: keep the outcome for the retry that comes for it.
-        with anyio.move_on_after(self.config.state_ttl):
-            await self.claimed.wait()
+        return not (self.scope.cancel_called and self._failure is None)
 
     def _signal(self) -> None:
         self._changed.set()
-        self._changed = anyio.Event()
+        self._changed = asyncio.Event()
 
     def _ready(self) -> bool:
         if self.outcome is not None:
@@ -219,7 +222,9 @@ class ParkedCall:
                 errors.ELICITATION_FAILED, "a newer retry with the same requestState took this request's place"
             )
         if self.outcome is not None:
-            self.claimed.set()
+            self.claimed = True
+            if self.on_claimed is not None:
+                self.on_claimed()
             if isinstance(self.outcome, BaseException):
                 raise self.outcome
             return self.outcome
@@ -254,17 +259,24 @@ class ParkedCall:
 
 
 class Rounds:
-    """The parked calls of every 2026-07-28 client, and the two ways a request reaches one."""
+    """The parked calls of every 2026-07-28 client, and the two ways a request reaches one.
+
+    Each parked call runs in a plain asyncio task of its own, under its own cancel scope (`ParkedCall.scope`),
+    which `close` cancels: most calls never ask, and a task in a task group of anyio's costs an event, a
+    deque and callbacks more per call. A finished call whose outcome no request has taken yet stays in
+    `parked` for `bridging.state_ttl` (a timer, not a waiting task), for the retry that comes for it.
+    """
 
     def __init__(self, config: BridgingConfig) -> None:
         self.config = config
         self.parked: dict[str, ParkedCall] = {}
         self.home = ""
         """Prefix of this gateway's parked-call ids: with `redis_url`, `<replica id>.` (cluster.retries)."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._expiries: dict[str, asyncio.TimerHandle] = {}
 
     async def start(
         self,
-        task_group: anyio.abc.TaskGroup,
         call: ClientRequest,
         method: str,
         work: Callable[[ParkedCall], Awaitable[dict[str, Any]]],
@@ -279,17 +291,45 @@ class Rounds:
         park = ParkedCall(call.peer, method, call, self.config)
         park.id = self.home + park.id
         self.parked[park.id] = park
-
-        async def run() -> None:
-            park.peer.calls.add(park)
-            try:
-                await park.run(lambda: work(park))
-            finally:
-                self.parked.pop(park.id, None)
-                park.peer.calls.discard(park)
-
-        task_group.start_soon(run, name=f"parked:{park.id}")
+        task = asyncio.get_running_loop().create_task(self._run(park, work))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         return await park.next_round(call)
+
+    async def _run(self, park: ParkedCall, work: Callable[[ParkedCall], Awaitable[dict[str, Any]]]) -> None:
+        park.peer.calls.add(park)
+        keep = False
+        try:
+            keep = await park.run(lambda: work(park))
+        finally:
+            park.peer.calls.discard(park)
+            if keep and not park.claimed:
+                self._keep_until_claimed(park)
+            else:
+                self.parked.pop(park.id, None)
+
+    def _keep_until_claimed(self, park: ParkedCall) -> None:
+        """Nobody may be looking right now: the outcome waits for the retry that comes for it, at most
+        `bridging.state_ttl`."""
+        self._expiries[park.id] = asyncio.get_running_loop().call_later(self.config.state_ttl, self.forget, park.id)
+        park.on_claimed = lambda: self.forget(park.id)
+
+    def forget(self, park_id: str) -> None:
+        """Drop a finished call's kept outcome (claimed, or no retry came for it in time)."""
+        self.parked.pop(park_id, None)
+        expiry = self._expiries.pop(park_id, None)
+        if expiry is not None:
+            expiry.cancel()
+
+    async def close(self) -> None:
+        """Cancel every parked call still running and wait for them to end; drop the kept outcomes."""
+        for park in list(self.parked.values()):
+            if park.scope is not None:
+                park.scope.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for park_id in list(self._expiries):
+            self.forget(park_id)
 
     def parked_for(self, state: Any) -> ParkedCall | None:
         """The parked call a verified `requestState` points to, if it is still parked."""
@@ -302,7 +342,7 @@ class Rounds:
         if pointer is None:
             raise _invalid_state("requestState was not issued for a call of this gateway")
         park = self.parked.get(pointer.id)
-        if park is None or park.claimed.is_set():
+        if park is None or park.claimed:
             raise _invalid_state("the call this requestState belongs to has ended or expired")
         if park.peer is not call.peer or park.method != method:
             raise _invalid_state("requestState belongs to another client's call")
@@ -311,10 +351,10 @@ class Rounds:
         nonce = pointer.nonce
         if nonce and nonce == park.spent_nonce:
             park.supersede()  # the retry that answered this round was lost: this one waits in its place
-        elif nonce != park.round_nonce or park.current is not None:
+        elif nonce is None or nonce != park.round_nonce or park.current is not None:
             raise _invalid_state("requestState was already used; retry with the latest one")
         else:
-            park.round_nonce, park.spent_nonce = "", nonce  # one retry per round
+            park.round_nonce, park.spent_nonce = None, nonce  # one retry per round
             park.answer(responses or {})
         return await park.next_round(call)
 

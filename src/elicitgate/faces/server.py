@@ -156,9 +156,7 @@ async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], m
     elif state is not None:
         result = await gateway.rounds.resume(call, method, state, params.get("inputResponses"))
     else:
-        result = await gateway.rounds.start(
-            gateway.task_group, call, method, lambda park: gateway.call_once(park, method, params)
-        )
+        result = await gateway.rounds.start(call, method, lambda park: gateway.call_once(park, method, params))
     return result if result.get("resultType") == "input_required" else {"resultType": "complete", **result}
 
 
