@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from elicitgate import heap
@@ -46,6 +47,10 @@ class AuditTrail:
         self._closing: anyio.Event | None = None
         self._wanted: anyio.Event | None = None
         self._opened: anyio.Event | None = None
+        self._queued = 0
+        """Records sent and not yet taken into a batch."""
+        self._batch_full: anyio.Event | None = None
+        """While the writer gathers a batch: set once `BATCH` records are queued, or at `close`."""
         self._dropped_since_log = 0
         self._last_drop_log = float("-inf")
 
@@ -57,8 +62,11 @@ class AuditTrail:
         """Queue one record; when the queue is full it is dropped (counted, logged), never waited for."""
         try:
             self._send.send_nowait(record)
+            self._queued += 1
             if self._wanted is not None:
                 self._wanted.set()
+            if self._queued >= BATCH and self._batch_full is not None:
+                self._batch_full.set()
         except anyio.WouldBlock:
             self._drop("queue_full")
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -128,13 +136,20 @@ class AuditTrail:
 
     async def _write(self, store: AuditStore) -> None:
         async for first in self._receive:
+            # The writer wakes once per batch, not once per record: it waits for the batch to fill or for
+            # `LINGER` to pass, then takes what is queued.
+            if self._queued < BATCH:
+                full = self._batch_full = anyio.Event()
+                with anyio.move_on_after(LINGER):
+                    await full.wait()
+                self._batch_full = None
             batch = [first]
-            with anyio.move_on_after(LINGER):
-                while len(batch) < BATCH:
-                    try:
-                        batch.append(await self._receive.receive())
-                    except anyio.EndOfStream:
-                        break
+            while len(batch) < BATCH:
+                try:
+                    batch.append(self._receive.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+            self._queued -= len(batch)
             try:
                 await store.add(batch)
                 AUDIT_WRITTEN.inc(len(batch))
@@ -155,7 +170,10 @@ class AuditTrail:
 
     async def close(self, timeout: float = 10.0) -> None:
         """Stop taking records and wait (at most `timeout`) until the writer has stored what is queued."""
+        await anyio.lowlevel.checkpoint()  # records of elicitations that ended just now are queued a turn later
         self._send.close()
+        if self._batch_full is not None:
+            self._batch_full.set()  # what is queued is written now, not after `LINGER`
         if self._stopped is None or self._closing is None or self._wanted is None:
             return  # the writer never started
         self._closing.set()

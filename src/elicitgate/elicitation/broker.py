@@ -10,6 +10,7 @@ and nothing of it stays in any map. A request refused before it reaches a human 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import logging
@@ -405,14 +406,27 @@ class Broker:
         ELICITATION_DURATION.labels(server=el.server, mode=el.mode, state=str(state)).observe(
             el.ended_at - el.created_at
         )
+        # The log line and the audit record one event-loop turn later (in this task's context, so with its
+        # request ids): the answer goes on its way to the server first. Writing them costs more than relaying
+        # the answer, and the server, in a process of its own, can use that time.
+        asyncio.get_running_loop().call_soon(self._record_end, el)
+        el.mark_ended()
+        # Who else keeps state about it: a parked call counting its open answers, a hosted page.
+        if el.origin is not None:
+            el.origin.elicitation_ended(el)
+        if el.responder is not None:
+            el.responder.ended(el)
+
+    def _record_end(self, el: Elicitation) -> None:
+        assert el.ended_at is not None and el.reason is not None  # only called once it ended (`_end`)
         self._keep(
             "elicitation.ended",
             AuditRecord(
                 id=el.id,
                 server=el.server,
                 mode=el.mode,
-                state=str(state),
-                reason=reason,
+                state=str(el.state),
+                reason=el.reason,
                 created_at=utc(el.created_at),
                 ended_at=utc(el.ended_at),
                 attempts=el.answers,
@@ -423,12 +437,6 @@ class Broker:
                 **_about(el.origin),
             ),
         )
-        el.mark_ended()
-        # Who else keeps state about it: a parked call counting its open answers, a hosted page.
-        if el.origin is not None:
-            el.origin.elicitation_ended(el)
-        if el.responder is not None:
-            el.responder.ended(el)
 
     def _refused(
         self, server: str, mode: str, origin: Origin | None, exc: MCPError, source: str, gateway_reason: str | None
