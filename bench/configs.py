@@ -85,6 +85,11 @@ def demo_argv(http: str | None = None) -> list[str]:
     return [PY, *DEMO_SERVER, *(["--http", http] if http else [])]
 
 
+def bare_relay_argv() -> list[str]:
+    """The demo server over stdio behind `bench.bare_relay` (each line parsed and serialised again, nothing else)."""
+    return [PY, "-m", "bench.bare_relay", *demo_argv()]
+
+
 def fastmcp_argv(*, upstream_url: str | None = None, http: str | None = None) -> list[str]:
     """The FastMCP proxy (`bench.fastmcp_proxy`) in front of the demo server (stdio) or a URL."""
     argv = [PY, "-m", "bench.fastmcp_proxy"]

@@ -119,7 +119,8 @@ async def _open(stack: AsyncExitStack, target: Target) -> Client | None:
 
 
 def targets(log: IO[str], workdir: Path, upstream_url: str, gateway_url: str, fastmcp_url: str) -> list[Target]:
-    """The matrix: {stdio, http} x {handshake, 2026-07-28} x {direct, elicitgate, FastMCP}."""
+    """The matrix: {stdio, http} x {handshake, 2026-07-28} x {direct, elicitgate, FastMCP}, and over stdio a
+    bare Python relay (the floor for any process in the middle)."""
     config = configs.write_config(
         workdir,
         "latency-stdio",
@@ -136,7 +137,11 @@ def targets(log: IO[str], workdir: Path, upstream_url: str, gateway_url: str, fa
     gw_stdio = stdio(configs.gateway_argv(config))
     fm_stdio = stdio(configs.fastmcp_argv())
     direct_stdio = stdio(configs.demo_argv())
-    found: list[Target] = []
+    relay_stdio = stdio(configs.bare_relay_argv())
+    found: list[Target] = [
+        Target("stdio", "handshake", "bare-relay", "legacy", relay_stdio, note="the floor: bench/bare_relay.py"),
+        Target("stdio", "2026-07-28", "bare-relay", "2026-07-28", relay_stdio, note="the floor: bench/bare_relay.py"),
+    ]
     for transport, direct, gateway, fastmcp in (
         ("stdio", direct_stdio, gw_stdio, fm_stdio),
         ("http", url(upstream_url), url(gateway_url), url(fastmcp_url)),
