@@ -24,7 +24,7 @@ from typing import IO, Any
 import anyio
 
 from bench import configs, latency
-from bench.procs import children, cmdline, stdio_transport
+from bench.procs import children, cmdline, pin_to_one_core, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,7 +164,10 @@ if __name__ == "__main__":
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--startup", type=int, default=0)
     parser.add_argument("--http", action="store_true", help="the upstreams are the demo server over streamable HTTP")
+    parser.add_argument("--pin", action="store_true", help="every process on one core (steadier p50s, see procs.pin_to_one_core)")
     parsed = parser.parse_args()
+    if parsed.pin:
+        pin_to_one_core()
     if parsed.startup:
         startup(parsed)
     else:

@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 
 from bench import configs, latency
-from bench.procs import stdio_transport
+from bench.procs import pin_to_one_core, stdio_transport
 from bench.report import percentile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,4 +79,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--batch", type=int, default=50)
-    anyio.run(main, parser.parse_args())
+    parser.add_argument("--pin", action="store_true", help="every process on one core (steadier p50s, see procs.pin_to_one_core)")
+    args = parser.parse_args()
+    if args.pin:
+        pin_to_one_core()
+    anyio.run(main, args)

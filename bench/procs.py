@@ -131,3 +131,17 @@ def run_alone(prog: str, doc: str, measure: Any, describe: Any, **options: int) 
             results = anyio.run(measure, *(args[name] for name in options), log, Path(work))
     print(describe(results))
     sys.exit(0)
+
+
+def pin_to_one_core() -> int:
+    """This process, and every process it starts from now on, on one CPU (the first it may use).
+
+    On 2 cores, which core each process of a target lands on (and stays on for the run) moves that target's
+    p50 by up to +/-0.1 ms from run to run: more than a change of the hot path does. On one core the wall time
+    is the CPU spent on the way of each call plus the switches between processes, the same from run to run
+    (bench/README.md, "Against the floor"). For comparing two versions, not for the published figures.
+    """
+    cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
