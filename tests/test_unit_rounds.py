@@ -334,3 +334,35 @@ async def test_closing_cancels_the_calls_still_parked_and_their_waiting_request_
     assert cancelled.is_set() and r.parked == {}
     (error,) = outcome
     assert isinstance(error, MCPError) and error.error.code == -32019 and error.error.message == "the call was cancelled"
+
+
+async def test_closing_in_a_cancelled_scope_still_ends_the_parked_calls() -> None:
+    """The gateway closes its rounds as it stops, often from a scope that was cancelled already."""
+    r, p = rounds(), peer()
+    ended = anyio.Event()
+
+    async def work(park: ParkedCall) -> dict[str, Any]:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            ended.set()
+        return RESULT
+
+    heard: list[MCPError] = []
+
+    async def first() -> None:
+        try:
+            await r.start(Request(p, 1), METHOD, work)
+        except MCPError as exc:
+            heard.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first)
+        await anyio.wait_all_tasks_blocked()
+        closed: list[bool] = []
+        with anyio.CancelScope() as stopping:
+            stopping.cancel()
+            await r.close()
+            closed.append(ended.is_set())  # close waited for the call to end, cancelled scope or not
+    assert closed == [True] and r.parked == {}
+    assert [e.error.message for e in heard] == ["the call was cancelled"]

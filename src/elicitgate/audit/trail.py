@@ -170,7 +170,8 @@ class AuditTrail:
 
     async def close(self, timeout: float = 10.0) -> None:
         """Stop taking records and wait (at most `timeout`) until the writer has stored what is queued."""
-        await anyio.lowlevel.checkpoint()  # records of elicitations that ended just now are queued a turn later
+        with anyio.CancelScope(shield=True):  # the gateway calls this as it stops, maybe cancelled already
+            await anyio.lowlevel.checkpoint()  # records of elicitations that ended just now are queued a turn later
         self._send.close()
         if self._batch_full is not None:
             self._batch_full.set()  # what is queued is written now, not after `LINGER`

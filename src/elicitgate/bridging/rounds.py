@@ -35,6 +35,8 @@ from elicitgate.seams import ClientRequest, DownstreamPeer, Era
 logger = logging.getLogger(__name__)
 
 STATE_KIND = "eg.park"
+CLOSE_TIMEOUT = 10.0
+"""Seconds the gateway waits, as it stops, for its parked calls to end once cancelled."""
 
 
 @dataclass(eq=False)
@@ -272,7 +274,7 @@ class Rounds:
         self.parked: dict[str, ParkedCall] = {}
         self.home = ""
         """Prefix of this gateway's parked-call ids: with `redis_url`, `<replica id>.` (cluster.retries)."""
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], ParkedCall] = {}
         self._expiries: dict[str, asyncio.TimerHandle] = {}
 
     async def start(
@@ -292,8 +294,8 @@ class Rounds:
         park.id = self.home + park.id
         self.parked[park.id] = park
         task = asyncio.get_running_loop().create_task(self._run(park, work))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = park
+        task.add_done_callback(self._tasks.pop)
         return await park.next_round(call)
 
     async def _run(self, park: ParkedCall, work: Callable[[ParkedCall], Awaitable[dict[str, Any]]]) -> None:
@@ -321,15 +323,20 @@ class Rounds:
         if expiry is not None:
             expiry.cancel()
 
-    async def close(self) -> None:
-        """Cancel every parked call still running and wait for them to end; drop the kept outcomes."""
-        for park in list(self.parked.values()):
+    async def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Cancel every parked call still running and wait (at most `timeout`, shielded: the gateway calls this
+        as it stops) for them to end; drop the kept outcomes."""
+        for task, park in list(self._tasks.items()):
             if park.scope is not None:
                 park.scope.cancel()
+            else:
+                task.cancel()  # not started yet
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            with anyio.move_on_after(timeout, shield=True):
+                await asyncio.wait(list(self._tasks))
         for park_id in list(self._expiries):
             self.forget(park_id)
+        self.parked.clear()
 
     def parked_for(self, state: Any) -> ParkedCall | None:
         """The parked call a verified `requestState` points to, if it is still parked."""
