@@ -97,6 +97,15 @@ async def stop_stdio_server(process: ServerProcess) -> None:
     await stdio._stop_server_process(process)  # noqa: SLF001
 
 
+def http_client_timeouts() -> tuple[float, float]:
+    """The SDK's HTTP client timeouts in seconds, (each operation, a read of an SSE stream), so that an upstream
+    over HTTP is waited on as the SDK's own client waits. Imported when first asked: the module loads the HTTP
+    client, which a gateway of stdio servers never needs."""
+    from mcp.shared import _httpx_utils
+
+    return _httpx_utils.MCP_DEFAULT_TIMEOUT, _httpx_utils.MCP_DEFAULT_SSE_READ_TIMEOUT
+
+
 PRE_REQUEST_REPLAY_LIMIT = 8
 """How many messages before a connection's first request are kept for the era it opens (the SDK's
 `runner._PRE_REQUEST_REPLAY_LIMIT`, checked against it in tests/test_stdio_face.py)."""

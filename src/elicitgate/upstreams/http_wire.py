@@ -43,10 +43,9 @@ from mcp.client.streamable_http import (
     MAX_RECONNECTION_ATTEMPTS,
     MCP_SESSION_ID,
 )
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
-from elicitgate import __version__
+from elicitgate import __version__, sdk
 from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.jsonrpc import Inbound, parse_message
 
@@ -58,7 +57,8 @@ UPSTREAM_HTTP_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connect
 default cap (100) the 100th concurrent eliciting call left no connection for any answer: every call
 hung until the 30 s pool timeout."""
 
-TIMEOUTS = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT).as_dict()
+_TIMEOUT, _SSE_READ_TIMEOUT = sdk.http_client_timeouts()
+TIMEOUTS = httpx2.Timeout(_TIMEOUT, read=_SSE_READ_TIMEOUT).as_dict()
 """The SDK client's: 30 s to connect, write or get a pooled connection; 5 minutes between two reads of a
 response, which may be a stream held open while a tool (or the person it asks) works."""
 
