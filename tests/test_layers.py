@@ -36,3 +36,35 @@ def test_an_upward_import_breaks_the_layers(tmp_path: Path):
     result = _lint(tmp_path, tmp_path / "src")
     assert result.returncode != 0
     assert "elicitgate.seams -> elicitgate.gateway" in result.stdout, result.stdout
+
+
+def _private_imports(source: str) -> list[str]:
+    """The modules `source` imports whose dotted name has a private part (`mcp.shared._httpx_utils`), other
+    than the package's own."""
+    import ast
+
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        found += [name for name in names if not name.startswith("elicitgate")
+                  and any(part.startswith("_") and not part.startswith("__") for part in name.split(".")[1:])]
+    return found
+
+
+def test_only_the_adapter_reaches_past_the_libraries_public_surface():
+    """`sdk.py` is the one module that imports a library's private modules or reads private members (`noqa:
+    SLF001`): an SDK upgrade that moves one has one place to mend."""
+    offenders = {}
+    for path in sorted((ROOT / "src" / "elicitgate").rglob("*.py")):
+        if path.name == "sdk.py" and path.parent.name == "elicitgate":
+            continue
+        source = path.read_text()
+        found = _private_imports(source) + (["noqa: SLF001"] if "SLF001" in source else [])
+        if found:
+            offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+    assert _private_imports("from mcp.shared._httpx_utils import MCP_DEFAULT_TIMEOUT\n")  # the check can fail
