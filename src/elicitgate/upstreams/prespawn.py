@@ -4,8 +4,8 @@ The gateway takes about a second to import what it runs on (the SDK, pydantic mo
 Python stdio server about as long to import its own. So `elicitgate serve` starts each configured stdio
 server's process as soon as the configuration is read (`start`), with nothing but the standard library,
 and the two overlap. The server's first connection attempt takes the running process over (`claim`) and
-reads and writes its pipes on the event loop like those of any other (`upstreams.adopted`); a reconnect
-starts a new process as before. A process no connection took (the gateway stopped first) is stopped by
+reads and writes its pipes on the event loop (`upstreams.adopted`); a reconnect, or a connection of a
+client's own (`per_session`), starts a new process the same way (`spawn`). A process no connection took (the gateway stopped first) is stopped by
 `stop_unclaimed`, in the order a connection stops its own. A process that cannot be started is not kept:
 the first attempt starts it again the usual way (`sdk.spawn_stdio_server`), which says why it cannot.
 
@@ -132,14 +132,15 @@ def start(servers: Mapping[str, StdioServer | HttpServer]) -> None:
         return
     for name, config in servers.items():
         if isinstance(config, StdioServer) and name not in _waiting:
-            started = _spawn(name, config)
+            started = spawn(name, config)
             if started is not None:
                 _waiting[name] = started
 
 
-def _spawn(name: str, config: StdioServer) -> StartedProcess | None:
+def spawn(name: str, config: StdioServer) -> StartedProcess | None:
     """As the SDK's `stdio_client` (anyio's `open_process`, asyncio's `Popen`): pipes for stdin and stdout,
-    stderr to the pump, a session of its own."""
+    stderr to the pump, a session of its own. None where `Popen` refuses (the caller lets the SDK start it,
+    which says exactly why). Also how every later connection's process starts (`transports._start_stdio`)."""
     stderr = StderrPump(deque(maxlen=STDERR_TAIL_LINES))
     try:
         popen = subprocess.Popen(
