@@ -133,18 +133,23 @@ async def run(
         via_gateway = _checked(client, f"demo__{TOOL}")
         out["waves"] = await _waves(via_gateway, probe, total, wave, progress)
         out["throughput"] = await _throughput(via_gateway, _checked(direct, TOOL), levels, per_level, progress)
+    out["pending_pushed"] = await pushed_phase(pushed_pending, log, workdir, progress)
+    out["pending"] = await pending_phase(pending, log, workdir, progress)
+    return out
+
+
+async def pushed_phase(pending: int, log: IO[str], workdir: Path, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Phase 3's other half alone: `pending` elicitations pushed by a handshake-era upstream over streamable HTTP."""
     port = free_port()
     with HttpProcess(configs.demo_argv(f"127.0.0.1:{port}"), port, log) as upstream:
         answer = Answerer()
         http = configs.http_upstream(f"{upstream.url}/mcp", "handshake")
         async with _gateway(workdir, "scale-http", http, answer, log) as (client, probe):
-            out["pending_pushed"] = {
+            return {
                 "setup": "handshake-era upstream over streamable HTTP pushes each elicitation/create; each pending "
                          "elicitation also holds its call's POST to the upstream",
-                **await _pending(client, answer, probe, pushed_pending, progress),
+                **await _pending(client, answer, probe, pending, progress),
             }
-    out["pending"] = await pending_phase(pending, log, workdir, progress)
-    return out
 
 
 async def pending_phase(pending: int, log: IO[str], workdir: Path, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -276,17 +281,18 @@ async def _pending(client: Client, answer: Answerer, probe: Probe, n: int,
 
 
 def main() -> None:
-    """`python -m bench.scale --only pending --pending N`: one phase, its figures as JSON on stdout."""
+    """`python -m bench.scale --only pending|pushed --pending N`: one half of phase 3, its figures as JSON on
+    stdout (`pending`: through a 2026-07-28 stdio upstream; `pushed`: pushed by a handshake-era HTTP upstream)."""
     parser = argparse.ArgumentParser(prog="python -m bench.scale")
-    parser.add_argument("--only", choices=["pending"], required=True)
+    parser.add_argument("--only", choices=["pending", "pushed"], required=True)
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--workdir", type=Path, default=Path("bench/results/work"))
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     os.environ["XDG_STATE_HOME"] = str(args.workdir / "state")
     with open(args.workdir / "scale.log", "w") as log:
-        found = anyio.run(pending_phase, args.pending, log, args.workdir,
-                          lambda line: print(line, file=sys.stderr, flush=True))
+        phase = pending_phase if args.only == "pending" else pushed_phase
+        found = anyio.run(phase, args.pending, log, args.workdir, lambda line: print(line, file=sys.stderr, flush=True))
     print(json.dumps(found, indent=2))
 
 
