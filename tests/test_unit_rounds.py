@@ -308,61 +308,55 @@ async def test_an_outcome_nobody_comes_for_is_forgotten_after_state_ttl() -> Non
         assert invalid_state(late) == "the call this requestState belongs to has ended or expired"
 
 
-async def test_closing_cancels_the_calls_still_parked_and_their_waiting_request_hears_it() -> None:
-    r, p = rounds(), peer()
-    cancelled = anyio.Event()
+@dataclass(eq=False)
+class NeverEnding:
+    """A call whose upstream never answers, started by a first request that keeps what it heard."""
 
-    async def work(park: ParkedCall) -> dict[str, Any]:
+    rounds: Rounds
+    ended: anyio.Event = field(default_factory=anyio.Event)
+    heard: list[MCPError] = field(default_factory=list)
+
+    async def work(self, park: ParkedCall) -> dict[str, Any]:
         try:
             await anyio.sleep_forever()
         finally:
-            cancelled.set()
+            self.ended.set()
         return RESULT
 
-    outcome: list[BaseException] = []
-
-    async def first() -> None:
+    async def first(self) -> None:
         try:
-            await r.start(Request(p, 1), METHOD, work)
+            await self.rounds.start(Request(peer(), 1), METHOD, self.work)
         except MCPError as exc:
-            outcome.append(exc)
+            self.heard.append(exc)
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(first)
-        await anyio.wait_all_tasks_blocked()
+    @asynccontextmanager
+    async def waiting(self) -> AsyncIterator[None]:
+        """The first request waiting on the call, until the block ends and the request hears how it ended."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.first)
+            await anyio.wait_all_tasks_blocked()
+            yield
+
+
+async def test_closing_cancels_the_calls_still_parked_and_their_waiting_request_hears_it() -> None:
+    r = rounds()
+    call = NeverEnding(r)
+    async with call.waiting():
         await r.close()
-    assert cancelled.is_set() and r.parked == {}
-    (error,) = outcome
-    assert isinstance(error, MCPError) and error.error.code == -32019 and error.error.message == "the call was cancelled"
+    assert call.ended.is_set() and r.parked == {}
+    (error,) = call.heard
+    assert error.error.code == -32019 and error.error.message == "the call was cancelled"
 
 
 async def test_closing_in_a_cancelled_scope_still_ends_the_parked_calls() -> None:
     """The gateway closes its rounds as it stops, often from a scope that was cancelled already."""
-    r, p = rounds(), peer()
-    ended = anyio.Event()
-
-    async def work(park: ParkedCall) -> dict[str, Any]:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            ended.set()
-        return RESULT
-
-    heard: list[MCPError] = []
-
-    async def first() -> None:
-        try:
-            await r.start(Request(p, 1), METHOD, work)
-        except MCPError as exc:
-            heard.append(exc)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(first)
-        await anyio.wait_all_tasks_blocked()
-        closed: list[bool] = []
+    r = rounds()
+    call = NeverEnding(r)
+    closed: list[bool] = []
+    async with call.waiting():
         with anyio.CancelScope() as stopping:
             stopping.cancel()
             await r.close()
-            closed.append(ended.is_set())  # close waited for the call to end, cancelled scope or not
+            closed.append(call.ended.is_set())  # close waited for the call to end, cancelled scope or not
     assert closed == [True] and r.parked == {}
-    assert [e.error.message for e in heard] == ["the call was cancelled"]
+    assert [e.error.message for e in call.heard] == ["the call was cancelled"]
