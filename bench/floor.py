@@ -12,56 +12,58 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
 import anyio
 
 from bench import configs, latency
 from bench.procs import pin_to_one_core, stdio_transport
-from bench.report import percentile
+from bench.report import latency_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 ERAS = (("handshake", "legacy", "handshake"), ("2026-07-28", "2026-07-28", "modern"))
 """(row label, client mode, upstream era)."""
 
 
-def targets(log: object, workdir: Path) -> list[latency.Target]:
-    def stdio(argv: list[str]) -> object:
-        return lambda: stdio_transport(argv, log)  # type: ignore[arg-type]
+def targets(log: IO[str], workdir: Path) -> list[latency.Target]:
+    def stdio(argv: list[str]) -> Callable[[], Any]:
+        return lambda: stdio_transport(argv, log)
 
     relay = configs.bare_relay_argv()
     found: list[latency.Target] = []
     for label, mode, era in ERAS:
         config = configs.write_config(workdir, f"floor-{era}", configs.gateway_config({"up": configs.stdio_upstream(era)}))
         found += [
-            latency.Target("stdio", label, "direct", mode, stdio(configs.demo_argv())),  # type: ignore[arg-type]
-            latency.Target("stdio", label, "bare-relay", mode, stdio(relay)),  # type: ignore[arg-type]
-            latency.Target("stdio", label, "elicitgate", mode, stdio(configs.gateway_argv(config)),  # type: ignore[arg-type]
-                           prefix="up__"),
+            latency.Target("stdio", label, "direct", mode, stdio(configs.demo_argv())),
+            latency.Target("stdio", label, "bare-relay", mode, stdio(relay)),
+            latency.Target("stdio", label, "elicitgate", mode, stdio(configs.gateway_argv(config)), prefix="up__"),
         ]
     return found
 
 
 def report(found: list[latency.Target]) -> str:
+    """The rows as the latency table has them (`report.latency_rows`), and elicitgate against the relay."""
+    rows = {(r["era"], r["path"], r["op"]): r for r in latency_rows(found)}
     lines = ["| era | path | elicit p50 ms | elicit added | echo p50 ms | echo added |", "|---|---|---:|---:|---:|---:|"]
-    direct = {t.era: t for t in found if t.path == "direct"}
-    relay = {t.era: t for t in found if t.path == "bare-relay"}
     notes: list[str] = []
-    for t in found:
-        cells = []
-        for op in latency.OPS:
-            if op in t.errors or not t.samples[op]:
-                cells += [t.errors.get(op, "no samples"), ""]
-                continue
-            p50 = percentile(t.samples[op], 50) * 1000
-            base = percentile(direct[t.era].samples[op], 50) * 1000
-            added = "" if t.path == "direct" else f"+{p50 - base:.2f} ({(p50 - base) / base:.0%})"
-            cells += [f"{p50:.2f}", added]
-            if t.path == "elicitgate":
-                floor = percentile(relay[t.era].samples[op], 50) * 1000 - base
-                notes.append(f"- {t.era} `{op}`: a bare relay adds {floor / base:.0%} of the direct p50 "
-                             f"(+{floor:.2f} ms); elicitgate adds {(p50 - base) / max(floor, 1e-9):.1f}x that")
-        lines.append(f"| {t.era} | {t.path} | " + " | ".join(cells) + " |")
+    for label, _, _ in ERAS:
+        for path in ("direct", "bare-relay", "elicitgate"):
+            cells = []
+            for op in latency.OPS:
+                row = rows[(label, path, op)]
+                if "p50_ms" not in row:
+                    cells += [row.get("error") or "no samples", ""]
+                    continue
+                added = f"+{row['added_p50_ms']:.2f} ({row['added_pct_of_direct']:.0f}%)" if "added_p50_ms" in row else ""
+                cells += [f"{row['p50_ms']:.2f}", added]
+                floor = rows[(label, "bare-relay", op)]
+                if path == "elicitgate" and "added_p50_ms" in row and "added_p50_ms" in floor:
+                    notes.append(f"- {label} `{op}`: a bare relay adds {floor['added_pct_of_direct']:.0f}% of the direct "
+                                 f"p50 (+{floor['added_p50_ms']:.2f} ms); elicitgate adds "
+                                 f"{row['added_p50_ms'] / max(floor['added_p50_ms'], 1e-9):.1f}x that")
+            lines.append(f"| {label} | {path} | " + " | ".join(cells) + " |")
     return "\n".join(lines + [""] + notes)
 
 
