@@ -147,6 +147,19 @@ def test_the_first_request_decides_the_era_and_what_came_before_it_is_served_too
     assert "x__echo" in {tool["name"] for tool in handshake[3]["result"]["tools"]}
 
 
+def test_integers_beyond_64_bits_pass_through_exactly(tmp_path):
+    """A request id and an argument larger than 64 bits (JSON puts no limit on integers) come back as they
+    were sent: the gateway's parser (orjson) alone would have turned them into floats (`wire_json`)."""
+    big = 123456789012345678901234567890
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
+                          audit={"enabled": False})
+    answers = _exchange(config, [
+        INITIALIZE, INITIALIZED,
+        {"jsonrpc": "2.0", "id": big, "method": "tools/call", "params": {"name": "x__echo", "arguments": {"text": big}}},
+    ], expect=2)
+    assert answers[big]["result"]["content"][0]["text"] == str(big)
+
+
 def test_a_handshake_era_call_carrying_request_state_is_still_checked_by_the_seal(tmp_path):
     """The requestState boundary (`bridging.sealing.RequestsOnly`) is loaded only for 2026-07-28 rounds, but a
     request that carries a `requestState` goes through it whatever era its connection is."""

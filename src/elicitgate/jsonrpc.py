@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from mcp_types import (
 
 from mcp.shared.exceptions import MCPError
 
+from elicitgate import wire_json
 from elicitgate.json_shapes import is_array, is_mapping, is_object
 
 logger = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ def parse_message(data: bytes, what: str = "message") -> dict[str, Any] | Except
     """One message's bytes: the message, or the exception that says why they are not one (`what` names
     them in it: a stdio wire's "line", an HTTP body's "message")."""
     try:
-        message = json.loads(data)
+        message = wire_json.loads(data)
     except ValueError as exc:  # not JSON, or not UTF-8
         return ValueError(f"a {what} that is not JSON ({exc}): {data[:200]!r}")
     if not is_object(message):

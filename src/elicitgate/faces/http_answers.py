@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import json
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -15,6 +14,8 @@ from typing import Any
 import anyio
 from mcp_types import RequestId
 from starlette.types import Receive, Send
+
+from elicitgate import wire_json
 
 JSON_WINDOW = 0.25
 """Seconds a request's answer may take to go back as one JSON body. A slower request's POST turns into an
@@ -35,7 +36,7 @@ _SSE_HEADERS = [
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+    return wire_json.dumps(message)
 
 
 class _Late(enum.Enum):

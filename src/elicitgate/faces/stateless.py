@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -43,7 +42,7 @@ from mcp.shared.inbound import (
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.transport_context import TransportContext
 
-from elicitgate import sdk
+from elicitgate import sdk, wire_json
 from elicitgate.faces.http_answers import JSON_WINDOW, Channel, error_message, reply, stream
 from elicitgate.faces.server import GatewayServer
 from elicitgate.jsonrpc import is_request_id, progress_params
@@ -113,7 +112,7 @@ class StatelessRequests:
     async def __call__(self, scope: Scope, receive: Receive, send: Send, headers: Headers, body: bytes) -> None:
         """One POST whose body has been read: its answer."""
         try:
-            decoded = json.loads(body)
+            decoded = wire_json.loads(body)
         except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
             await _refuse(send, None, PARSE_ERROR, "Parse error", reason=str(exc)[:200])
             return

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import json
 import os
 import stat
 from collections.abc import AsyncGenerator, Mapping
@@ -25,6 +24,7 @@ import anyio
 
 from mcp.server.stdio import stdio_server
 
+from elicitgate import wire_json
 from elicitgate.jsonrpc import Inbound, MessageWire, parse_line, parse_lines
 from elicitgate.upstreams.transports import SessionWire
 
@@ -100,7 +100,7 @@ class PipeWire:
     async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
         if self._flow.lost or self._transport.is_closing():
             raise anyio.BrokenResourceError("stdout is closed")
-        self._transport.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        self._transport.write(wire_json.dumps_line(message))
         if not self._flow.writable.is_set():
             await self._flow.writable.wait()
 

@@ -6,7 +6,7 @@ task per message, two memory streams, a pydantic validation of every message, th
 decoding, the client's auth, redirect, cookie and logging hooks). Here a request costs one POST task
 (its response stream may carry server requests before the answer, and the caller must be free to wait
 for its future meanwhile); a notification or an answer of ours is POSTed in the caller's own task.
-Each body is parsed once, with `json.loads`.
+Each body is parsed once (`wire_json.loads`).
 
 The protocol is the SDK client's (`mcp.client.streamable_http`), including what the gateway added on
 top of it:
@@ -25,7 +25,6 @@ top of it:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine, Mapping
@@ -45,7 +44,7 @@ from mcp.client.streamable_http import (
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
-from elicitgate import __version__, sdk
+from elicitgate import __version__, sdk, wire_json
 from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.jsonrpc import Inbound, parse_message
 
@@ -129,7 +128,7 @@ class HttpWire:
         elif headers is not None and (version := headers.get(MCP_PROTOCOL_VERSION_HEADER)) is not None:
             self._version = version
         sent = self._headers(headers)
-        body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+        body = wire_json.dumps(message)
         request_id = message.get("id")
         if method is not None and request_id is not None:
             self._start_exchange(request_id, body, sent, initialize=method == "initialize")

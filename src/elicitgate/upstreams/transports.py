@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import sys
 from collections import deque
@@ -33,7 +32,7 @@ from mcp_types import (
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, SessionMessage
 
-from elicitgate import sdk
+from elicitgate import sdk, wire_json
 from elicitgate.config import HttpServer, StdioServer
 from elicitgate.jsonrpc import Inbound, MessageWire, parse_lines
 from elicitgate.upstreams import prespawn
@@ -134,7 +133,7 @@ class StdioWire:
         self._stdout = process.stdout
 
     async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        line = wire_json.dumps_line(message)
         try:
             await self._stdin.send(line)
         except OSError as exc:  # the server closed its stdin or exited

@@ -1,0 +1,72 @@
+"""`wire_json`: orjson where it agrees with the standard library, the standard library where it would not."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import sys
+
+import pytest
+
+from elicitgate import wire_json
+from elicitgate.jsonrpc import parse_message
+
+BEYOND_64_BITS = 123456789012345678901234567890
+
+
+def test_a_message_round_trips_compact_and_in_utf8() -> None:
+    message = {"jsonrpc": "2.0", "id": 7, "result": {"text": "é\u2603\n\"", "n": [1, 2.5, None, True]}}
+    written = wire_json.dumps(message)
+    assert written == json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+    assert wire_json.loads(written) == message
+    assert wire_json.dumps_line(message) == written + b"\n"
+
+
+def test_integers_beyond_64_bits_pass_exactly_both_ways() -> None:
+    """orjson alone would read this integer as a float and refuse to write it."""
+    data = b'{"id":%d,"params":{"n":-%d}}' % (BEYOND_64_BITS, BEYOND_64_BITS)
+    message = wire_json.loads(data)
+    assert message == {"id": BEYOND_64_BITS, "params": {"n": -BEYOND_64_BITS}}
+    assert wire_json.dumps(message) == data
+    assert wire_json.dumps_line(message) == data + b"\n"
+    assert wire_json.loads(b'{"text":"%d"}' % BEYOND_64_BITS) == {"text": str(BEYOND_64_BITS)}  # just digits in a string
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [(b'{"a":NaN}', "nan"), (b'{"a":-Infinity}', "-inf"), (b'{"a":"\\ud800"}', "\ud800")],
+)
+def test_what_python_json_accepts_and_orjson_refuses_is_still_accepted(data: bytes, expected: str) -> None:
+    assert str(wire_json.loads(data)["a"]) == expected
+
+
+def test_nan_and_infinity_are_written_as_null() -> None:
+    """JSON has neither: a peer that sent them gets past the parser, and the next peer gets valid JSON."""
+    assert wire_json.dumps(wire_json.loads(b'[NaN,Infinity,-Infinity,1.5]')) == b"[null,null,null,1.5]"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_usable_size")
+def test_what_is_written_holds_memory_of_its_own_size() -> None:
+    """Messages wait in a transport's buffer when the peer reads slowly: each must not keep orjson's block."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.malloc_usable_size.restype = ctypes.c_size_t
+    libc.malloc_usable_size.argtypes = [ctypes.c_void_p]
+    for written in (wire_json.dumps({"text": "x" * 5000}), wire_json.dumps_line({"text": "x" * 1000})):
+        assert libc.malloc_usable_size(id(written)) < 2 * len(written)
+
+
+@pytest.mark.parametrize("data", [b"not json", b'{"a":1', b"\xff\xfe", b""])
+def test_what_is_not_json_raises_the_standard_librarys_error(data: bytes) -> None:
+    with pytest.raises(ValueError) as raised:
+        wire_json.loads(data)
+    with pytest.raises(ValueError) as expected:
+        json.loads(data)
+    assert str(raised.value) == str(expected.value)
+    assert "not JSON" in str(parse_message(data))
+
+
+def test_keys_that_are_not_strings_are_written_as_python_json_writes_them() -> None:
+    assert wire_json.dumps({1: "a"}) == b'{"1":"a"}'
+    with pytest.raises(TypeError):
+        wire_json.dumps({"a": object()})
