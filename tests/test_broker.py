@@ -233,6 +233,25 @@ async def test_invalid_schema_is_refused_to_the_upstream_naming_property_and_rul
     assert human.seen == []  # nothing invalid crosses to the client
 
 
+async def test_a_schema_larger_than_max_schema_bytes_is_refused_with_its_size(upstream):
+    """`elicitation.max_schema_bytes` counts the schema's compact JSON; the same schema asked twice is
+    refused twice (the second time from the checked schemas the broker keeps)."""
+    schema = form(**{f"field{i}": {"type": "string", "title": f"Field {i}"} for i in range(10)})
+    size = len(json.dumps(schema, separators=(",", ":")))
+    human = Human(accept({}))
+    async with gateway(config({"x": upstream()}, max_schema_bytes=size - 1)) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
+            for _ in range(2):
+                error = text(await client.call_tool("x__elicit", {"schema": schema, "report_errors": True}))["error"]
+                assert (error["code"], error["message"]) == (-32602, "requestedSchema too large")
+                assert error["data"]["size"] == size
+                assert error["data"]["rule"] == f"schema is at most {size - 1} bytes of JSON"
+    async with gateway(config({"x": upstream()}, max_schema_bytes=size)) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
+            assert text(await client.call_tool("x__elicit", {"schema": schema}))["action"] == "accept"
+    assert len(human.seen) == 1
+
+
 async def test_url_mode_with_a_non_http_url_is_refused(upstream):
     async with gateway(config({"x": upstream()})) as gw:
         async with Client(gw.mcp_url, mode="legacy", elicitation_callback=Human(accept({}))) as client:

@@ -62,8 +62,12 @@ async def answer_input_requests(
             raise refused.exceptions[0] from None
     else:
         # Awaited here, not through a closure: one coroutine frame less held by every pending elicitation.
-        for key, request in requests.items():
-            responses[key] = await _answer_one(broker, link, call, key, request, minted)
+        # Each request leaves the decoded result (the caller's `requests` is this dict) before its human is
+        # asked: only the broker's copy of its params is held meanwhile, with the schema that every elicitation
+        # asking the same shares (`elicitation.form_schemas`).
+        unasked: dict[str, Any] = requests if isinstance(requests, dict) else dict(requests)
+        for key in list(unasked):
+            responses[key] = await _answer_one(broker, link, call, key, unasked.pop(key), minted)
     retry = dict(params)
     retry["inputResponses"] = responses
     if request_state is not None:

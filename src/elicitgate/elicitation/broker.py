@@ -11,7 +11,6 @@ and nothing of it stays in any map. A request refused before it reaches a human 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import logging
 from datetime import UTC, datetime
@@ -34,7 +33,8 @@ from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limit
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
-from elicitgate.elicitation.schema import answer_problems, check_requested_schema
+from elicitgate.elicitation.form_schemas import FormSchemas
+from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.url_routes import UrlRoutes
 from elicitgate.elicitation.sensitive import sensitive_fields
 from elicitgate.logs import log_event, request_context
@@ -73,6 +73,7 @@ class Broker:
         """With `redis_url`: limits counted over all replicas (`cluster.limits.SharedLimits`), instead of here."""
         self.hosting = hosting
         """The gateway's own hosted page and inbox; None when the process has no web server for them."""
+        self.form_schemas = FormSchemas(max_properties=config.max_properties)
 
     # -- the source-facing entry -----------------------------------------------------------
 
@@ -275,14 +276,15 @@ class Broker:
             )
         if mode == "url":
             return  # the link itself: `UrlPolicy.check`, which may resolve its host
-        schema = params.get("requestedSchema")
-        if len(json.dumps(schema).encode()) > self.config.max_schema_bytes:
+        checked = self.form_schemas.check(params.get("requestedSchema"), max_bytes=self.config.max_schema_bytes)
+        if checked.size > self.config.max_schema_bytes:
             raise refuse(
                 "requestedSchema too large",
                 "invalid_schema",
-                rule=f"schema is at most {self.config.max_schema_bytes} bytes",
+                rule=f"schema is at most {self.config.max_schema_bytes} bytes of JSON",
+                size=checked.size,
             )
-        secrets = sensitive_fields(schema)
+        secrets = list(checked.secrets)
         if secrets:
             if self.config.sensitive_fields == "block":
                 raise errors.gateway_error(
@@ -292,7 +294,7 @@ class Broker:
                     fields=secrets,
                 )
             logger.warning("server %r asks for secrets in a form (fields: %s)", server, ", ".join(secrets))
-        problems = check_requested_schema(schema, max_properties=self.config.max_properties)
+        problems = checked.problems
         if problems:
             first = problems[0]
             raise refuse(
@@ -302,6 +304,7 @@ class Broker:
                 rule=first.rule,
                 problems=[p.as_dict() for p in problems],
             )
+        params["requestedSchema"] = checked.schema
 
     def _admit(self, server: str, peer: DownstreamPeer) -> str:
         """Check the limits for the client's identity (its principal, else its session); returns the identity."""

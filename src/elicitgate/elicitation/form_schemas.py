@@ -1,0 +1,66 @@
+"""Form-mode schemas checked once each: a server asks with the same `requestedSchema` again and again.
+
+Each distinct schema (by its JSON text) is checked once, and every elicitation that asks with it holds
+one shared copy instead of its own: a pending elicitation then keeps no schema of its own (about 0.9 KB
+for a one-field form), and a new one skips the checks. Shared copies are never changed in place:
+whatever needs a variant (the answer check's `additionalProperties: false`) makes its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from elicitgate import wire_json
+from elicitgate.elicitation.schema import SchemaProblem, check_requested_schema
+from elicitgate.elicitation.sensitive import sensitive_fields
+
+KEPT_SCHEMAS = 256
+"""Distinct schemas kept; past that the oldest is forgotten (checked again if asked again)."""
+
+KEPT_SCHEMA_BYTES = 8192
+"""A larger schema is checked every time and not kept (at most 2 MB of kept schemas in all)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedSchema:
+    schema: Any
+    """The schema every elicitation that asked with the same JSON shares."""
+    size: int
+    """Bytes of its compact JSON (`elicitation.max_schema_bytes`)."""
+    secrets: tuple[str, ...]
+    """Fields that look like they ask for a secret (`sensitive_fields`)."""
+    problems: tuple[SchemaProblem, ...]
+    """Why it is not a valid form-mode schema; empty when it is."""
+
+
+class FormSchemas:
+    """The schemas checked so far, by their JSON text."""
+
+    def __init__(self, *, max_properties: int) -> None:
+        self._max_properties = max_properties
+        self._known: dict[bytes, CheckedSchema] = {}
+
+    def check(self, schema: Any, *, max_bytes: int) -> CheckedSchema:
+        """`schema` checked; a schema larger than `max_bytes` comes back with its size only (no other check)."""
+        text = wire_json.dumps(schema)
+        known = self._known.get(text)
+        if known is not None:
+            return known
+        if len(text) > max_bytes:
+            return CheckedSchema(schema, len(text), (), ())
+        checked = CheckedSchema(
+            schema,
+            len(text),
+            tuple(sensitive_fields(schema)),
+            tuple(check_requested_schema(schema, max_properties=self._max_properties)),
+        )
+        if len(text) <= KEPT_SCHEMA_BYTES:
+            if len(self._known) >= KEPT_SCHEMAS:
+                del self._known[next(iter(self._known))]
+            self._known[text] = checked
+        return checked
+
+    def __len__(self) -> int:
+        return len(self._known)
+
