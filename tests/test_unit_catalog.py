@@ -158,3 +158,11 @@ def test_a_tools_input_schema_is_found_by_its_public_name() -> None:
     assert c.tool_input_schema("b__route") is None  # listed without a schema
     assert c.tool_input_schema("a__odd") is None  # not an object
     assert c.tool_input_schema("c__route") is None and c.tool_input_schema("a__missing") is None
+
+
+def test_with_many_servers_a_name_resolves_to_the_server_before_its_first_separator() -> None:
+    servers = [f"s{i}" for i in range(50)]
+    c = Catalog(servers, NamespacingConfig())
+    assert [c.resolve_name("tool", f"{s}__do__it") for s in servers] == [(s, "do__it") for s in servers]
+    assert "unknown tool" in refused(c.resolve_name, "tool", "s50__do")["message"]
+    assert "unknown tool" in refused(c.resolve_name, "tool", "s1__")["message"]

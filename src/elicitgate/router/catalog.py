@@ -47,6 +47,12 @@ class Catalog:
         self._uri_owner: dict[str, tuple[str, str]] = {}
         self._named: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         """(server, "tools" | "prompts") -> upstream name -> the listed item."""
+        sep = namespacing.separator
+        self._split_at_first: frozenset[str] = (
+            frozenset(servers) if not any(sep[0] in server for server in servers) else frozenset()
+        )
+        """The servers, when a public name's first separator is always the one after its server (no server
+        name holds the separator's first character); else empty, and every server's prefix is tried."""
 
     @property
     def prefixed(self) -> bool:
@@ -62,6 +68,9 @@ class Catalog:
         if not self.prefixed:
             return self.servers[0], public
         sep = self.namespacing.separator
+        server, found, name = public.partition(sep)
+        if found and name and server in self._split_at_first:
+            return server, name
         # Server names hold no separator, but one may end as it begins (`a_` before `__`): the first
         # separator in `a___x` is not the one after the server, so each server's prefix is tried.
         candidates = [
