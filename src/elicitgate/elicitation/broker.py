@@ -101,7 +101,9 @@ class Broker:
         params = dict(params or {})
         mode = params.get("mode", "form")
         try:
-            self._check_request(server, mode, params, url_ids)
+            schema = self._check_request(server, mode, params, url_ids)
+            if schema is not None:  # the one every elicitation asking the same shares (`form_schemas`)
+                params["requestedSchema"] = schema
             if mode == "url":
                 await self.url_policy.check(server, params.get("url"), params.get("elicitationId"), needs_id=url_ids)
             if origin is None:
@@ -260,7 +262,9 @@ class Broker:
 
     # -- checks ------------------------------------------------------------------------------
 
-    def _check_request(self, server: str, mode: str, params: dict[str, Any], url_ids: bool) -> None:
+    def _check_request(self, server: str, mode: str, params: Mapping[str, Any], url_ids: bool) -> object | None:
+        """Refuse a request the gateway does not pass on; a form's checked schema, shared (`FormSchemas`)."""
+
         def refuse(message: str, refusal: str = "invalid_request", **data: Any) -> MCPError:
             return errors.gateway_error(INVALID_PARAMS, message, refusal=refusal, server=server, **data)
 
@@ -275,7 +279,7 @@ class Broker:
                 rule=f"message is at most {self.config.max_message_bytes} bytes",
             )
         if mode == "url":
-            return  # the link itself: `UrlPolicy.check`, which may resolve its host
+            return None  # the link itself: `UrlPolicy.check`, which may resolve its host
         checked = self.form_schemas.check(params.get("requestedSchema"), max_bytes=self.config.max_schema_bytes)
         if checked.size > self.config.max_schema_bytes:
             raise refuse(
@@ -304,7 +308,7 @@ class Broker:
                 rule=first.rule,
                 problems=[p.as_dict() for p in problems],
             )
-        params["requestedSchema"] = checked.schema
+        return checked.schema
 
     def _admit(self, server: str, peer: DownstreamPeer) -> str:
         """Check the limits for the client's identity (its principal, else its session); returns the identity."""
