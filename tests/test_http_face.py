@@ -139,6 +139,9 @@ async def test_what_the_face_cannot_serve_gets_a_status_and_a_json_rpc_error_say
         session = await open_session(http)
         error = await refused(400, await http.post("/mcp", content=b"{not json", headers=session))
         assert error["code"] == -32700 and "not JSON" in error["message"]
+        deep = b"[" * 100_000 + b"]" * 100_000
+        error = await refused(400, await http.post("/mcp", content=deep, headers=session))
+        assert error["code"] == -32700 and "nested more than 1024 deep" in error["message"]
         error = await refused(400, await http.post("/mcp", content=b"[1, 2]", headers=session))
         assert error["code"] == -32600 and "not a JSON-RPC message" in error["message"]
         error = await refused(413, await http.post("/mcp", content=b" " * (4 * 1024 * 1024 + 1), headers=session))
@@ -253,6 +256,9 @@ async def test_a_2026_07_28_request_the_face_cannot_serve_gets_the_sdk_ladders_v
             "code": -32600, "message": "Body must be a single JSON-RPC request or notification object"}}
         garbled = await http.post("/mcp", content=b"{")
         assert garbled.status_code == 400 and garbled.json()["error"]["code"] == -32700
+        deep = await http.post("/mcp", content=b"[" * 100_000 + b"]" * 100_000)
+        assert deep.status_code == 400 and deep.json()["error"]["code"] == -32700
+        assert "nested more than 1024 deep" in deep.json()["error"]["data"]["reason"]
         noted = await http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}})
         assert noted.status_code == 202
         got = await http.get("/mcp")

@@ -85,6 +85,27 @@ def test_split_lines_bad_lines_and_stdin_ending_mid_line(tmp_path):
     assert answers[None]["error"]["code"] == -32700 and "not JSON" in answers[None]["error"]["message"]
 
 
+def test_a_line_nested_too_deep_is_answered_and_the_gateway_serves_on(tmp_path):
+    """Python's `json` ends in RecursionError on such a line, which once ended the gateway."""
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
+                          audit={"enabled": False})
+    proc = _serve(config, subprocess.PIPE)
+    deep = b'{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}}\n"
+    proc.stdin.write(_line(INITIALIZE) + _line(INITIALIZED) + deep + _line({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
+    proc.stdin.flush()
+    answers: dict = {}
+    while len(answers) < 3:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        answers.update(_answers(line))
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()
+    assert answers[None]["error"]["code"] == -32700
+    assert "nested more than 1024 deep" in answers[None]["error"]["message"]
+    assert answers[3]["result"] == {}
+
+
 def test_stdin_from_a_regular_file_is_served(tmp_path):
     config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
                           audit={"enabled": False})

@@ -12,6 +12,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUES
 
 from mcp.shared.exceptions import MCPError
 
+from elicitgate import wire_json
 from elicitgate.jsonrpc import Endpoint, Inbound, MethodNotFound, PeerLost, UrlElicitationRequired
 
 pytestmark = pytest.mark.anyio
@@ -216,6 +217,30 @@ async def test_server_requests_are_answered_with_results_and_errors() -> None:
         await wire.say({"jsonrpc": "2.0", "id": 10, "method": "sampling/createMessage", "params": [1]})
         answer = await wire.written()
         assert answer["id"] == 10 and answer["error"]["code"] == INVALID_REQUEST
+        wire.from_server.close()
+
+
+class EncodingWire(MemoryWire):
+    """Writes each message as JSON first, as every real wire does (`wire_json`)."""
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        wire_json.dumps_line(message)
+        await super().send(message, headers)
+
+
+async def test_an_answer_too_deep_to_write_is_answered_with_an_error_instead() -> None:
+    wire, recorder = EncodingWire(), Recorder()
+    deep: list[Any] = []
+    for _ in range(5000):
+        deep = [deep]
+    async with anyio.create_task_group() as tg:
+        await _running(wire, recorder, tg)
+        await wire.say({"jsonrpc": "2.0", "id": 11, "method": "echo", "params": {"deep": deep}})
+        answer = await wire.written()
+        assert answer["id"] == 11 and answer["error"]["code"] == INTERNAL_ERROR
+        assert answer["error"]["message"] == "the answer cannot be written as JSON: JSON nested too deep to write"
+        await wire.say({"jsonrpc": "2.0", "id": 12, "method": "ping"})
+        assert (await wire.written())["id"] == 12
         wire.from_server.close()
 
 

@@ -6,6 +6,7 @@ import ctypes
 import ctypes.util
 import json
 import sys
+from typing import Any
 
 import pytest
 
@@ -70,3 +71,29 @@ def test_keys_that_are_not_strings_are_written_as_python_json_writes_them() -> N
     assert wire_json.dumps({1: "a"}) == b'{"1":"a"}'
     with pytest.raises(TypeError):
         wire_json.dumps({"a": object()})
+
+
+@pytest.mark.parametrize("depth", [1500, 100_000])
+def test_json_nested_too_deep_to_read_is_a_value_error_that_says_so(depth: int) -> None:
+    data = b'{"a":' + b"[" * depth + b"]" * depth + b"}"
+    with pytest.raises(wire_json.TooDeep, match="nested more than 1024 deep"):
+        wire_json.loads(data)
+    assert "nested more than 1024 deep" in str(parse_message(data))  # a reader answers it, and reads on
+
+
+def test_nesting_beyond_orjsons_writer_is_written_and_beyond_pythons_is_too_deep() -> None:
+    def nested(depth: int) -> list[Any]:
+        value: list[Any] = []
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    assert wire_json.loads(wire_json.dumps(nested(500))) == nested(500)  # orjson writes 254 levels at most
+    with pytest.raises(wire_json.TooDeep):
+        wire_json.dumps_line(nested(5000))
+
+
+def test_a_lone_surrogate_read_from_an_escape_is_written_as_one() -> None:
+    data = b'{"a":"x\\ud800y"}'
+    assert wire_json.dumps(wire_json.loads(data)) == data
+    assert wire_json.dumps_line(wire_json.loads(data)) == data + b"\n"

@@ -442,6 +442,9 @@ class Endpoint:
             await self._wire.send(response)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             logger.debug("dropped the answer to %r of %s: the connection is closed", response["id"], self._peer)
+        except ValueError as exc:  # `wire_json.TooDeep`: the peer still gets an answer
+            logger.warning("the answer to %r of %s cannot be written as JSON: %s", response["id"], self._peer, exc)
+            await self._answer_error(response["id"], INTERNAL_ERROR, f"the answer cannot be written as JSON: {exc}")
 
     async def _notify_contained(
         self, on_notify: OnNotify, inbound: Inbound, method: str, params: dict[str, Any] | None

@@ -5,7 +5,9 @@ standard library, and it shares the keys of every message it parses, which pendi
 standard library takes over where orjson would change what passes through: a number of more than 64
 bits (orjson parses it as a float, and cannot write it), and what orjson refuses to parse but Python's
 `json` accepts (`NaN`, `Infinity`, a lone surrogate), so that both accept and refuse the same messages
-and give the same reasons. Written again, `NaN` and `Infinity` (which JSON does not have) become `null`.
+and give the same reasons. Written again, `NaN` and `Infinity` (which JSON does not have) become `null`, and
+a lone surrogate its `\\u` escape. JSON nested too deep to read or write raises `TooDeep`, a `ValueError`
+like any message that cannot be read, so that no reader or writer ends on one.
 """
 
 from __future__ import annotations
@@ -19,24 +21,41 @@ import orjson
 _LONG_DIGITS = re.compile(rb"\d{20}")
 """Twenty digits in a row: maybe an integer beyond 64 bits (the largest unsigned one has twenty)."""
 
+MAX_DEPTH = 1024
+"""orjson's limit of nested arrays and objects (Python's `json` stops near its recursion limit, 1,000)."""
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than the parsers go."""
+
 
 def loads(data: bytes) -> Any:
-    """The JSON value of `data`; raises `ValueError` (`json.JSONDecodeError`, `UnicodeDecodeError`) or
-    `RecursionError` when it is not one."""
+    """The JSON value of `data`; raises `ValueError` (`json.JSONDecodeError`, `UnicodeDecodeError`,
+    `TooDeep`) when it is not one that can be read."""
     if _LONG_DIGITS.search(data) is None:
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass  # the standard library decides, and says why
-    return json.loads(data)
+    try:
+        return json.loads(data)
+    except RecursionError:  # a ValueError like any unreadable message: a reader must not end on it
+        raise TooDeep(f"JSON nested more than {MAX_DEPTH} deep") from None
 
 
 def dumps(message: Any) -> bytes:
-    """`message` as compact UTF-8 JSON."""
+    """`message` as compact UTF-8 JSON; raises `TooDeep` for one nested deeper than Python's `json` writes,
+    `TypeError` for a value JSON does not have."""
     try:
         return _exact(orjson.dumps(message))
-    except TypeError:  # an integer beyond 64 bits (or a value neither library writes: json says which)
-        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+    except TypeError:  # an integer beyond 64 bits, a lone surrogate, nesting beyond orjson's 254 levels
+        try:
+            try:
+                return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+            except UnicodeEncodeError:  # a lone surrogate (read from a `\\ud800` escape): only an escape carries it
+                return json.dumps(message, separators=(",", ":")).encode()
+        except RecursionError:
+            raise TooDeep("JSON nested too deep to write") from None
 
 
 def dumps_line(message: Any) -> bytes:
