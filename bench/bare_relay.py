@@ -16,6 +16,10 @@ import sys
 import uvloop
 
 
+LINE_LIMIT = 1 << 26
+"""The longest line it relays, each way (64 MB: `bench.big_message` sends tens of megabytes)."""
+
+
 async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter | asyncio.WriteTransport) -> None:
     while line := await source.readline():
         sink.write(json.dumps(json.loads(line), separators=(",", ":")).encode() + b"\n")
@@ -23,9 +27,11 @@ async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter | async
 
 async def relay(argv: list[str]) -> int:
     loop = asyncio.get_running_loop()
-    child = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    child = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=LINE_LIMIT
+    )
     assert child.stdin is not None and child.stdout is not None
-    stdin = asyncio.StreamReader(limit=1 << 24)
+    stdin = asyncio.StreamReader(limit=LINE_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin.buffer)
     stdout, _ = await loop.connect_write_pipe(asyncio.Protocol, sys.stdout.buffer)
     client_done = asyncio.ensure_future(_pump(stdin, child.stdin))

@@ -13,7 +13,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUES
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import wire_json
-from elicitgate.jsonrpc import Endpoint, Inbound, MethodNotFound, PeerLost, UrlElicitationRequired
+from elicitgate.jsonrpc import Endpoint, LineBuffer, Inbound, MethodNotFound, PeerLost, UrlElicitationRequired
 
 pytestmark = pytest.mark.anyio
 
@@ -364,3 +364,17 @@ async def test_errors_the_gateway_acts_on_are_typed_and_only_the_transport_can_s
 def test_a_malformed_url_elicitation_error_has_no_elicitations() -> None:
     for data in (None, "x", {"elicitations": "x"}, {"elicitations": {"a": 1}}):
         assert UrlElicitationRequired(-32042, "auth", data).elicitations == []
+
+
+def test_lines_split_across_any_number_of_chunks_are_parsed_once_whole() -> None:
+    line = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"' + b"z" * 200_000 + b'"}}'
+    lines = LineBuffer()
+    found = [m for i in range(0, len(line), 4096) for m in lines.feed(line[i : i + 4096])]
+    assert found == []
+    found = lines.feed(b"\n\n  \n" + b'{"id":2}\n{"id"')  # the end of the long line, blank lines, two more
+    assert [m["id"] for m in found if isinstance(m, dict)] == [1, 2]
+    assert found[0]["params"]["x"] == "z" * 200_000
+    assert lines.feed(b"") == [] and lines.feed(b":3}") == []
+    assert lines.end() == {"id": 3}  # the last line, without its newline
+    assert lines.end() is None
+    assert isinstance(LineBuffer().feed(b"not json\n")[0], ValueError)

@@ -262,6 +262,19 @@ def test_an_event_past_the_size_bound_is_refused():
     events = SseParser()
     with pytest.raises(SseEventTooLarge):
         events.feed(b"data: " + b"x" * (1024 * 1024 + 1))
+    events = SseParser()  # the same line in chunks, none of which ends it
+    with pytest.raises(SseEventTooLarge):
+        for _ in range(17):
+            events.feed(b"x" * 65536)
+
+
+def test_a_long_line_in_many_chunks_and_one_byte_at_a_time_parse_as_one():
+    stream = b"id: 9\r\ndata: " + b"y" * 300_000 + b"\r\n\r\ndata: {}\r\n\r\n"
+    chunked, bytewise = SseParser(), SseParser()
+    found = [event for i in range(0, len(stream), 1000) for event in chunked.feed(stream[i : i + 1000])]
+    assert found == [b"y" * 300_000, b"{}"] and chunked.last_id == "9"
+    small = b"id: 3\rdata: a\r\rdata: b\ndata: c\n\n"
+    assert [event for i in range(len(small)) for event in bytewise.feed(small[i : i + 1])] == [b"a", b"b\nc"]
 
 
 @pytest.fixture

@@ -110,6 +110,36 @@ def parse_lines(buffer: bytes) -> tuple[list[dict[str, Any] | Exception], bytes]
     return [parse_line(line) for line in lines if line.strip()], rest
 
 
+class LineBuffer:
+    """A stdio wire's messages from the chunks read off its pipe, one per line. A line that spans many
+    chunks is joined once, when its newline comes: adding each chunk to what came before copied the line
+    again for every chunk (a 30 MB message took 7 s through the gateway, 0.3 s directly)."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        """The line read so far, newline still to come."""
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any] | Exception]:
+        """The messages of the lines `chunk` completes."""
+        if b"\n" not in chunk:
+            if chunk:
+                self._parts.append(chunk)
+            return []
+        if self._parts:
+            self._parts.append(chunk)
+            chunk = b"".join(self._parts)
+        messages, rest = parse_lines(chunk)
+        self._parts = [rest] if rest else []
+        return messages
+
+    def end(self) -> dict[str, Any] | Exception | None:
+        """The wire ended: the message of a last line without its newline, if there was one."""
+        rest, self._parts = b"".join(self._parts), []
+        return parse_line(rest) if rest.strip() else None
+
+
 def progress_params(
     token: object, progress: float, total: float | None, message: str | None
 ) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import anyio
 from mcp.server.stdio import stdio_server
 
 from elicitgate import wire_json
-from elicitgate.jsonrpc import Inbound, MessageWire, parse_line, parse_lines
+from elicitgate.jsonrpc import Inbound, LineBuffer, MessageWire
 from elicitgate.upstreams.transports import SessionWire
 
 READ_CHUNK = 1 << 16
@@ -105,15 +105,15 @@ class PipeWire:
             await self._flow.writable.wait()
 
     async def messages(self) -> AsyncGenerator[Inbound]:
-        pending = b""
+        lines = LineBuffer()
         while True:
             chunk = await self._reader.read(READ_CHUNK)
             if not chunk:
-                if pending.strip():
-                    yield Inbound(parse_line(pending))  # the last line, without its newline
+                last = lines.end()  # a last line without its newline
+                if last is not None:
+                    yield Inbound(last)
                 return
-            messages, pending = parse_lines(pending + chunk)
-            for message in messages:
+            for message in lines.feed(chunk):
                 yield Inbound(message)
 
 

@@ -511,10 +511,12 @@ class SseParser:
     needs (the last event id, the server's retry delay). `feed` returns the data of each complete
     `message` event that has any (an event with an id and no data only primes resumption)."""
 
-    __slots__ = ("_pending", "_data", "_size", "_event", "last_id", "retry")
+    __slots__ = ("_pending", "_pending_size", "_data", "_size", "_event", "last_id", "retry")
 
     def __init__(self) -> None:
-        self._pending = b""
+        self._pending: list[bytes] = []
+        """The line read so far, its end still to come: joined once when it comes (see `jsonrpc.LineBuffer`)."""
+        self._pending_size = 0
         self._data: list[bytes] = []
         self._size = 0
         self._event = b""
@@ -523,14 +525,20 @@ class SseParser:
         """Seconds, as the server's last `retry:` field said."""
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        buffer = self._pending + chunk if self._pending else chunk
+        if b"\n" not in chunk and b"\r" not in chunk:  # the line goes on
+            self._pending.append(chunk)
+            self._pending_size += len(chunk)
+            self._check_size()
+            return []
+        buffer = b"".join([*self._pending, chunk]) if self._pending else chunk
         held = b""
         if b"\r" in buffer:
             if buffer.endswith(b"\r"):  # maybe the first half of a CRLF: wait for the next byte
                 buffer, held = buffer[:-1], b"\r"
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         *lines, rest = buffer.split(b"\n")
-        self._pending = rest + held
+        self._pending = [rest + held] if rest or held else []
+        self._pending_size = len(rest) + len(held)
         found: list[bytes] = []
         for line in lines:
             if line:
@@ -544,9 +552,12 @@ class SseParser:
                 self._event = b""
             else:
                 self._event = b""
-        if self._size + len(self._pending) > DEFAULT_MAX_SSE_EVENT_SIZE:
-            raise SseEventTooLarge(f"Server-sent event exceeded the {DEFAULT_MAX_SSE_EVENT_SIZE} byte limit.")
+        self._check_size()
         return found
+
+    def _check_size(self) -> None:
+        if self._size + self._pending_size > DEFAULT_MAX_SSE_EVENT_SIZE:
+            raise SseEventTooLarge(f"Server-sent event exceeded the {DEFAULT_MAX_SSE_EVENT_SIZE} byte limit.")
 
     def _field(self, line: bytes) -> None:
         name, _, value = line.partition(b":")

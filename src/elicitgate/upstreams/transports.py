@@ -34,7 +34,7 @@ from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, Ses
 
 from elicitgate import sdk, wire_json
 from elicitgate.config import HttpServer, StdioServer
-from elicitgate.jsonrpc import Inbound, MessageWire, parse_lines
+from elicitgate.jsonrpc import Inbound, LineBuffer, MessageWire
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import adopt
 from elicitgate.upstreams.prespawn import STDERR_TAIL_LINES, StderrPump
@@ -140,14 +140,13 @@ class StdioWire:
             raise anyio.BrokenResourceError from exc
 
     async def messages(self) -> AsyncGenerator[Inbound]:
-        pending = b""
+        lines = LineBuffer()
         while True:
             try:
                 chunk = await self._stdout.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                 return
-            messages, pending = parse_lines(pending + chunk)
-            for message in messages:
+            for message in lines.feed(chunk):
                 yield Inbound(message)
 
 
