@@ -312,6 +312,18 @@ def _modern_call(http: httpx2.Client, gw: Process, state: str | None, responses:
     return response.json()
 
 
+def test_json_nested_too_deep_is_refused_by_every_http_endpoint_that_reads_json(gw, http, waiting):
+    """Python's `json` ends in RecursionError on it (a 500 and a traceback where a handler did not expect it)."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for headers in ({"mcp-protocol-version": MODERN, "mcp-method": "tools/call"}, {}):
+        answer = _post(http, f"{gw.url}/mcp", deep, headers)
+        assert answer.status_code == 400 and answer.json()["error"]["code"] == -32700, answer.text
+    admin = _post(http, f"{gw.url}/api/elicitations/{waiting['id']}/answer", deep, AUTH)
+    assert admin.status_code == 422, admin.text
+    page = _post(http, f"{waiting['form_url']}/ui-answer", deep, {})
+    assert page.status_code == 403 and page.json() == {"error": "bad request"}, page.text
+
+
 def test_http_gateway_still_serves_after_the_fuzzing(gw, waiting):
     _still_serving(gw)
 

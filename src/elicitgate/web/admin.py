@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
+from elicitgate import wire_json
 from elicitgate.audit.record import FIELDS, STATES, as_json, parse_filters
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.elicitation.broker import Broker
@@ -158,8 +159,8 @@ class AdminRoutes:
         if isinstance(el, Response):
             return el
         try:
-            body = await request.json()
-        except ValueError:
+            body = wire_json.loads(await request.body())
+        except ValueError:  # not JSON, or nested too deep (`wire_json.TooDeep`)
             return problem(422, "the body must be an ElicitResult: {\"action\": ..., \"content\": {...}}")
         action = body.get("action") if is_mapping(body) else None
         if action not in ACTION_STATES:

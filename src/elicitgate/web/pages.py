@@ -23,6 +23,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from elicitgate import wire_json
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.url_policy import browser_host
 from elicitgate.json_shapes import is_array, is_mapping
@@ -358,8 +359,8 @@ class PageRoutes:
             tomb = self.registry.ended_state(token)
             return secure(JSONResponse({"ended": True, "state": tomb["state"] if tomb else None}, status_code=410))
         try:
-            body = await request.json()
-        except ValueError:
+            body = wire_json.loads(await request.body())
+        except ValueError:  # not JSON, or nested too deep (`wire_json.TooDeep`)
             body = None
         if not is_mapping(body) or not csrf_ok(request, entry, request.headers.get("x-elicitgate-csrf")):
             return secure(JSONResponse({"error": "bad request"}, status_code=403))
