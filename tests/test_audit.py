@@ -42,6 +42,20 @@ def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'audit.db'}"
 
 
+async def test_a_mode_the_gateway_does_not_know_is_counted_as_other(tmp_path):
+    """The refusal's `mode` label is the server's word only for form and url: any string a server sends
+    would otherwise be a new time series, without bound. The audit record keeps what it sent."""
+    side = free_port()
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server")},
+                          audit={"url": sqlite_url(tmp_path)}, http={"hosted_listen": f"127.0.0.1:{side}"})
+    async with Client(gateway_stdio(config), mode="legacy", elicitation_callback=ScriptedHuman()) as client:
+        for mode in ("weird-1", "weird-2"):
+            assert await error_code(client, "x__elicit", {"mode": mode}) == -32602
+        metrics = scrape(f"http://127.0.0.1:{side}")
+    assert value(metrics, "elicitgate_elicitations_total", server="x", mode="other", state="refused") == 2
+    assert "weird" not in metrics
+    assert [r["mode"] for r in audit_jsonl(config)] == ["weird-1", "weird-2"]
+
 @pytest.mark.timeout(300)  # two upstreams, a 1 s deadline, a CLI process: slow on a loaded machine
 async def test_every_end_and_refusal_is_recorded_and_counted_stdio(tmp_path):
     """A scripted run through `serve --stdio`: the audit store and the side server's /metrics tell what happened."""

@@ -77,8 +77,8 @@ def _request(args: dict[str, Any]) -> dict[str, Any]:
             "url": args.get("url", "https://example.com/start"),
             "elicitationId": args.get("elicitation_id", "el-1"),
         }
-    request = {"mode": "form", "message": args.get("message", "Please answer"),
-               "requestedSchema": args.get("schema", DEFAULT_SCHEMA)}
+    request = {"mode": args.get("mode", "form"), "message": args.get("message", "Please answer"),
+               "requestedSchema": args.get("schema", DEFAULT_SCHEMA)}  # a mode other than form: as given
     if "ui" in args:
         request["ui"] = args["ui"]
     return request

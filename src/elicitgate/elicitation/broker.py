@@ -38,7 +38,7 @@ from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.url_routes import UrlRoutes
 from elicitgate.elicitation.sensitive import sensitive_fields
 from elicitgate.logs import log_event, request_context
-from elicitgate.metrics import ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS
+from elicitgate.metrics import ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS, labelled
 from elicitgate.elicitation.url_policy import UrlPolicy
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.seams import DownstreamPeer, Origin, UrlCompletionTarget
@@ -138,7 +138,7 @@ class Broker:
         self.pending[el.id] = el
         self._open[identity] = self._open.get(identity, 0) + 1
         peer.elicitations.add(el)
-        ELICITATIONS_PENDING.labels(server=server).inc()
+        labelled(ELICITATIONS_PENDING, server).inc()
         try:
             with _Paused(clocks), request_context(**_request_ids(origin), elicitation=el.id):
                 # Here, not in a coroutine of its own: one frame less held by every pending elicitation.
@@ -161,7 +161,7 @@ class Broker:
             if (left := self._open.pop(identity) - 1) > 0:
                 self._open[identity] = left
             peer.elicitations.discard(el)
-            ELICITATIONS_PENDING.labels(server=server).dec()
+            labelled(ELICITATIONS_PENDING, server).dec()
             if self.shared_limits is not None:
                 await self.shared_limits.release(identity)
 
@@ -400,7 +400,7 @@ class Broker:
                     errors=problems,
                     attempts=el.attempts,
                 )
-            REASKS.labels(server=el.server).inc()
+            labelled(REASKS, el.server).inc()
             outgoing = _retry_params(el, problems)
 
     def _end(self, el: Elicitation, state: State, reason: str) -> None:
@@ -409,8 +409,8 @@ class Broker:
         el.state, el.reason = state, reason
         el.ended_at = time.time()
         self.recent.append(el.summary())
-        ELICITATIONS.labels(server=el.server, mode=el.mode, state=str(state)).inc()
-        ELICITATION_DURATION.labels(server=el.server, mode=el.mode, state=str(state)).observe(
+        labelled(ELICITATIONS, el.server, el.mode, str(state)).inc()
+        labelled(ELICITATION_DURATION, el.server, el.mode, str(state)).observe(
             el.ended_at - el.created_at
         )
         # The log line and the audit record one event-loop turn later (in this task's context, so with its
@@ -449,8 +449,9 @@ class Broker:
         self, server: str, mode: str, origin: Origin | None, exc: MCPError, source: str, gateway_reason: str | None
     ) -> None:
         reason = exc.refusal if isinstance(exc, errors.GatewayError) else "invalid_request"
-        ELICITATIONS.labels(server=server, mode=mode, state=REFUSED).inc()
-        REFUSALS.labels(server=server, reason=reason).inc()
+        # Any string a server sends as its mode would be a new time series: one label for all the others.
+        labelled(ELICITATIONS, server, mode if mode in ("form", "url") else "other", REFUSED).inc()
+        labelled(REFUSALS, server, reason).inc()
         now = datetime.now(UTC)
         record = AuditRecord(
             server=server, mode=mode, state=REFUSED, reason=reason, detail=exc.error.message,
