@@ -26,9 +26,12 @@ import httpx2
 import pytest
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
 from elicitgate.jsonrpc import Endpoint, Inbound, PeerLost
 from elicitgate.upstreams.http_wire import HttpWire, SseEventTooLarge, SseParser
-from tests.conftest import PY, Process, free_port
+from tests.conftest import PY, Process, free_port, inprocess_gateway
 
 pytestmark = pytest.mark.anyio
 
@@ -163,6 +166,20 @@ async def test_a_stream_that_ends_without_its_answer_is_a_lost_answer(http_upstr
             tg.cancel_scope.cancel()
     finally:
         await wire.aclose()
+
+
+async def test_an_answer_past_the_event_bound_fails_that_call_saying_why_and_the_session_goes_on(http_upstream):
+    """The SDK's server answers a handshake-era call on an SSE stream; an event past the SDK's 1 MB bound
+    (which the SDK's own client also refuses) fails that call with the reason, not "went away"."""
+    up = http_upstream("tests.peers.py_server", "--name", "h")
+    async with inprocess_gateway({"mcpServers": {"h": {"url": f"{up.url}/mcp"}}}) as gw:
+        async with Client(gw.mcp_url, mode="legacy") as client:
+            with pytest.raises(MCPError) as failed:
+                await client.call_tool("h__echo", {"text": "x" * 2_000_000})
+            assert failed.value.error.code == -32012  # UPSTREAM_GONE
+            assert failed.value.error.message.startswith("upstream 'h' did not answer tools/call: SSE stream failed")
+            assert "exceeded the 1048576 byte limit" in failed.value.error.data["reason"]
+            assert (await client.call_tool("h__echo", {"text": "still here"})).content[0].text == "still here"
 
 
 async def test_a_404_to_our_session_ends_the_wire(http_upstream):

@@ -69,12 +69,18 @@ async def forward(
             server=link.name,
             method=method,
         ) from None
-    except PeerLost:
+    except PeerLost as lost:
+        # The wire's reason: the connection closed, or over HTTP this request's stream failed (an event past
+        # the SDK's 1 MB bound, a stream that ended without the answer) while the session goes on.
+        reason = lost.error.message
         raise errors.gateway_error(
             errors.UPSTREAM_GONE,
-            f"upstream {link.name!r} went away during {method}",
+            f"upstream {link.name!r} went away during {method}"
+            if reason == "Connection closed"
+            else f"upstream {link.name!r} did not answer {method}: {reason}",
             server=link.name,
             method=method,
+            reason=reason,
         ) from None
     except UrlElicitationRequired as exc:
         await broker.check_url_elicitations(link.name, exc.elicitations)
