@@ -1,7 +1,7 @@
 """Form-mode schemas checked once each: a server asks with the same `requestedSchema` again and again.
 
 Each distinct schema (by its JSON text) is checked once, and every elicitation that asks with it holds
-one shared copy instead of its own: a pending elicitation then keeps no schema of its own (about 0.9 KB
+one shared copy instead of its own: a pending elicitation then keeps no schema of its own (about 1 KB
 for a one-field form), and a new one skips the checks. Shared copies are never changed in place:
 whatever needs a variant (the answer check's `additionalProperties: false`) makes its own.
 """
@@ -19,7 +19,7 @@ KEPT_SCHEMAS = 256
 """Distinct schemas kept; past that the oldest is forgotten (checked again if asked again)."""
 
 KEPT_SCHEMA_BYTES = 8192
-"""A larger schema is checked every time and not kept (at most 2 MB of kept schemas in all)."""
+"""A larger schema is checked every time and not kept (at most 2 MB of kept schemas, as JSON)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,4 +63,3 @@ class FormSchemas:
 
     def __len__(self) -> int:
         return len(self._known)
-

@@ -113,7 +113,7 @@ class StatelessRequests:
         """One POST whose body has been read: its answer."""
         try:
             decoded = wire_json.loads(body)
-        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
+        except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`wire_json.TooDeep`)
             await _refuse(send, None, PARSE_ERROR, "Parse error", reason=str(exc)[:200])
             return
         if is_object(decoded) and "id" not in decoded:
