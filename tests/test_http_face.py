@@ -142,6 +142,9 @@ async def test_what_the_face_cannot_serve_gets_a_status_and_a_json_rpc_error_say
         deep = b"[" * 100_000 + b"]" * 100_000
         error = await refused(400, await http.post("/mcp", content=deep, headers=session))
         assert error["code"] == -32700 and "nested more than 1024 deep" in error["message"]
+        half = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x__echo","arguments":{"text":"\\ud800"}}}'
+        error = await refused(400, await http.post("/mcp", content=half, headers=session))  # as the SDK's server does
+        assert error["code"] == -32700 and "lone surrogate" in error["message"]
         error = await refused(400, await http.post("/mcp", content=b"[1, 2]", headers=session))
         assert error["code"] == -32600 and "not a JSON-RPC message" in error["message"]
         error = await refused(413, await http.post("/mcp", content=b" " * (4 * 1024 * 1024 + 1), headers=session))

@@ -3,11 +3,12 @@
 orjson does the work (about 2 us less per message parsed and 3 us less per message written than the
 standard library, and it shares the keys of every message it parses, which pending calls keep); the
 standard library takes over where orjson would change what passes through: a number of more than 64
-bits (orjson parses it as a float, and cannot write it), and what orjson refuses to parse but Python's
-`json` accepts (`NaN`, `Infinity`, a lone surrogate), so that both accept and refuse the same messages
-and give the same reasons. Written again, `NaN` and `Infinity` (which JSON does not have) become `null`, and
-a lone surrogate its `\\u` escape. JSON nested too deep to read or write raises `TooDeep`, a `ValueError`
-like any message that cannot be read, so that no reader or writer ends on one.
+bits (orjson parses it as a float, and cannot write it), and `NaN` and `Infinity`, which orjson refuses
+and Python's `json` accepts (written again they become `null`: JSON has neither). A lone surrogate
+(`"\\ud800"`) is refused, as orjson and the `mcp` SDK's servers refuse it: accepted, it would reach a server
+that answers the line with a parse error that names no request, and the call would wait for its timeout.
+JSON nested too deep to read or write raises `TooDeep`; every refusal is a `ValueError`, like any message
+that cannot be read, so that no reader or writer ends on one.
 """
 
 from __future__ import annotations
@@ -29,18 +30,26 @@ class TooDeep(ValueError):
     """JSON nested deeper than the parsers go."""
 
 
+class LoneSurrogate(ValueError):
+    """A string escape that is half of a UTF-16 pair: JSON's grammar allows it, Unicode does not."""
+
+
 def loads(data: bytes) -> Any:
     """The JSON value of `data`; raises `ValueError` (`json.JSONDecodeError`, `UnicodeDecodeError`,
-    `TooDeep`) when it is not one that can be read."""
+    `TooDeep`, `LoneSurrogate`) when it is not one that can be read."""
     if _LONG_DIGITS.search(data) is None:
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass  # the standard library decides, and says why
     try:
-        return json.loads(data)
+        value = json.loads(data)
+        json.dumps(value, ensure_ascii=False).encode()  # a lone surrogate is not UTF-8
     except RecursionError:  # a ValueError like any unreadable message: a reader must not end on it
         raise TooDeep(f"JSON nested more than {MAX_DEPTH} deep") from None
+    except UnicodeEncodeError:
+        raise LoneSurrogate("a string holds a lone surrogate (\\ud800-\\udfff without its pair)") from None
+    return value
 
 
 def dumps(message: Any) -> bytes:
@@ -48,12 +57,9 @@ def dumps(message: Any) -> bytes:
     `TypeError` for a value JSON does not have."""
     try:
         return _exact(orjson.dumps(message))
-    except TypeError:  # an integer beyond 64 bits, a lone surrogate, nesting beyond orjson's 254 levels
+    except TypeError:  # an integer beyond 64 bits, nesting beyond orjson's 254 levels
         try:
-            try:
-                return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
-            except UnicodeEncodeError:  # a lone surrogate (read from a `\\ud800` escape): only an escape carries it
-                return json.dumps(message, separators=(",", ":")).encode()
+            return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
         except RecursionError:
             raise TooDeep("JSON nested too deep to write") from None
 
