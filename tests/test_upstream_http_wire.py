@@ -35,6 +35,8 @@ from tests.conftest import PY, Process, free_port, inprocess_gateway
 
 pytestmark = pytest.mark.anyio
 
+MIB = 1024 * 1024
+
 TS_ELICIT = Path(__file__).parent / "peers" / "ts" / "elicit_server.mjs"
 HANDSHAKE = "2025-11-25"
 MODERN = "2026-07-28"
@@ -169,17 +171,21 @@ async def test_a_stream_that_ends_without_its_answer_is_a_lost_answer(http_upstr
 
 
 async def test_an_answer_past_the_event_bound_fails_that_call_saying_why_and_the_session_goes_on(http_upstream):
-    """The SDK's server answers a handshake-era call on an SSE stream; an event past the SDK's 1 MB bound
-    (which the SDK's own client also refuses) fails that call with the reason, not "went away"."""
+    """The SDK's server answers a handshake-era call on an SSE stream. An event of 2 MB passes the default
+    `max_event_bytes` (16 MiB; the SDK's own client stops at 1 MiB); past a server's bound it fails that
+    call with the reason, not "went away", and the session goes on."""
     up = http_upstream("tests.peers.py_server", "--name", "h")
-    async with inprocess_gateway({"mcpServers": {"h": {"url": f"{up.url}/mcp"}}}) as gw:
+    servers = {"h": {"url": f"{up.url}/mcp"}, "small": {"url": f"{up.url}/mcp", "max_event_bytes": 1_000_000}}
+    text = "x" * 2_000_000
+    async with inprocess_gateway({"mcpServers": servers}) as gw:
         async with Client(gw.mcp_url, mode="legacy") as client:
+            assert (await client.call_tool("h__echo", {"text": text})).content[0].text == text
             with pytest.raises(MCPError) as failed:
-                await client.call_tool("h__echo", {"text": "x" * 2_000_000})
+                await client.call_tool("small__echo", {"text": text})
             assert failed.value.error.code == -32012  # UPSTREAM_GONE
-            assert failed.value.error.message.startswith("upstream 'h' did not answer tools/call: SSE stream failed")
-            assert "exceeded the 1048576 byte limit" in failed.value.error.data["reason"]
-            assert (await client.call_tool("h__echo", {"text": "still here"})).content[0].text == "still here"
+            assert failed.value.error.message.startswith("upstream 'small' did not answer tools/call: SSE stream")
+            assert "exceeded the 1000000 byte limit (max_event_bytes)" in failed.value.error.data["reason"]
+            assert (await client.call_tool("small__echo", {"text": "still here"})).content[0].text == "still here"
 
 
 async def test_a_404_to_our_session_ends_the_wire(http_upstream):
@@ -261,25 +267,25 @@ async def test_a_broken_stream_with_event_ids_is_resumed_with_last_event_id(http
 
 def test_events_split_anywhere_and_crlf_split_between_chunks_parse_alike():
     stream = b"id: 7\r\nretry: 1500\r\nevent: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n: comment\r\ndata: {}\r\n\r\n"
-    whole = SseParser()
+    whole = SseParser(MIB)
     assert whole.feed(stream) == [b'{"a":\n1}', b"{}"]
     assert (whole.last_id, whole.retry) == ("7", 1.5)
     for cut in range(1, len(stream)):
-        parts = SseParser()
+        parts = SseParser(MIB)
         assert parts.feed(stream[:cut]) + parts.feed(stream[cut:]) == [b'{"a":\n1}', b"{}"], cut
 
 
 def test_a_priming_event_and_other_event_types_carry_no_message():
-    events = SseParser()
+    events = SseParser(MIB)
     assert events.feed(b"id: prime-1\ndata:\n\nevent: ping\ndata: {}\n\ndata: {\"x\":1}\n\n") == [b'{"x":1}']
     assert events.last_id == "prime-1"
 
 
 def test_an_event_past_the_size_bound_is_refused():
-    events = SseParser()
+    events = SseParser(MIB)
     with pytest.raises(SseEventTooLarge):
         events.feed(b"data: " + b"x" * (1024 * 1024 + 1))
-    events = SseParser()  # the same line in chunks, none of which ends it
+    events = SseParser(MIB)  # the same line in chunks, none of which ends it
     with pytest.raises(SseEventTooLarge):
         for _ in range(17):
             events.feed(b"x" * 65536)
@@ -287,7 +293,7 @@ def test_an_event_past_the_size_bound_is_refused():
 
 def test_a_long_line_in_many_chunks_and_one_byte_at_a_time_parse_as_one():
     stream = b"id: 9\r\ndata: " + b"y" * 300_000 + b"\r\n\r\ndata: {}\r\n\r\n"
-    chunked, bytewise = SseParser(), SseParser()
+    chunked, bytewise = SseParser(MIB), SseParser(MIB)
     found = [event for i in range(0, len(stream), 1000) for event in chunked.feed(stream[i : i + 1000])]
     assert found == [b"y" * 300_000, b"{}"] and chunked.last_id == "9"
     small = b"id: 3\rdata: a\r\rdata: b\ndata: c\n\n"

@@ -86,10 +86,17 @@ class StdioServer(_UpstreamCommon):
         return self.max_upstream_sessions or 16
 
 
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""16 MiB: tool results of several megabytes (files, images) arrive as one event on a server's stream."""
+
+
 class HttpServer(_UpstreamCommon):
     type: Literal["http", "streamable-http", "sse"] = "http"
     url: str = Field(min_length=1)
     headers: dict[str, str] = Field(default_factory=dict)
+    max_event_bytes: int = Field(default=DEFAULT_MAX_EVENT_BYTES, gt=0)
+    """The largest server-sent event read from this server's streams (streamable HTTP); a larger one fails
+    its call with -32012 saying so. The `mcp` SDK's own client stops at 1 MiB."""
 
     @field_validator("url")
     @classmethod

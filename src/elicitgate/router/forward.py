@@ -71,7 +71,7 @@ async def forward(
         ) from None
     except PeerLost as lost:
         # The wire's reason: the connection closed, or over HTTP this request's stream failed (an event past
-        # the SDK's 1 MB bound, a stream that ended without the answer) while the session goes on.
+        # the server's `max_event_bytes`, a stream that ended without the answer) while the session goes on.
         reason = lost.error.message
         raise errors.gateway_error(
             errors.UPSTREAM_GONE,

@@ -36,7 +36,6 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp.client.streamable_http import (
-    DEFAULT_MAX_SSE_EVENT_SIZE,
     DEFAULT_RECONNECTION_DELAY_MS,
     LAST_EVENT_ID,
     MAX_RECONNECTION_ATTEMPTS,
@@ -45,6 +44,7 @@ from mcp.client.streamable_http import (
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
 from elicitgate import __version__, sdk, wire_json
+from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
 from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.jsonrpc import Inbound, parse_message
 
@@ -81,7 +81,7 @@ SESSION_LOST = "the upstream no longer knows this session (it restarted)"
 
 
 class SseEventTooLarge(Exception):
-    """One event of a response stream grew past `DEFAULT_MAX_SSE_EVENT_SIZE` (the SDK's bound)."""
+    """One event of a stream grew past the server's `max_event_bytes`."""
 
 
 class HttpWire:
@@ -91,8 +91,12 @@ class HttpWire:
     consumes. `aclose` DELETEs the session and stops the wire's tasks.
     """
 
-    def __init__(self, url: str, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, url: str, headers: Mapping[str, str] | None = None, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    ) -> None:
         self._url = httpx2.URL(url)
+        self._max_event_bytes = max_event_bytes
+        """The largest event read from a stream (`mcpServers.<name>.max_event_bytes`)."""
         self._transport = httpx2.AsyncHTTPTransport(limits=UPSTREAM_HTTP_LIMITS)
         self._base: dict[str, str] = {"user-agent": f"elicitgate/{__version__}"}
         self._base.update({name.lower(): value for name, value in (headers or {}).items()})
@@ -267,7 +271,7 @@ class HttpWire:
     async def _read_post_stream(self, request_id: RequestId, response: httpx2.Response, headers: dict[str, str]) -> None:
         """A POST's event stream: server messages (tagged with `request_id`), then the answer. One that
         ends first is resumed with `Last-Event-ID` if its events had ids, else the answer is lost."""
-        events = SseParser()
+        events = SseParser(self._max_event_bytes)
         try:
             if await self._relay_until_answer(request_id, response, events):
                 return
@@ -351,7 +355,7 @@ class HttpWire:
         """The session's standalone GET stream: what the server sends unasked, tied to no call. 405 says
         the server has none; a stream that ends is reopened (from its last event id), one that fails is
         tried once more, as the SDK does."""
-        events = SseParser()
+        events = SseParser(self._max_event_bytes)
         attempt = 0
         try:
             while attempt < MAX_RECONNECTION_ATTEMPTS and self.session_id is not None:
@@ -511,9 +515,11 @@ class SseParser:
     needs (the last event id, the server's retry delay). `feed` returns the data of each complete
     `message` event that has any (an event with an id and no data only primes resumption)."""
 
-    __slots__ = ("_pending", "_pending_size", "_data", "_size", "_event", "last_id", "retry")
+    __slots__ = ("_max_size", "_pending", "_pending_size", "_data", "_size", "_event", "last_id", "retry")
 
-    def __init__(self) -> None:
+    def __init__(self, max_size: int) -> None:
+        self._max_size = max_size
+        """The largest event's data, in bytes."""
         self._pending: list[bytes] = []
         """The line read so far, its end still to come: joined once when it comes (see `jsonrpc.LineBuffer`)."""
         self._pending_size = 0
@@ -556,8 +562,8 @@ class SseParser:
         return found
 
     def _check_size(self) -> None:
-        if self._size + self._pending_size > DEFAULT_MAX_SSE_EVENT_SIZE:
-            raise SseEventTooLarge(f"Server-sent event exceeded the {DEFAULT_MAX_SSE_EVENT_SIZE} byte limit.")
+        if self._size + self._pending_size > self._max_size:
+            raise SseEventTooLarge(f"Server-sent event exceeded the {self._max_size} byte limit (max_event_bytes).")
 
     def _field(self, line: bytes) -> None:
         name, _, value = line.partition(b":")

@@ -111,10 +111,10 @@ class Wire:
 
 
 @asynccontextmanager
-async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[Wire]:
+async def _streamable_http(url: str, headers: dict[str, str], max_event_bytes: int) -> AsyncGenerator[Wire]:
     from elicitgate.upstreams.http_wire import HttpWire  # see `open_transport`
 
-    wire = HttpWire(url, headers)
+    wire = HttpWire(url, headers, max_event_bytes=max_event_bytes)
     async with anyio.create_task_group() as watching:
         watching.start_soon(wire.watch)
         try:
@@ -223,5 +223,5 @@ async def open_transport(
         async with sse_client(config.url, headers=config.headers or None) as (read, write):
             yield Wire(SessionWire(read, write))
     else:
-        async with _streamable_http(config.url, config.headers) as wire:
+        async with _streamable_http(config.url, config.headers, config.max_event_bytes) as wire:
             yield wire
