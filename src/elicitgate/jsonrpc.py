@@ -47,6 +47,10 @@ ABANDON_WRITE_TIMEOUT = 2.0
 CLOSING_WRITE_TIMEOUT = 2.0
 """Seconds a serving endpoint's last answers (`Connection closed` to requests still in flight) may take."""
 
+CLOSED = "Connection closed"
+"""The message of `CONNECTION_CLOSED` when the whole connection ended (the SDK's words)."""
+
+
 class PeerLost(MCPError):
     """The connection ended before the answer came: the wire closed (the peer exited, the gateway closed
     it) or, over HTTP, the request's response stream ended without one. Never an answer of the peer's,
@@ -187,7 +191,7 @@ _UNBOUNDED = contextlib.nullcontext()
 
 
 def _closed() -> PeerLost:
-    return PeerLost(code=CONNECTION_CLOSED, message="Connection closed")
+    return PeerLost(code=CONNECTION_CLOSED, message=CLOSED)
 
 
 class Endpoint:
@@ -462,7 +466,7 @@ class Endpoint:
         waiting; a request the peer cancelled gets nothing."""
         if self._serving and not inbound.cancel_requested:
             with anyio.move_on_after(CLOSING_WRITE_TIMEOUT, shield=True):
-                await self._answer_error(request_id, CONNECTION_CLOSED, "Connection closed")
+                await self._answer_error(request_id, CONNECTION_CLOSED, CLOSED)
 
     async def _answer_error(self, request_id: RequestId | None, code: int, message: str) -> None:
         await self._write_answer({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
@@ -500,7 +504,7 @@ def _is_number(value: object) -> TypeGuard[int | float]:
 def _lost_reason(message: dict[str, Any]) -> str:
     error = message.get("error")
     reason = error.get("message") if is_mapping(error) else None
-    return reason if isinstance(reason, str) else "Connection closed"
+    return reason if isinstance(reason, str) else CLOSED
 
 
 def _error_of(error: object, peer: str) -> MCPError:

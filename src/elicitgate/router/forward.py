@@ -15,7 +15,7 @@ from elicitgate.bridging.envelope import modern_capabilities, upstream_params, w
 from elicitgate.bridging.input_requests import answer_input_requests, complete_minted
 from elicitgate.elicitation.broker import Broker
 from elicitgate.seams import Origin
-from elicitgate.jsonrpc import PeerLost, UrlElicitationRequired, progress_params
+from elicitgate.jsonrpc import CLOSED, PeerLost, UrlElicitationRequired, progress_params
 from elicitgate.upstreams.link import UpstreamLink
 
 
@@ -76,7 +76,7 @@ async def forward(
         raise errors.gateway_error(
             errors.UPSTREAM_GONE,
             f"upstream {link.name!r} went away during {method}"
-            if reason == "Connection closed"
+            if reason == CLOSED
             else f"upstream {link.name!r} did not answer {method}: {reason}",
             server=link.name,
             method=method,
