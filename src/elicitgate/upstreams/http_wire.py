@@ -47,6 +47,7 @@ from elicitgate import __version__, sdk, wire_json
 from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
 from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.jsonrpc import Inbound, parse_message
+from elicitgate.upstreams.network import AsyncioBackend
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class HttpWire:
         self._url = httpx2.URL(url)
         self._max_event_bytes = max_event_bytes
         """The largest event read from a stream (`mcpServers.<name>.max_event_bytes`)."""
-        self._transport = httpx2.AsyncHTTPTransport(limits=UPSTREAM_HTTP_LIMITS)
+        self._transport = sdk.http_transport(UPSTREAM_HTTP_LIMITS, AsyncioBackend())
         self._base: dict[str, str] = {"user-agent": f"elicitgate/{__version__}"}
         self._base.update({name.lower(): value for name, value in (headers or {}).items()})
         self._base["accept"] = "application/json, text/event-stream"
