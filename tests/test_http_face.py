@@ -14,7 +14,10 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
+
+from mcp import Client
 
 from tests.conftest import ROOT, stdio_server, write_config
 from tests.test_docs_commands import _blocks
@@ -210,7 +213,7 @@ async def test_the_clients_page_curl_example_opens_a_session(gateway):
 
 
 async def test_a_2026_07_28_post_is_answered_on_itself_streams_progress_and_is_cancelled_by_closing_it(gateway):
-    gw = gateway()
+    gw = gateway(json_wait=1)
     async with httpx2.AsyncClient(base_url=gw.url, headers=MODERN_HEADERS, timeout=30) as http:
         listing = modern(1, "tools/list")
         listed = await http.post("/mcp", json=listing, headers=routing_headers(listing))
@@ -229,7 +232,7 @@ async def test_a_2026_07_28_post_is_answered_on_itself_streams_progress_and_is_c
 
         sleep = modern(3, "tools/call", {"name": "s__sleep"})
         async with http.stream("POST", "/mcp", json=sleep, headers=routing_headers(sleep)) as sleeping:
-            assert sleeping.headers["content-type"] == "text/event-stream"  # no answer within the JSON window
+            assert sleeping.headers["content-type"] == "text/event-stream"  # no answer within `json_wait`
         # Leaving the block closed the connection: the client's cancellation in this era.
         deadline = time.monotonic() + 20
         while True:
@@ -239,6 +242,52 @@ async def test_a_2026_07_28_post_is_answered_on_itself_streams_progress_and_is_c
                 break
             assert time.monotonic() < deadline, asked.text
             await anyio.sleep(0.1)
+
+
+async def test_a_2026_07_28_answer_within_json_wait_is_one_json_body_and_leaving_before_it_cancels(gateway):
+    """Past a session's 0.25 s, within `http.json_wait` (15 s by default): still JSON. A client that goes away
+    before any response header is seen to go (its request is cancelled upstream)."""
+    gw = gateway()
+    async with httpx2.AsyncClient(base_url=gw.url, headers=MODERN_HEADERS, timeout=30) as http:
+        slow = modern(1, "tools/call", {"name": "s__sleep", "arguments": {"seconds": 0.6}})
+        answered = await http.post("/mcp", json=slow, headers=routing_headers(slow))
+        assert answered.headers["content-type"] == "application/json", answered.text
+        assert answered.json()["result"]["content"][0]["text"] == "slept"
+
+        async def calls() -> int:
+            stats = modern(2, "tools/call", {"name": "s__stats"})
+            return tool_text((await http.post("/mcp", json=stats, headers=routing_headers(stats))).json())["calls"]
+
+        before = await calls()
+        forever = modern(3, "tools/call", {"name": "s__sleep"})
+
+        async def post_forever() -> None:
+            await http.post("/mcp", json=forever, headers=routing_headers(forever))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(post_forever)
+            with anyio.fail_after(20):
+                while await calls() == before:  # until the upstream is sleeping on it
+                    await anyio.sleep(0.05)
+            tasks.cancel_scope.cancel()  # the client gives up: its connection closes, no header seen yet
+        deadline = time.monotonic() + 5  # well before `json_wait` ends (15 s), when a stream would notice
+        while True:
+            ask = modern(4, "tools/call", {"name": "s__last_cancelled"})
+            asked = await http.post("/mcp", json=ask, headers=routing_headers(ask))
+            if tool_text(asked.json()) is True:
+                break
+            assert time.monotonic() < deadline, asked.text
+            await anyio.sleep(0.1)
+
+
+async def test_a_2026_07_28_sdk_client_gets_a_large_answer_that_took_a_moment(gateway):
+    """The `mcp` SDK's client refuses an SSE event over 1 MiB: a 2 MB result that took 0.6 s must come back as
+    JSON (it was an SSE event past 0.25 s, and the call failed)."""
+    gw = gateway()
+    async with Client(f"{gw.url}/mcp", mode="2026-07-28") as client:
+        result = await client.call_tool("s__sleep", {"seconds": 0.6, "pad": 2_000_000})
+    assert isinstance(result.content[0], types.TextContent)
+    assert result.content[0].text == "slept" + "." * 2_000_000
 
 
 async def test_a_2026_07_28_request_the_face_cannot_serve_gets_the_sdk_ladders_verdict(gateway):

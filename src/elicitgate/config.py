@@ -274,6 +274,10 @@ class HttpFaceConfig(_Strict):
     then it ends, and its id answers 404 (the client starts a new session)."""
     max_sessions: int = Field(default=10_000, gt=0)
     """Open sessions at most; one more `initialize` gets 503 until one ends."""
+    json_wait: float = Field(default=15.0, ge=0)
+    """Seconds a 2026-07-28 request's answer may take and still go back as one JSON body (unless something
+    was sent on the request's behalf first); past it the POST turns into an SSE stream with keep-alive
+    comments. A handshake-era session's request turns after 0.25 s (`faces.http_answers.JSON_WINDOW`)."""
 
     @field_validator("public_url")
     @classmethod

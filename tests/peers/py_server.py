@@ -19,7 +19,7 @@ Tools:
 - `url_required {elicitation_id?, url?}`   -> fails with -32042 URLElicitationRequired
 - `fail {code, message, data?}`            -> fails with that JSON-RPC error
 - `progress {n}`                           -> n progress notifications, then "done n"
-- `sleep {seconds}`                        -> sleeps (cancellable), then "slept"
+- `sleep {seconds, pad?}`                  -> sleeps (cancellable), then "slept" (followed by `pad` dots)
 - `die`                                    -> the process exits at once (upstream death)
 - `die_during_elicit`                      -> starts an elicitation, exits 0.2 s later
 - `last_cancelled`                         -> whether the previous `sleep`/`elicit` was cancelled
@@ -223,7 +223,7 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
             STATE["cancelled"] = True
             raise
         STATE["cancelled"] = False
-        return _text("slept")
+        return _text("slept" + "." * int(args.get("pad", 0)))
     if name == "last_cancelled":
         return _text(json.dumps(STATE["cancelled"]))
     if name == "die":

@@ -50,7 +50,7 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     hosting.serve_at(base_url)
     http = gateway.config.http
     mcp = StreamableHttpEndpoint(server, security, idle_timeout=http.session_idle_timeout,
-                                 max_sessions=http.max_sessions)
+                                 max_sessions=http.max_sessions, json_wait=http.json_wait)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:

@@ -39,14 +39,14 @@ def encode(message: Mapping[str, Any]) -> bytes:
     return wire_json.dumps(message)
 
 
-class _Late(enum.Enum):
+class Late(enum.Enum):
     LATE = enum.auto()
 
 
-LATE = _Late.LATE
+LATE = Late.LATE
 
 
-def _expire(waiter: asyncio.Future[_Late | None]) -> None:
+def _expire(waiter: asyncio.Future[Late | None]) -> None:
     if not waiter.done():
         waiter.set_result(LATE)
 
@@ -59,7 +59,7 @@ class Channel:
 
     def __init__(self) -> None:
         self._items: deque[dict[str, Any]] = deque()
-        self._waiter: asyncio.Future[_Late | None] | None = None
+        self._waiter: asyncio.Future[Late | None] | None = None
         self.closed = False
 
     def put(self, message: dict[str, Any], *, last: bool = False) -> bool:
@@ -79,7 +79,7 @@ class Channel:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    async def get(self, timeout: float | None = None) -> dict[str, Any] | None | _Late:
+    async def get(self, timeout: float | None = None) -> dict[str, Any] | None | Late:
         """The next message; None once the channel is closed and drained; `LATE` when `timeout` seconds
         pass first."""
         while not self._items:

@@ -1,7 +1,7 @@
 """2026-07-28 POSTs on `/mcp`: one self-contained request each (its `_meta` envelope says who asks and
 what they can do), no session, no request to the client; its answer as one JSON body, or as an SSE stream
-when it sends notifications first (progress, log lines) or takes longer than `JSON_WINDOW`. The client
-cancels by closing that stream: the request's handling is cancelled with it.
+when it sends notifications first (progress, log lines) or takes longer than `http.json_wait` (15 s). The
+client cancels by closing its connection: the request's handling is cancelled with it.
 
 The envelope is checked as the SDK's own handler for this era checks it (the classification ladder of
 `mcp.shared.inbound`, duplicated routing headers, `Mcp-Param-*` headers against the tool's schema, the
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import enum
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -43,7 +44,7 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.transport_context import TransportContext
 
 from elicitgate import sdk, wire_json
-from elicitgate.faces.http_answers import JSON_WINDOW, Channel, error_message, reply, stream
+from elicitgate.faces.http_answers import JSON_WINDOW, LATE, Channel, Late, error_message, reply, stream
 from elicitgate.faces.server import GatewayServer
 from elicitgate.jsonrpc import is_request_id, progress_params
 from elicitgate.json_shapes import is_mapping, is_object
@@ -97,9 +98,13 @@ class StatelessContext:
 class StatelessRequests:
     """Serves the 2026-07-28 POSTs of the HTTP face (`StreamableHttpEndpoint` hands them here)."""
 
-    def __init__(self, server: GatewayServer, security: TransportSecuritySettings) -> None:
+    def __init__(self, server: GatewayServer, security: TransportSecuritySettings, *, json_wait: float) -> None:
         self._server = server
         self._security = security
+        self._json_wait = json_wait
+        """Seconds an answer may take and still go back as JSON (`http.json_wait`). Longer than a session's
+        `JSON_WINDOW`: this era's client has no session to lose with a connection, and the `mcp` SDK's client
+        refuses an SSE event over 1 MiB, so a large result that took a moment would fail as an event."""
         self.lifespan_state: Any = None
         self._streaming: set[Channel] = set()
         """The POSTs answering with an SSE stream now."""
@@ -148,7 +153,12 @@ class StatelessRequests:
             self._serve(context, channel, method, params, connection), context=contextvars.copy_context()
         )
         try:
-            first = await channel.get(JSON_WINDOW)
+            first = await channel.get(min(JSON_WINDOW, self._json_wait))
+            if first is LATE and self._json_wait > JSON_WINDOW:
+                self._streaming.add(channel)  # `stop` ends the wait too
+                first = await _first_or_gone(channel, receive, self._json_wait - JSON_WINDOW)
+                if first is GONE:
+                    return  # the client went away: its request is cancelled (below)
             if isinstance(first, dict) and channel.closed and "method" not in first:
                 error = first.get("error")
                 code = error.get("code") if is_mapping(error) else None
@@ -218,6 +228,38 @@ class StatelessRequests:
             return await receive()
 
         await sdk.serve_modern_http(self._server, self._security, self.lifespan_state, scope, replay, send)
+
+
+class _Gone(enum.Enum):
+    GONE = enum.auto()
+
+
+GONE = _Gone.GONE
+
+
+async def _first_or_gone(
+    channel: Channel, receive: Receive, timeout: float
+) -> dict[str, Any] | None | Late | _Gone:
+    """`channel.get(timeout)` while watching the connection: `GONE` once the client has disconnected.
+
+    Until a response starts, the client's going away is seen only by reading `receive`; a request waited on
+    longer than `JSON_WINDOW` is worth the watcher's task."""
+    gone = False
+
+    async def watch() -> None:
+        nonlocal gone
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone = True
+        channel.close()
+
+    watcher = asyncio.get_running_loop().create_task(watch())
+    try:
+        first = await channel.get(timeout)
+    finally:
+        watcher.cancel()
+        await asyncio.wait([watcher])  # `stream` reads `receive` next: never two readers at once
+    return GONE if gone else first
 
 
 def _request_of(message: object) -> dict[str, Any] | None:

@@ -192,6 +192,7 @@ class StreamableHttpEndpoint:
         *,
         idle_timeout: float | None,
         max_sessions: int,
+        json_wait: float = JSON_WINDOW,
         max_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE,
     ) -> None:
         self._server = server
@@ -203,7 +204,7 @@ class StreamableHttpEndpoint:
         self._sessions: dict[str, _Session] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         self._lifespan_state: Any = None
-        self._stateless = StatelessRequests(server, security)
+        self._stateless = StatelessRequests(server, security, json_wait=json_wait)
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncGenerator[None]:
