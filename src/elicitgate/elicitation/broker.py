@@ -33,7 +33,7 @@ from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limit
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
-from elicitgate.elicitation.form_schemas import FormSchemas
+from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.url_routes import UrlRoutes
 from elicitgate.elicitation.sensitive import sensitive_fields
@@ -101,9 +101,9 @@ class Broker:
         params = dict(params or {})
         mode = params.get("mode", "form")
         try:
-            schema = self._check_request(server, mode, params, url_ids)
-            if schema is not None:  # the one every elicitation asking the same shares (`form_schemas`)
-                params["requestedSchema"] = schema
+            checked = self._check_request(server, mode, params, url_ids)
+            if checked is not None:  # the schema every elicitation asking the same shares (`form_schemas`)
+                params["requestedSchema"] = checked.schema
             if mode == "url":
                 await self.url_policy.check(server, params.get("url"), params.get("elicitationId"), needs_id=url_ids)
             if origin is None:
@@ -113,7 +113,8 @@ class Broker:
                     server=server,
                 )
             peer = origin.peer
-            responder = self._hosted_responder(server, origin, mode, params) or self._responder_for(
+            secrets = checked.secrets if checked is not None else ()
+            responder = self._hosted_responder(server, origin, mode, secrets) or self._responder_for(
                 server, origin, mode
             )
             if self.shared_limits is None:
@@ -197,17 +198,13 @@ class Broker:
         )
 
     def _hosted_responder(
-        self, server: str, origin: Origin, mode: str, params: dict[str, Any]
+        self, server: str, origin: Origin, mode: str, secrets: Sequence[str]
     ) -> Responder | None:
-        """The gateway's own page / inbox when the server's `hosting` policy says so (docs/hosting.md)."""
-        fields = (
-            sensitive_fields(params.get("requestedSchema"))
-            if mode == "form" and self.config.sensitive_fields == "host"
-            else []
-        )
-        secrets = bool(fields)
-        responder = self.hosting.responder_for(server, origin, mode, secrets=secrets) if self.hosting else None
-        if responder is None and secrets:
+        """The gateway's own page / inbox when the server's `hosting` policy says so (docs/hosting.md), or
+        when a form asks for `secrets` and `sensitive_fields` is `host`."""
+        fields = list(secrets) if self.config.sensitive_fields == "host" else []
+        responder = self.hosting.responder_for(server, origin, mode, secrets=bool(fields)) if self.hosting else None
+        if responder is None and fields:
             raise errors.gateway_error(
                 errors.ELICITATION_SENSITIVE_BLOCKED,
                 "form-mode elicitation asks for secrets and the gateway cannot host it",
@@ -222,8 +219,9 @@ class Broker:
         without asking: the gateway's optional questions are skipped when it would not."""
         mode = params.get("mode", "form")
         try:
-            self._check_request(server, mode, params, url_ids=True)
-            return self._hosted_responder(server, origin, mode, params) is not None or mode in origin.modes
+            checked = self._check_request(server, mode, params, url_ids=True)
+            secrets = checked.secrets if checked is not None else ()
+            return self._hosted_responder(server, origin, mode, secrets) is not None or mode in origin.modes
         except MCPError:
             return False
 
@@ -262,7 +260,9 @@ class Broker:
 
     # -- checks ------------------------------------------------------------------------------
 
-    def _check_request(self, server: str, mode: str, params: Mapping[str, Any], url_ids: bool) -> object | None:
+    def _check_request(
+        self, server: str, mode: str, params: Mapping[str, Any], url_ids: bool
+    ) -> CheckedSchema | None:
         """Refuse a request the gateway does not pass on; a form's checked schema, shared (`FormSchemas`)."""
 
         def refuse(message: str, refusal: str = "invalid_request", **data: Any) -> MCPError:
@@ -308,7 +308,7 @@ class Broker:
                 rule=first.rule,
                 problems=[p.as_dict() for p in problems],
             )
-        return checked.schema
+        return checked
 
     def _admit(self, server: str, peer: DownstreamPeer) -> str:
         """Check the limits for the client's identity (its principal, else its session); returns the identity."""
