@@ -244,6 +244,45 @@ async def test_an_answer_too_deep_to_write_is_answered_with_an_error_instead() -
         wire.from_server.close()
 
 
+class RefusingWire(MemoryWire):
+    """A wire that cannot send any answer (it raises `ValueError`, as a failing socket check once did)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused: list[dict[str, Any]] = []
+        self.refusing = anyio.Event()
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        if "method" not in message:
+            self.refused.append(message)
+            self.refusing.set()
+            raise ValueError("cannot send")
+        await super().send(message, headers)
+
+    async def refusals(self, count: int) -> list[tuple[Any, bool]]:
+        """(id, is an error) of each answer refused, once `count` were."""
+        with anyio.fail_after(5):
+            while len(self.refused) < count:
+                self.refusing = anyio.Event()
+                await self.refusing.wait()
+        return sorted((m["id"], "error" in m) for m in self.refused)
+
+
+async def test_an_answer_the_wire_refuses_is_replaced_by_one_error_and_then_dropped() -> None:
+    """Before, the error standing in for the answer failed the same way and was replaced in turn, for ever."""
+    wire, recorder = RefusingWire(), Recorder()
+    async with anyio.create_task_group() as tg:
+        endpoint = await _running(wire, recorder, tg)
+        await wire.say({"jsonrpc": "2.0", "id": 21, "method": "ping"})
+        await wire.say({"jsonrpc": "2.0", "id": 22, "method": "ping"})
+        assert await wire.refusals(4) == [(21, False), (21, True), (22, False), (22, True)]
+        tg.start_soon(endpoint.request, "r1", "tools/list", None)  # the endpoint goes on
+        assert (await wire.written())["method"] == "tools/list"
+        assert len(wire.refused) == 4
+        wire.from_server.close()
+        tg.cancel_scope.cancel()
+
+
 async def test_a_request_the_server_cancels_is_not_answered() -> None:
     wire, recorder = MemoryWire(), Recorder()
     async with anyio.create_task_group() as tg:

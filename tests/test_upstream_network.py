@@ -6,7 +6,8 @@ httpcore2's pool on asyncio's own transports), on real sockets:
 - reads and writes keep httpcore2's promises: a timeout is `ReadTimeout` / `WriteTimeout`, a refused
   connection `ConnectError`, the end of the stream `b""`;
 - a response larger than the read buffer's bound arrives whole (reading pauses and resumes);
-- a kept-alive connection that the server closed while idle is not reused.
+- a kept-alive connection that the server closed while idle is not reused, and one that is still open is,
+  with a descriptor past 1023 too (`select` refuses those: a gateway holding a thousand connections has them).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import asyncio
 import datetime
 import ipaddress
 import json
+import os
+import resource
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -227,3 +230,42 @@ async def test_a_kept_alive_connection_the_server_closed_while_idle_is_not_reuse
             assert response.text == "ok"
             await asyncio.wait_for(closed.wait(), 10)  # the pooled connection is idle and closed by now
         assert connections == 3
+
+
+@pytest.fixture
+def high_descriptors() -> Iterator[None]:
+    """Every descriptor below 1100 taken, so the next sockets get numbers past `select`'s 1023."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2048:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(2048, hard), hard))
+    taken: list[int] = []
+    try:
+        while not taken or taken[-1] < 1100:
+            taken.append(os.open(os.devnull, os.O_RDONLY))
+        yield
+    finally:
+        for fd in taken:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+async def test_a_kept_alive_connection_is_reused_when_its_descriptor_is_past_1023(high_descriptors: None) -> None:
+    connections = 0
+
+    async def keeps_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while not reader.at_eof():
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:  # the client closed its connection
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await writer.drain()
+
+    async with _tcp_server(keeps_alive) as port, httpx2.AsyncClient(
+        transport=sdk.http_transport(LIMITS, AsyncioBackend())
+    ) as client:
+        for _ in range(3):
+            assert (await client.get(f"http://127.0.0.1:{port}/")).text == "ok"
+        assert connections == 1

@@ -468,17 +468,26 @@ class Endpoint:
             with anyio.move_on_after(CLOSING_WRITE_TIMEOUT, shield=True):
                 await self._answer_error(request_id, CONNECTION_CLOSED, CLOSED)
 
-    async def _answer_error(self, request_id: RequestId | None, code: int, message: str) -> None:
-        await self._write_answer({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+    async def _answer_error(
+        self, request_id: RequestId | None, code: int, message: str, *, fallback: bool = True
+    ) -> None:
+        error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+        await self._write_answer(error, fallback=fallback)
 
-    async def _write_answer(self, response: dict[str, Any]) -> None:
+    async def _write_answer(self, response: dict[str, Any], *, fallback: bool = True) -> None:
+        """Send an answer; one the wire refuses (`wire_json.TooDeep`) is answered with an error instead, once."""
         try:
             await self._wire.send(response)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             logger.debug("dropped the answer to %r of %s: the connection is closed", response["id"], self._peer)
-        except ValueError as exc:  # `wire_json.TooDeep`: the peer still gets an answer
+        except ValueError as exc:
+            if not fallback:  # the error in its place failed too: the wire cannot send at all
+                logger.error("dropped the answer to %r of %s: %s", response["id"], self._peer, exc)
+                return
             logger.warning("the answer to %r of %s cannot be written as JSON: %s", response["id"], self._peer, exc)
-            await self._answer_error(response["id"], INTERNAL_ERROR, f"the answer cannot be written as JSON: {exc}")
+            await self._answer_error(
+                response["id"], INTERNAL_ERROR, f"the answer cannot be written as JSON: {exc}", fallback=False
+            )
 
     async def _notify_contained(
         self, on_notify: OnNotify, inbound: Inbound, method: str, params: dict[str, Any] | None

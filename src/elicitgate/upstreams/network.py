@@ -176,11 +176,17 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
 
 
 def _socket_readable(transport: asyncio.Transport) -> bool:
+    """Whether the socket has bytes (or its end) the loop has not read yet; `poll`, as httpcore2 does:
+    `select` refuses a descriptor past 1023, which a gateway holding a thousand connections has."""
     sock = transport.get_extra_info("socket")
     fd = sock.fileno() if sock is not None else -1
     if fd < 0:
         return True
-    readable, _, _ = select.select([fd], [], [], 0)
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    readable, _, _ = select.select([fd], [], [], 0)  # Windows: no poll, and no limit on the descriptor either
     return bool(readable)
 
 
