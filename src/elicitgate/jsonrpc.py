@@ -484,10 +484,9 @@ class Endpoint:
             if not fallback:  # the error in its place failed too: the wire cannot send at all
                 logger.error("dropped the answer to %r of %s: %s", response["id"], self._peer, exc)
                 return
-            logger.warning("the answer to %r of %s cannot be written as JSON: %s", response["id"], self._peer, exc)
-            await self._answer_error(
-                response["id"], INTERNAL_ERROR, f"the answer cannot be written as JSON: {exc}", fallback=False
-            )
+            why = "cannot be written as JSON" if isinstance(exc, wire_json.TooDeep) else "could not be sent"
+            logger.warning("the answer to %r of %s %s: %s", response["id"], self._peer, why, exc)
+            await self._answer_error(response["id"], INTERNAL_ERROR, f"the answer {why}: {exc}", fallback=False)
 
     async def _notify_contained(
         self, on_notify: OnNotify, inbound: Inbound, method: str, params: dict[str, Any] | None
