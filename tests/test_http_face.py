@@ -234,14 +234,19 @@ async def test_a_2026_07_28_post_is_answered_on_itself_streams_progress_and_is_c
         async with http.stream("POST", "/mcp", json=sleep, headers=routing_headers(sleep)) as sleeping:
             assert sleeping.headers["content-type"] == "text/event-stream"  # no answer within `json_wait`
         # Leaving the block closed the connection: the client's cancellation in this era.
-        deadline = time.monotonic() + 20
-        while True:
-            ask = modern(4, "tools/call", {"name": "s__last_cancelled"})
-            asked = await http.post("/mcp", json=ask, headers=routing_headers(ask))
-            if tool_text(asked.json()) is True:
-                break
-            assert time.monotonic() < deadline, asked.text
-            await anyio.sleep(0.1)
+        await _upstream_saw_cancellation(http, within=20)
+
+
+async def _upstream_saw_cancellation(http: httpx2.AsyncClient, *, within: float) -> None:
+    """Wait (at most `within` seconds) until the upstream says its last `sleep` was cancelled."""
+    deadline = time.monotonic() + within
+    while True:
+        ask = modern(4, "tools/call", {"name": "s__last_cancelled"})
+        asked = await http.post("/mcp", json=ask, headers=routing_headers(ask))
+        if tool_text(asked.json()) is True:
+            return
+        assert time.monotonic() < deadline, asked.text
+        await anyio.sleep(0.1)
 
 
 async def test_a_2026_07_28_answer_within_json_wait_is_one_json_body_and_leaving_before_it_cancels(gateway):
@@ -270,14 +275,7 @@ async def test_a_2026_07_28_answer_within_json_wait_is_one_json_body_and_leaving
                 while await calls() == before:  # until the upstream is sleeping on it
                     await anyio.sleep(0.05)
             tasks.cancel_scope.cancel()  # the client gives up: its connection closes, no header seen yet
-        deadline = time.monotonic() + 5  # well before `json_wait` ends (15 s), when a stream would notice
-        while True:
-            ask = modern(4, "tools/call", {"name": "s__last_cancelled"})
-            asked = await http.post("/mcp", json=ask, headers=routing_headers(ask))
-            if tool_text(asked.json()) is True:
-                break
-            assert time.monotonic() < deadline, asked.text
-            await anyio.sleep(0.1)
+        await _upstream_saw_cancellation(http, within=5)  # well before `json_wait` (15 s) would end
 
 
 async def test_a_2026_07_28_sdk_client_gets_a_large_answer_that_took_a_moment(gateway):

@@ -27,6 +27,35 @@ SocketOption = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple
 """httpcore2's `SOCKET_OPTION`: the arguments of one `setsockopt`."""
 
 
+class _Wakeup:
+    """One task waiting for something the protocol's callbacks see happen."""
+
+    __slots__ = ("_waiter",)
+
+    def __init__(self) -> None:
+        self._waiter: asyncio.Future[bool] | None = None
+
+    def wake(self) -> None:
+        _settle(self._waiter, True)
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Whether it was woken (False: `timeout` seconds passed first)."""
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(timeout, _settle, waiter, False) if timeout is not None else None
+        try:
+            return await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+
+def _settle(waiter: asyncio.Future[bool] | None, woken: bool) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(woken)
+
+
 class _Connection(asyncio.Protocol):
     """The transport's side: the bytes received, whether the stream ended, and who waits for what."""
 
@@ -37,8 +66,10 @@ class _Connection(asyncio.Protocol):
         self.error: Exception | None = None
         self.reading_paused = False
         self.writing_paused = False
-        self.read_waiter: asyncio.Future[bool] | None = None
-        self.drain_waiter: asyncio.Future[bool] | None = None
+        self.readable = _Wakeup()
+        """Woken when bytes arrive or the stream ends."""
+        self.drained = _Wakeup()
+        """Woken when the transport takes writes again, or the connection is lost."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -48,47 +79,26 @@ class _Connection(asyncio.Protocol):
         if len(self.received) >= HIGH_WATER and not self.reading_paused and self.transport is not None:
             self.reading_paused = True
             self.transport.pause_reading()
-        _wake(self.read_waiter)
+        self.readable.wake()
 
     def eof_received(self) -> bool:
         self.ended = True
-        _wake(self.read_waiter)
+        self.readable.wake()
         return False  # the transport closes itself: nothing more is written on a connection the server ended
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.ended = True
         self.error = exc
         self.writing_paused = False
-        _wake(self.read_waiter)
-        _wake(self.drain_waiter)
+        self.readable.wake()
+        self.drained.wake()
 
     def pause_writing(self) -> None:
         self.writing_paused = True
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        _wake(self.drain_waiter)
-
-
-def _wake(waiter: asyncio.Future[bool] | None) -> None:
-    if waiter is not None and not waiter.done():
-        waiter.set_result(True)
-
-
-def _expire(waiter: asyncio.Future[bool]) -> None:
-    if not waiter.done():
-        waiter.set_result(False)
-
-
-async def _wait(waiter: asyncio.Future[bool], timeout: float | None) -> bool:
-    """Whether `waiter` was woken (False: `timeout` seconds passed first)."""
-    if timeout is None:
-        return await waiter
-    timer = asyncio.get_running_loop().call_later(timeout, _expire, waiter)
-    try:
-        return await waiter
-    finally:
-        timer.cancel()
+        self.drained.wake()
 
 
 class AsyncioStream(httpcore2.AsyncNetworkStream):
@@ -100,14 +110,8 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         connection = self._connection
-        if not connection.received and not connection.ended:
-            connection.read_waiter = asyncio.get_running_loop().create_future()
-            try:
-                woken = await _wait(connection.read_waiter, timeout)
-            finally:
-                connection.read_waiter = None
-            if not woken:
-                raise httpcore2.ReadTimeout(f"no data for {timeout} s")
+        if not connection.received and not connection.ended and not await connection.readable.wait(timeout):
+            raise httpcore2.ReadTimeout(f"no data for {timeout} s")
         received = connection.received
         if received:
             if len(received) <= max_bytes:
@@ -132,12 +136,7 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
             raise httpcore2.WriteError(str(connection.error) if connection.error else "the connection is closed")
         self._transport.write(buffer)
         if connection.writing_paused:
-            connection.drain_waiter = asyncio.get_running_loop().create_future()
-            try:
-                drained = await _wait(connection.drain_waiter, timeout)
-            finally:
-                connection.drain_waiter = None
-            if not drained:
+            if not await connection.drained.wait(timeout):
                 raise httpcore2.WriteTimeout(f"the server took no data for {timeout} s")
             if connection.error is not None:
                 raise httpcore2.WriteError(str(connection.error) or type(connection.error).__name__)
