@@ -35,13 +35,11 @@ from cryptography.x509.oid import NameOID
 from mcp import Client
 
 from elicitgate import sdk
-from elicitgate.upstreams.http_wire import HttpWire
+from elicitgate.upstreams.http_wire import UPSTREAM_HTTP_LIMITS as LIMITS, HttpWire
 from elicitgate.upstreams.network import HIGH_WATER, AsyncioBackend
 from tests.conftest import PY, Process, free_port, write_config
 
 pytestmark = pytest.mark.anyio
-
-LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
 
 
 def _certificates(where: Path) -> tuple[Path, Path, Path]:
@@ -136,7 +134,9 @@ async def _tcp_server(on_connection: Any) -> AsyncIterator[int]:
     serving: set[asyncio.Task[None]] = set()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        serving.add(asyncio.current_task())  # type: ignore[arg-type]
+        task = asyncio.current_task()
+        assert task is not None
+        serving.add(task)
         try:
             await on_connection(reader, writer)
         finally:
