@@ -157,9 +157,9 @@ def without_server_requests(context: DispatchContext[TransportContext]) -> Dispa
 
 def http_transport(limits: httpx2.Limits, network: httpcore2.AsyncNetworkBackend) -> httpx2.AsyncHTTPTransport:
     """httpx2's transport on a connection pool that reaches the network through `network`: httpx2 takes no
-    network backend, its connection pool (httpcore2's, public) does. TLS is httpx2's default context
-    (certifi, or `SSL_CERT_FILE` / `SSL_CERT_DIR`), built once for the process: building it reads the
-    certificate store, ~16 ms with the event loop stopped."""
+    network backend, its connection pool (httpcore2's, public) does. TLS is httpx2's default context (the
+    system's certificate authorities, or `SSL_CERT_FILE` / `SSL_CERT_DIR`), built once for the process:
+    building it reads the certificate store, ~16 ms with the event loop stopped."""
     import httpcore2
     import httpx2
 
