@@ -475,7 +475,8 @@ class Endpoint:
         await self._write_answer(error, fallback=fallback)
 
     async def _write_answer(self, response: dict[str, Any], *, fallback: bool = True) -> None:
-        """Send an answer; one the wire refuses (`wire_json.TooDeep`) is answered with an error instead, once."""
+        """Send an answer; one the wire refuses with a `ValueError` (`wire_json.TooDeep`, or a wire that could not
+        send it) is answered with an error instead, once."""
         try:
             await self._wire.send(response)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):

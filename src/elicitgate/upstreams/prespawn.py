@@ -6,8 +6,9 @@ server's process as soon as the configuration is read (`start`), with nothing bu
 and the two overlap. The server's first connection attempt takes the running process over (`claim`) and
 reads and writes its pipes on the event loop (`upstreams.adopted`); a reconnect, or a connection of a
 client's own (`per_session`), starts a new process the same way (`spawn`). A process no connection took
-(the gateway stopped first) is stopped by `stop_unclaimed`, in the order a connection stops its own. A process that cannot be started is not kept:
-the first attempt starts it again the usual way (`sdk.spawn_stdio_server`), which says why it cannot.
+(the gateway stopped first) is stopped by `stop_unclaimed`, in the order a connection stops its own. A
+process that cannot be started is not kept: the first attempt starts it again the usual way
+(`sdk.spawn_stdio_server`), which says why it cannot.
 
 How a process is started and stopped is the `mcp` SDK's (`mcp.client.stdio`): the same environment, a
 session of its own (so stopping its process group stops everything it started), the same order and waits.
