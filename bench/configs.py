@@ -90,6 +90,12 @@ def bare_relay_argv() -> list[str]:
     return [PY, "-m", "bench.bare_relay", *demo_argv()]
 
 
+def bare_http_relay_argv(listen: str, upstream_url: str) -> list[str]:
+    """`bench.bare_http_relay` on `listen` in front of `upstream_url` (each JSON body and SSE event parsed and
+    serialised again, nothing else)."""
+    return [PY, "-m", "bench.bare_http_relay", "--listen", listen, "--upstream", upstream_url]
+
+
 def fastmcp_argv(*, upstream_url: str | None = None, http: str | None = None) -> list[str]:
     """The FastMCP proxy (`bench.fastmcp_proxy`) in front of the demo server (stdio) or a URL."""
     argv = [PY, "-m", "bench.fastmcp_proxy"]

@@ -188,9 +188,11 @@ def markdown(results: dict[str, Any]) -> str:
                             failures.append(f"- {transport}, {era}, {PATH_LABELS[path]}, `{row['op']}`: {row['error']}")
         lines += ["", "The 2026-07-28 `elicitgate` row is a handshake-era client in front of a 2026-07-28 upstream "
                       "(the gateway answers `input_required` through its broker); its added latency is against a "
-                      "2026-07-28 client calling the upstream directly. The bare relay (`bench/bare_relay.py`, stdio "
-                      "only) parses and re-serialises every line between client and server and does nothing else: "
-                      "no Python process in the middle adds less.", ""]
+                      "2026-07-28 client calling the upstream directly. The bare relay parses and re-serialises every "
+                      "message between client and server and does nothing else: over stdio (`bench/bare_relay.py`) "
+                      "no Python process in the middle adds less; over HTTP (`bench/bare_http_relay.py`, uvicorn "
+                      "and httpx2 as the gateway runs them) it passes the server's SSE answers through as they come, "
+                      "where elicitgate's face answers JSON when it can, so elicitgate may add less on a row.", ""]
         if failures:
             lines += ["What did not work:", "", *failures, ""]
     scale = results.get("scale")
