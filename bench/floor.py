@@ -4,9 +4,11 @@ Side by side in interleaved rounds (as `bench.latency`), over stdio and over str
 server called directly, through a bare Python relay (`bench.bare_relay` over stdio, `bench.bare_http_relay`
 over HTTP: each message parsed and serialised again, nothing else), and through elicitgate, for both eras
 (a handshake-era client, and a 2026-07-28 client with a 2026-07-28 upstream). It prints each path's p50
-and what it adds to the direct call, and for elicitgate how much of that a bare relay adds already: no
-Python process in the middle can add less than the relay does, so its row is the lowest the "added"
-column of the latency table can go on this machine. Asserts nothing.
+and what it adds to the direct call, and for elicitgate how much of that a bare relay adds already. Over
+stdio no Python process in the middle can add less than the relay does, so its row is the lowest the
+"added" column of the latency table can go on this machine; over HTTP the relay passes each answer
+through as the server gives it (an SSE stream stays one), on the libraries the gateway runs, so its row is
+what relaying costs on them before any gateway work. Asserts nothing.
 """
 
 from __future__ import annotations
