@@ -300,6 +300,17 @@ def test_a_long_line_in_many_chunks_and_one_byte_at_a_time_parse_as_one():
     assert [event for i in range(len(small)) for event in bytewise.feed(small[i : i + 1])] == [b"a", b"b\nc"]
 
 
+def test_an_event_ended_by_a_bare_cr_at_a_chunk_end_is_delivered_at_once():
+    # A CR is a whole line end in an event stream; when it ends a chunk, the next chunk may begin with the LF
+    # of a CRLF, which ends no second line. The event must not wait for that next chunk: at the end of a
+    # POST's stream there is none, and the answer would be lost.
+    events = SseParser(MIB)
+    assert events.feed(b"data: {\"a\":1}\r\r") == [b'{"a":1}']
+    assert events.feed(b"data: 2\r\n\r") == [b"2"]
+    assert events.feed(b"\ndata: 3\r") == []  # that LF ended the CRLF: no empty line, no event, of its own
+    assert events.feed(b"\ndata: 4\r\n\r\n") == [b"3\n4"]
+
+
 @pytest.fixture
 def odd_server():
     """The demo server behind endpoints that answer oddly (tests/peers/odd_http_server.py)."""

@@ -516,7 +516,9 @@ class SseParser:
     needs (the last event id, the server's retry delay). `feed` returns the data of each complete
     `message` event that has any (an event with an id and no data only primes resumption)."""
 
-    __slots__ = ("_max_size", "_pending", "_pending_size", "_data", "_size", "_event", "last_id", "retry")
+    __slots__ = (
+        "_max_size", "_pending", "_pending_size", "_after_cr", "_data", "_size", "_event", "last_id", "retry"
+    )
 
     def __init__(self, max_size: int) -> None:
         self._max_size = max_size
@@ -524,6 +526,8 @@ class SseParser:
         self._pending: list[bytes] = []
         """The line read so far, its end still to come: joined once when it comes (see `jsonrpc.LineBuffer`)."""
         self._pending_size = 0
+        self._after_cr = False
+        """The last chunk ended with a CR: an LF that begins the next one is the rest of that CRLF."""
         self._data: list[bytes] = []
         self._size = 0
         self._event = b""
@@ -532,20 +536,25 @@ class SseParser:
         """Seconds, as the server's last `retry:` field said."""
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        if self._after_cr and chunk:
+            self._after_cr = False
+            if chunk.startswith(b"\n"):
+                chunk = chunk[1:]
+                if not chunk:
+                    return []
         if b"\n" not in chunk and b"\r" not in chunk:  # the line goes on
             self._pending.append(chunk)
             self._pending_size += len(chunk)
             self._check_size()
             return []
         buffer = b"".join([*self._pending, chunk]) if self._pending else chunk
-        held = b""
         if b"\r" in buffer:
-            if buffer.endswith(b"\r"):  # maybe the first half of a CRLF: wait for the next byte
-                buffer, held = buffer[:-1], b"\r"
+            # A CR ends its line now, even at the end of the chunk (a stream's last event may end so).
+            self._after_cr = buffer.endswith(b"\r")
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         *lines, rest = buffer.split(b"\n")
-        self._pending = [rest + held] if rest or held else []
-        self._pending_size = len(rest) + len(held)
+        self._pending = [rest] if rest else []
+        self._pending_size = len(rest)
         found: list[bytes] = []
         for line in lines:
             if line:
