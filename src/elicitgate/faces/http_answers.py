@@ -123,6 +123,12 @@ async def reply(
         await send({"type": "http.response.body", "body": body})
 
 
+async def disconnected(receive: Receive) -> None:
+    """Return once the client has gone (what else `receive` gives meanwhile is dropped)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 async def read_body(receive: Receive, limit: int) -> bytes | None:
     """The request's body, or None once it is longer than `limit`."""
     chunks: list[bytes] = []
@@ -160,8 +166,7 @@ async def stream(
             on_gone()
 
     async def watch_disconnect() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
+        await disconnected(receive)
         gone()
 
     try:

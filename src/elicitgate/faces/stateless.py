@@ -44,7 +44,9 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.transport_context import TransportContext
 
 from elicitgate import sdk, wire_json
-from elicitgate.faces.http_answers import JSON_WINDOW, LATE, Channel, Late, error_message, reply, stream
+from elicitgate.faces.http_answers import (
+    JSON_WINDOW, LATE, Channel, Late, disconnected, error_message, reply, stream,
+)
 from elicitgate.faces.server import GatewayServer
 from elicitgate.jsonrpc import is_request_id, progress_params
 from elicitgate.json_shapes import is_mapping, is_object
@@ -248,8 +250,7 @@ async def _first_or_gone(
 
     async def watch() -> None:
         nonlocal gone
-        while (await receive())["type"] != "http.disconnect":
-            pass
+        await disconnected(receive)
         gone = True
         channel.close()
 
