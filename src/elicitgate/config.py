@@ -55,6 +55,12 @@ class _UpstreamCommon(_Strict):
     besides the primary one; default 16 for stdio (each is a process), 256 for HTTP and SSE. Past it,
     idle ones are closed to make room; a call finding all of them busy fails at once (-32010). See
     docs/routing.md."""
+    max_upstream_sessions_per_principal: int | None = Field(default=None, ge=1)
+    """With `http.auth`: at most this many of those connections owned by one principal's sessions; default half
+    of `max_upstream_sessions` (at least 1), so that one principal at its share leaves the rest to the others.
+    Past it, that principal's least recently used idle one is closed; with all of them busy its call fails at
+    once (-32010). Clients without a principal (no `http.auth`) are bounded by the total only. See
+    docs/routing.md."""
     idle_session_timeout: float = Field(default=300.0, gt=0)
     """Seconds a per-client upstream connection may sit without a call before it is closed (the next
     call of that client opens a new one)."""
@@ -72,6 +78,32 @@ class _UpstreamCommon(_Strict):
     asks for a secret; `always` for every form; `never`. See docs/hosting.md."""
     ask_missing_arguments: bool | None = None
     """This server's own `elicitation.ask_missing_arguments` (unset: the gateway-wide one)."""
+
+    @property
+    def principal_share(self) -> int:
+        """How many per-client connections one principal's sessions may own (`max_upstream_sessions_per_principal`)."""
+        return self.max_upstream_sessions_per_principal or default_share(self.session_cap)
+
+    @property
+    def session_cap(self) -> int:
+        raise NotImplementedError
+
+    @model_validator(mode="after")
+    def _share_within_cap(self) -> _UpstreamCommon:
+        share = self.max_upstream_sessions_per_principal
+        if share is not None and share > self.session_cap:
+            raise ValueError(
+                f"max_upstream_sessions_per_principal ({share}) cannot exceed max_upstream_sessions "
+                f"({self.session_cap}); set it below, so that one principal at its share leaves room for the others"
+            )
+        return self
+
+
+def default_share(total: int) -> int:
+    """One principal's share of a resource of `total` when its `*_per_principal` key is unset: half, at least 1.
+    A principal at its share leaves the other half to everyone else; one user alone never notices it below
+    the total's own defaults (docs/security.md, "Fair shares")."""
+    return max(1, total // 2)
 
 
 class StdioServer(_UpstreamCommon):
@@ -173,6 +205,8 @@ class ElicitationConfig(_Strict):
     max_properties: int = Field(default=64, gt=0)
     max_pending_per_session: int = Field(default=32, gt=0)
     max_pending_total: int = Field(default=10_000, gt=0)
+    """Open elicitations in the gateway; `max_pending_per_session` must stay below it, so that one principal at its
+    limit leaves room for the others."""
     rate_limit_per_minute: float = Field(default=120.0, gt=0)
     """Sustained elicitations per minute per downstream client (token bucket)."""
     rate_limit_burst: int = Field(default=30, gt=0)
@@ -187,6 +221,15 @@ class ElicitationConfig(_Strict):
     `destructive` for every tool annotated `destructiveHint: true`."""
     url_policy: UrlPolicyConfig = Field(default_factory=UrlPolicyConfig)
     """Checks on URL-mode links (`elicitation/create`, -32042 items, 2026-07-28 input requests)."""
+
+    @model_validator(mode="after")
+    def _pending_share(self) -> ElicitationConfig:
+        if self.max_pending_per_session >= self.max_pending_total:
+            raise ValueError(
+                f"max_pending_per_session ({self.max_pending_per_session}) must be less than max_pending_total "
+                f"({self.max_pending_total}), so that one principal at its limit leaves room for the others"
+            )
+        return self
 
 
 class BridgingConfig(_Strict):
@@ -273,11 +316,31 @@ class HttpFaceConfig(_Strict):
     """Seconds a handshake-era client's session may go with no request in flight and no GET stream open;
     then it ends, and its id answers 404 (the client starts a new session)."""
     max_sessions: int = Field(default=10_000, gt=0)
-    """Open sessions at most; one more `initialize` gets 503 until one ends."""
+    """Open sessions at most; one more `initialize` gets 503 until one ends (with `auth`, after the longest idle
+    session of the principal holding the most was ended to make room, if it has one)."""
+    max_sessions_per_principal: int | None = Field(default=None, gt=0)
+    """With `auth`: open sessions of one principal at most (default half of `max_sessions`); its next
+    `initialize` gets 429 until one of its own ends. Without `auth` every client is the same anonymous
+    principal and only `max_sessions` applies (docs/security.md, "Fair shares")."""
     json_wait: float = Field(default=15.0, ge=0)
     """Seconds a 2026-07-28 request's answer may take and still go back as one JSON body (unless something
     was sent on the request's behalf first); past it the POST turns into an SSE stream with keep-alive
     comments. A handshake-era session's request turns after 0.25 s (`faces.http_answers.JSON_WINDOW`)."""
+
+    @property
+    def principal_share(self) -> int:
+        """How many sessions one principal may hold (`max_sessions_per_principal`)."""
+        return self.max_sessions_per_principal or default_share(self.max_sessions)
+
+    @model_validator(mode="after")
+    def _share_within_total(self) -> HttpFaceConfig:
+        share = self.max_sessions_per_principal
+        if share is not None and share > self.max_sessions:
+            raise ValueError(
+                f"max_sessions_per_principal ({share}) cannot exceed max_sessions ({self.max_sessions}); set it "
+                "below, so that one principal at its share leaves room for the others"
+            )
+        return self
 
     @field_validator("public_url")
     @classmethod

@@ -24,6 +24,8 @@ def pending_limit(config: ElicitationConfig, server: str, limit: Literal["max_pe
         server=server,
         limit=limit,
         value=config.max_pending_per_session if per_client else config.max_pending_total,
+        fix=f"answer or cancel open questions first, or raise elicitation.{limit}" if per_client
+        else f"retry when open questions have ended, or raise elicitation.{limit}",
     )
 
 

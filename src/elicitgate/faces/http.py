@@ -50,7 +50,8 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     hosting.serve_at(base_url)
     http = gateway.config.http
     mcp = StreamableHttpEndpoint(server, security, idle_timeout=http.session_idle_timeout,
-                                 max_sessions=http.max_sessions, json_wait=http.json_wait)
+                                 max_sessions=http.max_sessions, json_wait=http.json_wait,
+                                 per_principal=http.principal_share if http.auth.enabled else None)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:

@@ -164,14 +164,21 @@ class HttpRequestContext(RequestContext):
             self._wire.send_on_behalf(message, self.request_id)
 
 
+Principal = tuple[str, str | None, str | None]
+"""Who opened a session under `http.auth`: the token's client, issuer and subject (`AuthorizationContext`)."""
+
+
 class _Session:
-    __slots__ = ("id", "header", "owner", "wire", "in_flight", "idle_since")
+    __slots__ = ("id", "header", "owner", "principal", "wire", "in_flight", "idle_since")
 
     def __init__(self, owner: AuthorizationContext | None) -> None:
         self.id = secrets.token_hex(16)
         self.header = [(SESSION_HEADER.encode(), self.id.encode())]
         """What every response of the session carries."""
         self.owner = owner
+        self.principal: Principal | None = (
+            (owner["client_id"], owner["issuer"], owner["subject"]) if owner is not None else None
+        )
         self.wire = SessionWire()
         self.in_flight = 0
         """HTTP requests of this session being served (an open GET stream among them)."""
@@ -183,7 +190,8 @@ class StreamableHttpEndpoint:
 
     A session ends when the client deletes it, after `idle_timeout` seconds with no request in flight and
     no GET stream open, or when the face stops; `max_sessions` are open at most (`http.session_idle_timeout`,
-    `http.max_sessions`)."""
+    `http.max_sessions`), and under `http.auth` `per_principal` of them by one principal
+    (`http.max_sessions_per_principal`)."""
 
     def __init__(
         self,
@@ -192,6 +200,7 @@ class StreamableHttpEndpoint:
         *,
         idle_timeout: float | None,
         max_sessions: int,
+        per_principal: int | None = None,
         json_wait: float = JSON_WINDOW,
         max_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE,
     ) -> None:
@@ -199,6 +208,9 @@ class StreamableHttpEndpoint:
         self._security = security
         self._idle_timeout = idle_timeout
         self._max_sessions = max_sessions
+        self._per_principal = per_principal
+        self._held: dict[Principal, int] = {}
+        """Open sessions per principal (sessions without one are not counted here)."""
         self._max_body_size = max_body_size
         self._init_options = server.create_initialization_options()
         self._sessions: dict[str, _Session] = {}
@@ -305,6 +317,13 @@ class StreamableHttpEndpoint:
                                                header=SESSION_HEADER))
                 return
             session = self._open(scope)
+            if isinstance(session, int):
+                await reply(send, 429, error_message(
+                    None, INVALID_REQUEST, "Too many open sessions for this principal",
+                    limit="http.max_sessions_per_principal", value=session,
+                    fix="end sessions this principal no longer uses (DELETE /mcp), let them reach "
+                    "http.session_idle_timeout, or raise http.max_sessions_per_principal"))
+                return
             if session is None:
                 await reply(send, 503, error_message(None, INTERNAL_ERROR, "Too many open sessions",
                                                limit=self._max_sessions))
@@ -397,11 +416,21 @@ class StreamableHttpEndpoint:
             return None
         return session
 
-    def _open(self, scope: Scope) -> _Session | None:
-        if len(self._sessions) >= self._max_sessions or self._tasks is None:
+    def _open(self, scope: Scope) -> _Session | int | None:
+        """A new session; the principal's share (an int) when it holds that many already; None when the face is
+        full or stopping."""
+        if self._tasks is None:
             return None
         session = _Session(_requestor(scope))
+        principal = session.principal
+        if principal is not None and self._per_principal is not None:
+            if self._held.get(principal, 0) >= self._per_principal:
+                return self._per_principal
+        if len(self._sessions) >= self._max_sessions and not self._make_room(principal):
+            return None
         self._sessions[session.id] = session
+        if principal is not None:
+            self._held[principal] = self._held.get(principal, 0) + 1
         self._tasks.start_soon(self._serve, session)
         logger.debug("opened session %s", session.id)
         return session
@@ -415,10 +444,33 @@ class StreamableHttpEndpoint:
         finally:
             self._end(session)
 
+    def _make_room(self, newcomer: Principal | None) -> bool:
+        """At `max_sessions`: end the longest idle session of the principal holding the most, when it holds more
+        than `newcomer` does, so that sessions a flood left idle do not lock others out until they time out."""
+        if newcomer is None or not self._held:
+            return False
+        biggest = max(self._held, key=self._held.__getitem__)
+        if self._held[biggest] <= self._held.get(newcomer, 0) + 1:  # never two principals taking turns
+            return False
+        idle = [s for s in self._sessions.values() if s.principal == biggest and not s.in_flight]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda s: s.idle_since)
+        logger.info("session %s ended to make room (max_sessions reached; its principal holds %d)",
+                    victim.id, self._held[biggest])
+        self._end(victim)
+        return True
+
     def _end(self, session: _Session) -> None:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
             logger.debug("ended session %s", session.id)
+            principal = session.principal
+            if principal is not None:
+                if (left := self._held[principal] - 1) > 0:
+                    self._held[principal] = left
+                else:
+                    del self._held[principal]
         if not session.wire.closed:
             session.wire.close()
 

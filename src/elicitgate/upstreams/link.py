@@ -5,7 +5,9 @@ The link's *primary* connection serves the catalog, health and (under `shared`) 
 `elicitation/create` on a wire that cannot name its request (stdio, SSE, the standalone GET stream of
 streamable HTTP) still has exactly one downstream session it can belong to. A client that is one call
 (`DownstreamPeer.per_call`: an unauthenticated 2026-07-28 client) borrows an idle connection from the
-link's pool for that call. The link keeps at most `max_upstream_sessions` of them and closes idle ones.
+link's pool for that call. The link keeps at most `max_upstream_sessions` of them and closes idle ones, and
+at most `max_upstream_sessions_per_principal` owned by one principal's sessions (with `http.auth`), so that
+one principal's calls never hold them all.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class UpstreamLink:
         self._idle: dict[str, list[UpstreamConnection]] = {}
         """The pool: free connections by what they declared to the server, oldest first."""
         self._opening = 0
+        self._opening_for: dict[str, int] = {}
+        """Connections being opened, per principal (`_opening` counts them all)."""
 
     @property
     def policy(self) -> str:
@@ -193,8 +197,13 @@ class UpstreamLink:
             return conn
 
     async def _open_for(self, peer: DownstreamPeer, capabilities: dict[str, Any]) -> UpstreamConnection:
+        principal = peer.principal
+        if principal is not None:
+            self._keep_share(principal)
         await self._make_room()
         self._opening += 1
+        if principal is not None:
+            self._opening_for[principal] = self._opening_for.get(principal, 0) + 1
         try:
             conn = await self.open_connection(owner=peer, capabilities=capabilities)
         except ConnectError as exc:
@@ -205,6 +214,11 @@ class UpstreamLink:
             ) from None
         finally:
             self._opening -= 1
+            if principal is not None:
+                if (left := self._opening_for[principal] - 1) > 0:
+                    self._opening_for[principal] = left
+                else:
+                    del self._opening_for[principal]
         conn.pool_key = _pool_key(capabilities)
         conn.touch()
         self.sessions.add(conn)
@@ -265,11 +279,8 @@ class UpstreamLink:
         if len(self.sessions) + self._opening < cap:
             return
         idle = [c for c in self.sessions if not c.in_flight_origins() and not _has_open_elicitations(c)]
-        if idle:  # detached at once (the cap holds), the process stopped in the background
-            victim = min(idle, key=lambda c: c.last_active)
-            self._detach(victim)
-            assert self._task_group is not None
-            self._task_group.start_soon(self._close, victim, name=f"upstream:{self.name}:close")
+        if idle:
+            self._evict(min(idle, key=lambda c: c.last_active))
             return
         raise warn_once(
             logger,
@@ -284,6 +295,38 @@ class UpstreamLink:
             ),
             key=("max_upstream_sessions", self.name),
         )
+
+    def _keep_share(self, principal: str) -> None:
+        """Keep `principal` within its share: close its least recently used idle connection, or refuse at once."""
+        share = self.config.principal_share
+        self._forget_closed()
+        owned = [c for c in self.sessions if c.owner is not None and c.owner.principal == principal]
+        if len(owned) + self._opening_for.get(principal, 0) < share:
+            return
+        idle = [c for c in owned if not c.in_flight_origins() and not _has_open_elicitations(c)]
+        if idle:
+            self._evict(min(idle, key=lambda c: c.last_active))
+            return
+        raise warn_once(
+            logger,
+            errors.gateway_error(
+                errors.UPSTREAM_UNAVAILABLE,
+                f"upstream {self.name!r} has all {share} upstream sessions of this principal busy "
+                "(max_upstream_sessions_per_principal)",
+                server=self.name,
+                limit=f"mcpServers.{self.name}.max_upstream_sessions_per_principal",
+                value=share,
+                fix="retry when one of this principal's calls has finished (or its question is answered), or raise "
+                f"max_upstream_sessions_per_principal of server {self.name!r}",
+            ),
+            key=("max_upstream_sessions_per_principal", self.name),
+        )
+
+    def _evict(self, victim: UpstreamConnection) -> None:
+        """Detach at once (the cap holds), stop the process or session in the background."""
+        self._detach(victim)
+        assert self._task_group is not None
+        self._task_group.start_soon(self._close, victim, name=f"upstream:{self.name}:close")
 
     async def _reap_idle(self, scope: anyio.CancelScope) -> None:
         """Close per-client connections that had no call for `idle_session_timeout` seconds."""
