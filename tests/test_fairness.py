@@ -4,6 +4,7 @@ principals, the `mcp` SDK's client, a real stdio upstream that asks and a human 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -13,7 +14,7 @@ import pytest
 
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import inprocess_gateway, stdio_server
+from tests.conftest import ROOT, inprocess_gateway, stdio_server
 from tests.test_auth import ALICE, BOB, TOKENS, client
 from tests.test_broker import Human, accept, text
 from tests.test_http_face import HEADERS, initialize
@@ -66,7 +67,8 @@ async def test_a_principal_opening_sessions_gets_429_at_its_share_and_others_sti
             gone = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
                                    headers={**bearer(ALICE), "mcp-session-id": alice[0]})
             assert gone.status_code == 404
-            assert (await bob.call_tool("py__echo", {"text": "still"})).content[0].model_dump()["text"] == "still"
+            still = (await bob.call_tool("py__echo", {"text": "still"})).content[0]
+            assert isinstance(still, types.TextContent) and still.text == "still"
 
 
 class Held:
@@ -150,3 +152,32 @@ async def test_a_principal_at_its_pending_limit_gets_32014_and_another_principal
             assert result == {"action": "accept", "content": {"answer": "bob"}} and len(bob.seen) == 1
             release.set()
         assert gw.gateway.broker.pending == {}
+
+
+def test_the_documented_fair_shares_configuration_is_valid():
+    from elicitgate.config import build_config
+
+    page = (ROOT / "docs" / "security.md").read_text().split("## Fair shares", 1)[1]
+    documented = json.loads(page.split("```json\n", 1)[1].split("```", 1)[0])
+    config = build_config(documented, "docs/security.md", environ={})
+    assert config.http.principal_share == 50 and config.mcp_servers["files"].principal_share == 4
+    assert config.elicitation.max_pending_per_session < config.elicitation.max_pending_total
+    defaults = build_config({"mcpServers": {"s": {"command": "s"}, "h": {"url": "http://h/mcp"}}}, "defaults", environ={})
+    assert defaults.http.principal_share == 5000  # the documented defaults: half of each total
+    assert defaults.mcp_servers["s"].principal_share == 8 and defaults.mcp_servers["h"].principal_share == 128
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    ({"http": {"max_sessions": 40, "max_sessions_per_principal": 41}},
+     "http: Value error, max_sessions_per_principal (41) cannot exceed max_sessions (40)"),
+    ({"mcpServers": {"s": {"command": "s", "max_upstream_sessions": 4, "max_upstream_sessions_per_principal": 5}}},
+     "mcpServers.s: Value error, max_upstream_sessions_per_principal (5) cannot exceed max_upstream_sessions (4)"),
+    ({"elicitation": {"max_pending_total": 32}},
+     "elicitation: Value error, max_pending_per_session (32) must be less than max_pending_total (32)"),
+])
+def test_a_share_that_leaves_no_room_for_others_is_refused_naming_both_keys(data, says):
+    from elicitgate.config import ConfigError, build_config
+
+    with pytest.raises(ConfigError) as refused:
+        build_config(data, "test config", environ={})
+    assert any(problem.startswith(says) for problem in refused.value.problems), refused.value.problems
