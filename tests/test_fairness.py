@@ -162,7 +162,8 @@ def test_the_documented_fair_shares_configuration_is_valid():
     config = build_config(documented, "docs/security.md", environ={})
     assert config.http.principal_share == 50 and config.mcp_servers["files"].principal_share == 4
     assert config.elicitation.max_pending_per_session < config.elicitation.max_pending_total
-    defaults = build_config({"mcpServers": {"s": {"command": "s"}, "h": {"url": "http://h/mcp"}}}, "defaults", environ={})
+    servers = {"s": {"command": "s"}, "h": {"url": "http://h/mcp"}}
+    defaults = build_config({"mcpServers": servers}, "defaults", environ={})
     assert defaults.http.principal_share == 5000  # the documented defaults: half of each total
     assert defaults.mcp_servers["s"].principal_share == 8 and defaults.mcp_servers["h"].principal_share == 128
 

@@ -249,6 +249,7 @@ async def test_rate_limits_and_pending_limits_count_over_all_replicas(tmp_path, 
         (item,) = await next_pending(b)
         refused = text(await on_b.call_tool("x__elicit", {"report_errors": True}))["error"]
         assert refused["code"] == -32014 and refused["data"]["limit"] == "max_pending_per_session"
+        assert "elicitation.max_pending_per_session" in refused["data"]["fix"]  # one share across replicas
         async with httpx2.AsyncClient(headers=AUTH) as http:
             assert (await http.post(f"{b}/api/elicitations/{item['id']}/cancel")).json()["state"] == "cancelled"
         assert text(await held.wait()) == {"action": "cancel"}

@@ -86,6 +86,7 @@ class _UpstreamCommon(_Strict):
 
     @property
     def session_cap(self) -> int:
+        """`max_upstream_sessions`, or the transport's default (each subclass says which)."""
         raise NotImplementedError
 
     @model_validator(mode="after")
