@@ -7,6 +7,9 @@
   (2026-07-28 has no back-channel).
 - `resolve_book {date}`: the SDK's `Resolve(...)` / `Elicit[...]` markers (an `MCPServer` tool the
   low-level handler hands the call to): works in both eras.
+- `push_then_return_input_required {date}`: asks by push, then returns an `InputRequiredResult` anyway (a
+  push-style tool whose result no era carries after it asked: it must never be run again).
+- `invalid_result`: returns a result neither era accepts (-32603 "Handler returned an invalid result" in both).
 - `stats`: how often each tool's handler ran in this process, as JSON (a push-style tool must never run
   twice for one call).
 
@@ -49,6 +52,14 @@ def _booked(tool: str, seats: object, date: object) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=f"{tool} booked {seats} seats on {date}")])
 
 
+def _asked_in_2026(date: object) -> types.InputRequiredResult:
+    question = {"mode": "form", "message": f"How many seats on {date}? (mrtr)", "requestedSchema": SEATS_SCHEMA}
+    return types.InputRequiredResult(
+        input_requests={"seats": types.ElicitRequest.model_validate({"method": "elicitation/create", "params": question})},
+        request_state="asked-seats",
+    )
+
+
 # -- the Resolve tool, on an MCPServer the low-level handler hands it to ----------------------------
 
 resolving = MCPServer(name="dual-style-resolve")
@@ -68,8 +79,10 @@ async def resolve_book(date: str, seats: Annotated[Seats, Resolve(ask_seats)]) -
 
 async def list_tools(ctx: ServerRequestContext, params: Any) -> types.ListToolsResult:
     schema = {"type": "object", "properties": {"date": {"type": "string"}}, "required": ["date"]}
-    tools = [types.Tool(name=name, input_schema=schema) for name in ("mrtr_book", "push_book", "resolve_book")]
-    return types.ListToolsResult(tools=[*tools, types.Tool(name="stats", input_schema={"type": "object"})])
+    tools = [types.Tool(name=name, input_schema=schema)
+             for name in ("mrtr_book", "push_book", "resolve_book", "push_then_return_input_required")]
+    bare = [types.Tool(name=name, input_schema={"type": "object"}) for name in ("invalid_result", "stats")]
+    return types.ListToolsResult(tools=[*tools, *bare])
 
 
 async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> Any:
@@ -82,18 +95,18 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
     if name == "mrtr_book":
         answer = (params.input_responses or {}).get("seats")
         if answer is None:
-            question = {"mode": "form", "message": f"How many seats on {date}? (mrtr)", "requestedSchema": SEATS_SCHEMA}
-            return types.InputRequiredResult(
-                input_requests={"seats": types.ElicitRequest.model_validate({"method": "elicitation/create",
-                                                                             "params": question})},
-                request_state="asked-seats",
-            )
+            return _asked_in_2026(date)
         answer = answer if isinstance(answer, dict) else answer.model_dump(by_alias=True, exclude_none=True)
         return _booked(name, answer["content"]["seats"], date)
     if name == "push_book":
         result = await ctx.session.elicit_form(f"How many seats on {date}? (push)", SEATS_SCHEMA,
                                                related_request_id=ctx.request_id)
         return _booked(name, (result.content or {}).get("seats"), date)
+    if name == "push_then_return_input_required":
+        await ctx.session.elicit_form(f"How many seats on {date}? (push)", SEATS_SCHEMA, related_request_id=ctx.request_id)
+        return _asked_in_2026(date)
+    if name == "invalid_result":
+        return {"content": "not a list of content blocks"}
     if name == "resolve_book":
         context = Context(request_context=ctx, mcp_server=resolving, input_params=params)
         return await resolving.call_tool(name, args, context)

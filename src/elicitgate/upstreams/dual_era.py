@@ -138,21 +138,19 @@ class DualEra:
 
 
 def era_reason(config_era: str, negotiated_era: str | None, dual: DualEra) -> str | None:
-    """Why the server gets the era it gets, in words (`doctor`, `/healthz`)."""
+    """Which era the server gets, and why, in words (`doctor`, `/healthz`)."""
     if negotiated_era is None:
         return None
     if config_era == "modern":
-        return "2026-07-28: era: modern in the config"
+        return "2026-07-28 (era: modern in the config)"
     if negotiated_era == "modern":
-        return "2026-07-28: it refused initialize and answered server/discover"
+        return "2026-07-28 (refused initialize, answered server/discover)"
     if config_era == "handshake":
-        return "handshake: era: handshake in the config; no call is made in 2026-07-28"
+        return "handshake (era: handshake in the config: every call, none in 2026-07-28)"
     if dual.serves_modern is None:
-        return ("handshake: it answers initialize; whether it also serves 2026-07-28 is asked the first time a "
-                "call comes back as a result the handshake cannot carry")
+        return "handshake (answers initialize; whether it also serves 2026-07-28 is asked when a call first needs it)"
     if dual.serves_modern is False:
-        return f"handshake: it answers initialize and does not serve 2026-07-28 ({dual.refusal})"
-    reason = ("handshake: it answers initialize; it also serves 2026-07-28, so tools that return input_required "
-              "go 2026-07-28, learned per tool")
+        return f"handshake (answers initialize; does not serve 2026-07-28: {dual.refusal})"
     learned = dual.modern_calls()
-    return reason + (f" (so far: {', '.join(learned)})" if learned else "")
+    return ("handshake (answers initialize; also serves 2026-07-28: tools that return input_required go 2026-07-28, "
+            "learned per tool" + (f"; so far: {', '.join(learned)}" if learned else "") + ")")
