@@ -133,5 +133,7 @@ def test_doctor_says_which_era_each_server_gets_and_why(tmp_path):
     out = " ".join(proc.stdout.split())  # wrapped at 100 columns
     assert ("dual (stdio): up, handshake 2025-11-25 6 tools, 0 prompts, 0 resources era: handshake (answers "
             "initialize; also serves 2026-07-28: tools that return input_required go 2026-07-28, learned per tool)") in out
+    documented = (ROOT / "docs" / "routing.md").read_text().split("shows which era each server gets and why, for instance:\n\n```\n")[1]
+    assert documented.split("```")[0] in proc.stdout  # docs/routing.md shows it as it is
     assert ("forced (stdio): up, handshake 2025-11-25 6 tools, 0 prompts, 0 resources era: handshake (era: handshake "
             "in the config: every call, none in 2026-07-28)") in out
