@@ -12,6 +12,7 @@ import json
 import subprocess
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 
@@ -117,11 +118,25 @@ async def test_a_call_is_made_again_only_when_it_is_safe(dual_server):
 
             await fails("forced__mrtr_book")
             assert (await ran(client, "forced"))["mrtr_book"] == 1
-        assert gw.gateway.links["dual"].status()["modernCalls"] == []
-        assert gw.gateway.links["dual"].dual.learned == {("tools/call", "invalid_result"): "handshake"}
+
+            prompt = await client.get_prompt("dual__mrtr_greeting")  # prompts learn as tools do
+            assert prompt.messages[0].content.text == "a table for 1"
+        link = gw.gateway.links["dual"]
+        assert link.status()["modernCalls"] == ["prompts/get mrtr_greeting"]
+        assert link.dual.learned == {("tools/call", "invalid_result"): "handshake", ("prompts/get", "mrtr_greeting"): "modern"}
         assert gw.gateway.links["forced"].status()["eraReason"] == (
             "handshake (era: handshake in the config: every call, none in 2026-07-28)"
         )
+
+        # A link that connects anew forgets: the server behind it may have changed.
+        before = link.primary
+        assert before is not None
+        await before.close()
+        with anyio.fail_after(30):
+            while link.primary is None or link.primary is before:
+                await anyio.sleep(0.05)
+        assert link.dual.learned == {}
+        assert "whether it also serves 2026-07-28 is asked when a call first needs it" in link.status()["eraReason"]
 
 
 def test_doctor_says_which_era_each_server_gets_and_why(tmp_path):
@@ -131,9 +146,9 @@ def test_doctor_says_which_era_each_server_gets_and_why(tmp_path):
                           capture_output=True, text=True, timeout=120, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = " ".join(proc.stdout.split())  # wrapped at 100 columns
-    assert ("dual (stdio): up, handshake 2025-11-25 6 tools, 0 prompts, 0 resources era: handshake (answers "
+    assert ("dual (stdio): up, handshake 2025-11-25 6 tools, 1 prompts, 0 resources era: handshake (answers "
             "initialize; also serves 2026-07-28: tools that return input_required go 2026-07-28, learned per tool)") in out
     documented = (ROOT / "docs" / "routing.md").read_text().split("shows which era each server gets and why, for instance:\n\n```\n")[1]
     assert documented.split("```")[0] in proc.stdout  # docs/routing.md shows it as it is
-    assert ("forced (stdio): up, handshake 2025-11-25 6 tools, 0 prompts, 0 resources era: handshake (era: handshake "
+    assert ("forced (stdio): up, handshake 2025-11-25 6 tools, 1 prompts, 0 resources era: handshake (era: handshake "
             "in the config: every call, none in 2026-07-28)") in out

@@ -10,6 +10,8 @@
 - `push_then_return_input_required {date}`: asks by push, then returns an `InputRequiredResult` anyway (a
   push-style tool whose result no era carries after it asked: it must never be run again).
 - `invalid_result`: returns a result neither era accepts (-32603 "Handler returned an invalid result" in both).
+- prompt `mrtr_greeting`: a prompt that returns a hand-written `InputRequiredResult` (2026-07-28 only), asking
+  for `{"seats": integer}`; then "a table for <seats>".
 - `stats`: how often each tool's handler ran in this process, as JSON (a push-style tool must never run
   twice for one call).
 
@@ -113,8 +115,22 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
     raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {name}")
 
 
+async def list_prompts(ctx: ServerRequestContext, params: Any) -> types.ListPromptsResult:
+    return types.ListPromptsResult(prompts=[types.Prompt(name="mrtr_greeting")])
+
+
+async def get_prompt(ctx: ServerRequestContext, params: types.GetPromptRequestParams) -> Any:
+    answer = (params.input_responses or {}).get("seats")
+    if answer is None:
+        return _asked_in_2026("the greeting")
+    answer = answer if isinstance(answer, dict) else answer.model_dump(by_alias=True, exclude_none=True)
+    text = types.TextContent(text=f"a table for {answer['content']['seats']}")
+    return types.GetPromptResult(messages=[types.PromptMessage(role="user", content=text)])
+
+
 def build() -> Server:
-    return Server("dual-style", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server("dual-style", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool,
+                  on_list_prompts=list_prompts, on_get_prompt=get_prompt)
 
 
 def main() -> None:

@@ -39,10 +39,11 @@ async def forward(
     serves both eras, a call its handshake-era connection cannot carry is made once more in 2026-07-28
     (`upstreams.dual_era`).
     """
-    conn = await link.connection_for(call.peer)
     key = call_key(method, params)
-    if conn.era == "handshake" and link.dual.goes_modern(key) and (modern := await link.dual.connection()) is not None:
-        conn = modern
+    if link.dual.goes_modern(key) and link.primary is not None and (learned := await link.dual.connection()) is not None:
+        conn = learned  # and the client needs no handshake-era connection of its own for it
+    else:
+        conn = await link.connection_for(call.peer)
     try:
         asked: list[str] = []
         try:
