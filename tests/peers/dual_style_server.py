@@ -57,7 +57,7 @@ def _booked(tool: str, seats: object, date: object) -> types.CallToolResult:
 def _asked_in_2026(date: object) -> types.InputRequiredResult:
     question = {"mode": "form", "message": f"How many seats on {date}? (mrtr)", "requestedSchema": SEATS_SCHEMA}
     return types.InputRequiredResult(
-        input_requests={"seats": types.ElicitRequest.model_validate({"method": "elicitation/create", "params": question})},
+        input_requests={"seats": types.ElicitRequest(params=types.ElicitRequestFormParams.model_validate(question))},
         request_state="asked-seats",
     )
 
@@ -105,7 +105,8 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
                                                related_request_id=ctx.request_id)
         return _booked(name, (result.content or {}).get("seats"), date)
     if name == "push_then_return_input_required":
-        await ctx.session.elicit_form(f"How many seats on {date}? (push)", SEATS_SCHEMA, related_request_id=ctx.request_id)
+        await ctx.session.elicit_form(f"How many seats on {date}? (push)", SEATS_SCHEMA,
+                                      related_request_id=ctx.request_id)
         return _asked_in_2026(date)
     if name == "invalid_result":
         return {"content": "not a list of content blocks"}

@@ -40,10 +40,9 @@ async def forward(
     (`upstreams.dual_era`).
     """
     key = call_key(method, params)
-    if link.dual.goes_modern(key) and link.primary is not None and (learned := await link.dual.connection()) is not None:
-        conn = learned  # and the client needs no handshake-era connection of its own for it
-    else:
-        conn = await link.connection_for(call.peer)
+    learned = await link.dual.connection() if link.dual.goes_modern(key) and link.primary is not None else None
+    # A call learned to go 2026-07-28 needs no handshake-era connection of the client's own.
+    conn = learned if learned is not None else await link.connection_for(call.peer)
     try:
         asked: list[str] = []
         try:

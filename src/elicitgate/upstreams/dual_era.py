@@ -112,7 +112,7 @@ class DualEra:
                         server=self.server, reason=str(exc),
                     ) from None
                 self.serves_modern, self.refusal = False, str(exc).removeprefix(f"upstream {self.server!r}: ")
-                logger.info("upstream %r does not serve 2026-07-28 besides the handshake: %s", self.server, self.refusal)
+                logger.info("upstream %r serves no 2026-07-28 besides the handshake: %s", self.server, self.refusal)
                 return None
             self._conn, self.serves_modern = conn, True
             return conn
