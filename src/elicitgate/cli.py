@@ -298,8 +298,10 @@ async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
     gateway = Gateway(cfg.model_copy(update={"upstream_retry": cfg.upstream_retry.model_copy(update={"max_backoff": 3600})}))
     rows: list[dict[str, Any]] = []
     async with gateway.running():
+        async with anyio.create_task_group() as tg:  # at once: each may wait for its server's answer
+            for link in gateway.links.values():
+                tg.start_soon(_ask_second_era, link)
         for name, link in gateway.links.items():
-            await _ask_second_era(link)
             status = link.status()
             items = gateway.catalog.by_server[name].items
             rows.append(

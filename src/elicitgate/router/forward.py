@@ -93,8 +93,8 @@ async def _reissued(
     key: CallKey,
 ) -> dict[str, Any]:
     """The call again, over the 2026-07-28 connection. Its first answer decides where `key` goes from now
-    on: a result (complete or input_required) 2026-07-28; an error from the server the handshake, so that
-    it is never made twice again. A connection lost decides nothing."""
+    on: a result (complete or input_required) sends it to 2026-07-28; an error from the server keeps it on
+    the handshake, and it is not made again. A lost connection or a timeout decides nothing."""
 
     def carried() -> None:
         link.dual.learn(key, "modern", "its handler returned a result only 2026-07-28 carries")
