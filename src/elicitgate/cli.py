@@ -11,7 +11,7 @@ import socket
 import sys
 import textwrap
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
@@ -21,6 +21,9 @@ from elicitgate.config import ConfigError, GatewayConfig, build_config, load_con
 from elicitgate.console import say
 from elicitgate.hostport import http_url, parse_hostport, url_host
 from elicitgate.upstreams import prespawn
+
+if TYPE_CHECKING:
+    from elicitgate.upstreams.link import UpstreamLink
 
 app = typer.Typer(
     help="elicitgate: an MCP gateway that makes elicitation work everywhere. Docs: docs/ in the source, "
@@ -276,6 +279,7 @@ def doctor(config: ConfigOption) -> None:
         show(f"{row['server']} ({row['transport']}): {row['state']}" + (f", {row['era']}" if row["era"] else ""))
         if row["state"] == "up":
             show(f"{row['tools']} tools, {row['prompts']} prompts, {row['resources']} resources", "  ")
+            show(f"era: {row['eraReason']}", "  ")
         if row["problem"]:
             problem = row["problem"].removeprefix(f"upstream {row['server']!r}: ")
             if row["stderr"]:  # shown whole below
@@ -294,6 +298,9 @@ async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
     gateway = Gateway(cfg.model_copy(update={"upstream_retry": cfg.upstream_retry.model_copy(update={"max_backoff": 3600})}))
     rows: list[dict[str, Any]] = []
     async with gateway.running():
+        async with anyio.create_task_group() as tg:  # at once: each may wait for its server's answer
+            for link in gateway.links.values():
+                tg.start_soon(_ask_second_era, link)
         for name, link in gateway.links.items():
             status = link.status()
             items = gateway.catalog.by_server[name].items
@@ -303,6 +310,7 @@ async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
                     "transport": status["transport"],
                     "state": status["state"],
                     "era": f"{status['era']} {status['protocolVersion']}" if status["era"] else None,
+                    "eraReason": status["eraReason"],
                     "tools": len(items["tools"]),
                     "prompts": len(items["prompts"]),
                     "resources": len(items["resources"]) + len(items["resourceTemplates"]),
@@ -311,6 +319,16 @@ async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+async def _ask_second_era(link: UpstreamLink) -> None:
+    """Whether a server the gateway speaks the handshake with also serves 2026-07-28 (`upstreams.dual_era`):
+    `serve` asks when a call first needs it, `doctor` at once, to say which calls may go which way."""
+    primary = link.primary
+    if primary is None or primary.era != "handshake" or not link.dual.enabled:
+        return
+    with anyio.move_on_after(link.retry.connect_timeout + 1):
+        await link.dual.connection()
 
 
 def self_command() -> str:

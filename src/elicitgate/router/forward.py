@@ -7,8 +7,10 @@ with code, message and data intact.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.bridging.envelope import modern_capabilities, upstream_params, without_upstream_identity
@@ -16,6 +18,8 @@ from elicitgate.bridging.input_requests import answer_input_requests, complete_m
 from elicitgate.elicitation.broker import Broker
 from elicitgate.seams import Origin
 from elicitgate.jsonrpc import CLOSED, PeerLost, UrlElicitationRequired, progress_params
+from elicitgate.upstreams.connection import UpstreamConnection
+from elicitgate.upstreams.dual_era import CallKey, call_key
 from elicitgate.upstreams.link import UpstreamLink
 
 
@@ -31,37 +35,25 @@ async def forward(
     """Send one client request upstream and return its final result.
 
     A 2026-07-28 upstream's `input_required` rounds are answered here, through the broker, and
-    retried (at most `max_rounds`); the client only ever sees the final result.
+    retried (at most `max_rounds`); the client only ever sees the final result. Toward a server that
+    serves both eras, a call its handshake-era connection cannot carry is made once more in 2026-07-28
+    (`upstreams.dual_era`).
     """
-    conn = await link.connection_for(call.peer)
-    sent, token = upstream_params(params, call, conn.era)
-
-    async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
-        await call.notify("notifications/progress", progress_params(token, progress, total, message))
-
-    minted: list[str] = []
+    key = call_key(method, params)
+    learned = await link.dual.connection() if link.dual.goes_modern(key) and link.primary is not None else None
+    # A call learned to go 2026-07-28 needs no handshake-era connection of the client's own.
+    conn = learned if learned is not None else await link.connection_for(call.peer)
     try:
-        for _ in range(max_rounds + 1):
-            result = await conn.request(
-                method,
-                sent,
-                origin=call,
-                timeout=link.config.request_timeout,
-                on_progress=relay_progress if token is not None else None,
-                client_capabilities=modern_capabilities(call) if conn.era == "modern" else None,
-            )
-            await complete_minted(broker, link.name, minted)
-            if result.get("resultType") != "input_required":
-                return without_upstream_identity(result)
-            requests, state = result.get("inputRequests"), result.get("requestState")
-            del result  # not held while the questions wait for their humans
-            sent = await answer_input_requests(broker, link, call, sent, requests, state, minted)
-        raise errors.gateway_error(
-            errors.ELICITATION_FAILED,
-            f"upstream {link.name!r} asked for input more than {max_rounds} times",
-            server=link.name,
-            rule="bridging.max_rounds",
-        )
+        asked: list[str] = []
+        try:
+            return await _rounds(broker, link, conn, call, method, params, max_rounds, asked)
+        except MCPError as exc:
+            if conn.era != "handshake" or key is None or not link.dual.may_reissue(key, exc, asked):
+                raise
+            modern = await link.dual.connection()
+            if modern is None:
+                raise
+        return await _reissued(broker, link, modern, call, method, params, max_rounds, key)
     except TimeoutError:
         raise errors.gateway_error(
             errors.UPSTREAM_TIMEOUT,
@@ -89,3 +81,76 @@ async def forward(
     finally:
         broker.stop_for_call(call, "the call that caused it ended")
 
+
+async def _reissued(
+    broker: Broker,
+    link: UpstreamLink,
+    modern: UpstreamConnection,
+    call: Origin,
+    method: str,
+    params: Mapping[str, Any],
+    max_rounds: int,
+    key: CallKey,
+) -> dict[str, Any]:
+    """The call again, over the 2026-07-28 connection. Its first answer decides where `key` goes from now
+    on: a result (complete or input_required) sends it to 2026-07-28; an error from the server keeps it on
+    the handshake, and it is not made again. A lost connection or a timeout decides nothing."""
+
+    def carried() -> None:
+        link.dual.learn(key, "modern", "its handler returned a result only 2026-07-28 carries")
+
+    try:
+        return await _rounds(broker, link, modern, call, method, params, max_rounds, None, on_first=carried)
+    except PeerLost:
+        raise
+    except MCPError as exc:
+        if key not in link.dual.learned:
+            link.dual.learn(key, "handshake", f"2026-07-28 did not take it either: {exc.error.message}")
+        raise
+
+
+async def _rounds(
+    broker: Broker,
+    link: UpstreamLink,
+    conn: UpstreamConnection,
+    call: Origin,
+    method: str,
+    params: Mapping[str, Any],
+    max_rounds: int,
+    asked: list[str] | None,
+    *,
+    on_first: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """The request on `conn`, and its `input_required` rounds until the final result. `asked` hears of the
+    server's requests during it; `on_first` is called when the first answer is a result."""
+    sent, token = upstream_params(params, call, conn.era)
+
+    async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
+        await call.notify("notifications/progress", progress_params(token, progress, total, message))
+
+    minted: list[str] = []
+    for _ in range(max_rounds + 1):
+        result = await conn.request(
+            method,
+            sent,
+            origin=call,
+            timeout=link.config.request_timeout,
+            on_progress=relay_progress if token is not None else None,
+            client_capabilities=modern_capabilities(call) if conn.era == "modern" else None,
+            asked=asked,
+        )
+        if on_first is not None:
+            on_first()
+            on_first = None
+        await complete_minted(broker, link.name, minted)
+        if result.get("resultType") != "input_required":
+            return without_upstream_identity(result)
+        requests, state = result.get("inputRequests"), result.get("requestState")
+        del result  # not held while the questions wait for their humans
+        sent = await answer_input_requests(broker, link, call, sent, requests, state, minted)
+    raise errors.gateway_error(
+        errors.ELICITATION_FAILED,
+        f"upstream {link.name!r} asked for input more than {max_rounds} times",
+        server=link.name,
+        rule="bridging.max_rounds",
+    )

@@ -79,6 +79,8 @@ class Negotiated:
 class _InFlight:
     origin: Origin | None
     clock: PausableDeadline
+    asked: list[str] | None = None
+    """Where the caller of `request` hears of server requests that may belong to this one."""
 
 
 @dataclass(eq=False)
@@ -124,12 +126,17 @@ class UpstreamConnection:
         timeout: float | None = None,
         on_progress: ProgressCallback | None = None,
         client_capabilities: dict[str, Any] | None = None,
+        asked: list[str] | None = None,
     ) -> dict[str, Any]:
-        """Send one request and return its raw result; upstream errors raise `MCPError` intact."""
+        """Send one request and return its raw result; upstream errors raise `MCPError` intact.
+
+        `asked` gets the method of every request the server sends while this one is in flight and that may
+        belong to it (on a wire that names no request: every one of them).
+        """
         request_id = f"eg-{next(self._ids)}"
         sent, headers = self._stamp(method, dict(params) if params else {}, client_capabilities)
         with PausableDeadline(timeout) as clock:
-            self._in_flight[request_id] = _InFlight(origin, clock)
+            self._in_flight[request_id] = _InFlight(origin, clock, asked)
             try:
                 return await self.endpoint.request(request_id, method, sent, headers=headers, on_progress=on_progress)
             finally:
@@ -185,6 +192,15 @@ class UpstreamConnection:
     def tags_origin(self) -> bool:
         return isinstance(self.config, HttpServer) and self.config.transport == "http"
 
+    def note_asked(self, inbound: Inbound, method: str) -> None:
+        """Tell the requests in flight that asked to hear of it (`request(asked=...)`) that the server sent
+        `method`: the one whose stream carried it, or, on a wire that names none, every one of them."""
+        named = inbound.related_request_id
+        entries = [self._in_flight.get(named)] if named is not None else list(self._in_flight.values())
+        for entry in entries:
+            if entry is not None and entry.asked is not None:
+                entry.asked.append(method)
+
     def clocks_for(self, origin: Origin) -> list[PausableDeadline]:
         return [entry.clock for entry in self._in_flight.values() if entry.origin is origin]
 
@@ -229,6 +245,7 @@ class UpstreamConnection:
                     async def on_request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
                         if method == "ping":
                             return {}
+                        conn.note_asked(inbound, method)
                         origin, named = conn.trace(inbound)
                         return await handler.on_server_request(conn, origin, method, params, named=named)
 

@@ -28,6 +28,7 @@ from elicitgate.fixable import warn_once
 from elicitgate.metrics import UPSTREAM_UP
 from elicitgate.seams import DownstreamPeer, HostedModes, declared_capabilities
 from elicitgate.upstreams.connection import ConnectError, InboundHandler, UpstreamConnection
+from elicitgate.upstreams.dual_era import DualEra, era_reason
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,8 @@ class UpstreamLink:
         self._opening = 0
         self._opening_for: dict[str, int] = {}
         """Connections being opened, per principal (`_opening` counts them all)."""
+        self.dual = DualEra(name, config.era, self._open_modern)
+        """A server that also serves 2026-07-28: the calls that need that era (`upstreams.dual_era`)."""
 
     @property
     def policy(self) -> str:
@@ -97,6 +100,8 @@ class UpstreamLink:
             "sessions": len(self.sessions),
             "era": negotiated.era if negotiated else None,
             "protocolVersion": negotiated.protocol_version if negotiated else None,
+            "eraReason": era_reason(self.config.era, negotiated.era if negotiated else None, self.dual),
+            "modernCalls": self.dual.modern_calls(),
             "error": self.last_error,
             "failures": self.failures,
         }
@@ -116,6 +121,7 @@ class UpstreamLink:
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, self.retry.max_backoff)
                 continue
+            await self.dual.reset()
             self.primary, self.state, self.last_error, self.since = conn, LinkState.UP, None, time.time()
             UPSTREAM_UP.labels(server=self.name).set(1)
             backoff = self.retry.initial_backoff
@@ -171,6 +177,18 @@ class UpstreamLink:
             advertised_capabilities=capabilities,
             connect_timeout=self.retry.connect_timeout,
             owner=owner,
+        )
+
+    async def _open_modern(self) -> UpstreamConnection:
+        """A 2026-07-28 connection to a server the primary speaks the handshake with (`self.dual`)."""
+        assert self._task_group is not None, "the link is not running"
+        return await UpstreamConnection.open(
+            self.name,
+            self.config.model_copy(update={"era": "modern"}),
+            self.handler,
+            self._task_group,
+            advertised_capabilities=RELAYABLE,
+            connect_timeout=self.retry.connect_timeout,
         )
 
     async def connection_for(self, peer: DownstreamPeer | None) -> UpstreamConnection:
