@@ -142,6 +142,23 @@ async def test_inbox_sessions_rotate_expire_and_are_secure_over_https(monkeypatc
             assert "; secure" in behind_tls.headers["set-cookie"].lower()
 
 
+@pytest.mark.parametrize("https", ["x-forwarded-proto", "public_url", None])
+async def test_a_hosted_pages_cookies_are_secure_whenever_the_page_is_served_over_https(https):
+    cfg: dict[str, object] = {"mcpServers": {"x": stdio_upstream()}, "admin_token": ADMIN_TOKEN}
+    if https == "public_url":  # TLS ends at a proxy that says nothing: the configured address says https
+        cfg["http"] = {"public_url": "https://gw.example.com", "allowed_hosts": ["127.0.0.1:*", "gw.example.com"]}
+    async with gateway(cfg) as gw, Client(f"{gw.url}/mcp", mode="legacy") as client, anyio.create_task_group() as tg:
+        tg.start_soon(client.call_tool, "x__elicit", {})
+        (item,) = await next_pending(gw.url, token=ADMIN_TOKEN)
+        headers = {"X-Forwarded-Proto": "https"} if https == "x-forwarded-proto" else {}
+        async with httpx2.AsyncClient(base_url=gw.url) as http:
+            shown = await http.get(f"/e/{item['form_url'].rsplit('/e/', 1)[1]}", headers=headers)
+            cookies = {c.split("=", 1)[0]: c.lower() for c in shown.headers.get_list("set-cookie")}
+            assert set(cookies) == {"eg_claim", "eg_csrf"}, cookies
+            assert all(("; secure" in c) == (https is not None) for c in cookies.values()), cookies
+            await http.post(f"/api/elicitations/{item['id']}/cancel", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+
+
 async def test_failed_logins_slow_their_address_only(caplog):
     async with gateway({"mcpServers": {"x": stdio_upstream()}, "admin_token": ADMIN_TOKEN}) as gw:
         other = httpx2.AsyncHTTPTransport(local_address="127.0.0.2")

@@ -52,14 +52,20 @@ def claim(entry: HostedEntry) -> str:
     return value
 
 
-def set_claim_cookie(response: Response, request: Request, entry: HostedEntry, value: str) -> None:
+def over_https(request: Request, public_url: str | None) -> bool:
+    """The browser reaches the page over https (directly, through a trusted proxy, or by `http.public_url`):
+    the page's cookies are then `Secure`, so that they never travel in clear."""
+    return request.url.scheme == "https" or bool(public_url and public_url.startswith("https://"))
+
+
+def set_claim_cookie(response: Response, entry: HostedEntry, value: str, *, secure: bool) -> None:
     response.set_cookie(
         CLAIM_COOKIE,
         value,
         path=f"/e/{entry.token}",
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=secure,
     )
 
 
