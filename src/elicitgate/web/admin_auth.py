@@ -28,6 +28,9 @@ from elicitgate.web.client_address import client_address, connecting_address
 from elicitgate.web.responses import problem
 
 ADMIN_COOKIE = "eg_admin"
+VOUCHED = "elicitgate.admin_vouched"
+"""Scope key of an admin-API request another replica forwarded after it checked the caller itself: the
+token and cookies stay there, they never travel between replicas (web/replicas.py)."""
 SESSION_TTL = 8 * 3600.0
 MAX_SESSIONS = 1000
 FIRST_DELAY = 1.0

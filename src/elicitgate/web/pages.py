@@ -289,7 +289,7 @@ class PageRoutes:
                 return elsewhere_page(entry)
             if request.method == "HEAD" or claims.is_prefetch(request):
                 return page("Open it to answer", "<h1>Open this page to answer</h1>", 503)
-            claimed_now = claims.claim(entry)
+            claimed_now = claims.claim(entry, request)
             self.registry.bump()
         shown = render_entry(entry, plain=request.query_params.get("plain"),
                              ui_ready_timeout=self.hosting.config.http.ui_ready_timeout)
