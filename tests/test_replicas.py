@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from elicitgate.config import ConfigError, load_config
 from elicitgate.elicitation.hosted_registry import token_digest
 from tests.conftest import PEERS, PY, free_port, write_config
-from tests.hosted_helpers import AUTH, TOKEN, PlainPage, next_pending
+from tests.hosted_helpers import AUTH, TOKEN, PlainPage, csrf_of, next_pending
 from tests.replicas_helpers import (  # noqa: F401
     RedisServer, Replicas, RoundRobin, redis_server, replicas, running_redis,
 )
@@ -136,6 +136,26 @@ async def test_a_hosted_page_opened_on_other_replicas_answers_the_call(shared):
             assert done.status_code == 410 and 'data-state="accepted"' in page.html
             assert text(await call.wait()) == {"action": "accept", "content": {"email": "ada@example.com", "guests": 3}}
             assert (await http.get(f"{c}{token_path}")).status_code == 410  # ended, as A says
+
+
+async def test_the_rich_ui_bridge_answers_through_other_replicas(shared):
+    """host-ui.js posts to `/e/<token>/ui-answer` with the page's CSRF value in `X-Elicitgate-CSRF`."""
+    a, b, c = shared[1].urls
+    async with Client(f"{a}/mcp", mode="legacy") as client, anyio.create_task_group() as tg:
+        call = Call()
+        tg.start_soon(call.run, client, "x__elicit", {"schema": BOOKING, "message": "Book a table"})
+        (item,) = await next_pending(b)
+        token_path = "/e/" + item["form_url"].rsplit("/e/", 1)[1]
+        async with httpx2.AsyncClient() as http:
+            page = PlainPage(http, f"{b}{token_path}")
+            assert (await page.open()).status_code == 200
+            csrf = {"X-Elicitgate-CSRF": csrf_of(page.html)}
+            checked = await http.post(f"{c}{token_path}/ui-answer", headers=csrf,
+                                      json={"action": "accept", "content": {"email": "ada@example.com", "guests": 2}})
+            assert checked.status_code == 200 and checked.json()["ok"] is True, checked.text
+            sent = await http.post(f"{b}{token_path}/ui-answer", headers=csrf, json={"step": "submit"})
+            assert sent.json() == {"ended": True, "state": "accepted"}
+        assert text(await call.wait()) == {"action": "accept", "content": {"email": "ada@example.com", "guests": 2}}
 
 
 class RedisReader:
