@@ -15,11 +15,11 @@ import asyncio
 import http
 import logging
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import httptools
 from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
 from elicitgate.config import HttpFaceConfig
@@ -231,8 +231,11 @@ class LimitedHttpTools(HttpToolsProtocol):
 
     def _feed(self, chunk: memoryview) -> bool:
         """Feed the parser as uvicorn does; False when the connection is handed over or answered 400."""
+        parser = self.parser
+        if parser is None:  # the connection is gone (uvicorn drops its parser then)
+            return False
         try:
-            self.parser.feed_data(chunk)
+            parser.feed_data(chunk)
         except httptools.HttpParserError:
             msg = "Invalid HTTP request received."
             self.logger.warning(msg)
@@ -297,7 +300,8 @@ class LimitedHttpTools(HttpToolsProtocol):
 
     def _answering(self) -> bool:
         """Whether a response to an earlier request is still on its way."""
-        return self.cycle is not None and not self.cycle.response_complete
+        cycle = cast("RequestResponseCycle | None", self.cycle)  # None until the first request's head
+        return cycle is not None and not cycle.response_complete
 
     def _head_late(self) -> None:
         self._head_timer = None
