@@ -213,7 +213,7 @@ class LimitedHttpTools(HttpToolsProtocol):
                 in_head = self._in_head
                 if in_head:
                     end = self._head.take(data, start)
-                elif self._body_left is not None:
+                elif self._body_left:  # Content-Length: only what is left of this body
                     end = start + min(self._body_left, len(data) - start)
                 else:
                     end = len(data)
