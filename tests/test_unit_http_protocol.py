@@ -9,11 +9,13 @@ import asyncio
 import os
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
+from elicitgate.config import ConfigError, build_config
 from elicitgate.web.http_protocol import HeadScanner, HeadTooLarge, HttpLimits, limited_protocol
 
 LONG_RUN = "FUZZ_EXAMPLES" in os.environ
@@ -213,3 +215,11 @@ def test_the_scanner_counts_any_bytes_the_same_in_any_chunks(head: bytes, data: 
     assert cut[1] == whole[1]
     if whole[1] is None:  # every possible end of the head is a place to stop, wherever the cuts
         assert cut[0] - set(edges) == whole[0] - set(edges)
+
+
+def test_a_request_line_limit_over_the_head_limit_is_a_configuration_error_saying_why():
+    with pytest.raises(ConfigError) as caught:
+        build_config({"mcpServers": {}, "http": {"max_request_line_bytes": 65536}}, "f.json")
+    assert "max_request_line_bytes (65536) must not exceed max_header_bytes (32768)" in str(caught.value)
+    limits = HttpLimits.of(build_config({"mcpServers": {}}, "f.json").http)
+    assert limits == HttpLimits(8192, 32768, 30.0, 60.0)  # on by default
