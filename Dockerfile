@@ -15,6 +15,8 @@ USER elicitgate
 # On 0.0.0.0, /mcp without authentication (http.auth) stops start-up instead of a warning.
 ENV XDG_STATE_HOME=/var/lib/elicitgate ELICITGATE_HTTP__REQUIRE_AUTH=true
 EXPOSE 8808
+# 0.0.0.0 inside the container (its loopback is its own); publish it as `-p 127.0.0.1:8808:8808` for a proxy on the
+# host (docs/deploy.md). The request limits (http.max_header_bytes, http.head_timeout, ...) are on by default.
 # Every route checks Host / Origin: set http.allowed_hosts / http.allowed_origins (and http.public_url) in the config.
 ENTRYPOINT ["elicitgate", "serve", "--config", "/etc/elicitgate/elicitgate.json", "--http", "0.0.0.0:8808"]
 HEALTHCHECK --interval=10s --timeout=3s \

@@ -193,6 +193,7 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
         _announce(cfg, f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations")
     from elicitgate.web.access_log import redact_access_log, uvicorn_log_config
     from elicitgate.web.client_address import ClientAddress
+    from elicitgate.web.http_protocol import HttpLimits, limited_protocol
 
     from elicitgate.faces.auth import AuthConfigError, exposure_warning
 
@@ -212,7 +213,8 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
     redact_access_log()
     config = uvicorn.Config(
         ClientAddress(app_), log_level=cfg.log_level, lifespan="on", access_log=cfg.log_level == "debug",
-        log_config=log_config, proxy_headers=False,  # ClientAddress applies them, keeping the connecting address
+        log_config=log_config, http=limited_protocol(HttpLimits.of(cfg.http)),
+        proxy_headers=False,  # ClientAddress applies them, keeping the connecting address
     )
     HttpFaceServer(config, app_).run(sockets=[sock])
 

@@ -327,6 +327,30 @@ class HttpFaceConfig(_Strict):
     """Seconds a 2026-07-28 request's answer may take and still go back as one JSON body (unless something
     was sent on the request's behalf first); past it the POST turns into an SSE stream with keep-alive
     comments. A handshake-era session's request turns after 0.25 s (`faces.http_answers.JSON_WINDOW`)."""
+    max_request_line_bytes: int = Field(default=8 * 1024, ge=256)
+    """Bytes a request line (`POST /mcp?... HTTP/1.1`) may take; a longer one is answered 414 as soon as
+    that many have arrived, on the HTTP face and the hosted pages' server (docs/security.md)."""
+    max_header_bytes: int = Field(default=32 * 1024, ge=1024)
+    """Bytes a whole request head (request line and headers) may take; a bigger one is answered 431 as soon
+    as that many have arrived, and the rest is never read into memory."""
+    head_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a request head may take to arrive whole, from the connection's opening (or the head's first
+    byte on a kept-alive connection); then 408 and the connection is closed."""
+    body_timeout: float = Field(default=60.0, gt=0)
+    """Seconds a request body may take to arrive whole after its head (while the gateway reads it); then 408
+    and the connection is closed."""
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    """Bytes a request body may take: `/mcp` answers a bigger one 413 with a JSON-RPC error, every other
+    route 413 as plain text (at once when `Content-Length` says so)."""
+
+    @model_validator(mode="after")
+    def _line_within_head(self) -> HttpFaceConfig:
+        if self.max_request_line_bytes > self.max_header_bytes:
+            raise ValueError(
+                f"max_request_line_bytes ({self.max_request_line_bytes}) must not exceed max_header_bytes "
+                f"({self.max_header_bytes}): the request line is part of the head"
+            )
+        return self
 
     @property
     def principal_share(self) -> int:

@@ -19,6 +19,7 @@ from elicitgate.faces.server import build_server
 from elicitgate.faces.streamable import StreamableHttpEndpoint
 from elicitgate.gateway import Gateway
 from elicitgate.web.app import LearnBaseUrl, metrics_route, web_routes
+from elicitgate.web.body_limit import BodyLimit
 from elicitgate.web.guard import HostGuard, security_settings
 
 
@@ -51,7 +52,8 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     http = gateway.config.http
     mcp = StreamableHttpEndpoint(server, security, idle_timeout=http.session_idle_timeout,
                                  max_sessions=http.max_sessions, json_wait=http.json_wait,
-                                 per_principal=http.principal_share if http.auth.enabled else None)
+                                 per_principal=http.principal_share if http.auth.enabled else None,
+                                 max_body_size=http.max_body_bytes)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:
@@ -67,6 +69,7 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
         from elicitgate.web.replicas import ToOwner, WebReplica
 
         app.add_middleware(ToOwner, web=WebReplica(gateway.replicas, hosting, gateway.broker))
+    app.add_middleware(BodyLimit, limit=http.max_body_bytes, exempt=MCP_PATH)  # outside ToOwner: it reads bodies
     if gateway.config.http.auth.enabled:
         app.add_middleware(RequireBearer, auth=auth)
     app.add_middleware(LearnBaseUrl, hosting=hosting)

@@ -11,6 +11,7 @@ import anyio
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -22,7 +23,9 @@ from elicitgate.web.access_log import uvicorn_log_config
 from elicitgate.web.admin_auth import AdminAuth
 from elicitgate.web.admin import AdminRoutes
 from elicitgate.web.client_address import ClientAddress
+from elicitgate.web.body_limit import BodyLimit
 from elicitgate.web.guard import HostGuard, security_settings
+from elicitgate.web.http_protocol import HttpLimits, limited_protocol
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.web.pages import PageRoutes
 from elicitgate.web.responses import nosniff
@@ -117,10 +120,13 @@ async def side_server(gateway: Gateway, listen: str) -> AsyncGenerator[Hosting]:
     host, port = parse_hostport(listen)
     hosting = _hosting_of(gateway)
     hosting.serve_at(http_url(host, port))
-    app: ASGIApp = Starlette(routes=[metrics_route(), *web_routes(gateway)])
-    app = ClientAddress(HostGuard(app, settings=security_settings(gateway.config.http)))
+    http = gateway.config.http
+    app: ASGIApp = Starlette(routes=[metrics_route(), *web_routes(gateway)],
+                             middleware=[Middleware(BodyLimit, limit=http.max_body_bytes)])
+    app = ClientAddress(HostGuard(app, settings=security_settings(http)))
     server = _QuietServer(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
-                                         log_config=uvicorn_log_config(), proxy_headers=False))
+                                         log_config=uvicorn_log_config(), proxy_headers=False,
+                                         http=limited_protocol(HttpLimits.of(http))))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
         try:

@@ -1,0 +1,367 @@
+"""The HTTP server's own limits on what a client sends: how big a request head may be, and how long a head or a
+body may take to arrive. uvicorn's httptools protocol has neither: httptools joins a header's pieces as they
+come (a 50 MB header took seconds of CPU and ~4x its size in memory), and a head sent a byte a second held its
+connection open for as long as the client liked.
+
+`LimitedHttpTools` is that protocol with the limits in front of its parser: `HeadScanner` counts a head's bytes
+before the parser sees them, and a head over `http.max_header_bytes` (414 for a request line over
+`http.max_request_line_bytes`) is answered at once, without feeding, or keeping, the rest. A head or a body
+still incomplete after `http.head_timeout` / `http.body_timeout` is answered 408. Each refusal is plain text
+naming the config key, and the connection closes (docs/security.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+from dataclasses import dataclass
+from typing import Any, ClassVar, cast
+
+import httptools
+from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.server import ServerState
+
+from elicitgate.config import HttpFaceConfig
+
+logger = logging.getLogger(__name__)
+
+LINGER = 5.0
+"""Seconds a refused connection is still read (and what comes dropped) after the answer, before it closes. A
+socket closed with unread bytes sends a reset, which can destroy the answer before the client reads it (a
+client still sending a big head is the usual case); nginx's lingering close does the same."""
+
+_HEAD_ENDS = (b"\n\n", b"\n\r\n")
+"""Every way an empty line can end a head (CRLF CRLF, and the bare-LF forms a lenient parser takes)."""
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """What `LimitedHttpTools` enforces (`http.*` in the config)."""
+
+    max_request_line_bytes: int = 8 * 1024
+    max_header_bytes: int = 32 * 1024
+    head_timeout: float = 30.0
+    body_timeout: float = 60.0
+
+    @classmethod
+    def of(cls, http: HttpFaceConfig) -> HttpLimits:
+        return cls(http.max_request_line_bytes, http.max_header_bytes, http.head_timeout, http.body_timeout)
+
+
+class HeadTooLarge(Exception):
+    """A request head over a limit: the status and the text that answer it."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+        self.text = text
+
+
+class HeadScanner:
+    """The bytes of one request head, counted as they arrive, before a parser sees them.
+
+    `take` says how far the parser may be fed: up to the next place where the head may end (an empty line),
+    so that everything fed while a head is incomplete is head; it raises `HeadTooLarge` as soon as the bytes
+    up to there would pass a limit (the head cannot end sooner, so the refusal is never early)."""
+
+    def __init__(self, max_line: int, max_head: int) -> None:
+        self.max_line = max_line
+        self.max_head = max_head
+        self.size = 0
+        self.line = 0
+        self._line_started = False
+        self._line_done = False
+        self._tail = b""
+        """The head's last two bytes so far: an empty line may begin in one chunk and end in the next."""
+
+    def reset(self) -> None:
+        """A new head begins."""
+        self.size = self.line = 0
+        self._line_started = self._line_done = False
+        self._tail = b""
+
+    def take(self, data: bytes, start: int) -> int:
+        """Where to stop feeding `data` from `start`: just past the next possible end of the head, or its end."""
+        end = self._next_end(data, start)
+        self.seen(data, start, end)
+        return end
+
+    def seen(self, data: bytes, start: int, end: int) -> None:
+        """Count `data[start:end]` as head bytes."""
+        if not self._line_done:
+            self._count_line(data, start, end)
+        size = self.size + end - start
+        if size > self.max_head:
+            raise HeadTooLarge(
+                431, f"Request Header Fields Too Large: the request head is over http.max_header_bytes "
+                f"({self.max_head} bytes)\n")
+        self.size = size
+        self._tail = (self._tail + data[max(start, end - 2):end])[-2:]
+
+    def _count_line(self, data: bytes, start: int, end: int) -> None:
+        at = start
+        if not self._line_started:
+            while at < end and data[at] in b"\r\n":  # empty lines before a request line are skipped (RFC 9112 2.2)
+                at += 1
+            if at == end:
+                return
+            self._line_started = True
+        newline = data.find(b"\n", at, end)
+        line = self.line + (end if newline < 0 else newline + 1) - at
+        if line > self.max_line:
+            raise HeadTooLarge(
+                414, f"URI Too Long: the request line is over http.max_request_line_bytes ({self.max_line} bytes)\n")
+        self.line = line
+        self._line_done = newline >= 0
+
+    def _next_end(self, data: bytes, start: int) -> int:
+        ends: list[int] = []
+        if self._tail:
+            probe = self._tail + data[start:start + 2]
+            kept = len(self._tail)
+            ends.extend(start + at + len(end) - kept for end in _HEAD_ENDS for at in range(kept)
+                        if probe.startswith(end, at) and at + len(end) > kept)
+        for end in _HEAD_ENDS:
+            at = data.find(end, start)
+            if at >= 0:
+                ends.append(at + len(end))
+        return min(ends, default=len(data))
+
+
+def plain_answer(status: int, text: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
+    """A whole HTTP/1.1 response that closes its connection."""
+    body = text.encode()
+    lines = [f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n".encode()]
+    lines += [name + b": " + value + b"\r\n" for name, value in default_headers]
+    lines += [b"content-type: text/plain; charset=utf-8\r\n", b"content-length: %d\r\n" % len(body),
+              b"connection: close\r\n\r\n", body]
+    return b"".join(lines)
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    """The body's length when `Content-Length` frames it (the parser has checked it), else None (chunked)."""
+    length: int | None = None
+    for name, value in headers:
+        if name == b"transfer-encoding":
+            return None
+        if name == b"content-length":
+            try:
+                length = int(value)
+            except ValueError:
+                return None
+    return length
+
+
+def _after_chunked_body(data: bytes, body_end: int, end: int) -> int:
+    """Where the head that follows a chunked body begins, in a feed that ended inside that head.
+
+    The parser does not say where a chunked body ended, but its last line is empty, and a head not yet ended
+    has no empty line (but blank lines before its request line, which the parser skips): the head begins after
+    the feed's last one, and no sooner than the body's data (`body_end`). A head that both began and ended
+    inside one such feed (pipelined after a chunked body) is within that one read of the socket (256 KiB at
+    most), not counted."""
+    last = max(data.rfind(b"\n\n", body_end, end) + 2, data.rfind(b"\n\r\n", body_end, end) + 3)
+    return max(last, body_end)
+
+
+class LimitedHttpTools(HttpToolsProtocol):
+    """uvicorn's httptools protocol with `limits` (set per server by `limited_protocol`)."""
+
+    limits: ClassVar[HttpLimits] = HttpLimits()
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self._head = HeadScanner(self.limits.max_request_line_bytes, self.limits.max_header_bytes)
+        self._in_head = True
+        """Between requests or inside a head (not inside a body)."""
+        self._body_left: int | None = None
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._linger: asyncio.TimerHandle | None = None
+        self._refused = False
+        self._deferred: tuple[int, str] | None = None
+        self._began_in_feed = False
+        self._body_in_feed = 0
+
+    # -- the connection -------------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_timer = self.loop.call_later(self.limits.head_timeout, self._head_late)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_timers()
+        if self._linger is not None:
+            self._linger.cancel()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # read and dropped until the lingering close
+        self._unset_keepalive_if_required()
+        view = memoryview(data)
+        start = 0
+        try:
+            while start < len(data) and not self.transport.is_closing():
+                in_head = self._in_head
+                if in_head:
+                    end = self._head.take(data, start)
+                elif self._body_left:  # Content-Length: only what is left of this body
+                    end = start + min(self._body_left, len(data) - start)
+                else:
+                    end = len(data)
+                self._began_in_feed = False
+                self._body_in_feed = 0
+                if not self._feed(view[start:end]):
+                    return
+                if not in_head and self._in_head and self._began_in_feed:
+                    self._head.seen(data, _after_chunked_body(data, start + self._body_in_feed, end), end)
+                start = end
+        except HeadTooLarge as refusal:
+            self._refuse_head(refusal.status, refusal.text)
+            return
+        self._arm_timers()
+
+    def _feed(self, chunk: memoryview) -> bool:
+        """Feed the parser as uvicorn does; False when the connection is handed over or answered 400."""
+        parser = self.parser
+        if parser is None:  # the connection is gone (uvicorn drops its parser then)
+            return False
+        try:
+            parser.feed_data(chunk)
+        except httptools.HttpParserError:
+            msg = "Invalid HTTP request received."
+            self.logger.warning(msg)
+            self.send_400_response(msg)
+            return False
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self._stop_timers()
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return False
+        return True
+
+    # -- parser callbacks -----------------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._began_in_feed = True
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._cancel_head_timer()
+        self._body_left = _content_length(self.headers)
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_in_feed += len(body)
+        if self._body_left is not None:
+            self._body_left -= len(body)
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._in_head = True
+        self._head.reset()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        super().on_message_complete()
+
+    # -- timers and refusals --------------------------------------------------------------------------------
+
+    def _arm_timers(self) -> None:
+        if self.transport.is_closing():
+            return
+        if self._in_head:
+            if self._head.size and self._head_timer is None:
+                self._head_timer = self.loop.call_later(self.limits.head_timeout, self._head_late)
+        elif self._body_timer is None:
+            self._body_timer = self.loop.call_later(self.limits.body_timeout, self._body_late)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _stop_timers(self) -> None:
+        self._cancel_head_timer()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _answering(self) -> bool:
+        """Whether a response to an earlier request is still on its way."""
+        cycle = cast("RequestResponseCycle | None", self.cycle)  # None until the first request's head
+        return cycle is not None and not cycle.response_complete
+
+    def _head_late(self) -> None:
+        self._head_timer = None
+        if self._head.size == 0 and not self._answering():
+            self.transport.close()  # a connection that never sent a byte: nothing to answer
+            return
+        self._refuse_head(408, f"Request Timeout: the request head did not arrive within http.head_timeout "
+                               f"({self.limits.head_timeout:g} s)\n")
+
+    def _body_late(self) -> None:
+        self._body_timer = None
+        if self.flow.read_paused:  # the gateway is not reading (its app has not asked yet): not the client's fault
+            self._body_timer = self.loop.call_later(self.limits.body_timeout, self._body_late)
+            return
+        logger.info("%s: the request body did not arrive within http.body_timeout", self._who())
+        cycle = self.cycle
+        if cycle.response_started:
+            self.transport.close()
+            return
+        cycle.disconnected = True  # the app's `receive` says the client has gone, and what it sends is dropped
+        cycle.message_event.set()
+        self._answer_and_close(408, f"Request Timeout: the request body did not arrive within http.body_timeout "
+                                    f"({self.limits.body_timeout:g} s)\n")
+
+    def _refuse_head(self, status: int, text: str) -> None:
+        logger.info("%s: %d %s", self._who(), status, text.split(": ", 1)[1].strip())
+        self._stop_timers()
+        self._refused = True  # what still comes is dropped
+        if self._answering() or self.pipeline:  # earlier requests (pipelined) are answered first, in order
+            self._deferred = (status, text)
+            return
+        self._answer_and_close(status, text)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._deferred is not None and not self._answering() and not self.pipeline:
+            self._answer_and_close(*self._deferred)
+
+    def _answer_and_close(self, status: int, text: str) -> None:
+        if self.transport.is_closing():
+            return
+        self._stop_timers()
+        self._unset_keepalive_if_required()
+        self._refused = True
+        self.transport.write(plain_answer(status, text, self.server_state.default_headers))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()  # the answer, then FIN; the client's close (or LINGER) ends it
+            self._linger = self.loop.call_later(LINGER, self.transport.close)
+        else:
+            self.transport.close()
+
+    def _who(self) -> str:
+        return "%s:%d" % self.client if self.client else "a client"
+
+
+def limited_protocol(limits: HttpLimits) -> type[LimitedHttpTools]:
+    """The protocol class for `uvicorn.Config(http=...)` with these limits."""
+
+    class Limited(LimitedHttpTools):
+        pass
+
+    Limited.limits = limits
+    return Limited

@@ -1,0 +1,225 @@
+"""`LimitedHttpTools` (web/http_protocol.py) on its own, fuzzed (hypothesis): the head counting feeds the parser in
+slices, so whatever the chunks a stream arrives in, every request in it reaches the app as sent, and a head over a
+limit is answered 414 / 431 with no more than the limit of it ever fed to the parser. The protocol is uvicorn's,
+with its real httptools parser and a real app; only the socket is a stand-in that keeps what is written."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from uvicorn.config import Config
+from uvicorn.server import ServerState
+
+from elicitgate.config import ConfigError, build_config
+from elicitgate.web.http_protocol import HeadScanner, HeadTooLarge, HttpLimits, limited_protocol
+
+LONG_RUN = "FUZZ_EXAMPLES" in os.environ
+MAX_LINE = 200
+MAX_HEAD = 1000
+
+
+def fuzz(ci_examples: int) -> Any:
+    return settings(max_examples=int(os.environ["FUZZ_EXAMPLES"]) if LONG_RUN else ci_examples, deadline=None,
+                    derandomize=not LONG_RUN, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+class Socket(asyncio.Transport):
+    """What the protocol writes, and whether it paused reading or closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+        self.closed = False
+        self.paused = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 5000), "sockname": ("127.0.0.1", 80)}.get(name, default)
+
+    def write(self, data: Any) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        pass
+
+
+class CountingParser:
+    """The protocol's parser, counting the bytes it is fed."""
+
+    def __init__(self, parser: Any) -> None:
+        self._parser = parser
+        self.fed = 0
+
+    def feed_data(self, data: Any) -> None:
+        self.fed += len(data)
+        self._parser.feed_data(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._parser, name)
+
+
+async def run(stream: bytes, cuts: list[int]) -> tuple[list[tuple[str, str, list[tuple[bytes, bytes]], bytes]], Socket, int]:
+    """Feed `stream` cut at `cuts` (as a socket would, none while reading is paused); what the app saw, the
+    socket, and how many bytes the parser was fed."""
+    seen: list[tuple[str, str, list[tuple[bytes, bytes]], bytes]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        seen.append((scope["method"], scope["path"], [h for h in scope["headers"] if h[0].startswith(b"x-")], body))
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    loop = asyncio.get_running_loop()
+    protocol_class = limited_protocol(HttpLimits(MAX_LINE, MAX_HEAD, 3600, 3600))
+    protocol = protocol_class(config=Config(app, lifespan="off", log_level="critical"), server_state=ServerState(),
+                              app_state={}, _loop=loop)
+    parser = CountingParser(protocol.parser)
+    protocol.parser = parser  # pyright: ignore[reportAttributeAccessIssue]
+    socket = Socket()
+    protocol.connection_made(socket)
+    edges = [0, *sorted(set(cuts)), len(stream)]
+    for start, end in zip(edges, edges[1:]):
+        for _ in range(1000):  # the app's tasks answer, and a paused connection reads again
+            if not socket.paused:
+                break
+            await asyncio.sleep(0)
+        if socket.closed:
+            break
+        protocol.data_received(stream[start:end])
+    for _ in range(100):
+        await asyncio.sleep(0)
+    closed, socket.closed = socket.closed, False
+    protocol.connection_lost(None)
+    socket.closed = closed
+    return seen, socket, parser.fed
+
+
+token = st.text("abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=12)
+value = st.text("abcdefghijklmnopqrstuvwxyz0123456789 ;=,/\n\r", max_size=80).map(
+    lambda text: text.replace("\r", "").replace("\n", "").strip())
+requests = st.fixed_dictionaries({
+    "method": st.sampled_from(["GET", "POST"]),
+    "path": st.text("abcxyz/._-", max_size=60).map(lambda path: "/" + path),
+    "headers": st.lists(st.tuples(token.map(lambda name: "x-" + name), value), max_size=6),
+    "body": st.binary(max_size=300),
+    "chunked": st.booleans(),
+})
+
+
+def encode(request: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The request's head and body on the wire."""
+    lines = [f"{request['method']} {request['path']} HTTP/1.1", "Host: example.test"]
+    lines += [f"{name}: {text}" for name, text in request["headers"]]
+    body: bytes = request["body"]
+    if request["chunked"]:
+        lines.append("Transfer-Encoding: chunked")
+        framed = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:100], body[100:]) if part)
+        body = framed + b"0\r\n\r\n"
+    else:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode(), body
+
+
+def expected(request: dict[str, Any]) -> tuple[str, str, list[tuple[bytes, bytes]], bytes]:
+    headers = [(name.encode(), text.encode()) for name, text in request["headers"]]
+    return request["method"], request["path"], headers, request["body"]
+
+
+def fits(head: bytes) -> bool:
+    return len(head) <= MAX_HEAD and head.index(b"\n") + 1 <= MAX_LINE
+
+
+@fuzz(200)
+@given(batch=st.lists(requests, min_size=1, max_size=4), data=st.data())
+def test_requests_within_the_limits_reach_the_app_whatever_the_chunks(batch: list[dict[str, Any]], data: st.DataObject):
+    encoded = [encode(request) for request in batch]
+    batch = [request for request, (head, _) in zip(batch, encoded) if fits(head)]
+    stream = b"".join(head + body for head, body in encoded if fits(head))
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=12))
+    seen, socket, _ = asyncio.run(run(stream, cuts))
+    assert seen == [expected(request) for request in batch]
+    assert socket.written.count(b"HTTP/1.1 200 OK") == len(batch) and not socket.closed
+
+
+@fuzz(200)
+@given(before=st.lists(requests.map(lambda r: {**r, "chunked": False}), max_size=2), big=requests,
+       padding=st.integers(0, 3000), in_line=st.booleans(), data=st.data())
+def test_a_head_over_a_limit_is_refused_with_no_more_than_the_limit_fed(
+    before: list[dict[str, Any]], big: dict[str, Any], padding: int, in_line: bool, data: st.DataObject,
+):
+    before = [request for request in before if fits(encode(request)[0])]
+    if in_line:
+        big = {**big, "path": big["path"] + "p" * padding}
+    else:
+        big = {**big, "headers": [*big["headers"], ("x-pad", "v" * padding)]}
+    head, body = encode(big)
+    line_over = head.index(b"\n") + 1 > MAX_LINE
+    if not line_over and len(head) <= MAX_HEAD:
+        return  # within the limits: the other test's case
+    first = b"".join(b"".join(encode(request)) for request in before)
+    stream = first + head + body
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=12))
+    seen, socket, fed = asyncio.run(run(stream, cuts))
+    assert seen == [expected(request) for request in before]
+    status = b"414 Request-URI Too Long" if line_over else b"431 Request Header Fields Too Large"
+    assert socket.written.count(b"HTTP/1.1 200 OK") == len(before) and status in socket.written
+    assert fed <= len(first) + (MAX_LINE if line_over else MAX_HEAD)
+
+
+@fuzz(500)
+@given(head=st.binary(max_size=400), data=st.data())
+def test_the_scanner_counts_any_bytes_the_same_in_any_chunks(head: bytes, data: st.DataObject):
+    """Where it lets the parser stop, and whether it refuses, do not depend on how the bytes are cut."""
+
+    def scan(edges: list[int]) -> tuple[set[int], int | None]:
+        scanner = HeadScanner(max_line=50, max_head=200)
+        stops: set[int] = set()
+        try:
+            for start, end in zip(edges, edges[1:]):
+                piece = head[start:end]
+                at = 0
+                while at < len(piece):
+                    at = scanner.take(piece, at)
+                    stops.add(start + at)
+        except HeadTooLarge as refusal:
+            return stops, refusal.status
+        return stops, None
+
+    edges = [0, *sorted(set(data.draw(st.lists(st.integers(1, max(1, len(head) - 1)), max_size=10)))), len(head)]
+    whole, cut = scan([0, len(head)]), scan(edges)
+    assert cut[1] == whole[1]
+    if whole[1] is None:  # every possible end of the head is a place to stop, wherever the cuts
+        assert cut[0] - set(edges) == whole[0] - set(edges)
+
+
+def test_a_request_line_limit_over_the_head_limit_is_a_configuration_error_saying_why():
+    with pytest.raises(ConfigError) as caught:
+        build_config({"mcpServers": {}, "http": {"max_request_line_bytes": 65536}}, "f.json")
+    assert "max_request_line_bytes (65536) must not exceed max_header_bytes (32768)" in str(caught.value)
+    limits = HttpLimits.of(build_config({"mcpServers": {}}, "f.json").http)
+    assert limits == HttpLimits(8192, 32768, 30.0, 60.0)  # on by default
