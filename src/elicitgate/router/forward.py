@@ -16,7 +16,8 @@ from elicitgate.bridging.input_requests import answer_input_requests, complete_m
 from elicitgate.elicitation.broker import Broker
 from elicitgate.seams import Origin
 from elicitgate.jsonrpc import CLOSED, PeerLost, UrlElicitationRequired, progress_params
-from elicitgate.upstreams.link import UpstreamLink
+from elicitgate.upstreams.connection import UpstreamConnection
+from elicitgate.upstreams.link import UpstreamLink, forgot_session
 
 
 async def forward(
@@ -31,7 +32,9 @@ async def forward(
     """Send one client request upstream and return its final result.
 
     A 2026-07-28 upstream's `input_required` rounds are answered here, through the broker, and
-    retried (at most `max_rounds`); the client only ever sees the final result.
+    retried (at most `max_rounds`); the client only ever sees the final result. A request the server
+    refused because it no longer knew the session (it restarted) is sent once more on a new session
+    (`UpstreamLink.rejoin`): refused unread, it runs once whatever it does.
     """
     conn = await link.connection_for(call.peer)
     sent, token = upstream_params(params, call, conn.era)
@@ -39,17 +42,28 @@ async def forward(
     async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
         await call.notify("notifications/progress", progress_params(token, progress, total, message))
 
+    async def send(conn: UpstreamConnection) -> dict[str, Any]:
+        return await conn.request(
+            method,
+            sent,
+            origin=call,
+            timeout=link.config.request_timeout,
+            on_progress=relay_progress if token is not None else None,
+            client_capabilities=modern_capabilities(call) if conn.era == "modern" else None,
+        )
+
     minted: list[str] = []
+    rejoined = False
     try:
         for _ in range(max_rounds + 1):
-            result = await conn.request(
-                method,
-                sent,
-                origin=call,
-                timeout=link.config.request_timeout,
-                on_progress=relay_progress if token is not None else None,
-                client_capabilities=modern_capabilities(call) if conn.era == "modern" else None,
-            )
+            try:
+                result = await send(conn)
+            except PeerLost as lost:
+                if rejoined or not forgot_session(lost):
+                    raise
+                rejoined = True
+                conn = await link.rejoin(call.peer, conn)
+                result = await send(conn)
             await complete_minted(broker, link.name, minted)
             if result.get("resultType") != "input_required":
                 return without_upstream_identity(result)
