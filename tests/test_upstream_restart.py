@@ -4,6 +4,7 @@ and each client session's next call after it is back succeeds on a new upstream 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -16,10 +17,11 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from elicitgate.config import ConfigError, HttpServer, build_config
 from elicitgate.errors import UPSTREAM_UNAVAILABLE
 
 from tests.audit_helpers import scrape, value
-from tests.conftest import PY, Process, free_port, inprocess_gateway, serve_http, write_config
+from tests.conftest import PY, ROOT, Process, free_port, inprocess_gateway, serve_http, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -159,3 +161,16 @@ async def test_a_client_s_resource_subscription_is_renewed_on_its_new_upstream_s
             assert text(await client.call_tool("h__subscribed", {})) == '["mem://h/note"]'
     finally:
         upstream.stop()
+
+
+def test_the_documented_probe_and_pacing_keys_validate_and_bad_values_are_named() -> None:
+    page = (ROOT / "docs" / "operations.md").read_text()
+    section = page[page.index("## When an upstream goes away"):]
+    example = json.loads(section[section.index("```json") + len("```json"):section.index("```", section.index("```json") + 3)])
+    files = build_config(example, "docs/operations.md").mcp_servers["files"]
+    assert isinstance(files, HttpServer)
+    assert (files.probe_interval, files.probe_timeout, files.max_opening_sessions) == (5, 4, 8)
+    for key, bad in (("probe_interval", 0), ("probe_timeout", -1), ("max_opening_sessions", 0)):
+        with pytest.raises(ConfigError) as caught:
+            build_config({"mcpServers": {"files": {"url": "http://127.0.0.1:1/mcp", key: bad}}}, "test")
+        assert f"mcpServers.files.{key}" in str(caught.value), str(caught.value)

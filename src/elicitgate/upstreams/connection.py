@@ -103,6 +103,9 @@ class UpstreamConnection:
     """The link is pinging it to see whether the upstream is still there."""
     last_active: float = 0.0
     """When a request on it last ended (anyio clock): the link closes connections idle too long."""
+    last_answer: float = 0.0
+    """When the server last answered a request on it with a result (anyio clock): a sign of life while a
+    probe's ping waits behind a busy server."""
     _cancel: anyio.CancelScope | None = None
     """Stops the transport's task (`close`)."""
 
@@ -131,7 +134,9 @@ class UpstreamConnection:
         with PausableDeadline(timeout) as clock:
             self._in_flight[request_id] = _InFlight(origin, clock)
             try:
-                return await self.endpoint.request(request_id, method, sent, headers=headers, on_progress=on_progress)
+                result = await self.endpoint.request(request_id, method, sent, headers=headers, on_progress=on_progress)
+                self.last_answer = anyio.current_time()
+                return result
             finally:
                 del self._in_flight[request_id]
                 self.last_active = anyio.current_time()

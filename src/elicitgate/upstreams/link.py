@@ -23,7 +23,7 @@ import enum
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -202,22 +202,31 @@ class UpstreamLink:
                 await self._ping_or_close(conn, config.probe_timeout)
 
     async def _ping_or_close(self, conn: UpstreamConnection, timeout: float) -> None:
+        """Ping `conn`; close it (`run` reconnects) unless the server shows it is there: it answers the ping,
+        even with an error, or, busy, answers another request on it meanwhile."""
         if conn.probing:
             return
         conn.probing = True
+        started = anyio.current_time()
         try:
             with anyio.fail_after(timeout):
                 await conn.request("ping", None)
-        except (PeerLost, TimeoutError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            # An error *answer* (`MCPError`) is an answer: the server is there. Anything else: reconnect.
-            if not conn.closed.is_set():
-                logger.warning("upstream %r: no answer to a ping (%s); reconnecting", self.name,
-                               exc or type(exc).__name__)
-            await conn.close()
-        except Exception:  # noqa: BLE001 - the server answered with an error: it is alive
-            pass
+        except PeerLost as exc:
+            await self._reconnect(conn, exc.error.message)
+        except MCPError:
+            pass  # an error *answer* is an answer: the server is there
+        except TimeoutError:
+            if conn.last_answer < started:
+                await self._reconnect(conn, f"none within {timeout}s")
+        except Exception as exc:  # noqa: BLE001 - whatever it was, this connection is not to be trusted
+            await self._reconnect(conn, str(exc) or type(exc).__name__)
         finally:
             conn.probing = False
+
+    async def _reconnect(self, conn: UpstreamConnection, why: str) -> None:
+        if not conn.closed.is_set():
+            logger.warning("upstream %r: no answer to a ping (%s); reconnecting", self.name, why)
+        await conn.close()
 
     def _set_down(self, reason: str) -> None:
         self.state, self.last_error, self.since = LinkState.DOWN, reason, time.time()
@@ -320,7 +329,7 @@ class UpstreamLink:
         return conn
 
     @contextlib.asynccontextmanager
-    async def _opening_turn(self) -> AsyncIterator[None]:
+    async def _opening_turn(self) -> AsyncGenerator[None]:
         """A turn to open a per-client connection: at most `max_opening_sessions` at once, so that each
         one's `connect_timeout` (which starts when its own opening does) is spent on it, not on hundreds of
         others opening beside it. A turn that does not come within `request_timeout` fails the call."""
