@@ -87,6 +87,12 @@ async def forward(
         # The wire's reason: the connection closed, or over HTTP this request's stream failed (an event past
         # the server's `max_event_bytes`, a stream that ended without the answer) while the session goes on.
         reason = lost.error.message
+        if reason == CLOSED and (unreachable := await conn.unreachable()) is not None:
+            link.suspect()
+            raise errors.gateway_error(
+                errors.UPSTREAM_UNAVAILABLE, f"upstream {link.name!r} is not available", server=link.name,
+                reason=unreachable,
+            ) from None
         raise errors.gateway_error(
             errors.UPSTREAM_GONE,
             f"upstream {link.name!r} went away during {method}"

@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 
 GATEWAY_CLIENT_INFO: dict[str, Any] = {"name": "elicitgate", "version": __version__}
 DISCOVER_TIMEOUT = 10.0
+ENDING_WAIT = 5.0
+"""Seconds `UpstreamConnection.unreachable` waits for a failed transport to end (its DELETE and its tasks'
+ends are bounded to 2 s each)."""
 
 class InboundHandler(Protocol):
     async def on_server_request(
@@ -108,6 +111,23 @@ class UpstreamConnection:
     probe's ping waits behind a busy server."""
     _cancel: anyio.CancelScope | None = None
     """Stops the transport's task (`close`)."""
+    failure: BaseException | None = None
+    """What ended the transport, once `closed` is set (a cancellation when the gateway closed it)."""
+
+    async def unreachable(self) -> str | None:
+        """Why, when the connection ended because its streamable HTTP server could not be reached at all
+        (the connection refused, no address): no request sent then got there. Waits (briefly) for the
+        transport to have ended and said why."""
+        if not isinstance(self.config, HttpServer) or self.config.transport != "http":
+            return None
+        with anyio.move_on_after(ENDING_WAIT):
+            await self.closed.wait()
+        failure = self.failure
+        if isinstance(failure, BaseExceptionGroup):
+            failure = _first_leaf(cast("BaseExceptionGroup[BaseException]", failure))
+        import httpx2  # loaded already with the streamable HTTP transport (`transports.open_transport`)
+
+        return describe_failure(failure) if isinstance(failure, httpx2.ConnectError) else None
 
     def touch(self) -> None:
         self.last_active = anyio.current_time()
@@ -256,6 +276,7 @@ class UpstreamConnection:
                     raise
             finally:
                 if holder.conn is not None:
+                    holder.conn.failure = holder.error
                     holder.conn.closed.set()
                 ready.set()
 
