@@ -269,21 +269,25 @@ class UpstreamLink:
     async def _ready_primary(self) -> UpstreamConnection:
         """The primary connection if the link is up. An HTTP or SSE link that is down (or just lost its
         connection) tries to reconnect now rather than at the end of its backoff, and the caller waits for
-        that attempt: a server that came back serves this call, one still away fails it at once (-32010)."""
-        for _ in range(2):  # an attempt already under way may have started before the server was back
-            primary = self.primary
-            if primary is not None and self.state is LinkState.UP and not primary.closed.is_set():
-                return primary
-            if not isinstance(self.config, HttpServer) or self.state is LinkState.STARTING:
-                break
-            attempt = self._attempted
-            self._retry_now.set()
+        that attempt (at most `connect_timeout` + 5 s): a server that came back serves this call, one still
+        away fails it (-32010)."""
+        if (primary := self._up()) is not None:
+            return primary
+        if isinstance(self.config, HttpServer) and self.state is not LinkState.STARTING:
             with anyio.move_on_after(self.retry.connect_timeout + STANDALONE_WAIT):
-                await attempt.wait()
+                for _ in range(2):  # an attempt under way may have started before the server was back
+                    attempt = self._attempted
+                    self._retry_now.set()
+                    await attempt.wait()
+                    if (primary := self._up()) is not None:
+                        return primary
+        raise self.unavailable()
+
+    def _up(self) -> UpstreamConnection | None:
         primary = self.primary
         if primary is not None and self.state is LinkState.UP and not primary.closed.is_set():
             return primary
-        raise self.unavailable()
+        return None
 
     async def rejoin(self, peer: DownstreamPeer | None, lost: UpstreamConnection) -> UpstreamConnection:
         """The connection to send a request on again after the server forgot `lost`'s session (see
