@@ -42,7 +42,8 @@ class Upstream:
         assert self.process is not None
         os.kill(self.process.proc.pid, signal.SIGKILL)
         self.process.proc.wait(timeout=10)
-        self.process.proc.stderr and self.process.proc.stderr.close()
+        if self.process.proc.stderr is not None:
+            self.process.proc.stderr.close()
         self.process = None
 
     def restart(self) -> None:
@@ -165,7 +166,8 @@ async def test_a_client_s_resource_subscription_is_renewed_on_its_new_upstream_s
 def test_the_documented_probe_and_pacing_keys_validate_and_bad_values_are_named() -> None:
     page = (ROOT / "docs" / "operations.md").read_text()
     section = page[page.index("## When an upstream goes away"):]
-    example = json.loads(section[section.index("```json") + len("```json"):section.index("```", section.index("```json") + 3)])
+    start = section.index("```json") + len("```json")
+    example = json.loads(section[start:section.index("```", start)])
     files = build_config(example, "docs/operations.md").mcp_servers["files"]
     assert isinstance(files, HttpServer)
     assert (files.probe_interval, files.probe_timeout, files.max_opening_sessions) == (5, 4, 8)

@@ -349,7 +349,8 @@ class UpstreamLink:
                 server=self.name,
                 limit=f"mcpServers.{self.name}.max_opening_sessions",
                 value=limit,
-                fix=f"retry; if the server opens sessions this slowly, raise max_opening_sessions of server {self.name!r}",
+                fix="retry; if the server opens sessions this slowly, raise max_opening_sessions of server "
+                f"{self.name!r}",
             )
         try:
             yield
