@@ -61,6 +61,11 @@ class _UpstreamCommon(_Strict):
     Past it, that principal's least recently used idle one is closed; with all of them busy its call fails at
     once (-32010). Clients without a principal (no `http.auth`) are bounded by the total only. See
     docs/routing.md."""
+    max_opening_sessions: int = Field(default=8, ge=1)
+    """At most this many per-client upstream connections being opened (spawned, initialized) at once; the
+    others wait their turn, and each one's `upstream_retry.connect_timeout` starts when its own opening
+    starts. Hundreds of clients arriving together then do not all time out on a busy machine. See
+    docs/operations.md, "When an upstream goes away"."""
     idle_session_timeout: float = Field(default=300.0, gt=0)
     """Seconds a per-client upstream connection may sit without a call before it is closed (the next
     call of that client opens a new one)."""
@@ -130,6 +135,13 @@ class HttpServer(_UpstreamCommon):
     max_event_bytes: int = Field(default=DEFAULT_MAX_EVENT_BYTES, gt=0)
     """The largest server-sent event read from this server's streams (streamable HTTP); a larger one fails
     its call with -32012 saying so. The `mcp` SDK's own client stops at 1 MiB."""
+    probe_interval: float = Field(default=5.0, gt=0)
+    """Seconds between two pings of the server's primary session, with or without traffic: one that fails
+    marks the server down (`/healthz`, `elicitgate_upstream_up`) and starts reconnecting. While it is down,
+    reconnection is tried at least this often."""
+    probe_timeout: float = Field(default=4.0, gt=0)
+    """Seconds a probe's ping may take: a server that accepts the connection and answers nothing is down
+    at most `probe_interval + probe_timeout` seconds after it stopped answering."""
 
     @field_validator("url")
     @classmethod

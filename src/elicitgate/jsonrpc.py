@@ -50,6 +50,10 @@ CLOSING_WRITE_TIMEOUT = 2.0
 CLOSED = "Connection closed"
 """The message of `CONNECTION_CLOSED` when the whole connection ended (the SDK's words)."""
 
+SESSION_LOST = "the upstream no longer knows this session (it restarted)"
+"""The message of `CONNECTION_CLOSED` when a streamable HTTP server answered 404 to our session id: it
+refused the request unread, so sending it again on a new session is safe (`upstreams.link.forgot_session`)."""
+
 
 class PeerLost(MCPError):
     """The connection ended before the answer came: the wire closed (the peer exited, the gateway closed

@@ -31,6 +31,7 @@ Tools:
 - `list_changed_flood {n}`                 -> n notifications/tools/list_changed on the session at once
 - `touch {uri}`                            -> notifications/resources/updated for uri on the session
                                               (handshake era; `resources/subscribe` is accepted)
+- `subscribed`                             -> the URIs the calling session subscribed to, as a JSON list
 Resources: `mem://{name}/note` (listed), template `mem://{name}/items/{id}`, the rich-UI guests of
 tests/peers/ui_guests.py (`ui://tests/...`, for `elicit`'s `ui`); prompt `greet {who}`.
 """
@@ -56,6 +57,8 @@ from tests.peers.ui_guests import GUESTS, UI_MIME
 NAME = "py"
 STATE: dict[str, Any] = {"cancelled": None, "calls": 0, "last_result": None, "lists": 0}
 EXTRA_TOOLS: list[str] = []
+SUBSCRIBED: dict[str, set[str]] = {}
+"""The URIs each session (`_session_key`) subscribed to and did not unsubscribe from."""
 BUS = InMemorySubscriptionBus()
 """2026-07-28 change notifications travel on `subscriptions/listen` streams."""
 DEFAULT_SCHEMA: dict[str, Any] = {
@@ -106,6 +109,7 @@ async def list_tools(ctx: ServerRequestContext, params: Any) -> types.ListToolsR
     names = [
         "echo", "whoami", "elicit", "sample", "elicit_then_give_up", "elicit_twice", "url_required", "fail", "progress", "sleep", "die",
         "die_during_elicit", "last_cancelled", "echo_meta", "add_tool", "stats", "list_changed_flood", "touch",
+        "subscribed",
         *EXTRA_TOOLS,
     ]
     return types.ListToolsResult(
@@ -141,6 +145,8 @@ async def call_tool(ctx: ServerRequestContext, params: types.CallToolRequestPara
         for _ in range(int(args.get("n", 100))):
             await ctx.session.send_tool_list_changed()
         return _text("flooded")
+    if name == "subscribed":
+        return _text(json.dumps(sorted(SUBSCRIBED.get(_session_key(ctx), set()))))
     if name == "touch":
         await ctx.session.send_resource_updated(str(args["uri"]))
         return _text("touched")
@@ -278,7 +284,20 @@ async def complete(ctx: ServerRequestContext, params: types.CompleteRequestParam
     return types.CompleteResult(completion=types.Completion(values=[f"{NAME}-{params.argument.value}"]))
 
 
+def _session_key(ctx: ServerRequestContext) -> str:
+    """The HTTP session id (each request of a streamable HTTP session may have a context of its own), or
+    the one session of a stdio process."""
+    headers = getattr(ctx.request, "headers", None)
+    return (headers.get("mcp-session-id") if headers is not None else None) or "stdio"
+
+
 async def subscribe(ctx: ServerRequestContext, params: Any) -> types.EmptyResult:
+    SUBSCRIBED.setdefault(_session_key(ctx), set()).add(str(params.uri))
+    return types.EmptyResult()
+
+
+async def unsubscribe(ctx: ServerRequestContext, params: Any) -> types.EmptyResult:
+    SUBSCRIBED.get(_session_key(ctx), set()).discard(str(params.uri))
     return types.EmptyResult()
 
 
@@ -296,7 +315,7 @@ def build() -> Server:
         on_completion=complete,
         on_subscriptions_listen=ListenHandler(BUS),
         on_subscribe_resource=subscribe,
-        on_unsubscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
     )
 
 

@@ -20,7 +20,7 @@ from elicitgate.seams import Origin
 from elicitgate.jsonrpc import CLOSED, PeerLost, UrlElicitationRequired, progress_params
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.dual_era import CallKey, call_key
-from elicitgate.upstreams.link import UpstreamLink
+from elicitgate.upstreams.link import UpstreamLink, forgot_session
 
 
 async def forward(
@@ -37,7 +37,9 @@ async def forward(
     A 2026-07-28 upstream's `input_required` rounds are answered here, through the broker, and
     retried (at most `max_rounds`); the client only ever sees the final result. Toward a server that
     serves both eras, a call its handshake-era connection cannot carry is made once more in 2026-07-28
-    (`upstreams.dual_era`).
+    (`upstreams.dual_era`). A request the server refused because it no longer knew the session (it
+    restarted) is sent once more on a new session (`UpstreamLink.rejoin`): refused unread, it runs once
+    whatever it does.
     """
     key = call_key(method, params)
     learned = await link.dual.connection() if link.dual.goes_modern(key) and link.primary is not None else None
@@ -65,6 +67,12 @@ async def forward(
         # The wire's reason: the connection closed, or over HTTP this request's stream failed (an event past
         # the server's `max_event_bytes`, a stream that ended without the answer) while the session goes on.
         reason = lost.error.message
+        if reason == CLOSED and (unreachable := await conn.unreachable()) is not None:
+            link.suspect()
+            raise errors.gateway_error(
+                errors.UPSTREAM_UNAVAILABLE, f"upstream {link.name!r} is not available", server=link.name,
+                reason=unreachable,
+            ) from None
         raise errors.gateway_error(
             errors.UPSTREAM_GONE,
             f"upstream {link.name!r} went away during {method}"
@@ -128,9 +136,8 @@ async def _rounds(
     async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
         await call.notify("notifications/progress", progress_params(token, progress, total, message))
 
-    minted: list[str] = []
-    for _ in range(max_rounds + 1):
-        result = await conn.request(
+    async def send(conn: UpstreamConnection) -> dict[str, Any]:
+        return await conn.request(
             method,
             sent,
             origin=call,
@@ -139,6 +146,18 @@ async def _rounds(
             client_capabilities=modern_capabilities(call) if conn.era == "modern" else None,
             asked=asked,
         )
+
+    minted: list[str] = []
+    rejoined = False
+    for _ in range(max_rounds + 1):
+        try:
+            result = await send(conn)
+        except PeerLost as lost:
+            if rejoined or not forgot_session(lost):
+                raise
+            rejoined = True
+            conn = await link.rejoin(call.peer, conn)
+            result = await send(conn)
         if on_first is not None:
             on_first()
             on_first = None

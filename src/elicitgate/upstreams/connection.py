@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 
 GATEWAY_CLIENT_INFO: dict[str, Any] = {"name": "elicitgate", "version": __version__}
 DISCOVER_TIMEOUT = 10.0
+ENDING_WAIT = 5.0
+"""Seconds `UpstreamConnection.unreachable` waits for a failed transport to end (its DELETE and its tasks'
+ends are bounded to 2 s each)."""
 
 class InboundHandler(Protocol):
     async def on_server_request(
@@ -105,8 +108,28 @@ class UpstreamConnection:
     """The link is pinging it to see whether the upstream is still there."""
     last_active: float = 0.0
     """When a request on it last ended (anyio clock): the link closes connections idle too long."""
+    last_answer: float = 0.0
+    """When the server last answered a request on it with a result (anyio clock): a sign of life while a
+    probe's ping waits behind a busy server."""
     _cancel: anyio.CancelScope | None = None
     """Stops the transport's task (`close`)."""
+    failure: BaseException | None = None
+    """What ended the transport, once `closed` is set (a cancellation when the gateway closed it)."""
+
+    async def unreachable(self) -> str | None:
+        """Why, when the connection ended because its streamable HTTP server could not be reached at all
+        (the connection refused, no address): no request sent then got there. Waits (briefly) for the
+        transport to have ended and said why."""
+        if not isinstance(self.config, HttpServer) or self.config.transport != "http":
+            return None
+        with anyio.move_on_after(ENDING_WAIT):
+            await self.closed.wait()
+        failure = self.failure
+        if isinstance(failure, BaseExceptionGroup):
+            failure = _first_leaf(cast("BaseExceptionGroup[BaseException]", failure))
+        import httpx2  # loaded already with the streamable HTTP transport (`transports.open_transport`)
+
+        return describe_failure(failure) if isinstance(failure, httpx2.ConnectError) else None
 
     def touch(self) -> None:
         self.last_active = anyio.current_time()
@@ -138,7 +161,9 @@ class UpstreamConnection:
         with PausableDeadline(timeout) as clock:
             self._in_flight[request_id] = _InFlight(origin, clock, asked)
             try:
-                return await self.endpoint.request(request_id, method, sent, headers=headers, on_progress=on_progress)
+                result = await self.endpoint.request(request_id, method, sent, headers=headers, on_progress=on_progress)
+                self.last_answer = anyio.current_time()
+                return result
             finally:
                 del self._in_flight[request_id]
                 self.last_active = anyio.current_time()
@@ -268,6 +293,7 @@ class UpstreamConnection:
                     raise
             finally:
                 if holder.conn is not None:
+                    holder.conn.failure = holder.error
                     holder.conn.closed.set()
                 ready.set()
 

@@ -46,7 +46,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from elicitgate import __version__, sdk, wire_json
 from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
 from elicitgate.json_shapes import is_mapping, is_object
-from elicitgate.jsonrpc import Inbound, parse_message
+from elicitgate.jsonrpc import SESSION_LOST, Inbound, parse_message
 from elicitgate.upstreams.network import AsyncioBackend
 
 logger = logging.getLogger(__name__)
@@ -77,8 +77,6 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 METHOD_KEEPING_REDIRECTS = frozenset({307, 308})
 """A POST follows only these: httpx2 (and browsers) turn a POST into a body-less GET on the others,
 which would drop the message."""
-
-SESSION_LOST = "the upstream no longer knows this session (it restarted)"
 
 
 class SseEventTooLarge(Exception):

@@ -8,27 +8,38 @@ streamable HTTP) still has exactly one downstream session it can belong to. A cl
 link's pool for that call. The link keeps at most `max_upstream_sessions` of them and closes idle ones, and
 at most `max_upstream_sessions_per_principal` owned by one principal's sessions (with `http.auth`), so that
 one principal's calls never hold them all.
+
+An HTTP or SSE upstream is pinged every `probe_interval` (the process's exit tells a stdio one's death), so
+one that stops answering is shown down within `probe_interval + probe_timeout`. A streamable HTTP server
+that restarted answers 404 to the session ids it no longer knows: the request that got it was never
+processed, so `rejoin` opens a new session in its place and the caller sends it again (docs/operations.md,
+"When an upstream goes away").
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import anyio
 import anyio.abc
 
+from mcp.shared.exceptions import MCPError
+
 from elicitgate import errors
 from elicitgate.config import StdioServer, HttpServer, UpstreamRetryConfig
 from elicitgate.fixable import warn_once
+from elicitgate.jsonrpc import SESSION_LOST, PeerLost
 from elicitgate.metrics import UPSTREAM_UP
 from elicitgate.seams import DownstreamPeer, HostedModes, declared_capabilities
 from elicitgate.upstreams.connection import ConnectError, InboundHandler, UpstreamConnection
 from elicitgate.upstreams.dual_era import DualEra, era_reason
+from elicitgate.upstreams.transports import STANDALONE_WAIT
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +90,12 @@ class UpstreamLink:
         """Connections being opened, per principal (`_opening` counts them all)."""
         self.dual = DualEra(name, config.era, self._open_modern)
         """A server that also serves 2026-07-28: the calls that need that era (`upstreams.dual_era`)."""
+        self._opening_turns = anyio.Semaphore(config.max_opening_sessions)
+        """Per-client connections opened at once (`max_opening_sessions`): the rest wait their turn."""
+        self._retry_now = anyio.Event()
+        """Set to end the wait between two reconnection attempts (a call wants the server)."""
+        self._attempted = anyio.Event()
+        """Set when the current connection attempt of the primary has ended (then replaced)."""
 
     @property
     def policy(self) -> str:
@@ -117,8 +134,12 @@ class UpstreamLink:
                 self._set_down(str(exc))
                 self.stderr_tail = exc.stderr_tail
                 self.first_attempt_done.set()
-                logger.error("%s; retrying in %.1fs", exc, backoff)
-                await anyio.sleep(backoff)
+                self._attempt_ended()
+                wait = self._retry_wait(backoff)
+                logger.error("%s; retrying in %.1fs", exc, wait)
+                with anyio.move_on_after(wait):
+                    await self._retry_now.wait()
+                self._retry_now = anyio.Event()
                 backoff = min(backoff * 2, self.retry.max_backoff)
                 continue
             await self.dual.reset()
@@ -130,12 +151,16 @@ class UpstreamLink:
             except Exception:
                 logger.exception("upstream %r: catalog refresh failed", self.name)
             self.first_attempt_done.set()
+            self._attempt_ended()
             if conn.era == "modern":
                 task_group.start_soon(self._listen, conn, name=f"upstream:{self.name}:listen")
-            reaper = anyio.CancelScope()
+            reaper, prober = anyio.CancelScope(), anyio.CancelScope()
             task_group.start_soon(self._reap_idle, reaper, name=f"upstream:{self.name}:reaper")
+            if isinstance(self.config, HttpServer):
+                task_group.start_soon(self._probe, conn, self.config, prober, name=f"upstream:{self.name}:probe")
             await conn.closed.wait()
             reaper.cancel()
+            prober.cancel()
             self.primary = None
             self.stderr_tail = list(conn.stderr_tail)
             said = next((line.strip() for line in reversed(self.stderr_tail) if line.strip()), None)
@@ -161,6 +186,53 @@ class UpstreamLink:
         except Exception as exc:  # the link stays up without change notifications; say why once
             if not conn.closed.is_set():
                 logger.warning("upstream %r: subscriptions/listen failed: %s", self.name, exc)
+
+    def _attempt_ended(self) -> None:
+        ended, self._attempted = self._attempted, anyio.Event()
+        ended.set()
+
+    def _retry_wait(self, backoff: float) -> float:
+        """Seconds until the next attempt: the backoff, but for an HTTP or SSE server at most its
+        `probe_interval` (an attempt is one refused connection), so it is up again that soon after it is back."""
+        if isinstance(self.config, HttpServer):
+            return min(backoff, self.config.probe_interval)
+        return backoff
+
+    async def _probe(self, conn: UpstreamConnection, config: HttpServer, scope: anyio.CancelScope) -> None:
+        """Ping the primary connection every `probe_interval`, traffic or not: a server that went away or
+        hangs would otherwise be shown up until a call failed. One that does not answer is closed (`run`
+        marks the link down and reconnects)."""
+        with scope:
+            while not conn.closed.is_set():
+                await anyio.sleep(config.probe_interval)
+                await self._ping_or_close(conn, config.probe_timeout)
+
+    async def _ping_or_close(self, conn: UpstreamConnection, timeout: float) -> None:
+        """Ping `conn`; close it (`run` reconnects) unless the server shows it is there: it answers the ping,
+        even with an error, or, busy, answers another request on it meanwhile."""
+        if conn.probing:
+            return
+        conn.probing = True
+        started = anyio.current_time()
+        try:
+            with anyio.fail_after(timeout):
+                await conn.request("ping", None)
+        except PeerLost as exc:
+            await self._reconnect(conn, exc.error.message)
+        except MCPError:
+            pass  # an error *answer* is an answer: the server is there
+        except TimeoutError:
+            if conn.last_answer < started:
+                await self._reconnect(conn, f"none within {timeout}s")
+        except Exception as exc:  # noqa: BLE001 - whatever it was, this connection is not to be trusted
+            await self._reconnect(conn, str(exc) or type(exc).__name__)
+        finally:
+            conn.probing = False
+
+    async def _reconnect(self, conn: UpstreamConnection, why: str) -> None:
+        if not conn.closed.is_set():
+            logger.warning("upstream %r: no answer to a ping (%s); reconnecting", self.name, why)
+        await conn.close()
 
     def _set_down(self, reason: str) -> None:
         self.state, self.last_error, self.since = LinkState.DOWN, reason, time.time()
@@ -193,9 +265,7 @@ class UpstreamLink:
 
     async def connection_for(self, peer: DownstreamPeer | None) -> UpstreamConnection:
         """The connection a request from `peer` travels on, per the link's policy."""
-        primary = self.primary
-        if primary is None or self.state is not LinkState.UP:
-            raise self.unavailable()
+        primary = await self._ready_primary()
         if peer is None or not self.per_client:
             return primary
         existing = peer.upstreams.get(self.name)
@@ -214,6 +284,40 @@ class UpstreamLink:
             peer.upstreams[self.name] = conn
             return conn
 
+    async def _ready_primary(self) -> UpstreamConnection:
+        """The primary connection if the link is up. An HTTP or SSE link that is down (or just lost its
+        connection) tries to reconnect now rather than at the end of its backoff, and the caller waits for
+        that attempt (at most `connect_timeout` + 5 s): a server that came back serves this call, one still
+        away fails it (-32010)."""
+        if (primary := self._up()) is not None:
+            return primary
+        if isinstance(self.config, HttpServer) and self.state is not LinkState.STARTING:
+            with anyio.move_on_after(self.retry.connect_timeout + STANDALONE_WAIT):
+                for _ in range(2):  # an attempt under way may have started before the server was back
+                    attempt = self._attempted
+                    self._retry_now.set()
+                    await attempt.wait()
+                    if (primary := self._up()) is not None:
+                        return primary
+        raise self.unavailable()
+
+    def _up(self) -> UpstreamConnection | None:
+        primary = self.primary
+        if primary is not None and self.state is LinkState.UP and not primary.closed.is_set():
+            return primary
+        return None
+
+    async def rejoin(self, peer: DownstreamPeer | None, lost: UpstreamConnection) -> UpstreamConnection:
+        """The connection to send a request on again after the server forgot `lost`'s session (see
+        `forgot_session`): a new session in its place, with what `peer` declares, as `connection_for`
+        would open it. The server restarted, so the idle pooled sessions are as stale: they are closed,
+        and the primary connection is checked at once."""
+        await self._close(lost)
+        for conn in [c for free in self._idle.values() for c in free]:
+            self._evict(conn)
+        self.suspect()
+        return await self.connection_for(peer)
+
     async def _open_for(self, peer: DownstreamPeer, capabilities: dict[str, Any]) -> UpstreamConnection:
         principal = peer.principal
         if principal is not None:
@@ -223,7 +327,8 @@ class UpstreamLink:
         if principal is not None:
             self._opening_for[principal] = self._opening_for.get(principal, 0) + 1
         try:
-            conn = await self.open_connection(owner=peer, capabilities=capabilities)
+            async with self._opening_turn():
+                conn = await self.open_connection(owner=peer, capabilities=capabilities)
         except ConnectError as exc:
             self.suspect()
             raise errors.gateway_error(
@@ -242,7 +347,52 @@ class UpstreamLink:
         self.sessions.add(conn)
         assert self._task_group is not None
         self._task_group.start_soon(self._watch, conn, name=f"upstream:{self.name}:watch")
+        await self._restore(conn, peer)
         return conn
+
+    @contextlib.asynccontextmanager
+    async def _opening_turn(self) -> AsyncGenerator[None]:
+        """A turn to open a per-client connection: at most `max_opening_sessions` at once, so that each
+        one's `connect_timeout` (which starts when its own opening does) is spent on it, not on hundreds of
+        others opening beside it. A turn that does not come within `request_timeout` fails the call."""
+        wait = self.config.request_timeout
+        with anyio.move_on_after(wait) as waiting:
+            await self._opening_turns.acquire()
+        if waiting.cancelled_caught:
+            limit = self.config.max_opening_sessions
+            raise errors.gateway_error(
+                errors.UPSTREAM_UNAVAILABLE,
+                f"upstream {self.name!r}: no turn to open a session within {wait}s ({limit} are opened at once, "
+                "max_opening_sessions)",
+                server=self.name,
+                limit=f"mcpServers.{self.name}.max_opening_sessions",
+                value=limit,
+                fix="retry; if the server opens sessions this slowly, raise max_opening_sessions of server "
+                f"{self.name!r}",
+            )
+        try:
+            yield
+        finally:
+            self._opening_turns.release()
+
+    async def _restore(self, conn: UpstreamConnection, peer: DownstreamPeer) -> None:
+        """Give a client's new session of this server what it set on the one before (a session the server
+        forgot, or one closed while idle): its resource subscriptions and its log level. A refusal is
+        logged; the call goes on."""
+        negotiated = conn.negotiated
+        if negotiated is None or negotiated.era == "modern":
+            return  # a 2026-07-28 upstream keeps nothing per session (`subscriptions.subscribe` listens)
+        for server, uri in sorted(peer.subscribed):
+            if server == self.name:
+                await self._reapply(conn, "resources/subscribe", {"uri": uri})
+        if peer.log_level is not None and "logging" in negotiated.capabilities:
+            await self._reapply(conn, "logging/setLevel", {"level": peer.log_level})
+
+    async def _reapply(self, conn: UpstreamConnection, method: str, params: dict[str, Any]) -> None:
+        try:
+            await conn.request(method, params, timeout=self.config.request_timeout)
+        except (MCPError, TimeoutError) as exc:
+            logger.warning("upstream %r: %s on a new session failed: %s", self.name, method, exc)
 
     async def _watch(self, conn: UpstreamConnection) -> None:
         """A client's connection that ends without the link closing it: the upstream may be gone."""
@@ -253,24 +403,14 @@ class UpstreamLink:
 
     def suspect(self) -> None:
         """Check the primary connection (a ping) now: with per-client connections carrying the calls, it
-        would otherwise not notice the upstream going away or forgetting its sessions, and health and
-        reconnection hang on it."""
+        would otherwise not notice the upstream going away or forgetting its sessions until its next probe
+        (a stdio one never), and health and reconnection hang on it."""
         primary = self.primary
         if primary is None or self._task_group is None or primary.probing:
             return
-        primary.probing = True
-
-        async def probe() -> None:
-            try:
-                with anyio.fail_after(self.retry.connect_timeout):
-                    await primary.request("ping", None)
-            except Exception as exc:  # the primary is as gone as the client's: reconnect
-                logger.warning("upstream %r: no answer to a ping (%s); reconnecting", self.name, exc)
-                await primary.close()
-            finally:
-                primary.probing = False
-
-        self._task_group.start_soon(probe, name=f"upstream:{self.name}:probe")
+        self._task_group.start_soon(
+            self._ping_or_close, primary, self.retry.connect_timeout, name=f"upstream:{self.name}:suspect"
+        )
 
     async def release(self, conn: UpstreamConnection, *, reuse: bool) -> None:
         """A client is done with `conn`: back to the pool (`reuse`, a per-call client's), else closed."""
@@ -388,6 +528,13 @@ class UpstreamLink:
             state=str(self.state),
             reason=self.last_error,
         )
+
+
+def forgot_session(exc: BaseException) -> bool:
+    """Whether `exc` says the server did not know the session the request was sent on (streamable HTTP's
+    404 to an `Mcp-Session-Id`: it restarted). The server refused the request before processing it, so
+    sending it again on a new session is safe whatever its method: it will run once."""
+    return isinstance(exc, PeerLost) and exc.error.message == SESSION_LOST
 
 
 def capabilities_for(peer: DownstreamPeer, hosted: frozenset[str] = frozenset()) -> dict[str, Any]:
