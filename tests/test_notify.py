@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 from typing import Any
 
@@ -23,9 +24,10 @@ from prometheus_client import REGISTRY
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from elicitgate.client_files import parse_jsonc
 from elicitgate.config import ConfigError, build_config
 from elicitgate.elicitation.notice_rules import rule_for, unattended_for
-from tests.conftest import PY, write_config
+from tests.conftest import PY, ROOT, write_config
 from tests.hosted_helpers import TOKEN, PlainPage
 from tests.notify_helpers import closed_port_url, link_in, receiver, silent_receiver, text_of
 from tests.test_broker import Human, accept, ended, form, gateway, stdio_upstream, text, wait_until
@@ -394,3 +396,43 @@ async def test_doctor_notify_sends_a_test_notice_to_each_target(tmp_path):
         (post,) = got.posts
         assert "test notice" in text_of(post)
 
+
+
+# -- docs/notify.md ----------------------------------------------------------------------------------------
+
+NOTIFY_PAGE = ROOT / "docs" / "notify.md"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+
+
+def doc_configs() -> list[dict[str, Any]]:
+    return [parse_jsonc(body) for lang, body in FENCE.findall(NOTIFY_PAGE.read_text()) if lang == "json"]
+
+
+def test_every_config_on_the_notify_page_is_valid():
+    configs = doc_configs()
+    assert len(configs) == 3
+    for cfg in configs:
+        build_config(cfg, "docs/notify.md")
+
+
+async def test_the_ntfy_example_announces_a_hosted_question_with_a_link_under_public_url():
+    """The page's ntfy example as written, but for its server (a test one) and its topic, which goes to a
+    local receiver speaking ntfy's JSON publishing API (`ntfy://HOST:PORT/TOPIC`, a server of one's own)."""
+    cfg = doc_configs()[0]
+    public_url = cfg["http"]["public_url"]
+    async with receiver() as got:
+        cfg["mcpServers"] = {"x": stdio_upstream()}
+        cfg["elicitation"]["notify"]["urls"] = [f"ntfy://127.0.0.1:{got.port}/elicitgate-ada-7f3a9c2e"]
+        async with gateway(cfg) as gw:
+            async with Client(gw.mcp_url, mode="legacy") as client, anyio.create_task_group() as tg:
+                call = Call()
+                tg.start_soon(call.run, client, "x__elicit", {"schema": ASK, "message": "Deploy 4.2.0?"})
+                (post,) = await got.wait()
+                assert post["topic"] == "elicitgate-ada-7f3a9c2e" and "Deploy 4.2.0?" in post["message"]
+                link = link_in(post)
+                assert link.startswith(f"{public_url}/e/")
+                async with httpx2.AsyncClient() as http:
+                    page = PlainPage(http, gw.url + link.removeprefix(public_url))  # the proxy's part, here
+                    await page.open()
+                    await page.post("decline")
+                assert text(await call.wait()) == {"action": "decline"}
