@@ -79,21 +79,29 @@ async def receiver(status: int = 200) -> AsyncIterator[Receiver]:
             server.should_exit = True
 
 
+class Silent:
+    """A `json://` target whose server takes the connection and never answers (a target that hangs)."""
+
+    def __init__(self, port: int) -> None:
+        self.url = f"json://127.0.0.1:{port}/hangs"
+        self.connected = anyio.Event()
+
+
 @asynccontextmanager
-async def silent_receiver() -> AsyncIterator[str]:
-    """A `json://` URL whose server accepts the connection and never answers (a target that hangs)."""
+async def silent_receiver() -> AsyncIterator[Silent]:
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    silent = Silent(listener.extra(anyio.abc.SocketAttribute.local_port))
     held: list[anyio.abc.SocketStream] = []
 
     async def hold(stream: anyio.abc.SocketStream) -> None:
         held.append(stream)
+        silent.connected.set()
         await anyio.sleep_forever()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, hold)
         try:
-            yield f"json://127.0.0.1:{port}/hangs"
+            yield silent
         finally:
             tg.cancel_scope.cancel()
 

@@ -9,10 +9,12 @@ and `doctor --notify`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import subprocess
+import time
 from typing import Any
 
 import anyio
@@ -27,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from elicitgate.client_files import parse_jsonc
 from elicitgate.config import ConfigError, build_config
 from elicitgate.elicitation.notice_rules import rule_for, unattended_for
-from tests.conftest import PY, ROOT, write_config
+from tests.conftest import PY, ROOT, free_port, write_config
 from tests.hosted_helpers import TOKEN, PlainPage
 from tests.notify_helpers import closed_port_url, link_in, receiver, silent_receiver, text_of
 from tests.test_broker import Human, accept, ended, form, gateway, stdio_upstream, text, wait_until
@@ -121,7 +123,7 @@ async def test_a_failing_and_a_hanging_target_delay_nothing_and_are_counted(capl
     caplog.set_level(logging.WARNING, logger="elicitgate.elicitation.notify")
     failed_before, timed_out_before = notices("json", "failed"), notices("json", "timed_out")
     async with receiver() as got, receiver(status=500) as broken, silent_receiver() as hangs:
-        urls = [closed_port_url(), broken.url(), hangs, got.url()]
+        urls = [closed_port_url(), broken.url(), hangs.url, got.url()]
         cfg = notify_config(urls, timeout=2, retries=1)
         async with gateway(cfg) as gw:
             async with Client(gw.mcp_url, mode="legacy") as client, anyio.create_task_group() as tg:
@@ -147,7 +149,7 @@ async def test_a_failing_and_a_hanging_target_delay_nothing_and_are_counted(capl
 async def test_a_hanging_target_is_cut_off_and_counted_timed_out():
     before = notices("json", "timed_out")
     async with silent_receiver() as hangs:
-        cfg = notify_config([hangs], timeout=0.5, retries=0, server={"elicitation_timeout": 30})
+        cfg = notify_config([hangs.url], timeout=0.5, retries=0, server={"elicitation_timeout": 30})
         async with gateway(cfg) as gw:
             async with Client(gw.mcp_url, mode="legacy") as client, anyio.create_task_group() as tg:
                 call = Call()
@@ -156,6 +158,31 @@ async def test_a_hanging_target_is_cut_off_and_counted_timed_out():
                 (item,) = gw.gateway.broker.pending.values()
                 item.stop(item.state.CANCELLED, "test over")
                 assert text(await call.wait()) == {"action": "cancel"}
+
+
+async def test_a_hanging_send_never_holds_the_gateways_exit(tmp_path):
+    """`serve --stdio` (the hosted pages on `http.hosted_listen`) with a question announced to a target that
+    never answers, and a send timeout far longer than the test: when its client closes stdin the process
+    exits at once all the same (uvicorn's signal handling would hide this on `serve --http`)."""
+    async with silent_receiver() as hangs:
+        path = write_config(tmp_path, {"x": stdio_upstream()}, http={"hosted_listen": f"127.0.0.1:{free_port()}"},
+                            elicitation={"notify": {"urls": [hangs.url], "timeout": 600, "retries": 0}})
+        lines = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "x__elicit", "arguments": {}}},
+        ]
+        async with await anyio.open_process([PY, "-m", "elicitgate.cli", "serve", "--config", str(path)]) as proc:
+            assert proc.stdin is not None
+            await proc.stdin.send("".join(json.dumps(line) + "\n" for line in lines).encode())
+            with anyio.fail_after(60):
+                await hangs.connected.wait()
+            started = time.monotonic()
+            await proc.stdin.aclose()
+            with anyio.fail_after(60):
+                await proc.wait()
+            assert time.monotonic() - started < 20
 
 
 # -- always: the page beside the client, first answer wins ------------------------------------------------

@@ -294,7 +294,7 @@ def doctor(
                 show(line, "    ")
     if notify:
         typer.echo("")
-        show("notice targets: none (elicitation.notify.urls)" if not notices else "notice targets (a test notice each):")
+        show("notice targets (a test notice each):" if notices else "notice targets: none (elicitation.notify.urls)")
         for notice in notices:
             show(f"{notice['where']} ({notice['scheme']}://...): {notice['outcome']}", "  ")
     servers_up = bool(rows) and all(row["state"] == "up" for row in rows)

@@ -7,7 +7,7 @@ also `after` seconds into a question the client shows, whose hosted page is then
 (the first answer wins: `elicitation.beside`). Reminders follow every `remind_every` seconds until the
 question ends.
 
-Apprise's senders block, so each send runs in a worker thread (at most `max_concurrent` at once), cut off
+Apprise's senders block, so each send runs in a daemon thread (at most `max_concurrent` at once), cut off
 after `timeout`, off the question's path: a slow or failing target delays nothing, is retried `retries`
 times, then logged once at WARNING; every outcome is counted per target scheme (`elicitgate_notices`).
 A thread still sending when the gateway stops is abandoned, never waited for.
@@ -19,7 +19,9 @@ fields only (`notice_text`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -27,7 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
-import anyio.to_thread
 
 from elicitgate.config import GatewayConfig, apprise_sender
 from elicitgate.elicitation.beside import FirstAnswer
@@ -171,7 +172,8 @@ class Notifier:
         """In a task of the notifier's own: the question's end stops the retries, not a send under way (its
         outcome is counted)."""
         if self._tg is not None:
-            self._tg.start_soon(partial(self.sender.send, rule.urls, notice, about=el.id, over=lambda: el.state.terminal))
+            send = partial(self.sender.send, rule.urls, notice, about=el.id, over=lambda: el.state.terminal)
+            self._tg.start_soon(send)
 
     async def _page(self, el: Elicitation) -> HostedEntry:
         """The question's page: opened beside the client now (`always`), or once its hosted responder has."""
@@ -244,16 +246,45 @@ class Sender:
 
     async def _attempt(self, url: str, notice: Notice) -> str:
         sent = False
-        with anyio.move_on_after(self.timeout) as cut:
-            try:
-                sent = await anyio.to_thread.run_sync(
-                    _send, url, notice, self.timeout, limiter=self._limiter, abandon_on_cancel=True
-                )
-            except Exception as exc:  # a sender's own bug must not end the watcher
-                logger.debug("notice to a %s:// target raised %s", scheme_of(url), type(exc).__name__)
+        async with self._limiter:
+            with anyio.move_on_after(self.timeout) as cut:
+                try:
+                    sent = await _in_daemon_thread(_send, url, notice, self.timeout)
+                except Exception as exc:  # a sender's own bug must not end the watcher
+                    logger.debug("notice to a %s:// target raised %s", scheme_of(url), type(exc).__name__)
         if cut.cancelled_caught:
             return "timed_out"
         return "sent" if sent else "failed"
+
+
+async def _in_daemon_thread(
+    send: Callable[[str, Notice, float], bool], url: str, notice: Notice, timeout: float
+) -> bool:
+    """`send(...)` in a daemon thread of its own, its result awaited here. Not anyio's worker threads: the
+    interpreter waits for those as it exits, and a target that hangs must never hold the gateway's exit."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[bool] = loop.create_future()
+
+    def settle(result: bool | None, error: BaseException | None) -> None:
+        if done.done():  # cut off meanwhile
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(bool(result))
+
+    def run() -> None:
+        try:
+            result, error = send(url, notice, timeout), None
+        except Exception as exc:
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop has closed: nobody waits any more
+            pass
+
+    threading.Thread(target=run, name="elicitgate-notice", daemon=True).start()
+    return await done
 
 
 async def _cancel_at_end(el: Elicitation, scope: anyio.CancelScope) -> None:
@@ -267,4 +298,6 @@ async def send_test_notices(config: GatewayConfig) -> list[dict[str, str]]:
     targets = every_target(config)
     notice = Notice("elicitgate: test notice", "A test notice from `elicitgate doctor --notify`: this target works.")
     outcomes = await Sender(config).send([url for _, url in targets], notice)
-    return [{"where": where, "scheme": scheme_of(url), "outcome": outcomes.get(url, "failed")} for where, url in targets]
+    return [
+        {"where": where, "scheme": scheme_of(url), "outcome": outcomes.get(url, "failed")} for where, url in targets
+    ]
