@@ -322,6 +322,39 @@ async def test_headless_client_by_name_and_a_watched_one_beside_it():
             assert headless.seen == []
 
 
+async def test_headless_principal_of_http_auth_and_another_principal_beside_it():
+    """`principals`: a static token's principal; the same gateway's other token is an ordinary client."""
+    ci_token, person_token = "ci-token-0123456789abcdef", "person-token-0123456789abcdef"
+    async with receiver() as got:
+        cfg = notify_config([got.url()])
+        cfg["elicitation"]["headless"] = {"principals": ["ci-runner"]}
+        cfg["http"] = {"auth": {"tokens": [{"token": ci_token, "principal": "ci-runner"},
+                                           {"token": person_token, "principal": "ada"}]}}
+        async with gateway(cfg) as gw:
+
+            def as_principal(token: str, human: Human) -> Client:
+                http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                          timeout=httpx2.Timeout(30, read=300))
+                return Client(streamable_http_client(gw.mcp_url, http_client=http), mode="legacy",
+                              elicitation_callback=human)
+
+            person = Human(accept({"name": "Ada"}))
+            async with as_principal(person_token, person) as client:
+                assert text(await client.call_tool("x__elicit", {"schema": ASK}))["content"] == {"name": "Ada"}
+            ci = Human(accept({"name": "never"}))
+            async with as_principal(ci_token, ci) as client, anyio.create_task_group() as tg:
+                call = Call()
+                tg.start_soon(call.run, client, "x__elicit", {"schema": ASK})
+                (post,) = await got.wait()
+                async with httpx2.AsyncClient() as browser:
+                    page = PlainPage(browser, link_in(post))
+                    await page.open()
+                    await page.post("review", name="From the phone")
+                    await page.post("submit")
+                assert text(await call.wait())["content"] == {"name": "From the phone"}
+            assert ci.seen == [] and len(person.seen) == 1
+
+
 async def test_unattended_decline_declines_at_the_deadline():
     human = Human()  # never answers
     cfg = {"mcpServers": {"x": stdio_upstream(elicitation_timeout=0.5, unattended="decline")}}
@@ -463,3 +496,52 @@ async def test_the_ntfy_example_announces_a_hosted_question_with_a_link_under_pu
                     await page.open()
                     await page.post("decline")
                 assert text(await call.wait()) == {"action": "decline"}
+
+
+# -- the person's view, in Chromium ------------------------------------------------------------------------
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM) and not os.environ.get("CI"),
+                    reason="Debian chromium is not installed (scripts/test installs it)")
+async def test_on_a_phone_the_page_a_notice_links_to_says_the_client_answered_first():
+    """Chromium at phone width opens the notice's link while the client also shows the question; the client
+    answers first; the open page, reloaded, says plainly that the question was answered in the client."""
+    from playwright.async_api import async_playwright
+
+    from tests.test_hosted_browser import CHROMIUM_ARGS, PHONE
+
+    client_may_answer = anyio.Event()
+
+    async def answer_when_told(params: Any) -> types.ElicitResult:
+        await client_may_answer.wait()
+        return accept({"name": "From the client"})
+
+    human = Human(answer_when_told)
+    async with receiver() as got, async_playwright() as pw:
+        chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            async with gateway(notify_config([got.url()], when="always", after=0)) as gw:
+                async with (
+                    Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client,
+                    anyio.create_task_group() as tg,
+                ):
+                    call = Call()
+                    tg.start_soon(call.run, client, "x__elicit", {"schema": ASK, "message": "Ship it?"})
+                    (post,) = await got.wait()
+                    context = await chromium.new_context(viewport=PHONE)
+                    page = await context.new_page()
+                    await page.goto(link_in(post))
+                    assert await page.text_content("#eg-message") == "Ship it?"
+                    assert await page.text_content("#eg-server") == "x"
+                    assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+                    client_may_answer.set()
+                    assert text(await call.wait())["content"] == {"name": "From the client"}
+                    await page.reload()
+                    said = await page.text_content(".eg-state")
+                    assert said is not None and "answered in the MCP client" in said
+                    assert await page.get_attribute(".eg-state", "data-by") == "client"
+                    await context.close()
+        finally:
+            await chromium.close()
