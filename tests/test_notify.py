@@ -406,6 +406,30 @@ async def test_unattended_wait_keeps_the_question_open_on_its_page_only():
 # -- rules, check-config, doctor ---------------------------------------------------------------------------
 
 
+async def test_one_tool_pages_and_another_of_the_same_server_does_not():
+    noticed = anyio.Event()
+
+    async def answer_once_noticed(params: Any) -> types.ElicitResult:
+        await noticed.wait()
+        return accept({"name": "Ada"})
+
+    async with receiver() as got:
+        server = {"per_tool": {"elicit": {"notify": {"when": "always", "after": 0}}}}
+        async with gateway(notify_config([got.url()], server=server)) as gw:
+            async with Client(gw.mcp_url, mode="legacy", elicitation_callback=Human(answer_once_noticed)) as client, \
+                    anyio.create_task_group() as tg:
+                call = Call()
+                tg.start_soon(call.run, client, "x__elicit", {"schema": ASK, "message": "Deploy?"})
+                (post,) = await got.wait()
+                assert "x__elicit" in post["title"]
+                noticed.set()
+                await call.wait()
+            quiet = Human(accept({"name": "Ada"}))
+            async with Client(gw.mcp_url, mode="legacy", elicitation_callback=quiet) as client:
+                await client.call_tool("x__elicit_twice", {"schema": ASK})
+            assert len(quiet.seen) == 2 and len(got.posts) == 1
+
+
 def test_per_server_and_per_tool_rules_override_the_gateway_wide_ones():
     cfg = build_config({
         "elicitation": {"notify": {"urls": ["json://127.0.0.1:1/a"], "after": 30}, "unattended": "decline"},
