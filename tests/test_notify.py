@@ -84,6 +84,7 @@ async def test_client_without_forms_gets_its_question_announced_and_answered_on_
                     page = PlainPage(http, link)
                     assert (await page.open()).status_code == 200
                     assert "Who deploys today?" in page.html and 'id="eg-server">x<' in page.html
+                    assert '<code id="eg-tool">x__elicit</code>' in page.html  # and why: the call it is for
                     await page.post("review", name="Ada")
                     done = await page.post("submit")
                     assert done.status_code == 410 and "Your answer was sent." in done.text

@@ -118,6 +118,9 @@ def asker(entry: HostedEntry) -> str:
     server = f'<strong id="eg-server">{e(entry.server)}</strong>'
     if entry.el.source == "gateway":
         return f"elicitgate asks, before a call to the server {server}:"
+    tool = entry.el.origin.tool if entry.el.origin is not None else None
+    if tool:  # why it asks: the call it needs the answer for (what a notice names too)
+        return f'The server {server} asks, during a call to <code id="eg-tool">{e(tool)}</code>:'
     return f"The server {server} asks:"
 
 
