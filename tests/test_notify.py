@@ -464,6 +464,13 @@ def test_an_invalid_apprise_url_is_refused_naming_the_target(tmp_path):
     assert done.returncode == 2
     assert "mcpServers.x.per_tool.deploy.notify.urls" in done.stderr + done.stdout
     assert "target 1" in done.stderr + done.stdout
+    secret_url = "slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ/#ops"
+    path = write_config(tmp_path, {"x": {"command": "x", "notify": {"urls": [secret_url]}}})
+    done = subprocess.run([PY, "-m", "elicitgate.cli", "check-config", "--config", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "notice target mcpServers.x.notify.urls[1]: slack://..." in done.stdout
+    assert "TIiajkdnlazkcOXrIdevi7FQ" not in done.stdout + done.stderr  # the server's line leaves `notify` out too
 
 
 async def test_doctor_notify_sends_a_test_notice_to_each_target(tmp_path):
