@@ -452,6 +452,19 @@ def test_per_server_and_per_tool_rules_override_the_gateway_wide_ones():
     assert unattended_for(cfg, "docs", "docs__x") == "decline"
 
 
+def test_what_marks_a_client_headless():
+    from elicitgate.config import HeadlessConfig
+    from elicitgate.elicitation.headless import header_matches, principal_names
+
+    config = HeadlessConfig(headers={"X-Elicitgate-Headless": "*", "X-Runner": "ci"})
+    assert header_matches(config, {"x-elicitgate-headless": ""})  # any value, names in any case
+    assert header_matches(config, {"x-runner": "ci"}) and not header_matches(config, {"x-runner": "laptop"})
+    assert not header_matches(config, {"authorization": "Bearer x"})
+    assert principal_names('auth:["ci-runner","elicitgate:static","ci-runner"]') == {"ci-runner"}
+    assert principal_names('auth:["client-7","https://issuer.example","user-42"]') == {"client-7", "user-42"}
+    assert principal_names(None) == set() and principal_names("auth:not json") == set()
+
+
 def test_an_invalid_apprise_url_is_refused_naming_the_target(tmp_path):
     with pytest.raises(ConfigError) as caught:
         build_config({"elicitation": {"notify": {"urls": ["ntfy://ok-topic", "slakc://T/B/C"]}}}, "test")
