@@ -262,14 +262,21 @@ def serve(
 
 
 @app.command()
-def doctor(config: ConfigOption) -> None:
+def doctor(
+    config: ConfigOption,
+    notify: Annotated[
+        bool, typer.Option("--notify", help="also send a test notice to every notice target (docs/notify.md)")
+    ] = False,
+) -> None:
     """Check FILE, start every server in it, and show what each offers or why it failed.
 
-    Exit code 0 when every server is up, 1 otherwise, 2 when FILE is invalid.
+    Exit code 0 when every server is up (and, with --notify, every notice target took its test notice),
+    1 otherwise, 2 when FILE is invalid.
     """
     cfg = _load(config)
     logging.basicConfig(level=logging.CRITICAL)  # the report below says it all, once
     rows = anyio.run(_doctor, cfg)
+    notices = _doctor_notices(cfg) if notify else []
     width = min(shutil.get_terminal_size().columns, 100)
 
     def show(text: str, indent: str = "") -> None:
@@ -292,7 +299,19 @@ def doctor(config: ConfigOption) -> None:
             show("its stderr ended with:", "  ")
             for line in row["stderr"]:
                 show(line, "    ")
-    raise typer.Exit(0 if rows and all(row["state"] == "up" for row in rows) else 1)
+    if notify:
+        typer.echo("")
+        show("notice targets (a test notice each):" if notices else "notice targets: none (elicitation.notify.urls)")
+        for notice in notices:
+            show(f"{notice['where']} ({notice['scheme']}://...): {notice['outcome']}", "  ")
+    servers_up = bool(rows) and all(row["state"] == "up" for row in rows)
+    raise typer.Exit(0 if servers_up and all(n["outcome"] == "sent" for n in notices) else 1)
+
+
+def _doctor_notices(cfg: GatewayConfig) -> list[dict[str, str]]:
+    from elicitgate.elicitation.notify import send_test_notices
+
+    return anyio.run(send_test_notices, cfg)
 
 
 async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
@@ -452,7 +471,12 @@ def check_config(config: ConfigOption) -> None:
     """
     cfg = _load(config)
     for name, server in cfg.mcp_servers.items():
-        typer.echo(f"{name}: {_masked(server.model_dump(exclude_defaults=True))}")
+        typer.echo(f"{name}: {_masked(server.model_dump(exclude_defaults=True, exclude={'notify', 'per_tool'}))}")
+    from elicitgate.elicitation.notice_rules import every_target
+    from elicitgate.elicitation.notify import scheme_of
+
+    for where, url in every_target(cfg):  # the URLs hold tokens: their scheme only
+        typer.echo(f"notice target {where}: {scheme_of(url)}://...")
     if not cfg.upstreams():
         raise typer.Exit(1)
 

@@ -21,6 +21,8 @@ from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.hosting import Hosting
+from elicitgate.elicitation.notice_rules import every_target, unattended_for
+from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.url_policy import UrlPolicy, local_upstreams
 from elicitgate.bridging import subscriptions
 from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay_input_request
@@ -74,6 +76,9 @@ class Gateway:
             UrlPolicy(config.elicitation.url_policy, local_upstreams(upstreams)),
             self.hosting,
         )
+        self.broker.unattended = lambda server, tool: unattended_for(config, server, tool)
+        if self.hosting is not None and every_target(config):
+            self.broker.notices = self.hosting.notices = Notifier(config, self.hosting)
         self.asks = GatewayAsks(config, self.catalog, self.broker)
         self.peers: set[DownstreamPeer] = set()
         self.modern_peers: dict[str, DownstreamPeer] = {}
@@ -105,6 +110,8 @@ class Gateway:
             for link in self.links.values():
                 tg.start_soon(link.run, tg, name=f"link:{link.name}")
             tg.start_soon(self._expire_modern_peers, name="modern-peer-expiry")
+            if self.broker.notices is not None:
+                tg.start_soon(self.broker.notices.run, name="notices")
             if self.replicas is not None:
                 tg.start_soon(self.replicas.run, name="replicas")
                 await self.replicas.started.wait()

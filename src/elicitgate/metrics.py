@@ -32,6 +32,12 @@ REFUSALS = Counter(
     "sensitive_blocked, undeliverable, url_refused, origin_unknown, invalid_request)",
     ["server", "reason"],
 )
+NOTICES = Counter(
+    "elicitgate_notices",
+    "Notices to people about waiting questions, per target's scheme (ntfy, slack, json...), by outcome (sent, "
+    "failed, timed_out: after every retry)",
+    ["scheme", "outcome"],
+)
 UPSTREAM_UP = Gauge("elicitgate_upstream_up", "1 when the upstream's primary connection is up", ["server"])
 REQUEST_DURATION = Histogram(
     "elicitgate_request_duration_seconds",

@@ -178,6 +178,9 @@ class DownstreamPeer:
     """(server, upstream URI) a handshake-era upstream accepted `resources/subscribe` for."""
     listens: dict[tuple[str, str], anyio.CancelScope] = field(default_factory=dict[tuple[str, str], anyio.CancelScope])
     """(server, upstream URI) carried to a 2026-07-28 upstream as an open `subscriptions/listen`."""
+    headless: bool = False
+    """A request of this client carried an `elicitation.headless.headers` header: nobody watches it, its
+    questions go to their hosted page (`elicitation.headless`)."""
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """A URL-mode elicitation this client accepted is done: `notifications/elicitation/complete`."""

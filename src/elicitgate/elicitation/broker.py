@@ -26,13 +26,16 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
-from elicitgate.config import ElicitationConfig
+from elicitgate.config import ElicitationConfig, Unattended
 from elicitgate.audit.trail import AuditTrail
+from elicitgate.elicitation.beside import FirstAnswer, PageOnly
+from elicitgate.elicitation.headless import is_headless
 from elicitgate.elicitation.hosting import Hosting
+from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limited
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
-from elicitgate.elicitation.responders import HumanGone, Responder, to_client
+from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, HumanGone, Responder, to_client
 from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.url_routes import UrlRoutes
@@ -74,6 +77,10 @@ class Broker:
         self.hosting = hosting
         """The gateway's own hosted page and inbox; None when the process has no web server for them."""
         self.form_schemas = FormSchemas(max_properties=config.max_properties)
+        self.notices: Notifier | None = None
+        """With notice targets configured: who tells people a question waits (docs/notify.md)."""
+        self.unattended: Callable[[str, str | None], Unattended] = lambda server, tool: config.unattended
+        """What a question of (server, tool) nobody answered by its deadline becomes (`notice_rules`)."""
 
     # -- the source-facing entry -----------------------------------------------------------
 
@@ -117,6 +124,9 @@ class Broker:
             responder = self._hosted_responder(server, origin, mode, secrets) or self._responder_for(
                 server, origin, mode
             )
+            if self._beside(server, origin, responder):
+                assert self.hosting is not None
+                responder = FirstAnswer(responder, self.hosting)
             if self.shared_limits is None:
                 identity = self._admit(server, peer)
             else:
@@ -140,12 +150,23 @@ class Broker:
         self._open[identity] = self._open.get(identity, 0) + 1
         peer.elicitations.add(el)
         labelled(ELICITATIONS_PENDING, server).inc()
+        if self.notices is not None:
+            self.notices.watch(el)
         try:
             with _Paused(clocks), request_context(**_request_ids(origin), elicitation=el.id):
                 # Here, not in a coroutine of its own: one frame less held by every pending elicitation.
                 with anyio.CancelScope(deadline=el.deadline) as el.scope:
                     return await self._present(el, responder)
-                return self._unanswered(el, responder)
+                unattended = self.unattended(server, origin.tool)
+                if unattended == "wait" and (page := self._page_only(el, responder)) is not None:
+                    # Past its deadline the question waits on its page only: the client's request was let go.
+                    el.deadline = anyio.current_time() + self.config.unattended_wait
+                    el.responder = responder = page
+                    if self.notices is not None:
+                        self.notices.watch(el)
+                    with anyio.CancelScope(deadline=el.deadline) as el.scope:
+                        return await self._present(el, responder)
+                return self._unanswered(el, responder, unattended)
         except anyio.get_cancelled_exc_class():
             self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
             raise
@@ -189,6 +210,20 @@ class Broker:
             reason=reason,
         )
 
+    def _beside(self, server: str, origin: Origin, responder: Responder) -> bool:
+        """The client shows it, and `notify.when: always` opens its page beside the client later."""
+        if self.notices is None or self.hosting is None or responder not in (PUSH_TO_CLIENT, INPUT_REQUIRED):
+            return False
+        return self.notices.beside(server, origin.tool)
+
+    def _page_only(self, el: Elicitation, responder: Responder) -> Responder | None:
+        """`unattended: wait`: the question's page, where someone can still find it (inbox, notices)."""
+        if el.stop_state is not None or self.hosting is None or el.mode != "form":
+            return None
+        if not self.hosting.reachable(el.server, el.asked().tool):
+            return None
+        return PageOnly(self.hosting, responder if isinstance(responder, FirstAnswer) else None)
+
     def _why_not_hosted(self, server: str, origin: Origin, mode: str) -> str:
         if self.hosting is not None:
             return self.hosting.unavailable_reason(server, origin, mode)
@@ -203,7 +238,12 @@ class Broker:
         """The gateway's own page / inbox when the server's `hosting` policy says so (docs/hosting.md), or
         when a form asks for `secrets` and `sensitive_fields` is `host`."""
         fields = list(secrets) if self.config.sensitive_fields == "host" else []
-        responder = self.hosting.responder_for(server, origin, mode, secrets=bool(fields)) if self.hosting else None
+        headless = is_headless(self.config.headless, origin.peer)
+        responder = (
+            self.hosting.responder_for(server, origin, mode, secrets=bool(fields), headless=headless)
+            if self.hosting
+            else None
+        )
         if responder is None and fields:
             raise errors.gateway_error(
                 errors.ELICITATION_SENSITIVE_BLOCKED,
@@ -331,11 +371,16 @@ class Broker:
 
     # -- presenting and answering -----------------------------------------------------------
 
-    def _unanswered(self, el: Elicitation, responder: Responder) -> dict[str, Any]:
-        """`el` reached its deadline or was stopped before an answer came: end it, and say what the upstream gets."""
+    def _unanswered(self, el: Elicitation, responder: Responder, unattended: Unattended) -> dict[str, Any]:
+        """`el` reached its deadline or was stopped before an answer came: end it, and say what the upstream gets
+        (`unattended`: `decline` declines; `wait` that found no page, and `cancel`, end it as they always did)."""
         if el.stop_state is not None:
             self._end(el, el.stop_state, el.reason or "stopped")
             return {"action": "cancel"}
+        if unattended == "decline":
+            el.answered_by = "unattended"
+            self._end(el, State.TIMED_OUT, "no answer before the deadline: declined (elicitation.unattended)")
+            return {"action": "decline"}
         self._end(el, State.TIMED_OUT, "no answer before the deadline")
         if responder.cancel_on_timeout:
             return {"action": "cancel"}
@@ -437,7 +482,7 @@ class Broker:
                 created_at=utc(el.created_at),
                 ended_at=utc(el.ended_at),
                 attempts=el.answers,
-                responder=el.responder.name if el.responder is not None else None,
+                responder=el.answered_by or (el.responder.name if el.responder is not None else None),
                 content=self._kept_content(el),
                 source=el.source,
                 gateway_reason=el.gateway_reason,

@@ -130,7 +130,8 @@ class HostedRegistry:
         self.by_id: dict[str, HostedEntry] = {}
         self.by_token: dict[str, HostedEntry] = {}
         self.tombstones: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        """sha256(token) -> {"id", "state"}: bounded, so a late visitor learns how it ended."""
+        """sha256(token) -> {"id", "state", "by"}: bounded, so a late visitor learns how it ended (and, for a
+        question its page raced the client for, that the client answered it: `elicitation.beside`)."""
         self.version = 0
         self._changed = anyio.Event()
         self.watchers: list[Callable[[], None]] = []
@@ -149,7 +150,7 @@ class HostedRegistry:
         if entry is None:
             return
         self.by_token.pop(entry.token, None)
-        self.tombstones[token_digest(entry.token)] = {"id": el.id, "state": str(el.state)}
+        self.tombstones[token_digest(entry.token)] = {"id": el.id, "state": str(el.state), "by": el.answered_by}
         while len(self.tombstones) > TOMBSTONES:
             self.tombstones.popitem(last=False)
         entry.finish()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -34,6 +34,14 @@ from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.link import UpstreamLink
 
 logger = logging.getLogger(__name__)
+
+
+class Announces(Protocol):
+    """The notifier as the hosting sees it (`elicitation.notify.Notifier`)."""
+
+    def reaches(self, server: str, tool: str | None) -> bool:
+        """A hosted question of this server and tool is announced to a person: its page needs no inbox."""
+        ...
 
 UI_MIME = "text/html;profile=mcp-app"
 UI_READ_TIMEOUT = 10.0
@@ -54,6 +62,9 @@ class Hosting:
         """The admin API's routes (`web.admin.AdminRoutes`), once mounted."""
         self.elsewhere: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None
         """With `redis_url`: the other replicas' pending elicitations (`web.replicas`)."""
+        self.notices: Announces | None = None
+        """With notice targets configured: the notifier, which brings people to pages the inbox does not list
+        for them (docs/notify.md)."""
 
     # -- where people reach it -------------------------------------------------------------------
 
@@ -90,36 +101,53 @@ class Hosting:
         cfg = self.config.mcp_servers.get(server)
         return cfg.hosting if cfg is not None else "never"
 
-    def responder_for(self, server: str, origin: Origin, mode: str, *, secrets: bool = False) -> Responder | None:
-        """The hosted responder for this elicitation, or None when the client presents it (or nobody can)."""
+    def reachable(self, server: str, tool: str | None) -> bool:
+        """A page that no client links to can still be found: in the inbox, or through a notice."""
+        return self.inbox_on or (self.notices is not None and self.notices.reaches(server, tool))
+
+    def responder_for(
+        self, server: str, origin: Origin, mode: str, *, secrets: bool = False, headless: bool = False
+    ) -> Responder | None:
+        """The hosted responder for this elicitation, or None when the client presents it (or nobody can).
+        A `headless` client is never asked: its questions wait on their page (inbox, notices)."""
         policy = self.policy(server)
         if policy == "never":
             return None
         modes = origin.modes
+        if headless:
+            return self._waiting(server, origin)
         if mode == "url":
             if "url" in modes:
                 return None
-            return self.inbox if self.inbox_on else None
+            return self._waiting(server, origin)
         if not (policy == "always" or secrets or "form" not in modes):
             return None
         if "url" in modes:
             return self.page
-        return self.inbox if self.inbox_on else None
+        return self._waiting(server, origin)
+
+    def _waiting(self, server: str, origin: Origin) -> Responder | None:
+        """The question waits on its page, which no client links to: only where someone can find it."""
+        if self.inbox_on or (self.notices is not None and self.notices.reaches(server, origin.tool)):
+            return self.inbox
+        return None
 
     def unavailable_reason(self, server: str, origin: Origin, mode: str) -> str:
         if self.policy(server) == "never":
             return f"hosting is 'never' for server {server!r}"
         return (
             "the client has no URL mode and the inbox is off: set ELICITGATE_ADMIN_TOKEN (or admin_token) to "
-            "answer it in the gateway's inbox, see docs/hosting.md"
+            "answer it in the gateway's inbox, see docs/hosting.md, or elicitation.notify to send its link to "
+            "someone, see docs/notify.md"
         )
 
     def modes_for(self, server: str, peer: DownstreamPeer) -> frozenset[str]:
         """Modes the gateway can take for `peer` through hosting (what a per-session upstream is told)."""
         if self.policy(server) == "never":
             return frozenset()
-        if "url" in peer.modes or self.inbox_on:
-            return frozenset({"form", "url"} if self.inbox_on else {"form"})
+        reachable = self.reachable(server, None)
+        if "url" in peer.modes or reachable:
+            return frozenset({"form", "url"} if reachable else {"form"})
         return frozenset()
 
     # -- the upstream's own UI ---------------------------------------------------------------------

@@ -65,6 +65,9 @@ class Elicitation:
     answer: dict[str, Any] | None = None
     """The accepted content, kept only for an audit trail that stores answers (`audit.store_content`)."""
     reason: str | None = None
+    answered_by: str | None = None
+    """Which surface ended it when several could (`client`, `notice_page`), or `unattended` when the policy for
+    an unanswered question did (docs/notify.md); None: its responder's (the audit trail's `responder`)."""
     ended_at: float | None = None
     scope: anyio.CancelScope | None = None
     stop_state: State | None = None
@@ -112,7 +115,7 @@ class Elicitation:
             "state": str(self.state),
             "client": self.origin.peer.id if self.origin is not None else None,
             "principal": self.origin.peer.principal if self.origin is not None else None,
-            "responder": self.responder.name if self.responder is not None else None,
+            "responder": self.answered_by or (self.responder.name if self.responder is not None else None),
             "attempts": self.attempts,
             "reason": self.reason,
             "created_at": self.created_at,

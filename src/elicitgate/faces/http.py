@@ -13,7 +13,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from elicitgate.config import HeadlessConfig
+from elicitgate.elicitation.headless import HEADER_MARKED, header_matches
 from elicitgate.faces.auth import MCP_PATH, McpAuth, RequireBearer
 from elicitgate.faces.server import build_server
 from elicitgate.faces.streamable import StreamableHttpEndpoint
@@ -61,7 +64,10 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
             yield
 
     app = Starlette(
-        routes=[Route(MCP_PATH, mcp), Route("/healthz", healthz), metrics_route(), *auth.routes(), *web_routes(gateway)],
+        routes=[
+            Route(MCP_PATH, _mark_headless(mcp, gateway.config.elicitation.headless)),
+            Route("/healthz", healthz), metrics_route(), *auth.routes(), *web_routes(gateway),
+        ],
         lifespan=lifespan,
     )
     app.state.mcp = mcp
@@ -77,3 +83,26 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     if gateway.replicas is not None:
         app.middleware_stack = app.build_middleware_stack()  # other replicas' requests may come before any here
     return app
+
+
+def _mark_headless(app: ASGIApp, config: HeadlessConfig) -> ASGIApp:
+    """`/mcp`, as it is when no `elicitation.headless.headers` are configured, else behind `_MarkHeadless`."""
+    return _MarkHeadless(app, config) if config.headers else app
+
+
+class _MarkHeadless:
+    """Marks each request to `/mcp` that carries an `elicitation.headless.headers` header while it is served
+    (the client's peer keeps the mark: `faces.server`). A class: Starlette serves a plain function as a
+    request handler, not as an ASGI app."""
+
+    def __init__(self, app: ASGIApp, config: HeadlessConfig) -> None:
+        self.app = app
+        self.config = config
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+        token = HEADER_MARKED.set(header_matches(self.config, headers))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            HEADER_MARKED.reset(token)

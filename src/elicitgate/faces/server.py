@@ -21,6 +21,7 @@ from mcp.server.models import InitializationOptions
 from elicitgate import __version__
 from elicitgate.faces.dispatch import DirectHandler
 from elicitgate.faces.observe import RequestObserver
+from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
 from elicitgate.faces.peer import DownstreamCall, peer_for
 from elicitgate.gateway import Gateway
@@ -135,6 +136,8 @@ def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> Do
     peer = peer_for(ctx, gateway.add_peer)
     if peer.principal is None:
         peer.principal = authenticated_principal_of(ctx)
+    if HEADER_MARKED.get():
+        peer.headless = True
     return peer
 
 
@@ -144,6 +147,8 @@ async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], m
     state = params.get("requestState") if method in INPUT_REQUIRED_METHODS else None
     resumed = gateway.rounds.parked_for(state) if state is not None else None
     peer = gateway.modern_peer(authenticated_principal_of(ctx), connection_of(ctx), resuming=resumed)
+    if HEADER_MARKED.get():
+        peer.headless = True
     call = DownstreamCall(peer=peer, ctx=ctx, method=method)
     if method not in INPUT_REQUIRED_METHODS:
         peer.calls.add(call)

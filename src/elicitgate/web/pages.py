@@ -77,7 +77,14 @@ def page(title: str, body: str, status: int = 200, *, scripts: tuple[str, ...] =
     return secure(HTMLResponse(layout(title, body, scripts=scripts), status_code=status))
 
 
-def ended_page(state: str | None, status: int = 410) -> Response:
+ANSWERED_ELSEWHERE = {
+    "client": "It was answered in the MCP client, so this page is no longer needed.",
+    "unattended": "Nobody answered in time, so the gateway ended it as configured.",
+}
+"""What the page says when something other than this page ended the question (`Elicitation.answered_by`)."""
+
+
+def ended_page(state: str | None, status: int = 410, by: str | None = None) -> Response:
     words = {
         "accepted": "Your answer was sent.",
         "declined": "You declined.",
@@ -87,9 +94,11 @@ def ended_page(state: str | None, status: int = 410) -> Response:
     }
     if state is None:
         return page("Not found", "<h1>Not found</h1><p>There is no request at this address.</p>", 404)
+    said = ANSWERED_ELSEWHERE.get(by or "") or words.get(state, state)
     body = (
-        f'<h1>This request has ended</h1><p class="eg-state" data-state="{e(state)}">'
-        f"{e(words.get(state, state))} (<code>{e(state)}</code>)</p><p>You can close this page.</p>"
+        f'<h1>This request has ended</h1><p class="eg-state" data-state="{e(state)}"'
+        + (f' data-by="{e(by)}"' if by else "")
+        + f">{e(said)} (<code>{e(state)}</code>)</p><p>You can close this page.</p>"
     )
     return page("Request ended", body, status, scripts=("form.js",))  # the script drops the page's draft
 
@@ -109,6 +118,9 @@ def asker(entry: HostedEntry) -> str:
     server = f'<strong id="eg-server">{e(entry.server)}</strong>'
     if entry.el.source == "gateway":
         return f"elicitgate asks, before a call to the server {server}:"
+    tool = entry.el.origin.tool if entry.el.origin is not None else None
+    if tool:  # why it asks: the call it needs the answer for (what a notice names too)
+        return f'The server {server} asks, during a call to <code id="eg-tool">{e(tool)}</code>:'
     return f"The server {server} asks:"
 
 
@@ -274,9 +286,9 @@ class PageRoutes:
 
     def _gone(self, token: str, entry: HostedEntry | None = None) -> Response:
         if entry is not None:  # ended, its tombstone perhaps not written yet
-            return ended_page(str(entry.el.state))
+            return ended_page(str(entry.el.state), by=entry.el.answered_by)
         tomb = self.registry.ended_state(token)
-        return ended_page(tomb["state"] if tomb else None)
+        return ended_page(tomb["state"] if tomb else None, by=tomb.get("by") if tomb else None)
 
     async def show(self, request: Request) -> Response:
         token = request.path_params["token"]
