@@ -261,6 +261,25 @@ async def test_url_mode_with_a_non_http_url_is_refused(upstream):
             assert bad_url["error"]["data"]["rule"] == "url must be https"
 
 
+@pytest.mark.parametrize("meta", ["x", 7, ["a"]])
+async def test_a_meta_that_is_not_an_object_is_refused_to_the_upstream(meta, caplog):
+    """No SDK sends such a `_meta`: the upstream is a bare stdio server (tests/peers/raw_stdio_server.py)."""
+    human = Human(accept({"answer": "yes"}))
+    raw = {"command": PY, "args": ["-m", "tests.peers.raw_stdio_server"], "era": "handshake"}
+    request = {"message": "ok?", "requestedSchema": form(answer={"type": "string"})}
+    async with gateway(config({"x": raw})) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
+            error = text(await client.call_tool("x__ask", {"params": {**request, "_meta": meta}}))["error"]
+            assert (error["code"], error["message"]) == (-32602, "elicitation/create: _meta must be an object")
+            assert error["data"]["rule"] == "_meta is an object when present"
+            assert error["data"]["server"] == "x"
+            # An object passes through untouched, beside the gateway's own key.
+            answer = text(await client.call_tool("x__ask", {"params": {**request, "_meta": {"example.com/k": 1}}}))
+            assert answer == {"action": "accept", "content": {"answer": "yes"}}
+    assert len(human.seen) == 1 and human.seen[0].meta["example.com/k"] == 1
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], [r.getMessage() for r in caplog.records]
+
+
 # -- answers are checked against the schema ---------------------------------------------------------
 
 

@@ -270,6 +270,9 @@ class Broker:
 
         if mode not in ("form", "url"):
             raise refuse(f"unknown elicitation mode {mode!r}", rule="mode must be form or url")
+        if "_meta" in params and params["_meta"] is not None and not is_mapping(params["_meta"]):
+            # The gateway adds its own keys to it (`_outgoing`), and the spec makes it an object.
+            raise refuse("elicitation/create: _meta must be an object", rule="_meta is an object when present")
         message = params.get("message")
         if not isinstance(message, str):
             raise refuse("elicitation/create needs a string message", rule="message is required")
