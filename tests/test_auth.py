@@ -29,8 +29,8 @@ from tests.test_eras import RawModernClient
 
 pytestmark = pytest.mark.anyio
 
-ALICE = "alice-token-0123456789abcdef"
-BOB = "bob-token-0123456789abcdef"
+ALICE = "alice-raaZs5SL2P4-sUE9sCWDNJXKflOpX_UNOBbKeXlL3f0"
+BOB = "bob-0whIQdMXx8RH7sPFT3GC_aaPoTrMIjNS1TltP7hq1KY"
 TOKENS = [{"token": ALICE, "principal": "alice"}, {"token": BOB, "principal": "bob"}]
 CLIENT_MODES = ["legacy", "2026-07-28"]
 

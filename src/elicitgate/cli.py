@@ -369,7 +369,7 @@ def demo(
     if stdio:
         sock.close()  # the side web server binds it itself
     config = demo_config()
-    token = os.environ.get("ELICITGATE_ADMIN_TOKEN") or secrets.token_urlsafe(24)
+    token = os.environ.get("ELICITGATE_ADMIN_TOKEN") or secrets.token_urlsafe(32)
     config["admin_token"] = token
     if stdio:
         config["http"] = {"hosted_listen": http}
