@@ -484,6 +484,23 @@ async def test_sensitive_fields_block_refuses_a_password_form(upstream):
     assert len(human.seen) == 1
 
 
+async def test_sensitive_fields_block_is_not_evaded_by_look_alikes_other_languages_or_descriptions():
+    human = Human(accept({}))
+    evasions = {"p\u0430ssword": {"type": "string"}, "passw0rd": {"type": "string"},
+                "field": {"type": "string", "title": "Passwort"}, "contrasena": {"type": "string"},
+                "otp": {"type": "string"}, "mnemonic": {"type": "string"},
+                "answer": {"type": "string", "description": "the password of your bank account"},
+                "kundennummer": {"type": "string"}}  # from extra_sensitive_words
+    cfg = config({"x": stdio_upstream()}, sensitive_fields="block", extra_sensitive_words=["Kundennummer"])
+    async with gateway(cfg) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
+            for name, prop in evasions.items():
+                result = text(await client.call_tool("x__elicit", {"schema": form(**{name: prop}), "report_errors": True}))
+                assert result["error"]["code"] == ELICITATION_SENSITIVE_BLOCKED, name
+                assert result["error"]["data"]["fields"] == [name]
+    assert human.seen == []
+
+
 async def test_sensitive_fields_warn_lets_a_password_form_through(upstream, caplog):
     human = Human(accept({"user": "ada", "password": "hunter2"}))
     async with gateway(config({"x": upstream()}, sensitive_fields="warn")) as gw:

@@ -180,6 +180,12 @@ class ElicitationConfig(_Strict):
     sensitive_fields: Literal["warn", "block", "host"] = "warn"
     """What happens to a form that asks for a secret (password, token, API key, card number):
     `host` presents it on the gateway's own page so the secret never passes through the client."""
+    sensitive_words: list[str] | None = None
+    """Words and phrases that make a field a secret when its name, title or description holds them
+    (docs/security.md, "Secrets in forms"); this list replaces the built-in one (English, German, French,
+    Spanish, Italian, Portuguese, Dutch). Unset: the built-in list."""
+    extra_sensitive_words: list[str] = Field(default_factory=list[str])
+    """Words and phrases added to `sensitive_words` (or to the built-in list)."""
     ask_missing_arguments: bool = True
     """A `tools/call` or `prompts/get` without required arguments: the gateway asks the human for them
     (docs/elicitation.md, "The gateway asks on its own")."""
@@ -188,6 +194,14 @@ class ElicitationConfig(_Strict):
     `destructive` for every tool annotated `destructiveHint: true`."""
     url_policy: UrlPolicyConfig = Field(default_factory=UrlPolicyConfig)
     """Checks on URL-mode links (`elicitation/create`, -32042 items, 2026-07-28 input requests)."""
+
+    @field_validator("sensitive_words", "extra_sensitive_words")
+    @classmethod
+    def _words(cls, words: list[str] | None) -> list[str] | None:
+        for i, word in enumerate(words or []):
+            if not any(ch.isalnum() for ch in word):
+                raise ValueError(f"entry {i} ({word!r}) has no letter or digit to match")
+        return words
 
 
 class BridgingConfig(_Strict):

@@ -25,6 +25,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from elicitgate import wire_json
 from elicitgate.elicitation.schema import answer_problems
+from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords
 from elicitgate.elicitation.url_policy import browser_host
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.web import claims, forms
@@ -135,7 +136,8 @@ def _errors_banner(entry: HostedEntry) -> str:
     )
 
 
-def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeout: float = 10.0) -> Response:
+def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeout: float = 10.0,
+                 words: SensitiveWords = DEFAULT_WORDS) -> Response:
     action = f"/e/{entry.token}" + (f"?plain={quote(plain)}" if plain else "")  # the plain form stays plain
     head = header(entry)
     if entry.el.mode == "url":
@@ -150,7 +152,7 @@ def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeo
             + "</form>"
         )
         return page(f"{entry.server} asks", body, scripts=("form.js",))
-    fields = forms.fields_of(entry.schema)
+    fields = forms.fields_of(entry.schema, words)
     if entry.review is not None:
         rows = "".join(
             f'<div class="eg-row"><dt>{e(f.label)}</dt><dd data-name="{e(f.name)}">'
@@ -292,7 +294,8 @@ class PageRoutes:
             claimed_now = claims.claim(entry)
             self.registry.bump()
         shown = render_entry(entry, plain=request.query_params.get("plain"),
-                             ui_ready_timeout=self.hosting.config.http.ui_ready_timeout)
+                             ui_ready_timeout=self.hosting.config.http.ui_ready_timeout,
+                             words=self.hosting.secret_words)
         response = with_csrf_cookie(shown, entry)
         if claimed_now is not None:
             claims.set_claim_cookie(response, request, entry, claimed_now)
@@ -317,7 +320,7 @@ class PageRoutes:
             return await self._finish(entry, {"action": action})
         if entry.el.mode == "url":
             return again
-        fields = forms.fields_of(entry.schema)
+        fields = forms.fields_of(entry.schema, self.hosting.secret_words)
         if action == "review":
             values = forms.raw_from_form(fields, form)
             content, early = forms.parse(fields, values)
@@ -390,7 +393,7 @@ class PageRoutes:
         entry.review = review
         if review is None:
             return secure(JSONResponse({"ok": False, "errors": problems}))
-        fields = {f.name: f for f in forms.fields_of(entry.schema)}
+        fields = {f.name: f for f in forms.fields_of(entry.schema, self.hosting.secret_words)}
         shown = [
             {"label": fields[k].label if k in fields else k, "value": forms.display(fields[k], v) if k in fields else str(v)}
             for k, v in review.items()
