@@ -363,6 +363,8 @@ class PageRoutes:
             return secure(JSONResponse({"ended": True, "state": tomb["state"] if tomb else None}, status_code=410))
         try:
             body = wire_json.loads(await request.body())
+        except wire_json.NotFinite as exc:  # NaN in the content: the answer check names the field
+            body = exc.value
         except ValueError:  # not JSON, or nested too deep (`wire_json.TooDeep`)
             body = None
         if not is_mapping(body) or not csrf_ok(request, entry, request.headers.get("x-elicitgate-csrf")):
