@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -52,12 +52,11 @@ def first_non_finite(value: Any, path: str = "") -> str | None:
     if isinstance(value, float):
         return None if math.isfinite(value) else path or "(the value)"
     if isinstance(value, dict):
-        items: Any = value.items()  # pyright: a parsed object, str keys
-        for key, item in items:
-            if (found := first_non_finite(item, f"{path}.{key}" if path else str(key))) is not None:
+        for key, item in cast("dict[str, Any]", value).items():
+            if (found := first_non_finite(item, f"{path}.{key}" if path else key)) is not None:
                 return found
     elif isinstance(value, list):
-        for i, item in enumerate(value):  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+        for i, item in enumerate(cast("list[Any]", value)):
             if (found := first_non_finite(item, f"{path}[{i}]")) is not None:
                 return found
     return None
