@@ -172,3 +172,17 @@ async def test_a_nan_answer_through_the_admin_api_is_refused_naming_the_field():
                                      json={"action": "accept", "content": {"n": 5}})
                 assert ok.status_code == 200, ok.text
             assert text(await call.wait()) == {"action": "accept", "content": {"n": 5}}
+
+
+def test_the_sdks_sse_transport_gets_the_same_rule():
+    """The SDK's parser (pydantic) reads NaN where our own wires refuse it: the legacy SSE upstream wire applies
+    the rule after it. (The SDK's servers write NaN as null, so no SDK peer can send one to test with.)"""
+    from elicitgate.upstreams.transports import _finite  # noqa: PLC2701 - the SSE wire's own step
+
+    request = _finite({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create",
+                       "params": {"message": "m", "requestedSchema": {"maximum": float("nan")}}})
+    assert isinstance(request, NonFiniteParams) and request.request_id == 1
+    result = _finite({"jsonrpc": "2.0", "id": 2, "result": {"structuredContent": {"n": float("inf")}}})
+    assert isinstance(result, dict) and result["error"]["code"] == -32603
+    plain = {"jsonrpc": "2.0", "id": 3, "result": {"n": 1.5}}
+    assert _finite(plain) is plain
