@@ -303,3 +303,12 @@ def test_sensitive_fields_lists_only_the_secret_ones_and_tolerates_junk() -> Non
     assert sensitive_fields(None) == []
     assert sensitive_fields({"type": "object"}) == []
     assert sensitive_fields({"type": "object", "properties": []}) == []
+
+
+def test_docs_list_the_built_in_sensitive_words() -> None:
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
+    listed = doc.split("The built-in list (English,", 1)[1].split("**Not promised.**", 1)[0]
+    assert re.findall(r"`([^`]+)`", listed) == list(DEFAULT_SENSITIVE_WORDS)
