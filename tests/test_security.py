@@ -108,6 +108,15 @@ def test_guessable_admin_and_bearer_tokens_are_refused_by_check_config_naming_th
         assert "too easy to guess" in said and "at least 128 needed" in said
         assert "python -c 'import secrets; print(secrets.token_urlsafe(32))'" in said
         assert weak not in done.stderr and "Traceback" not in done.stderr
+    tokens_file = tmp_path / "tokens.json"
+    tokens_file.write_text(json.dumps([{"token": weak, "principal": "alice"}]))
+    config = write_config(tmp_path, {}, http={"auth": {"tokens_file": str(tokens_file)}})
+    done = subprocess.run([PY, "-m", "elicitgate.cli", "check-config", "--config", str(config)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"http.auth.tokens_file {tokens_file}: 0.token:" in said and "too easy to guess" in said
+    assert weak not in done.stderr
 
 
 def test_generated_tokens_pass_the_entropy_rule():

@@ -430,6 +430,14 @@ def check_config(config: ConfigOption) -> None:
     Exit code 0 when valid, 2 when not (one line per problem), 1 when it defines no enabled server.
     """
     cfg = _load(config)
+    if cfg.http.auth.tokens_file is not None:  # its tokens are checked as the file's own (strength included)
+        from elicitgate.faces.auth import AuthConfigError, load_tokens
+
+        try:
+            load_tokens(cfg.http.auth)
+        except AuthConfigError as exc:
+            say(f"invalid configuration: {exc}", "red")
+            raise typer.Exit(2) from None
     for name, server in cfg.mcp_servers.items():
         typer.echo(f"{name}: {_masked(server.model_dump(exclude_defaults=True))}")
     if not cfg.upstreams():
