@@ -85,8 +85,8 @@ class JwtAccessTokens:
                 leeway=self.config.leeway,
                 options={"require": ["exp", "iss", "aud", "sub"]},
             )
-        except jwt.PyJWTError as exc:
-            return _refused(type(exc).__name__)
+        except jwt.PyJWTError as exc:  # its texts name the claim or check, never the token's content
+            return _refused(f"{type(exc).__name__}: {exc}")
         except (TypeError, ValueError) as exc:
             # pyjwt lets cryptography raise these when the header's `alg` does not fit the key's type
             # (an RS256 header on an EC key): a forged token like any other, never a 500.
