@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx2
 
-TOKEN = "test-admin-token-0123456789"
+TOKEN = "test-admin-BUnZU22xf_nlbk1OswNzZYs7-LsoeE4urQCgJYknxV4"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 

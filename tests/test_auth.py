@@ -18,7 +18,7 @@ from typing import Any
 import httpx2
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -29,8 +29,8 @@ from tests.test_eras import RawModernClient
 
 pytestmark = pytest.mark.anyio
 
-ALICE = "alice-token-0123456789abcdef"
-BOB = "bob-token-0123456789abcdef"
+ALICE = "alice-raaZs5SL2P4-sUE9sCWDNJXKflOpX_UNOBbKeXlL3f0"
+BOB = "bob-0whIQdMXx8RH7sPFT3GC_aaPoTrMIjNS1TltP7hq1KY"
 TOKENS = [{"token": ALICE, "principal": "alice"}, {"token": BOB, "principal": "bob"}]
 CLIENT_MODES = ["legacy", "2026-07-28"]
 
@@ -42,7 +42,10 @@ class Issuer:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.kid = "test-key-1"
         jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
-        body = json.dumps({"keys": [{**jwk, "kid": self.kid, "use": "sig", "alg": "RS256"}]}).encode()
+        self.ec_kid = "test-ec-key"
+        ec_jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(ec.generate_private_key(ec.SECP256R1()).public_key()))
+        body = json.dumps({"keys": [{**jwk, "kid": self.kid, "use": "sig", "alg": "RS256"},
+                                    {**ec_jwk, "kid": self.ec_kid, "use": "sig", "alg": "ES256"}]}).encode()
         self.fetches = 0
         issuer = self
 
@@ -191,6 +194,10 @@ async def test_oauth_access_tokens_are_checked_against_the_issuers_keys(tmp_path
         "unsigned": jwt.encode({"iss": issuer.url, "sub": "u", "aud": audience, "exp": now + 300}, None,
                                algorithm="none", headers={"kid": issuer.kid}),
         "HMAC with the public key": _hs256_with_public_key(issuer, audience),
+        "an empty subject": issuer.token(audience, sub=""),
+        "an RS256 header naming the EC key": jwt.encode({"iss": issuer.url, "sub": "u", "aud": audience,
+                                                         "exp": now + 300}, issuer.key, algorithm="RS256",
+                                                        headers={"kid": issuer.ec_kid}),
     }
     async with httpx2.AsyncClient() as http:
         for why, token in refused.items():

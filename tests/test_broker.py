@@ -261,6 +261,25 @@ async def test_url_mode_with_a_non_http_url_is_refused(upstream):
             assert bad_url["error"]["data"]["rule"] == "url must be https"
 
 
+@pytest.mark.parametrize("meta", ["x", 7, ["a"]])
+async def test_a_meta_that_is_not_an_object_is_refused_to_the_upstream(meta, caplog):
+    """No SDK sends such a `_meta`: the upstream is a bare stdio server (tests/peers/raw_stdio_server.py)."""
+    human = Human(accept({"answer": "yes"}))
+    raw = {"command": PY, "args": ["-m", "tests.peers.raw_stdio_server"], "era": "handshake"}
+    request = {"message": "ok?", "requestedSchema": form(answer={"type": "string"})}
+    async with gateway(config({"x": raw})) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
+            error = text(await client.call_tool("x__ask", {"params": {**request, "_meta": meta}}))["error"]
+            assert (error["code"], error["message"]) == (-32602, "elicitation/create: _meta must be an object")
+            assert error["data"]["rule"] == "_meta is an object when present"
+            assert error["data"]["server"] == "x"
+            # An object passes through untouched, beside the gateway's own key.
+            answer = text(await client.call_tool("x__ask", {"params": {**request, "_meta": {"example.com/k": 1}}}))
+            assert answer == {"action": "accept", "content": {"answer": "yes"}}
+    assert len(human.seen) == 1 and human.seen[0].meta["example.com/k"] == 1
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], [r.getMessage() for r in caplog.records]
+
+
 # -- answers are checked against the schema ---------------------------------------------------------
 
 
@@ -463,6 +482,23 @@ async def test_sensitive_fields_block_refuses_a_password_form(upstream):
             human._answer = accept({"answer": "fine"})
             assert text(await client.call_tool("x__elicit", {}))["content"] == {"answer": "fine"}
     assert len(human.seen) == 1
+
+
+async def test_sensitive_fields_block_is_not_evaded_by_look_alikes_other_languages_or_descriptions():
+    human = Human(accept({}))
+    evasions = {"p\u0430ssword": {"type": "string"}, "passw0rd": {"type": "string"},
+                "field": {"type": "string", "title": "Passwort"}, "contrasena": {"type": "string"},
+                "otp": {"type": "string"}, "mnemonic": {"type": "string"},
+                "answer": {"type": "string", "description": "the password of your bank account"},
+                "kundennummer": {"type": "string"}}  # from extra_sensitive_words
+    cfg = config({"x": stdio_upstream()}, sensitive_fields="block", extra_sensitive_words=["Kundennummer"])
+    async with gateway(cfg) as gw:
+        async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
+            for name, prop in evasions.items():
+                result = text(await client.call_tool("x__elicit", {"schema": form(**{name: prop}), "report_errors": True}))
+                assert result["error"]["code"] == ELICITATION_SENSITIVE_BLOCKED, name
+                assert result["error"]["data"]["fields"] == [name]
+    assert human.seen == []
 
 
 async def test_sensitive_fields_warn_lets_a_password_form_through(upstream, caplog):

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_hosting_example_runs_as_documented():
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "ELICITGATE_ADMIN_TOKEN": "change-me-to-a-long-secret"}
+           "ELICITGATE_ADMIN_TOKEN": "h_S5Wl9J3N1dnuhsRY59GShwdWvbMizqN27djbMR6pM"}
     done = subprocess.run([sys.executable, "docs/examples/hosted_client.py"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stderr

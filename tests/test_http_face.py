@@ -24,7 +24,7 @@ from tests.test_docs_commands import _blocks
 
 pytestmark = pytest.mark.anyio
 
-ADMIN = "http-face-admin-token-for-tests"
+ADMIN = "http-face-QwnrRWGQg1f-ZLpxeVhVhCy4yTMwycGr2GR839xvHiE"
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 VERSION = "2025-11-25"
 

@@ -16,7 +16,7 @@ from tests.conftest import PEERS, stdio_server, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.node]
 
-TOKEN = "ops-admin-token-for-tests"
+TOKEN = "ops-HMgqF-CXlD5udsW2PyexwZByfVo8z7qJXBbgBg42OoQ"
 
 
 def api(url: str, path: str, token: str | None = TOKEN) -> httpx2.Response:

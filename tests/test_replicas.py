@@ -327,7 +327,7 @@ def test_start_up_without_reachable_redis_stops_with_a_clear_error(tmp_path):
 
 # -- limits over all replicas ---------------------------------------------------------------------------
 
-ALICE = "alice-token-0123456789abcdef"
+ALICE = "alice-raaZs5SL2P4-sUE9sCWDNJXKflOpX_UNOBbKeXlL3f0"
 
 
 @asynccontextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
-from elicitgate.elicitation.sensitive import sensitive_fields
+from elicitgate.elicitation.sensitive import DEFAULT_SENSITIVE_WORDS, sensitive_fields, sensitive_words
 
 
 def form(**properties: object) -> dict:
@@ -242,8 +242,56 @@ def test_sensitive_fields_spotted(prop: tuple[str, dict]) -> None:
     assert sensitive_fields(form(**{name: schema})) == [name]
 
 
+EVASIONS = [
+    ("p\u0430ssword", {"type": "string"}),  # a Cyrillic а
+    ("\u03c1assword", {"type": "string"}),  # a Greek ρ
+    ("ＰＡＳＳＷＯＲＤ", {"type": "string"}),  # fullwidth (NFKC)
+    ("pass\u200bword", {"type": "string"}),  # a zero-width space
+    ("passw0rd", {"type": "string"}),
+    ("p4ssw0rd", {"type": "string"}),
+    ("userpassword", {"type": "string"}),
+    ("field", {"type": "string", "title": "Passwort"}),
+    ("contrasena", {"type": "string"}),
+    ("contraseña", {"type": "string"}),
+    ("otp", {"type": "string"}),
+    ("mnemonic", {"type": "string"}),
+    ("seedPhrase", {"type": "string"}),
+    ("motDePasse", {"type": "string"}),
+    ("senha", {"type": "string"}),
+    ("wachtwoord", {"type": "string"}),
+    ("parola", {"type": "string", "title": "Parola d'ordine"}),
+    ("cvv2", {"type": "string"}),
+    ("iban", {"type": "string"}),
+    ("code", {"type": "string", "title": "Code", "description": "The 2FA code from your authenticator app"}),
+    ("answer", {"type": "string", "description": "Your bank password, please"}),
+]
+
+
+@pytest.mark.parametrize("prop", EVASIONS, ids=[name for name, _ in EVASIONS])
+def test_sensitive_fields_see_through_look_alikes_languages_and_descriptions(prop: tuple[str, dict]) -> None:
+    name, schema = prop
+    assert sensitive_fields(form(**{name: schema})) == [name]
+
+
+def test_sensitive_words_are_configurable() -> None:
+    customer = form(kundennummer={"type": "string"}, password={"type": "string"})
+    assert sensitive_fields(customer) == ["password"]
+    assert sensitive_fields(customer, sensitive_words(None, ["Kundennummer"])) == ["kundennummer", "password"]
+    assert sensitive_fields(customer, sensitive_words(["kundennummer"])) == ["kundennummer"]  # replaces the list
+    assert sensitive_fields(form(k={"type": "string", "title": "Your customer no."}),
+                            sensitive_words(["customer no"])) == ["k"]
+    assert sensitive_words(None) is sensitive_words(None, [])  # the defaults are compiled once
+
+
+def test_every_default_sensitive_word_is_spotted_as_a_field_name() -> None:
+    for word in DEFAULT_SENSITIVE_WORDS:
+        assert sensitive_fields(form(**{word: {"type": "string"}})) == [word], word
+
+
 @pytest.mark.parametrize(
-    "name", ["passage", "compass", "tokenizer", "pinned", "spinach", "username", "email", "secretary", "keynote"]
+    "name", ["passage", "compass", "tokenizer", "pinned", "spinach", "username", "email", "secretary", "keynote",
+             "shipping", "max_tokens", "opinion", "company", "keyword", "topic", "description", "Pinterest",
+             "spinner", "passenger", "bypass_cache", "compassion", "secretariat"]
 )
 def test_ordinary_fields_not_flagged(name: str) -> None:
     assert sensitive_fields(form(**{name: {"type": "string", "title": name}})) == []
@@ -255,3 +303,12 @@ def test_sensitive_fields_lists_only_the_secret_ones_and_tolerates_junk() -> Non
     assert sensitive_fields(None) == []
     assert sensitive_fields({"type": "object"}) == []
     assert sensitive_fields({"type": "object", "properties": []}) == []
+
+
+def test_docs_list_the_built_in_sensitive_words() -> None:
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
+    listed = doc.split("The built-in list (English,", 1)[1].split("**Not promised.**", 1)[0]
+    assert re.findall(r"`([^`]+)`", listed) == list(DEFAULT_SENSITIVE_WORDS)

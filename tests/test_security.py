@@ -33,7 +33,7 @@ from tests.test_broker import Human, form, gateway, stdio_upstream, text
 pytestmark = pytest.mark.anyio
 
 TS_SERVER = str(PEERS / "ts" / "elicit_server.mjs")
-ADMIN_TOKEN = "admin-token-0123456789abcdef"
+ADMIN_TOKEN = "admin-CbA1VFdV9SuAbDAnpdFk0bFxP00Kx10PIUJHKqD3Urw"
 
 
 def gateway_with_env(config, **env: str) -> StdioServerParameters:
@@ -91,6 +91,43 @@ def test_short_admin_token_is_refused_at_start_up_with_a_clear_error(tmp_path):
     assert done.returncode == 2
     assert "admin_token" in done.stderr.lower() and "at least 16 characters" in done.stderr
     assert "Traceback" not in done.stderr and "tooShort-123" not in done.stderr
+
+
+GUESSABLE = ["aaaaaaaaaaaaaaaa", "0123456789abcdef", "passwordpassword", "change-me-0123456789abcdef"]
+
+
+@pytest.mark.parametrize("weak", GUESSABLE)
+def test_guessable_admin_and_bearer_tokens_are_refused_by_check_config_naming_the_fix(tmp_path, weak):
+    """Long enough, but too little entropy (`token_strength`): refused before anything is served."""
+    for section in ({"admin_token": weak}, {"http": {"auth": {"tokens": [{"token": weak, "principal": "alice"}]}}}):
+        config = write_config(tmp_path, {}, **section)
+        done = subprocess.run([PY, "-m", "elicitgate.cli", "check-config", "--config", str(config)],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        said = " ".join(done.stderr.split())
+        assert "too easy to guess" in said and "at least 128 needed" in said
+        assert "python -c 'import secrets; print(secrets.token_urlsafe(32))'" in said
+        assert weak not in done.stderr and "Traceback" not in done.stderr
+    tokens_file = tmp_path / "tokens.json"
+    tokens_file.write_text(json.dumps([{"token": weak, "principal": "alice"}]))
+    config = write_config(tmp_path, {}, http={"auth": {"tokens_file": str(tokens_file)}})
+    done = subprocess.run([PY, "-m", "elicitgate.cli", "check-config", "--config", str(config)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"http.auth.tokens_file {tokens_file}: 0.token:" in said and "too easy to guess" in said
+    assert weak not in done.stderr
+
+
+def test_generated_tokens_pass_the_entropy_rule():
+    import secrets
+
+    from elicitgate.token_strength import MIN_TOKEN_BITS, estimated_bits, weakness
+
+    assert all(weakness(secrets.token_urlsafe(32)) is None for _ in range(1000))  # the fix the error names
+    assert estimated_bits("aaaaaaaaaaaaaaaa") == 0
+    assert estimated_bits("ab" * 64) == MIN_TOKEN_BITS  # 1 bit per character
+    assert weakness("ab" * 63) is not None
 
 
 async def test_admin_token_and_page_tokens_never_reach_the_logs(tmp_path):

@@ -33,7 +33,7 @@ ONLY_WHEN_USED = {"yaml", "jsonschema", "jwt", "cryptography", *HTTP_CLIENT}
 """A YAML config's parser; the answer checks, imported with the first answer; JWT checks (`http.auth` with an
 issuer); the requestState seal (`cryptography`), at a 2026-07-28 client's first round; the HTTP client, with
 the first streamable HTTP or SSE upstream."""
-ADMIN_TOKEN = "startup-admin-token-for-tests"
+ADMIN_TOKEN = "startup-QZXCCzFG2H1yjGiibISJUcddN9nXV4OpQb6zie2ctLI"
 
 
 def _serve_stdio_modules(config: Path, out: Path) -> set[str]:

@@ -9,7 +9,7 @@ import pytest
 from elicitgate.config import build_config
 from elicitgate.elicitation.hosting import Hosting
 
-TOKEN = "an-admin-token-of-enough-length"
+TOKEN = "an-admin-BIzh9k0GVI3OwY_8dzS8i6x6URX8UFz5H2jPHaFcAR0"
 BOTH = frozenset({"form", "url"})
 FORM = frozenset({"form"})
 URL = frozenset({"url"})

@@ -51,6 +51,18 @@ REFUSED = [
     ("https://[::ffff:10.1.2.3]/", "url host must not be a private address"),
     ("https://[64:ff9b::a00:1]/", "url host must not be a private address"),
     ("https://[2002:c0a8:101::1]/", "url host must not be a private address"),
+    # Every IPv6 form that carries an IPv4 address is checked as that address (elicitation/embedded_ipv4.py).
+    ("https://[::127.0.0.1]/", "url host must not be a loopback address"),  # IPv4-compatible
+    ("https://[::a9fe:a9fe]/", "url host must not be a metadata address"),
+    ("https://[::ffff:0:7f00:1]/", "url host must not be a loopback address"),  # IPv4-translated (RFC 2765)
+    ("https://[::ffff:0:a9fe:a9fe]/", "url host must not be a metadata address"),
+    ("https://[64:ff9b::7f00:1]/", "url host must not be a loopback address"),  # NAT64, well-known prefix
+    ("https://[64:ff9b:1::a9fe:a9fe]/", "url host must not be a metadata address"),  # local-use NAT64, /96
+    ("https://[64:ff9b:1:a9fe:a9:fe00::]/", "url host must not be a metadata address"),  # local-use NAT64, /48
+    ("https://[64:ff9b:1:7f:0:1::]/", "url host must not be a loopback address"),  # local-use NAT64, /56
+    ("https://[64:ff9b:1:0:7f:0:100:0]/", "url host must not be a loopback address"),  # local-use NAT64, /64
+    ("https://[2002:a9fe:a9fe::1]/", "url host must not be a metadata address"),  # 6to4
+    ("https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "url host must not be a private address"),  # Teredo
     ("https://0xa9fea9fe/", "url host must not be a metadata address"),  # 169.254.169.254, as browsers read it
     ("https://[fe80::1]/", "url host must not be a link-local address"),
     ("https://224.0.0.251/", "url host must not be a multicast address"),
@@ -83,7 +95,9 @@ async def test_refused_links(url, rule):
 
 async def test_public_https_links_pass():
     for url in ("https://bank.example/pay?x=1#y", "https://auth.example.com:8443/start", "https://8.8.8.8/",
-                "https://[2606:4700::1111]/", "https://xn--bcher-kva.example/", "https://bücher.example/"):
+                "https://[2606:4700::1111]/", "https://xn--bcher-kva.example/", "https://bücher.example/",
+                # NAT64 forms of a public IPv4 address (93.184.216.34), at /96 and at the local-use /48
+                "https://[64:ff9b::5db8:d822]/", "https://[64:ff9b:1::5db8:d822]/", "https://[64:ff9b:1:5db8:d8:2200::]/"):
         assert await check(url) is None, url
 
 

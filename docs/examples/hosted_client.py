@@ -1,6 +1,6 @@
 """A client that shows no forms calls an eliciting tool through elicitgate; the operator answers it.
 
-    ELICITGATE_ADMIN_TOKEN=change-me-to-a-long-secret python docs/examples/hosted_client.py
+    ELICITGATE_ADMIN_TOKEN=h_S5Wl9J3N1dnuhsRY59GShwdWvbMizqN27djbMR6pM python docs/examples/hosted_client.py
 
 The gateway runs over stdio (as a desktop client starts it) with `http.hosted_listen`, so the hosted
 pages, the inbox and the admin API are at http://127.0.0.1:8810. The operator's part is done here with
@@ -20,7 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 
 CONFIG = Path(__file__).with_name("hosted.json")
 WEB = "http://127.0.0.1:8810"
-TOKEN = os.environ.setdefault("ELICITGATE_ADMIN_TOKEN", "change-me-to-a-long-secret")
+TOKEN = os.environ.setdefault("ELICITGATE_ADMIN_TOKEN", "h_S5Wl9J3N1dnuhsRY59GShwdWvbMizqN27djbMR6pM")
 
 
 async def operator() -> None:

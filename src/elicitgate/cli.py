@@ -409,7 +409,7 @@ def demo(
     if stdio:
         sock.close()  # the side web server binds it itself
     config = demo_config()
-    token = os.environ.get("ELICITGATE_ADMIN_TOKEN") or secrets.token_urlsafe(24)
+    token = os.environ.get("ELICITGATE_ADMIN_TOKEN") or secrets.token_urlsafe(32)
     config["admin_token"] = token
     if stdio:
         config["http"] = {"hosted_listen": http}
@@ -470,6 +470,14 @@ def check_config(config: ConfigOption) -> None:
     Exit code 0 when valid, 2 when not (one line per problem), 1 when it defines no enabled server.
     """
     cfg = _load(config)
+    if cfg.http.auth.tokens_file is not None:  # its tokens are checked as the file's own (strength included)
+        from elicitgate.faces.auth import AuthConfigError, load_tokens
+
+        try:
+            load_tokens(cfg.http.auth)
+        except AuthConfigError as exc:
+            say(f"invalid configuration: {exc}", "red")
+            raise typer.Exit(2) from None
     for name, server in cfg.mcp_servers.items():
         typer.echo(f"{name}: {_masked(server.model_dump(exclude_defaults=True, exclude={'notify', 'per_tool'}))}")
     from elicitgate.elicitation.notice_rules import every_target

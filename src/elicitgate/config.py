@@ -30,6 +30,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from elicitgate.client_files import adapt, close_match, expand_placeholders, parse_jsonc
 from elicitgate.hostport import parse_hostport
 from elicitgate.json_shapes import is_object
+from elicitgate.token_strength import GENERATE, weakness
 
 ENV_PREFIX = "ELICITGATE_"
 MIN_ADMIN_TOKEN_LENGTH = 16
@@ -325,6 +326,12 @@ class ElicitationConfig(_Strict):
     sensitive_fields: Literal["warn", "block", "host"] = "warn"
     """What happens to a form that asks for a secret (password, token, API key, card number):
     `host` presents it on the gateway's own page so the secret never passes through the client."""
+    sensitive_words: list[str] | None = None
+    """Words and phrases that make a field a secret when its name, title or description holds them
+    (docs/security.md, "Secrets in forms"); this list replaces the built-in one (English, German, French,
+    Spanish, Italian, Portuguese, Dutch). Unset: the built-in list."""
+    extra_sensitive_words: list[str] = Field(default_factory=list[str])
+    """Words and phrases added to `sensitive_words` (or to the built-in list)."""
     ask_missing_arguments: bool = True
     """A `tools/call` or `prompts/get` without required arguments: the gateway asks the human for them
     (docs/elicitation.md, "The gateway asks on its own")."""
@@ -353,6 +360,14 @@ class ElicitationConfig(_Strict):
             )
         return self
 
+    @field_validator("sensitive_words", "extra_sensitive_words")
+    @classmethod
+    def _words(cls, words: list[str] | None) -> list[str] | None:
+        for i, word in enumerate(words or []):
+            if not any(ch.isalnum() for ch in word):
+                raise ValueError(f"entry {i} ({word!r}) has no letter or digit to match")
+        return words
+
 
 class BridgingConfig(_Strict):
     """2026-07-28 clients: multi round-trip calls and the `requestState` the gateway issues."""
@@ -379,9 +394,17 @@ def _state_dir() -> Path:
 
 class BearerToken(_Strict):
     token: SecretStr = Field(min_length=16)
+    """At least 128 bits of entropy as estimated from its characters (`token_strength`)."""
     principal: str = Field(min_length=1)
     """The identity this token stands for: rate limits, pending limits, sealed `requestState` and
     elicitation ownership are per principal."""
+
+    @field_validator("token")
+    @classmethod
+    def _strong(cls, token: SecretStr) -> SecretStr:
+        if (why := weakness(token.get_secret_value())) is not None:
+            raise ValueError(f"the token {why}")
+        return token
 
 
 class OAuthResourceConfig(_Strict):
@@ -554,7 +577,8 @@ class GatewayConfig(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     admin_token: SecretStr | None = None
     """Bearer token for the admin API and the inbox (`ELICITGATE_ADMIN_TOKEN`), at least
-    `MIN_ADMIN_TOKEN_LENGTH` characters; unset or empty, both are off."""
+    `MIN_ADMIN_TOKEN_LENGTH` characters and 128 bits of estimated entropy (`token_strength`); unset or
+    empty, both are off."""
 
     redis_url: SecretStr | None = None
     """`redis://[:PASSWORD@]HOST:PORT/DB` (or `rediss://`, `unix://`): replicas with the same config and this
@@ -577,9 +601,10 @@ class GatewayConfig(BaseSettings):
         if len(token.get_secret_value()) < MIN_ADMIN_TOKEN_LENGTH:
             raise ValueError(
                 f"the admin token must be at least {MIN_ADMIN_TOKEN_LENGTH} characters "
-                "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(24))'`), or empty to turn "
-                "the admin API and the inbox off"
+                f"(e.g. `{GENERATE}`), or empty to turn the admin API and the inbox off"
             )
+        if (why := weakness(token.get_secret_value())) is not None:
+            raise ValueError(f"the admin token {why} (or set it empty to turn the admin API and the inbox off)")
         return token
 
     @field_validator("mcp_servers")

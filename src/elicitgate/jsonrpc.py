@@ -165,11 +165,43 @@ def parse_message(data: bytes, what: str = "message") -> dict[str, Any] | Except
     them in it: a stdio wire's "line", an HTTP body's "message")."""
     try:
         message = wire_json.loads(data)
+    except wire_json.NotFinite as exc:
+        return with_non_finite(exc.value, what, data)
     except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`wire_json.TooDeep`)
         return ValueError(f"a {what} that is not JSON ({exc}): {data[:200]!r}")
     if not is_object(message):
         return NotAMessage(f"a {what} that is not a JSON-RPC message (a JSON object): {data[:200]!r}")
     return message
+
+
+class NonFiniteParams(ValueError):
+    """A request or notification whose params hold NaN or Infinity (not JSON, RFC 8259) outside the answers
+    it carries; `request_id` is its id (None for a notification), so that the refusal can name it."""
+
+    def __init__(self, message: dict[str, Any], where: str) -> None:
+        super().__init__(f"{message.get('method')} holds a number JSON does not have (NaN or Infinity) at {where}")
+        self.request_id: Any = message.get("id")
+
+
+def with_non_finite(message: Any, what: str, data: bytes) -> dict[str, Any] | Exception:
+    """A message that holds NaN or Infinity. Only in an answer does it pass: a 2026-07-28 retry's
+    `params.inputResponses`, a response's `result.content` (an ElicitResult's), where the answer check
+    refuses it and asks again. A request or notification elsewhere is refused; a response becomes an error
+    response to the same id, so that its caller hears at once instead of waiting for its timeout."""
+    if not is_object(message):
+        return ValueError(f"a {what} that is not JSON (NaN and Infinity are not JSON numbers): {data[:200]!r}")
+    if "method" in message:
+        params = message.get("params")
+        kept = {k: v for k, v in params.items() if k != "inputResponses"} if is_object(params) else params
+        where = wire_json.first_non_finite(kept, "params")
+        return message if where is None else NonFiniteParams(message, where)
+    result = message.get("result")
+    kept = {k: v for k, v in result.items() if k != "content"} if is_object(result) else result
+    where = wire_json.first_non_finite({"result": kept, "error": message.get("error")})
+    if where is None:
+        return message
+    error = f"the answer holds a number JSON does not have (NaN or Infinity, RFC 8259) at {where}"
+    return {"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": INTERNAL_ERROR, "message": error}}
 
 
 def parse_line(line: bytes) -> dict[str, Any] | Exception:
@@ -340,6 +372,11 @@ class Endpoint:
     ) -> Coroutine[Any, Any, None] | None:
         """Route one message; returns the handling of an `inline` request, for the read loop to await."""
         message = inbound.message
+        if isinstance(message, NonFiniteParams):
+            logger.warning("%s sent %s: refused", self._peer, message)
+            if is_request_id(message.request_id):
+                self._spawn(self._answer_error, message.request_id, INVALID_PARAMS, str(message))
+            return None
         if isinstance(message, Exception):
             logger.warning("%s sent %s", self._peer, message)
             if self._serving:

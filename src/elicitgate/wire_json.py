@@ -3,8 +3,11 @@
 orjson does the work (about 2 us less per message parsed and 3 us less per message written than the
 standard library, and it shares the keys of every message it parses, which pending calls keep); the
 standard library takes over where orjson would change what passes through: a number of more than 64
-bits (orjson parses it as a float, and cannot write it), and `NaN` and `Infinity`, which orjson refuses
-and Python's `json` accepts (written again they become `null`: JSON has neither). A lone surrogate
+bits (orjson parses it as a float, and cannot write it), and `NaN`, `Infinity` and numbers too large for a
+double (`1e400`), which orjson refuses and Python's `json` reads as non-finite floats. JSON has no such
+numbers (RFC 8259): `loads` raises `NotFinite` for them, holding the value read, so that a reader can still
+answer the message's request id, and an answer holding one reaches the answer check (refused, asked again)
+instead of the server (where it would arrive as `null`). A lone surrogate
 (`"\\ud800"`) is refused, as orjson and the `mcp` SDK's servers refuse it: accepted, it would reach a server
 that answers the line with a parse error that names no request, and the call would wait for its timeout.
 JSON nested too deep to read or write raises `TooDeep`; every refusal is a `ValueError`, like any message
@@ -14,8 +17,9 @@ that cannot be read, so that no reader or writer ends on one.
 from __future__ import annotations
 
 import json
+import math
 import re
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -34,21 +38,55 @@ class LoneSurrogate(ValueError):
     """A string escape that is half of a UTF-16 pair: JSON's grammar allows it, Unicode does not."""
 
 
+class NotFinite(ValueError):
+    """`NaN`, `Infinity`, `-Infinity` or a number beyond a double's range: not a JSON number (RFC 8259).
+    `value` is what was read, with those numbers as non-finite floats."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("NaN and Infinity are not JSON numbers (RFC 8259)")
+        self.value = value
+
+
+def first_non_finite(value: Any, path: str = "") -> str | None:
+    """Where the first non-finite number in `value` is (`params.arguments.n`, `items[2]`), or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path or "(the value)"
+    if isinstance(value, dict):
+        for key, item in cast("dict[str, Any]", value).items():
+            if (found := first_non_finite(item, f"{path}.{key}" if path else key)) is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(cast("list[Any]", value)):
+            if (found := first_non_finite(item, f"{path}[{i}]")) is not None:
+                return found
+    return None
+
+
 def loads(data: bytes) -> Any:
     """The JSON value of `data`; raises `ValueError` (`json.JSONDecodeError`, `UnicodeDecodeError`,
-    `TooDeep`, `LoneSurrogate`) when it is not one that can be read."""
+    `TooDeep`, `LoneSurrogate`, `NotFinite`) when it is not one that can be read."""
     if _LONG_DIGITS.search(data) is None:
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass  # the standard library decides, and says why
+    non_finite: list[float] = []
+
+    def number(text: str) -> float:
+        read = float(text)  # also NaN, Infinity and -Infinity, for `parse_constant`
+        if not math.isfinite(read):
+            non_finite.append(read)
+        return read
+
     try:
-        value = json.loads(data)
+        value = json.loads(data, parse_float=number, parse_constant=number)
         json.dumps(value, ensure_ascii=False).encode()  # a lone surrogate is not UTF-8
     except RecursionError:  # a ValueError like any unreadable message: a reader must not end on it
         raise TooDeep(f"JSON nested more than {MAX_DEPTH} deep") from None
     except UnicodeEncodeError:
         raise LoneSurrogate("a string holds a lone surrogate (\\ud800-\\udfff without its pair)") from None
+    if non_finite:
+        raise NotFinite(value)
     return value
 
 

@@ -21,7 +21,7 @@ from elicitgate.elicitation.schema import (
     TITLED_SINGLE_KEYS,
     check_requested_schema,
 )
-from elicitgate.elicitation.sensitive import secret_name, sensitive_fields
+from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords, secret_name, sensitive_fields
 from elicitgate.json_shapes import is_array, is_mapping
 
 MASK = "•••"
@@ -145,13 +145,13 @@ def confirmation_form() -> dict[str, Any]:
     return {"type": "object", "properties": {}}
 
 
-def shown_arguments(arguments: Mapping[str, Any], input_schema: Any) -> str:
+def shown_arguments(arguments: Mapping[str, Any], input_schema: Any, words: SensitiveWords = DEFAULT_WORDS) -> str:
     """The call's arguments for a person to read: secrets masked (by the schema's secret fields and by
     name, at any depth), long values cut."""
-    secret = set(sensitive_fields(input_schema))
+    secret = set(sensitive_fields(input_schema, words))
     parts: list[str] = []
     for name, value in arguments.items():
-        shown = MASK if name in secret or secret_name(name) else _masked(value)
+        shown = MASK if name in secret or secret_name(name, words=words) else _masked(value, words)
         text = json.dumps(shown, ensure_ascii=False)
         if len(text) > MAX_SHOWN_VALUE:
             text = text[: MAX_SHOWN_VALUE - 1] + "…"
@@ -159,9 +159,9 @@ def shown_arguments(arguments: Mapping[str, Any], input_schema: Any) -> str:
     return ", ".join(parts) if parts else "(no arguments)"
 
 
-def _masked(value: Any) -> Any:
+def _masked(value: Any, words: SensitiveWords) -> Any:
     if is_mapping(value):
-        return {k: MASK if secret_name(k) else _masked(v) for k, v in value.items()}
+        return {k: MASK if secret_name(k, words=words) else _masked(v, words) for k, v in value.items()}
     if is_array(value):
-        return [_masked(v) for v in value]
+        return [_masked(v, words) for v in value]
     return value

@@ -39,7 +39,7 @@ from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, Hu
 from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.url_routes import UrlRoutes
-from elicitgate.elicitation.sensitive import sensitive_fields
+from elicitgate.elicitation.sensitive import sensitive_fields, sensitive_words
 from elicitgate.logs import log_event, request_context
 from elicitgate.metrics import ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS, labelled
 from elicitgate.elicitation.url_policy import UrlPolicy
@@ -76,7 +76,9 @@ class Broker:
         """With `redis_url`: limits counted over all replicas (`cluster.limits.SharedLimits`), instead of here."""
         self.hosting = hosting
         """The gateway's own hosted page and inbox; None when the process has no web server for them."""
-        self.form_schemas = FormSchemas(max_properties=config.max_properties)
+        self.secret_words = sensitive_words(config.sensitive_words, config.extra_sensitive_words)
+        """What makes a field a secret (`elicitation.sensitive_words`): `sensitive_fields` decides with it."""
+        self.form_schemas = FormSchemas(max_properties=config.max_properties, secret_words=self.secret_words)
         self.notices: Notifier | None = None
         """With notice targets configured: who tells people a question waits (docs/notify.md)."""
         self.unattended: Callable[[str, str | None], Unattended] = lambda server, tool: config.unattended
@@ -310,6 +312,9 @@ class Broker:
 
         if mode not in ("form", "url"):
             raise refuse(f"unknown elicitation mode {mode!r}", rule="mode must be form or url")
+        if "_meta" in params and params["_meta"] is not None and not is_mapping(params["_meta"]):
+            # The gateway adds its own keys to it (`_outgoing`), and the spec makes it an object.
+            raise refuse("elicitation/create: _meta must be an object", rule="_meta is an object when present")
         message = params.get("message")
         if not isinstance(message, str):
             raise refuse("elicitation/create needs a string message", rule="message is required")
@@ -513,12 +518,11 @@ class Broker:
         if self.audit is not None:
             self.audit.record(record)
 
-    @staticmethod
-    def _kept_content(el: Elicitation) -> dict[str, Any] | None:
+    def _kept_content(self, el: Elicitation) -> dict[str, Any] | None:
         """With `audit.store_content`: the accepted answer minus every field that looks like a secret."""
         if el.answer is None:
             return None
-        secret = set(sensitive_fields(el.requested_schema))
+        secret = set(sensitive_fields(el.requested_schema, self.secret_words))
         return {name: value for name, value in el.answer.items() if name not in secret}
 
 

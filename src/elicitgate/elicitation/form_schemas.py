@@ -13,7 +13,7 @@ from typing import Any
 
 from elicitgate import wire_json
 from elicitgate.elicitation.schema import SchemaProblem, check_requested_schema
-from elicitgate.elicitation.sensitive import sensitive_fields
+from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords, sensitive_fields
 
 KEPT_SCHEMAS = 256
 """Distinct schemas kept; past that the oldest is forgotten (checked again if asked again)."""
@@ -37,8 +37,9 @@ class CheckedSchema:
 class FormSchemas:
     """The schemas checked so far, by their JSON text."""
 
-    def __init__(self, *, max_properties: int) -> None:
+    def __init__(self, *, max_properties: int, secret_words: SensitiveWords = DEFAULT_WORDS) -> None:
         self._max_properties = max_properties
+        self._secret_words = secret_words
         self._known: dict[bytes, CheckedSchema] = {}
 
     def check(self, schema: Any, *, max_bytes: int) -> CheckedSchema:
@@ -52,7 +53,7 @@ class FormSchemas:
         checked = CheckedSchema(
             schema,
             len(text),
-            tuple(sensitive_fields(schema)),
+            tuple(sensitive_fields(schema, self._secret_words)),
             tuple(check_requested_schema(schema, max_properties=self._max_properties)),
         )
         if len(text) <= KEPT_SCHEMA_BYTES:

@@ -30,6 +30,7 @@ from elicitgate.elicitation.model import Elicitation
 from elicitgate.hostport import http_url
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
+from elicitgate.elicitation.sensitive import sensitive_words
 from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.link import UpstreamLink
 
@@ -53,6 +54,8 @@ class Hosting:
         self.links = links
         """The gateway's links, to read an upstream's `ui://` resource."""
         self.registry = HostedRegistry()
+        self.secret_words = sensitive_words(config.elicitation.sensitive_words, config.elicitation.extra_sensitive_words)
+        """Which fields the page and the inbox mask (`elicitation.sensitive_words`)."""
         self._base_url = config.http.public_url
         token = config.admin_token
         self.admin_token: str | None = token.get_secret_value() if token is not None else None

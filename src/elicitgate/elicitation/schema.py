@@ -7,6 +7,7 @@ variants), phrased so each problem names the property and the rule. Answers are 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -130,6 +131,8 @@ def _property_rules(prop: Any) -> list[str]:
             value = prop.get(key)
             if key in prop and (isinstance(value, bool) or not isinstance(value, int | float)):
                 rules.append(f"{key} must be a number")
+            elif isinstance(value, float) and not math.isfinite(value):
+                rules.append(f"{key} must be a finite number (NaN and Infinity are not JSON numbers)")
         default = prop.get("default")
         if kind == "integer" and isinstance(default, float) and not default.is_integer():
             rules.append("default must be an integer")
@@ -181,6 +184,9 @@ def answer_problems(schema: Mapping[str, Any], content: Any) -> list[dict[str, A
     """
     if not is_mapping(content):
         return [{"property": None, "message": "content must be an object"}]
+    # NaN satisfies every `minimum` and `maximum` (each comparison is false) and JSON has no such number:
+    # written on, it would reach the server as null.
+    non_finite = {str(name) for name, value in content.items() if _non_finite(value)}
     strict = {**schema, "additionalProperties": False}
     strict.pop("$schema", None)
     from jsonschema import Draft202012Validator
@@ -202,7 +208,20 @@ def answer_problems(schema: Mapping[str, Any], content: Any) -> list[dict[str, A
         else:
             message = _rule_text(str(error.validator), error.validator_value, item=len(error.path) > 1)
         problems.append({"property": prop, "message": message})
+    if non_finite:
+        problems = [p for p in problems if p["property"] not in non_finite] + [
+            {"property": name, "message": NON_FINITE_TEXT} for name in sorted(non_finite)
+        ]
     return problems
+
+
+NON_FINITE_TEXT = "must be a finite number (NaN and Infinity are not JSON numbers)"
+
+
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return is_array(value) and any(isinstance(v, float) and not math.isfinite(v) for v in value)
 
 
 _TYPE_WORDS = {"string": "text", "integer": "a whole number", "number": "a number", "boolean": "true or false",

@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.config import HttpServer, StdioServer, UrlPolicyConfig
+from elicitgate.elicitation.embedded_ipv4 import embedded_ipv4
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -30,7 +31,6 @@ METADATA_ADDRESSES = frozenset(
     for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "192.0.0.192", "fd00:ec2::254")
 )
 """Cloud instance-metadata endpoints (AWS, ECS, Alibaba, Oracle, AWS IPv6)."""
-NAT64 = ipaddress.ip_network("64:ff9b::/96")
 INTERNAL_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa", ".lan", ".intranet", ".corp")
 LOOPBACK_NAMES = frozenset({"localhost", "localhost."})
 
@@ -159,11 +159,9 @@ class UrlPolicy:
         if any(address in net for net in self._networks if net.version == address.version):
             return None
         if isinstance(address, ipaddress.IPv6Address):
-            embedded = address.ipv4_mapped or address.sixtofour
-            if embedded is None and address in NAT64:
-                embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-            if embedded is not None:
-                return self._address_kind(embedded)
+            embedded = embedded_ipv4(address)
+            if embedded:  # the form's own range may be non-global (::ffff:0:0/96): the IPv4 inside decides
+                return next((kind for v4 in embedded if (kind := self._address_kind(v4)) is not None), None)
         if address in METADATA_ADDRESSES:
             return "metadata"
         if address.is_loopback:

@@ -85,9 +85,14 @@ class JwtAccessTokens:
                 leeway=self.config.leeway,
                 options={"require": ["exp", "iss", "aud", "sub"]},
             )
-        except jwt.PyJWTError as exc:
-            logger.info("bearer token refused: %s", type(exc).__name__)
-            return None
+        except jwt.PyJWTError as exc:  # its texts name the claim or check, never the token's content
+            return _refused(f"{type(exc).__name__}: {exc}")
+        except (TypeError, ValueError) as exc:
+            # pyjwt lets cryptography raise these when the header's `alg` does not fit the key's type
+            # (an RS256 header on an EC key): a forged token like any other, never a 500.
+            return _refused(f"the token's alg does not fit the key ({type(exc).__name__})")
+        if not isinstance(claims.get("sub"), str) or not claims["sub"].strip():
+            return _refused("empty sub (the principal needs a subject)")
         scopes = claims.get("scope", claims.get("scp", ""))
         return AccessToken(
             token=token,
@@ -188,6 +193,10 @@ class RequireBearer:
         found = await self.backend.authenticate(HTTPConnection(scope))
         scope["auth"], scope["user"] = found if found is not None else (None, UnauthenticatedUser())
         await self.guarded(scope, receive, send)
+
+
+def _refused(reason: str) -> None:
+    logger.info("bearer token refused: %s", reason)
 
 
 def _digest(token: str) -> bytes:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
-from mcp_types import HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR, ProgressToken, RequestId
+from mcp_types import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ProgressToken, RequestId
 from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
@@ -48,7 +48,7 @@ from elicitgate.faces.http_answers import (
     JSON_WINDOW, LATE, Channel, Late, disconnected, error_message, reply, stream,
 )
 from elicitgate.faces.server import GatewayServer
-from elicitgate.jsonrpc import is_request_id, progress_params
+from elicitgate.jsonrpc import NonFiniteParams, is_request_id, progress_params, with_non_finite
 from elicitgate.json_shapes import is_mapping, is_object
 
 logger = logging.getLogger(__name__)
@@ -120,6 +120,15 @@ class StatelessRequests:
         """One POST whose body has been read: its answer."""
         try:
             decoded = wire_json.loads(body)
+        except wire_json.NotFinite as exc:  # passes only in the answers of inputResponses: the answer check refuses it
+            decoded = with_non_finite(exc.value, "message", body)
+            if isinstance(decoded, NonFiniteParams):
+                named = decoded.request_id if is_request_id(decoded.request_id) else None
+                await _refuse(send, named, INVALID_PARAMS, str(decoded))
+                return
+            if isinstance(decoded, Exception):
+                await _refuse(send, None, PARSE_ERROR, "Parse error", reason=str(decoded)[:200])
+                return
         except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`wire_json.TooDeep`)
             await _refuse(send, None, PARSE_ERROR, "Parse error", reason=str(exc)[:200])
             return

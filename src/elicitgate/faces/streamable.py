@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import anyio
 import anyio.abc
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RequestId
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RequestId
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -45,7 +45,7 @@ from elicitgate.faces.dispatch import RequestContext, serve_handshake
 from elicitgate.faces.http_answers import JSON_WINDOW, LATE, Channel, error_message, read_body, reply, stream
 from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
-from elicitgate.jsonrpc import Inbound, NotAMessage, is_request_id, parse_message
+from elicitgate.jsonrpc import Inbound, NonFiniteParams, NotAMessage, is_request_id, parse_message
 from elicitgate.json_shapes import is_object
 
 logger = logging.getLogger(__name__)
@@ -303,7 +303,10 @@ class StreamableHttpEndpoint:
             return
         message = parse_message(body)
         if isinstance(message, Exception):
-            if isinstance(message, NotAMessage):
+            if isinstance(message, NonFiniteParams):
+                named = message.request_id if is_request_id(message.request_id) else None
+                error = error_message(named, INVALID_PARAMS, str(message))
+            elif isinstance(message, NotAMessage):
                 error = error_message(None, INVALID_REQUEST, f"Invalid request: {message}")
             else:
                 error = error_message(None, PARSE_ERROR, f"Parse error: {message}")

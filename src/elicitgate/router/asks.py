@@ -125,7 +125,7 @@ class GatewayAsks:
                 logger.info("%s %s misses %s and the gateway cannot ask: forwarded as it is",
                             ask.kind[:-1], public, ", ".join(ask.missing))
         if ask.confirm:
-            shown = shown_arguments(arguments, ask.item.get("inputSchema"))
+            shown = shown_arguments(arguments, ask.item.get("inputSchema"), self.broker.secret_words)
             request = {
                 "mode": "form",
                 "message": f"Allow {public} (server {ask.server}) to run? Arguments: {shown}",

@@ -34,7 +34,7 @@ from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, Ses
 
 from elicitgate import sdk, wire_json
 from elicitgate.config import HttpServer, StdioServer
-from elicitgate.jsonrpc import Inbound, LineBuffer, MessageWire
+from elicitgate.jsonrpc import Inbound, LineBuffer, MessageWire, with_non_finite
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import adopt
 from elicitgate.upstreams.prespawn import STDERR_TAIL_LINES, StderrPump
@@ -64,7 +64,7 @@ class SessionWire:
                         continue
                     metadata = item.metadata
                     related = metadata.related_request_id if isinstance(metadata, ServerMessageMetadata) else None
-                    yield Inbound(_dict_of(item.message), related)
+                    yield Inbound(_finite(_dict_of(item.message)), related)
         finally:
             await self._write.aclose()
 
@@ -77,6 +77,14 @@ def _model_of(message: dict[str, Any]) -> JSONRPCMessage:
     if "error" in message:
         return JSONRPCError.model_construct(**fields, error=ErrorData.model_construct(**message["error"]))
     return JSONRPCResponse.model_construct(**fields)
+
+
+def _finite(message: dict[str, Any]) -> dict[str, Any] | Exception:
+    """The SDK's parser (pydantic) reads NaN and Infinity, which our own wires refuse (`with_non_finite`):
+    the same rule here. The walk costs little beside the SDK's modelling of the same message."""
+    if wire_json.first_non_finite(message) is None:
+        return message
+    return with_non_finite(message, "message", b"")
 
 
 def _dict_of(message: JSONRPCMessage) -> dict[str, Any]:

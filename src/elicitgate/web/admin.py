@@ -166,6 +166,8 @@ class AdminRoutes:
             return el
         try:
             body = wire_json.loads(await request.body())
+        except wire_json.NotFinite as exc:  # NaN in the content: the answer check names the field
+            body = exc.value
         except ValueError:  # not JSON, or nested too deep (`wire_json.TooDeep`)
             return problem(422, "the body must be an ElicitResult: {\"action\": ..., \"content\": {...}}")
         action = body.get("action") if is_mapping(body) else None

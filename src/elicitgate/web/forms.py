@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from elicitgate.elicitation.sensitive import sensitive_fields
+from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords, sensitive_fields
 from elicitgate.json_shapes import is_array
 
 INPUT_TYPES = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
@@ -53,10 +53,11 @@ class Field:
         return FIELD_PREFIX + self.name
 
 
-def fields_of(schema: Mapping[str, Any]) -> list[Field]:
-    """The fields of a `requestedSchema` that passed `check_requested_schema`."""
+def fields_of(schema: Mapping[str, Any], words: SensitiveWords = DEFAULT_WORDS) -> list[Field]:
+    """The fields of a `requestedSchema` that passed `check_requested_schema`; those that look secret
+    (by `words`, `elicitation.sensitive_words`) are masked."""
     required: set[str] = set(schema.get("required") or [])
-    secret = set(sensitive_fields(schema))
+    secret = set(sensitive_fields(schema, words))
     properties: Mapping[str, Mapping[str, Any]] = schema.get("properties") or {}
     out: list[Field] = []
     for position, (name, prop) in enumerate(properties.items()):

@@ -25,6 +25,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from elicitgate import wire_json
 from elicitgate.elicitation.schema import answer_problems
+from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords
 from elicitgate.elicitation.url_policy import browser_host
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.web import claims, forms
@@ -147,7 +148,8 @@ def _errors_banner(entry: HostedEntry) -> str:
     )
 
 
-def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeout: float = 10.0) -> Response:
+def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeout: float = 10.0,
+                 words: SensitiveWords = DEFAULT_WORDS) -> Response:
     action = f"/e/{entry.token}" + (f"?plain={quote(plain)}" if plain else "")  # the plain form stays plain
     head = header(entry)
     if entry.el.mode == "url":
@@ -162,7 +164,7 @@ def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeo
             + "</form>"
         )
         return page(f"{entry.server} asks", body, scripts=("form.js",))
-    fields = forms.fields_of(entry.schema)
+    fields = forms.fields_of(entry.schema, words)
     if entry.review is not None:
         rows = "".join(
             f'<div class="eg-row"><dt>{e(f.label)}</dt><dd data-name="{e(f.name)}">'
@@ -304,7 +306,8 @@ class PageRoutes:
             claimed_now = claims.claim(entry, request)
             self.registry.bump()
         shown = render_entry(entry, plain=request.query_params.get("plain"),
-                             ui_ready_timeout=self.hosting.config.http.ui_ready_timeout)
+                             ui_ready_timeout=self.hosting.config.http.ui_ready_timeout,
+                             words=self.hosting.secret_words)
         secure = claims.over_https(request, self.hosting.config.http.public_url)
         response = with_csrf_cookie(shown, entry, secure=secure)
         if claimed_now is not None:
@@ -330,7 +333,7 @@ class PageRoutes:
             return await self._finish(entry, {"action": action})
         if entry.el.mode == "url":
             return again
-        fields = forms.fields_of(entry.schema)
+        fields = forms.fields_of(entry.schema, self.hosting.secret_words)
         if action == "review":
             values = forms.raw_from_form(fields, form)
             content, early = forms.parse(fields, values)
@@ -373,6 +376,8 @@ class PageRoutes:
             return secure(JSONResponse({"ended": True, "state": tomb["state"] if tomb else None}, status_code=410))
         try:
             body = wire_json.loads(await request.body())
+        except wire_json.NotFinite as exc:  # NaN in the content: the answer check names the field
+            body = exc.value
         except ValueError:  # not JSON, or nested too deep (`wire_json.TooDeep`)
             body = None
         if not is_mapping(body) or not csrf_ok(request, entry, request.headers.get("x-elicitgate-csrf")):
@@ -403,7 +408,7 @@ class PageRoutes:
         entry.review = review
         if review is None:
             return secure(JSONResponse({"ok": False, "errors": problems}))
-        fields = {f.name: f for f in forms.fields_of(entry.schema)}
+        fields = {f.name: f for f in forms.fields_of(entry.schema, self.hosting.secret_words)}
         shown = [
             {"label": fields[k].label if k in fields else k, "value": forms.display(fields[k], v) if k in fields else str(v)}
             for k, v in review.items()
