@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import subprocess
 from datetime import UTC, datetime, timedelta
 
@@ -55,6 +56,33 @@ async def test_a_mode_the_gateway_does_not_know_is_counted_as_other(tmp_path):
     assert value(metrics, "elicitgate_elicitations_total", server="x", mode="other", state="refused") == 2
     assert "weird" not in metrics
     assert [r["mode"] for r in audit_jsonl(config)] == ["weird-1", "weird-2"]
+
+def test_a_stdio_gateway_stopped_with_sigterm_stores_its_queued_records_first(tmp_path):
+    """A client stops a stdio server by closing its stdin, then SIGTERM when it has not exited (2 s in the mcp
+    SDKs): the records the gateway holds while its audit store still opens are stored before it exits. The
+    SIGTERM here comes as soon as the refusal is answered, before the store (opened at first use) can be."""
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
+                          audit={"url": sqlite_url(tmp_path)})
+    proc = subprocess.Popen([PY, "-m", "elicitgate.cli", "serve", "--config", str(config)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        initialize = {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+                      "clientInfo": {"name": "raw", "version": "1"}}
+        call = {"name": "x__elicit", "arguments": {"mode": "weird", "report_errors": True}}
+        for message in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize},
+                        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}):
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+        while json.loads(line := proc.stdout.readline() or b"{}").get("id") != 2:  # the refusal, answered
+            assert line, proc.stderr.read().decode()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err.decode()
+    assert [(r["mode"], r["state"]) for r in audit_jsonl(config)] == [("weird", "refused")]
+
 
 @pytest.mark.timeout(300)  # two upstreams, a 1 s deadline, a CLI process: slow on a loaded machine
 async def test_every_end_and_refusal_is_recorded_and_counted_stdio(tmp_path):
