@@ -20,7 +20,7 @@ from elicitgate.audit import trail as trail_module
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import AuditConfig
 from elicitgate.metrics import AUDIT_DROPPED
-from tests.audit_helpers import TYPED, ScriptedHuman, audit_cli, audit_jsonl, scrape, value
+from tests.audit_helpers import TYPED, ScriptedHuman, audit_cli, audit_jsonl, stored, value
 from tests.conftest import PY, free_port, gateway_stdio, inprocess_gateway, stdio_server, write_config
 
 pytestmark = pytest.mark.anyio
@@ -52,7 +52,7 @@ async def test_a_mode_the_gateway_does_not_know_is_counted_as_other(tmp_path):
     async with Client(gateway_stdio(config), mode="legacy", elicitation_callback=ScriptedHuman()) as client:
         for mode in ("weird-1", "weird-2"):
             assert await error_code(client, "x__elicit", {"mode": mode}) == -32602
-        metrics = scrape(f"http://127.0.0.1:{side}")
+        metrics = await stored(f"http://127.0.0.1:{side}", 2)
     assert value(metrics, "elicitgate_elicitations_total", server="x", mode="other", state="refused") == 2
     assert "weird" not in metrics
     assert [r["mode"] for r in audit_jsonl(config)] == ["weird-1", "weird-2"]
@@ -102,7 +102,7 @@ async def test_every_end_and_refusal_is_recorded_and_counted_stdio(tmp_path):
         assert await error_code(client, "slow__elicit", {"message": "slow"}) == -32016
         assert await error_code(client, "x__elicit", {"schema": NESTED}) == -32602
         assert await error_code(client, "x__elicit", {"schema": SECRET_FORM}) == -32018
-        metrics = scrape(f"http://127.0.0.1:{side}")
+        metrics = await stored(f"http://127.0.0.1:{side}", 7)
     records = audit_jsonl(config)
     assert [(r["server"], r["state"]) for r in records] == [
         ("x", "accepted"), ("x", "declined"), ("x", "cancelled"), ("x", "accepted"), ("slow", "timed_out"),
