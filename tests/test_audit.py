@@ -180,7 +180,7 @@ async def _old_and_new_records(url: str) -> None:
 async def _wait_until_only_new_remains(url: str) -> None:
     store = await AuditStore.open(url)
     try:
-        with anyio.fail_after(20):
+        with anyio.fail_after(60):
             while [r["server"] for r in await store.query()] != ["new"]:
                 await anyio.sleep(0.05)
     finally:
