@@ -196,7 +196,7 @@ async def test_an_idle_session_ends_after_http_session_idle_timeout(gateway):
         busy = await open_session(http)
         async with http.stream("GET", "/mcp", headers=busy) as standalone:  # an open GET stream holds it
             assert standalone.status_code == 200
-            await _logged(gw, f"session {idle['mcp-session-id']} idle for")  # the sweep ended it (a request would not wait)
+            await _logged(gw, f"session {idle['mcp-session-id']} idle for")  # the sweep ended it
             assert (await http.post("/mcp", json=call(2, "s__echo", {}), headers=idle)).status_code == 404
             assert (await http.post("/mcp", json=call(2, "s__echo", {"text": "on"}), headers=busy)).status_code == 200
 
@@ -282,7 +282,7 @@ async def test_a_2026_07_28_answer_within_json_wait_is_one_json_body_and_leaving
                 while await calls() == before:  # until the upstream is sleeping on it
                     await anyio.sleep(0.05)
             tasks.cancel_scope.cancel()  # the client gives up: its connection closes, no header seen yet
-        await _upstream_saw_cancellation(http, within=5)  # well before `json_wait` (15 s) would end
+        await _upstream_saw_cancellation(http, within=12)  # before `json_wait` (15 s) would end
 
 
 async def test_a_2026_07_28_sdk_client_gets_a_large_answer_that_took_a_moment(gateway):

@@ -74,7 +74,7 @@ async def _session(endpoint: str, *, standalone: bool = True) -> AsyncIterator[t
     try:
         await _handshake(wire, messages)
         if standalone:
-            with anyio.fail_after(10):
+            with anyio.fail_after(30):
                 await wire.standalone_answered.wait()
         yield wire, messages
     finally:
@@ -206,7 +206,7 @@ async def test_a_404_to_our_session_ends_the_wire(http_upstream):
             inbound = await _next(messages)  # anything the standalone stream said before it closed
         assert inbound.lost and isinstance(inbound.message, dict)
         assert "no longer knows this session" in inbound.message["error"]["message"]
-        with anyio.fail_after(5), pytest.raises(StopAsyncIteration):
+        with anyio.fail_after(30), pytest.raises(StopAsyncIteration):
             await messages.__anext__()
         with pytest.raises(anyio.ClosedResourceError):
             await wire.send(_call("later", "echo", text="y"))
