@@ -130,7 +130,7 @@ async def test_the_started_process_is_the_primary_and_a_crash_starts_a_new_one_t
         os.kill(first, 9)
         deadline = time.monotonic() + 30
         while len(_pids(tmp_path, "one")) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+            await anyio.sleep(0.05)
         wait_healthy(gateway.url)
         async with Client(f"{gateway.url}/mcp", mode="legacy") as client:
             echoed = await client.call_tool("one__echo", {"text": "again"})
@@ -192,7 +192,7 @@ async def test_a_server_that_cannot_start_is_reported_as_the_usual_way_reports_i
             body = httpx2.get(f"{gateway.url}/healthz").json()
             if all(body["upstreams"][name]["error"] for name in servers):
                 break
-            time.sleep(0.05)
+            await anyio.sleep(0.05)
     finally:
         gateway.stop()
     said = {name: body["upstreams"][name]["error"] for name in servers}

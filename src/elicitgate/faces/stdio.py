@@ -3,11 +3,10 @@
 With `http.hosted_listen` set, a side web server serves the hosted elicitation pages, the inbox, the
 admin API and `/metrics` (stdio itself has no web server), see docs/hosting.md.
 
-The gateway stops when its stdin ends, on SIGTERM and on Ctrl-C, each the same way: the upstreams are
-stopped and the audit trail stores what is queued first. SIGTERM matters as much as the end of stdin: a
-client stops a stdio server by closing its stdin and sends SIGTERM when it has not exited within a grace
-period (2 s in the mcp SDKs, SIGKILL 2 s later), and a gateway whose audit store was still opening would
-otherwise lose the records it held.
+The gateway stops the same way when its stdin ends, on SIGTERM and on Ctrl-C: the audit trail stores what
+it holds and the upstreams are stopped. SIGTERM matters as much as the end of stdin: a client stops a stdio
+server by closing its stdin, then sends SIGTERM when it has not exited within a grace period (2 s in the mcp
+SDKs, SIGKILL 2 s later), and a gateway whose audit store was still opening would lose the records it held.
 """
 
 from __future__ import annotations
