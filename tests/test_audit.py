@@ -214,6 +214,26 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting(caplog):
     assert "audit record dropped (queue_full)" in caplog.text
 
 
+async def test_a_cancelled_gateway_with_a_store_that_never_opens_still_stops_within_the_close_timeout(monkeypatch):
+    """The writer outlives the gateway's cancellation (what is queued is stored first), but not `close`'s
+    timeout: a store that hangs while opening (a database that accepts and never answers) holds no stop."""
+    from elicitgate.audit import store as store_module
+
+    async def hangs(cls, url: str) -> AuditStore:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    monkeypatch.setattr(store_module.AuditStore, "open", classmethod(hangs))
+    trail = AuditTrail(AuditConfig(url="sqlite:///unused.db"))
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(trail.run)
+            trail.record(_record("x", "accepted", datetime.now(UTC)))
+            tg.cancel_scope.cancel()  # the gateway stops by cancellation (Ctrl-C), then closes its trail
+            await trail.close(timeout=0.5)
+    assert trail.store is None
+
+
 @pytest.mark.timeout(300)  # seven CLI processes, each importing SQLAlchemy and Alembic
 async def test_audit_list_and_export_filter_without_a_running_gateway(tmp_path):
     url = sqlite_url(tmp_path)
