@@ -71,5 +71,18 @@ def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     }
 
 
+WRITTEN = "elicitgate_audit_records_written_total"
+
+
+async def stored(url: str, count: int, timeout: float = 120) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """`/metrics` once the gateway at `url` says it has stored `count` audit records. Its writer stores them in
+    the background, the first ones once the store has opened (at first use: SQLAlchemy, the migration), seconds
+    on a busy machine: a test that reads the store waits for this before the client stops the gateway."""
+    with anyio.fail_after(timeout):
+        while value(metrics := await anyio.to_thread.run_sync(scrape, url), WRITTEN) < count:
+            await anyio.sleep(0.05)
+    return metrics
+
+
 def value(metrics: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
     return metrics.get((name, frozenset(labels.items())), 0.0)

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import stat
+import signal
 import subprocess
 from datetime import UTC, datetime, timedelta
 
@@ -21,7 +22,7 @@ from elicitgate.audit import trail as trail_module
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import AuditConfig
 from elicitgate.metrics import AUDIT_DROPPED
-from tests.audit_helpers import TYPED, ScriptedHuman, audit_cli, audit_jsonl, scrape, value
+from tests.audit_helpers import TYPED, ScriptedHuman, audit_cli, audit_jsonl, stored, value
 from tests.conftest import PY, free_port, gateway_stdio, inprocess_gateway, stdio_server, write_config
 
 pytestmark = pytest.mark.anyio
@@ -53,10 +54,37 @@ async def test_a_mode_the_gateway_does_not_know_is_counted_as_other(tmp_path):
     async with Client(gateway_stdio(config), mode="legacy", elicitation_callback=ScriptedHuman()) as client:
         for mode in ("weird-1", "weird-2"):
             assert await error_code(client, "x__elicit", {"mode": mode}) == -32602
-        metrics = scrape(f"http://127.0.0.1:{side}")
+        metrics = await stored(f"http://127.0.0.1:{side}", 2)
     assert value(metrics, "elicitgate_elicitations_total", server="x", mode="other", state="refused") == 2
     assert "weird" not in metrics
     assert [r["mode"] for r in audit_jsonl(config)] == ["weird-1", "weird-2"]
+
+def test_a_stdio_gateway_stopped_with_sigterm_stores_its_queued_records_first(tmp_path):
+    """A client stops a stdio server by closing its stdin, then SIGTERM when it has not exited (2 s in the mcp
+    SDKs): the records the gateway holds while its audit store still opens are stored before it exits. The
+    SIGTERM here comes as soon as the refusal is answered, before the store (opened at first use) can be."""
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
+                          audit={"url": sqlite_url(tmp_path)})
+    proc = subprocess.Popen([PY, "-m", "elicitgate.cli", "serve", "--config", str(config)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        initialize = {"protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+                      "clientInfo": {"name": "raw", "version": "1"}}
+        call = {"name": "x__elicit", "arguments": {"mode": "weird", "report_errors": True}}
+        for message in ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize},
+                        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}):
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+        while json.loads(line := proc.stdout.readline() or b"{}").get("id") != 2:  # the refusal, answered
+            assert line, proc.stderr.read().decode()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err.decode()
+    assert [(r["mode"], r["state"]) for r in audit_jsonl(config)] == [("weird", "refused")]
+
 
 @pytest.mark.timeout(300)  # two upstreams, a 1 s deadline, a CLI process: slow on a loaded machine
 async def test_every_end_and_refusal_is_recorded_and_counted_stdio(tmp_path):
@@ -76,7 +104,7 @@ async def test_every_end_and_refusal_is_recorded_and_counted_stdio(tmp_path):
         assert await error_code(client, "slow__elicit", {"message": "slow"}) == -32016
         assert await error_code(client, "x__elicit", {"schema": NESTED}) == -32602
         assert await error_code(client, "x__elicit", {"schema": SECRET_FORM}) == -32018
-        metrics = scrape(f"http://127.0.0.1:{side}")
+        metrics = await stored(f"http://127.0.0.1:{side}", 7)
     records = audit_jsonl(config)
     assert [(r["server"], r["state"]) for r in records] == [
         ("x", "accepted"), ("x", "declined"), ("x", "cancelled"), ("x", "accepted"), ("slow", "timed_out"),
@@ -154,7 +182,7 @@ async def _old_and_new_records(url: str) -> None:
 async def _wait_until_only_new_remains(url: str) -> None:
     store = await AuditStore.open(url)
     try:
-        with anyio.fail_after(20):
+        with anyio.fail_after(60):
             while [r["server"] for r in await store.query()] != ["new"]:
                 await anyio.sleep(0.05)
     finally:
@@ -209,6 +237,26 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting(caplog):
             trail.record(_record("x", "accepted", now))
     assert AUDIT_DROPPED.labels(reason="queue_full")._value.get() == before + 1
     assert "audit record dropped (queue_full)" in caplog.text
+
+
+async def test_a_cancelled_gateway_with_a_store_that_never_opens_still_stops_within_the_close_timeout(monkeypatch):
+    """The writer outlives the gateway's cancellation (what is queued is stored first), but not `close`'s
+    timeout: a store that hangs while opening (a database that accepts and never answers) holds no stop."""
+    from elicitgate.audit import store as store_module
+
+    async def hangs(cls, url: str) -> AuditStore:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    monkeypatch.setattr(store_module.AuditStore, "open", classmethod(hangs))
+    trail = AuditTrail(AuditConfig(url="sqlite:///unused.db"))
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(trail.run)
+            trail.record(_record("x", "accepted", datetime.now(UTC)))
+            tg.cancel_scope.cancel()  # the gateway stops by cancellation (Ctrl-C), then closes its trail
+            await trail.close(timeout=0.5)
+    assert trail.store is None
 
 
 @pytest.mark.timeout(300)  # seven CLI processes, each importing SQLAlchemy and Alembic

@@ -15,8 +15,8 @@ from mcp import Client
 from elicitgate.audit.record import AuditRecord
 from elicitgate.audit.schema import VERSION_TABLE, metadata
 from elicitgate.audit.store import AuditStore
-from tests.audit_helpers import TYPED, ScriptedHuman, audit_jsonl
-from tests.conftest import ROOT, gateway_stdio, stdio_server, write_config
+from tests.audit_helpers import TYPED, ScriptedHuman, audit_jsonl, stored
+from tests.conftest import ROOT, free_port, gateway_stdio, stdio_server, write_config
 from tests.pg import postgres_url  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.anyio
@@ -24,11 +24,13 @@ pytestmark = pytest.mark.anyio
 
 @pytest.mark.timeout(300)
 async def test_a_gateway_records_into_postgresql_and_audit_list_reads_it(tmp_path, postgres_url):  # noqa: F811
+    side = free_port()  # its /metrics says when the records are stored
     config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
-                          audit={"url": postgres_url})
+                          audit={"url": postgres_url}, http={"hosted_listen": f"127.0.0.1:{side}"})
     async with Client(gateway_stdio(config), mode="legacy", elicitation_callback=ScriptedHuman()) as client:
         for word in ("accept-me", "decline-me", "reask-me"):
             await client.call_tool("x__elicit", {"message": word})
+        await stored(f"http://127.0.0.1:{side}", 3)
     records = audit_jsonl(config, "--server", "x")
     assert [(r["state"], r["attempts"]) for r in records[-3:]] == [("accepted", 1), ("declined", 1), ("accepted", 2)]
     assert all(r["tool"] == "x__elicit" and r["content"] is None for r in records)

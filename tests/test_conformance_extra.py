@@ -75,7 +75,7 @@ class Completions:
             self.arrived.set()
 
     async def wait(self) -> list[str]:
-        with anyio.fail_after(10):
+        with anyio.fail_after(30):
             await self.arrived.wait()
         return self.ids
 

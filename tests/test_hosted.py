@@ -178,7 +178,7 @@ async def test_url_only_client_gets_a_link_and_the_page_brings_the_answer(form_o
         ):
             call = Call()
             tg.start_soon(call.run, client, "x__elicit", {"schema": BOOKING, "message": "Book a table"})
-            with anyio.fail_after(10):
+            with anyio.fail_after(30):
                 await human.asked.wait()
             (link,) = human.seen
             assert isinstance(link, types.ElicitRequestURLParams)  # never the form itself
@@ -219,7 +219,7 @@ async def test_url_only_client_gets_a_link_and_the_page_brings_the_answer(form_o
                 result = text(await call.wait())
                 assert result == {"action": "accept", "content": {"email": "ada@example.com", "guests": 3,
                                                                   "extras": ["wine"]}}
-                with anyio.fail_after(10):
+                with anyio.fail_after(30):
                     await completed.wait()
                 assert completes == [link.elicitation_id]
 
@@ -258,7 +258,7 @@ async def test_decline_and_cancel_on_the_page(form_only_capability):
             ):
                 call = Call()
                 tg.start_soon(call.run, client, "x__elicit", {})
-                with anyio.fail_after(10):
+                with anyio.fail_after(30):
                     await human.asked.wait()
                 async with httpx2.AsyncClient() as http:
                     page = PlainPage(http, human.seen[0].url)
@@ -297,7 +297,7 @@ async def test_sensitive_fields_host_keeps_the_secret_away_from_a_form_capable_c
         ):
             call = Call()
             tg.start_soon(call.run, client, "x__elicit", {"schema": SECRET_FORM})
-            with anyio.fail_after(10):
+            with anyio.fail_after(30):
                 await human.asked.wait()
             (link,) = human.seen
             assert isinstance(link, types.ElicitRequestURLParams)
@@ -344,7 +344,7 @@ async def test_hosting_always_sends_even_a_form_capable_client_to_the_page():
         ):
             call = Call()
             tg.start_soon(call.run, client, "x__elicit", {})
-            with anyio.fail_after(10):
+            with anyio.fail_after(30):
                 await human.asked.wait()
             assert isinstance(human.seen[0], types.ElicitRequestURLParams)
             async with httpx2.AsyncClient() as http:
@@ -382,7 +382,7 @@ async def test_a_2026_url_only_client_gets_the_page_link_as_an_input_request(for
                 anyio.create_task_group() as tg:
             call = Call()
             tg.start_soon(call.run, client, "x__elicit", {"schema": BOOKING, "message": "Book a table"})
-            with anyio.fail_after(10):
+            with anyio.fail_after(30):
                 await human.asked.wait()
             (link,) = human.seen
             assert isinstance(link, types.ElicitRequestURLParams)  # never the form itself
@@ -410,7 +410,7 @@ async def test_the_page_belongs_to_the_first_browser_until_the_operator_releases
         ):
             call = Call()
             tg.start_soon(call.run, client, "x__elicit", {"schema": BOOKING, "message": "Book a table"})
-            with anyio.fail_after(10):
+            with anyio.fail_after(30):
                 await human.asked.wait()
             url = human.seen[0].url
             async with (

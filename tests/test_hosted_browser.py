@@ -173,7 +173,7 @@ class ToolCall(threading.Thread):
         except BaseException as exc:  # noqa: BLE001 - reported by outcome()
             self.error = exc
 
-    def outcome(self, timeout: float = 30) -> Any:
+    def outcome(self, timeout: float = 90) -> Any:
         self.join(timeout)
         assert not self.is_alive(), "the tool call did not finish"
         if self.error is not None:
@@ -295,7 +295,7 @@ def test_a_real_click_on_review_after_correcting_an_error_reviews(gw, page):
     assert page.inner_text("#err-age") == "must be at most 150"
     retype(page, "#f-age", "42")
     page.locator("#eg-review-btn").click()  # real pointer events at the button's place, one click
-    page.wait_for_selector("#eg-review", timeout=5000)
+    page.wait_for_selector("#eg-review")
     page.locator("#eg-submit").click()
     page.wait_for_selector('[data-state="accepted"]')
     assert content_of(call.outcome()) == {"action": "accept", "content": {"age": 42}}
@@ -352,7 +352,7 @@ def test_url_only_client_opens_the_hosted_page(gw, page, monkeypatch):
         return types.ElicitResult(action="accept")
 
     call = ToolCall(gw.url, "demo__book_table", {"restaurant": "Chez Ada"}, callback=consent)
-    link = links.get(timeout=30)
+    link = links.get(timeout=90)
     assert isinstance(link, types.ElicitRequestURLParams) and link.url.startswith(f"{gw.url}/e/")
     page.goto(link.url)
     assert "Booking at Chez Ada" in page.inner_text("#eg-message")

@@ -48,7 +48,7 @@ def inbox(gw: Process, *args: str, token: str | None = TOKEN) -> Any:
     if token is not None:
         env["ELICITGATE_ADMIN_TOKEN"] = token
     return pexpect.spawn(PY, ["-m", "elicitgate.cli", "inbox", "--url", gw.url, *args], cwd=str(ROOT), env=env,
-                         encoding="utf-8", timeout=30, dimensions=(50, 160))
+                         encoding="utf-8", timeout=90, dimensions=(50, 160))  # per expect: generous, for a busy machine
 
 
 def test_terminal_inbox_answers_a_form_at_prompts(gw):

@@ -4,14 +4,13 @@ and JSON log lines, with a TypeScript SDK upstream (written as its docs show) be
 from __future__ import annotations
 
 import json
-import time
 
 import httpx2
 import pytest
 
 from mcp import Client
 
-from tests.audit_helpers import TYPED, ScriptedHuman, scrape, value
+from tests.audit_helpers import TYPED, ScriptedHuman, scrape, stored, value
 from tests.conftest import PEERS, stdio_server, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.node]
@@ -62,10 +61,9 @@ async def test_metrics_audit_api_and_json_logs_tell_what_happened(tmp_path, http
     assert value(metrics, "elicitgate_request_duration_seconds_count", method="tools/call", face="http") == 7
     assert value(metrics, "elicitgate_request_duration_seconds_count", method="initialize", face="http") == 1
 
-    # The admin API reads the same trail (the writer stores asynchronously: wait for it, bounded).
-    deadline = time.monotonic() + 20
-    while len(records := api(gw.url, "/api/audit").json()["records"]) < 6 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # The admin API reads the same trail, once the gateway says its writer (in the background) stored it.
+    await stored(gw.url, 6)
+    records = api(gw.url, "/api/audit").json()["records"]
     assert [(r["server"], r["state"], r["attempts"]) for r in records] == [
         ("ts", "accepted", 1), ("ts", "accepted", 2), ("ts", "declined", 1), ("x", "cancelled", 1),
         ("x", "accepted", 1), ("x", "refused", 0)]

@@ -130,7 +130,7 @@ async def test_the_started_process_is_the_primary_and_a_crash_starts_a_new_one_t
         os.kill(first, 9)
         deadline = time.monotonic() + 30
         while len(_pids(tmp_path, "one")) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+            await anyio.sleep(0.05)
         wait_healthy(gateway.url)
         async with Client(f"{gateway.url}/mcp", mode="legacy") as client:
             echoed = await client.call_tool("one__echo", {"text": "again"})
@@ -192,7 +192,7 @@ async def test_a_server_that_cannot_start_is_reported_as_the_usual_way_reports_i
             body = httpx2.get(f"{gateway.url}/healthz").json()
             if all(body["upstreams"][name]["error"] for name in servers):
                 break
-            time.sleep(0.05)
+            await anyio.sleep(0.05)
     finally:
         gateway.stop()
     said = {name: body["upstreams"][name]["error"] for name in servers}
@@ -281,16 +281,21 @@ def test_stop_unclaimed_closes_stdin_then_terminates_then_kills_the_group(
 ) -> None:
     monkeypatch.setattr(prespawn, "STOP_GRACE", 0.5)
     monkeypatch.setattr(prespawn, "KILL_GRACE", 0.5)
-    stubborn = "trap 'echo got-TERM >&2' TERM; read line; echo stdin-closed >&2; while :; do sleep 0.05; done"
+    stubborn = ("trap 'echo got-TERM >&2' TERM; echo trap-set >&2; read line; echo stdin-closed >&2; "
+                "while :; do sleep 0.05; done")
     prespawn.start({"stubborn": StdioServer(command="sh", args=["-c", stubborn])})
     started = prespawn._waiting["stubborn"]  # noqa: SLF001
-    time.sleep(0.3)  # the shell has set its trap
+    err, deadline = "", time.monotonic() + 60
+    while "trap-set" not in err:  # the shell has set its trap (its stderr reaches ours through the pump)
+        assert time.monotonic() < deadline, err
+        time.sleep(0.01)
+        err += capfd.readouterr().err
     began = time.monotonic()
     prespawn.stop_unclaimed()
     took = time.monotonic() - began
     assert started.popen.returncode == -9
     assert took >= 1.0  # each grace waited for
-    err = capfd.readouterr().err
+    err += capfd.readouterr().err
     assert err.index("stdin-closed") < err.index("got-TERM"), err
 
 

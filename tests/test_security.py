@@ -353,7 +353,7 @@ def test_terminal_inbox_shows_upstream_text_literally_without_control_characters
         env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "ELICITGATE_ADMIN_TOKEN": ADMIN_TOKEN}
         env.pop("NO_COLOR", None)
         term = pexpect.spawn(PY, ["-m", "elicitgate.cli", "inbox", "--url", gw.url, "--once"], cwd=str(ROOT),
-                             env=env, encoding="utf-8", timeout=30, dimensions=(50, 160))
+                             env=env, encoding="utf-8", timeout=90, dimensions=(50, 160))
         term.logfile_read = seen = io.StringIO()
         term.expect(r"Answer which one\?")
         term.sendline("1")

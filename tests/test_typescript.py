@@ -54,7 +54,7 @@ def ts_client(*options: str, url: str | None = None, config: Path | None = None)
     """Run the TS client against the gateway (its --url, or `elicitgate serve` over stdio); its JSON line."""
     target = ["--url", url] if url else ["--", *GATEWAY_ARGV, str(config)]
     done = subprocess.run(["node", TS_CLIENT, *options, *target], cwd=ROOT, env=dict(os.environ),
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=120)  # a gateway's start and a session: a bound
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

@@ -15,6 +15,7 @@ And the event-stream parser on its own.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -52,7 +53,7 @@ def _call(request_id: str, tool: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def _next(messages: Any) -> Inbound:
-    with anyio.fail_after(10):
+    with anyio.fail_after(30):
         return await messages.__anext__()
 
 
@@ -73,7 +74,7 @@ async def _session(endpoint: str, *, standalone: bool = True) -> AsyncIterator[t
     try:
         await _handshake(wire, messages)
         if standalone:
-            with anyio.fail_after(10):
+            with anyio.fail_after(30):
                 await wire.standalone_answered.wait()
         yield wire, messages
     finally:
@@ -205,7 +206,7 @@ async def test_a_404_to_our_session_ends_the_wire(http_upstream):
             inbound = await _next(messages)  # anything the standalone stream said before it closed
         assert inbound.lost and isinstance(inbound.message, dict)
         assert "no longer knows this session" in inbound.message["error"]["message"]
-        with anyio.fail_after(5), pytest.raises(StopAsyncIteration):
+        with anyio.fail_after(30), pytest.raises(StopAsyncIteration):
             await messages.__anext__()
         with pytest.raises(anyio.ClosedResourceError):
             await wire.send(_call("later", "echo", text="y"))
@@ -228,16 +229,26 @@ async def test_a_modern_request_is_cancelled_by_closing_its_post(http_upstream):
         message["params"]["_meta"] = meta
         return message
 
+    asked = itertools.count()
+
+    async def ask(tool: str) -> Any:
+        """The text of `tool`'s answer; the next message must be that answer (nothing comes for "slow")."""
+        request_id = f"{tool}-{next(asked)}"
+        await wire.send(call(request_id, tool), {**headers, "mcp-name": tool})
+        inbound = await _next(messages)
+        assert isinstance(inbound.message, dict) and inbound.message["id"] == request_id, inbound.message
+        return json.loads(inbound.message["result"]["content"][0]["text"])
+
     try:
-        await wire.send(call("slow", "sleep", seconds=30), headers)
-        await anyio.sleep(0.5)
+        await wire.send(call("slow", "sleep", seconds=60), headers)
+        with anyio.fail_after(60):
+            while (await ask("stats"))["calls"] < 1:  # until the server has the call
+                await anyio.sleep(0.05)
         await wire.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
                          "params": {"requestId": "slow", "reason": "caller cancelled"}}, headers)
-        await anyio.sleep(0.5)
-        await wire.send(call("check", "last_cancelled"), {**headers, "mcp-name": "last_cancelled"})
-        inbound = await _next(messages)
-        assert isinstance(inbound.message, dict) and inbound.message["id"] == "check"  # nothing for "slow"
-        assert inbound.message["result"]["content"][0]["text"] == "true"
+        with anyio.fail_after(60):
+            while await ask("last_cancelled") is not True:  # until the server's sleep was cancelled
+                await anyio.sleep(0.05)
         assert wire.session_id is None  # stateless
     finally:
         await wire.aclose()

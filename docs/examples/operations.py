@@ -42,6 +42,11 @@ async def main() -> None:
         for line in metrics.splitlines():
             if line.startswith(("elicitgate_elicitations_total", "elicitgate_upstream_up")):
                 print("metric:", line)
+        # The trail is written in the background (the store opens at its first record): wait until both
+        # records are stored, so that it does not matter how soon the client stops the gateway.
+        with anyio.fail_after(60):
+            while "elicitgate_audit_records_written_total 2.0" not in httpx2.get(f"http://{SIDE}/metrics").text:
+                await anyio.sleep(0.1)
     # The audit trail is read from the store: the gateway need not be running.
     listed = subprocess.run(
         [sys.executable, "-m", "elicitgate.cli", "audit", "list", "--config", str(CONFIG), "--format", "jsonl"],

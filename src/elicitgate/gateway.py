@@ -128,11 +128,13 @@ class Gateway:
             try:
                 yield self
             finally:
-                await self.rounds.close()  # before the audit trail closes: what they cut short is recorded
-                if self.replicas is not None:
-                    await self.replicas.close()
-                if self.audit is not None:
-                    await self.audit.close()  # what is queued reaches the store before the writer stops
+                try:
+                    await self.rounds.close()  # before the audit trail closes: what they cut short is recorded
+                    if self.replicas is not None:
+                        await self.replicas.close()
+                finally:
+                    if self.audit is not None:
+                        await self.audit.close()  # what is queued reaches the store; only this stops the writer
                 tg.cancel_scope.cancel()
 
     # -- health --------------------------------------------------------------------------------

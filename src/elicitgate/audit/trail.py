@@ -44,6 +44,9 @@ class AuditTrail:
         self._receive: MemoryObjectReceiveStream[AuditRecord]
         self._send, self._receive = anyio.create_memory_object_stream[AuditRecord](config.queue_size)
         self._stopped: anyio.Event | None = None
+        self._scope: anyio.CancelScope | None = None
+        """The writer's, shielded from the gateway's cancellation: `close` ends it."""
+        self._closed = False
         self._closing: anyio.Event | None = None
         self._wanted: anyio.Event | None = None
         self._opened: anyio.Event | None = None
@@ -91,24 +94,31 @@ class AuditTrail:
 
     async def run(self) -> None:
         """The writer: opens the store once it is wanted (retrying while it cannot), then stores batches
-        until `close`."""
+        until `close`.
+
+        Only `close` stops it: when the gateway stops by cancellation (Ctrl-C, SIGTERM on stdio) its task
+        group is cancelled before `close` runs, and a writer cancelled with it would lose what is queued, the
+        whole queue while the store is still opening."""
+        if self._closed:
+            return  # closed before it started: nothing can be queued
         closing, wanted = anyio.Event(), anyio.Event()
         self._stopped, self._closing, self._wanted, self._opened = anyio.Event(), closing, wanted, anyio.Event()
         if self.config.open_at_start or self._receive.statistics().current_buffer_used:
             wanted.set()
         try:
-            with anyio.move_on_after(CLEANUP_EVERY):  # retention applies to a gateway nobody is asked through, too
-                await wanted.wait()
-            if closing.is_set() and not self._receive.statistics().current_buffer_used:
-                return  # closed before anything needed the store
-            store = self.store = await self._open(closing)
-            self._opened.set()
-            if store is None:
-                return
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._cleanup, store)
-                await self._write(store)
-                tg.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True) as self._scope:
+                with anyio.move_on_after(CLEANUP_EVERY):  # retention applies to a gateway nobody is asked through, too
+                    await wanted.wait()
+                if closing.is_set() and not self._receive.statistics().current_buffer_used:
+                    return  # closed before anything needed the store
+                store = self.store = await self._open(closing)
+                self._opened.set()
+                if store is None:
+                    return
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._cleanup, store)
+                    await self._write(store)
+                    tg.cancel_scope.cancel()
         finally:
             if self.store is not None:
                 with anyio.CancelScope(shield=True):
@@ -169,9 +179,11 @@ class AuditTrail:
             await anyio.sleep(CLEANUP_EVERY)
 
     async def close(self, timeout: float = 10.0) -> None:
-        """Stop taking records and wait (at most `timeout`) until the writer has stored what is queued."""
+        """Stop taking records and wait (at most `timeout`) until the writer has stored what is queued; then
+        the writer stops, done or not."""
         with anyio.CancelScope(shield=True):  # the gateway calls this as it stops, maybe cancelled already
             await anyio.lowlevel.checkpoint()  # records of elicitations that ended just now are queued a turn later
+        self._closed = True
         self._send.close()
         if self._batch_full is not None:
             self._batch_full.set()  # what is queued is written now, not after `LINGER`
@@ -181,3 +193,5 @@ class AuditTrail:
         self._wanted.set()
         with anyio.move_on_after(timeout, shield=True):
             await self._stopped.wait()
+        if self._scope is not None:
+            self._scope.cancel()
