@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 import subprocess
 from datetime import UTC, datetime, timedelta
 
@@ -173,6 +175,29 @@ async def test_retention_applies_to_a_gateway_nobody_uses_at_its_first_hourly_ch
     await _old_and_new_records(url)
     async with inprocess_gateway({"mcpServers": {}, "audit": {"url": url, "retention_days": 2}}):
         await _wait_until_only_new_remains(url)
+
+
+async def test_the_audit_store_and_its_directory_are_private_whatever_the_umask(tmp_path, monkeypatch):
+    """With `bridging.state_keys` configured no key file is written first, so the store makes the state
+    directory itself; the usual 022 umask, or 0, must not leave it or the answers readable by others."""
+    config = {"mcpServers": {}, "bridging": {"state_keys": ["k" * 32]}, "audit": {"open_at_start": True}}
+    for umask, state in ((0o022, tmp_path / "a"), (0o000, tmp_path / "b"), (0o022, tmp_path / "b")):
+        monkeypatch.setenv("XDG_STATE_HOME", str(state))
+        folder = state / "elicitgate"
+        files = [folder / "audit.db", folder / "audit.db-wal", folder / "audit.db-shm"]
+        old = os.umask(umask)
+        try:
+            async with inprocess_gateway(config):  # opens (makes) the store at start
+                store = await AuditStore.open(f"sqlite:///{files[0]}")
+                await store.add([_record("x", "accepted", datetime.now(UTC))])  # SQLite's -wal and -shm exist now
+                assert [oct(stat.S_IMODE(f.stat().st_mode)) for f in files] == ["0o600"] * 3
+                await store.close()
+        finally:
+            os.umask(old)
+        assert oct(stat.S_IMODE(folder.stat().st_mode)) == oct(stat.S_IMODE(state.stat().st_mode)) == "0o700"
+        for f in files:  # as an older version left them: the next start narrows them
+            if f.exists():
+                f.chmod(0o644)
 
 
 def test_a_full_queue_drops_and_counts_instead_of_waiting(caplog):

@@ -199,6 +199,34 @@ def test_walkthrough_with_three_invalid_answers_says_the_server_gave_up():
     assert "Traceback" not in output and "ExceptionGroup" not in output
 
 
+def test_walkthrough_re_asks_with_what_the_person_typed_not_the_samples():
+    child = _walkthrough()
+    child.logfile_read = transcript = io.StringIO()
+    for prompt, typed in (("Your name (Ada)", "Grace"), ("Email (ada.example.com)", "grace.example"),
+                          ("Date (2026-12-24)", ""), ("guests (4)", "2")):
+        child.expect_exact(prompt)
+        child.sendline(typed)
+    child.expect_exact("Your previous answer was not accepted (email:")
+    for prompt, typed in (("Your name (Grace)", ""), ("Email (grace.example)", "grace@example.com"),
+                          ("Date (2026-12-24)", ""), ("guests (2)", "")):
+        child.expect_exact(prompt)
+        child.sendline(typed)
+    child.expect(pexpect.EOF)
+    child.close()
+    output = " ".join(transcript.getvalue().split())  # the console wraps long lines
+    assert child.exitstatus == 0, output
+    assert "accepted {'name': 'Grace', 'email': 'grace@example.com', 'date': '2026-12-24', 'guests': 2}" in output
+    assert "scripted" not in output  # a person at a terminal types their own
+
+
+def test_walkthrough_without_a_terminal_says_its_answers_are_scripted():
+    done = _cli("demo", "--walkthrough", env={"COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    assert "stdin is not a terminal, so the walkthrough plays scripted sample answers" in done.stdout
+    assert "run `elicitgate demo --walkthrough` in a terminal to type your own" in done.stdout
+    assert "  Email: ada.example.com (scripted)" in done.stdout
+
+
 # -- the command line ---------------------------------------------------------------------------------
 
 

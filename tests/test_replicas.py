@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import json
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,8 +23,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.config import ConfigError, load_config
+from elicitgate.elicitation.hosted_registry import token_digest
 from tests.conftest import PEERS, PY, free_port, write_config
-from tests.hosted_helpers import AUTH, TOKEN, PlainPage, next_pending
+from tests.hosted_helpers import AUTH, TOKEN, PlainPage, csrf_of, next_pending
 from tests.replicas_helpers import (  # noqa: F401
     RedisServer, Replicas, RoundRobin, redis_server, replicas, running_redis,
 )
@@ -134,6 +136,106 @@ async def test_a_hosted_page_opened_on_other_replicas_answers_the_call(shared):
             assert done.status_code == 410 and 'data-state="accepted"' in page.html
             assert text(await call.wait()) == {"action": "accept", "content": {"email": "ada@example.com", "guests": 3}}
             assert (await http.get(f"{c}{token_path}")).status_code == 410  # ended, as A says
+
+
+async def test_the_rich_ui_bridge_answers_through_other_replicas(shared):
+    """host-ui.js posts to `/e/<token>/ui-answer` with the page's CSRF value in `X-Elicitgate-CSRF`."""
+    a, b, c = shared[1].urls
+    async with Client(f"{a}/mcp", mode="legacy") as client, anyio.create_task_group() as tg:
+        call = Call()
+        tg.start_soon(call.run, client, "x__elicit", {"schema": BOOKING, "message": "Book a table"})
+        (item,) = await next_pending(b)
+        token_path = "/e/" + item["form_url"].rsplit("/e/", 1)[1]
+        async with httpx2.AsyncClient() as http:
+            page = PlainPage(http, f"{b}{token_path}")
+            assert (await page.open()).status_code == 200
+            csrf = {"X-Elicitgate-CSRF": csrf_of(page.html)}
+            checked = await http.post(f"{c}{token_path}/ui-answer", headers=csrf,
+                                      json={"action": "accept", "content": {"email": "ada@example.com", "guests": 2}})
+            assert checked.status_code == 200 and checked.json()["ok"] is True, checked.text
+            sent = await http.post(f"{b}{token_path}/ui-answer", headers=csrf, json={"step": "submit"})
+            assert sent.json() == {"ended": True, "state": "accepted"}
+        assert text(await call.wait()) == {"action": "accept", "content": {"email": "ada@example.com", "guests": 2}}
+
+
+class RedisReader:
+    """Whoever can read Redis: every message on every channel (PSUBSCRIBE *) and, at `look()`, every key."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.client = server.client()
+        self.seen: list[str] = []
+        self.listening = threading.Event()
+        self._stop = False
+
+    def listen(self) -> None:
+        with self.client.pubsub() as pubsub:
+            pubsub.psubscribe("*")
+            self.listening.set()
+            while not self._stop:
+                if (message := pubsub.get_message(timeout=0.1)) is not None:
+                    self.seen.append(f"{message['channel']} {message['data']}")
+
+    def look(self) -> None:
+        for key in self.client.keys("*"):
+            kind = self.client.type(key)
+            value = {"string": self.client.get, "hash": self.client.hgetall, "set": self.client.smembers}[kind](key)
+            self.seen.append(f"{key} {value}")
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def text(self) -> str:
+        return "\n".join(self.seen)
+
+
+async def test_whoever_reads_redis_gets_no_page_token_admin_token_or_cookie(shared):
+    """A page answered on other replicas, an inbox login there, the admin API answering through another
+    replica: Redis carries digests, a sealed link and what the owner needs, never a secret."""
+    redis_server, group = shared
+    a, b, c = group.urls
+    reader = RedisReader(redis_server)
+    async with anyio.create_task_group() as watching:
+        watching.start_soon(anyio.to_thread.run_sync, reader.listen)
+        try:
+            assert await anyio.to_thread.run_sync(reader.listening.wait, 30)
+            async with Client(f"{a}/mcp", mode="legacy") as client, anyio.create_task_group() as tg:
+                call = Call()
+                tg.start_soon(call.run, client, "x__elicit", {"schema": BOOKING, "message": "Book a table"})
+                (item,) = await next_pending(b)
+                assert item["form_url"].startswith(f"{a}/e/")  # B's operator still gets A's link
+                token = item["form_url"].rsplit("/e/", 1)[1]
+                async with httpx2.AsyncClient() as http:
+                    assert (await http.post(f"{b}/inbox", data={"token": TOKEN})).status_code == 303
+                    session = http.cookies["eg_admin"]  # path /: the browser sends it to the pages too
+                    page = PlainPage(http, f"{b}/e/{token}")
+                    assert (await page.open()).status_code == 200 and "Book a table" in page.html
+                    claim = http.cookies["eg_claim"]
+                    reader.look()
+                    page.url = f"{c}/e/{token}"
+                    await page.post("review", email="ada@example.com", guests="3")
+                    assert "Review your answer" in page.html
+                    done = await page.post("submit")
+                    assert done.status_code == 410 and 'data-state="accepted"' in page.html
+                assert text(await call.wait()) == {"action": "accept", "content": {"email": "ada@example.com", "guests": 3}}
+
+                second = Call()
+                tg.start_soon(second.run, client, "x__elicit", {"schema": BOOKING, "message": "Book again"})
+                (other,) = await next_pending(c)
+                other_token = other["form_url"].rsplit("/e/", 1)[1]
+                async with httpx2.AsyncClient(headers=AUTH) as http:
+                    detail = (await http.get(f"{b}/api/elicitations/{other['id']}")).json()
+                    assert detail["form_url"] == other["form_url"]  # the owner's answer, its link put back on B
+                    reader.look()
+                    ok = await http.post(f"{c}/api/elicitations/{other['id']}/answer",
+                                         json={"action": "accept", "content": {"email": "bo@example.com", "guests": 2}})
+                    assert ok.json() == {"id": other["id"], "state": "accepted"}
+                await second.wait()
+        finally:
+            reader.stop()  # its thread ends within a tenth of a second
+    seen = reader.text()
+    assert token_digest(token) in seen and '"op": "http"' in seen  # it did read the board and the forwarding
+    for secret in (token, other_token, TOKEN, claim, session):
+        assert secret not in seen
 
 
 async def test_the_operator_cancels_on_another_replica(shared):

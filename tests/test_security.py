@@ -142,26 +142,65 @@ async def test_inbox_sessions_rotate_expire_and_are_secure_over_https(monkeypatc
             assert "; secure" in behind_tls.headers["set-cookie"].lower()
 
 
+@pytest.mark.parametrize("https", ["x-forwarded-proto", "public_url", None])
+async def test_a_hosted_pages_cookies_are_secure_whenever_the_page_is_served_over_https(https):
+    cfg: dict[str, object] = {"mcpServers": {"x": stdio_upstream()}, "admin_token": ADMIN_TOKEN}
+    if https == "public_url":  # TLS ends at a proxy that says nothing: the configured address says https
+        cfg["http"] = {"public_url": "https://gw.example.com", "allowed_hosts": ["127.0.0.1:*", "gw.example.com"]}
+    async with gateway(cfg) as gw, Client(f"{gw.url}/mcp", mode="legacy") as client, anyio.create_task_group() as tg:
+        tg.start_soon(client.call_tool, "x__elicit", {})
+        (item,) = await next_pending(gw.url, token=ADMIN_TOKEN)
+        headers = {"X-Forwarded-Proto": "https"} if https == "x-forwarded-proto" else {}
+        async with httpx2.AsyncClient(base_url=gw.url) as http:
+            shown = await http.get(f"/e/{item['form_url'].rsplit('/e/', 1)[1]}", headers=headers)
+            cookies = {c.split("=", 1)[0]: c.lower() for c in shown.headers.get_list("set-cookie")}
+            assert set(cookies) == {"eg_claim", "eg_csrf"}, cookies
+            assert all(("; secure" in c) == (https is not None) for c in cookies.values()), cookies
+            await http.post(f"/api/elicitations/{item['id']}/cancel", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+
+
 async def test_failed_logins_slow_their_address_only(caplog):
     async with gateway({"mcpServers": {"x": stdio_upstream()}, "admin_token": ADMIN_TOKEN}) as gw:
         other = httpx2.AsyncHTTPTransport(local_address="127.0.0.2")
+        right = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
         async with httpx2.AsyncClient(base_url=gw.url) as http, \
                 httpx2.AsyncClient(base_url=gw.url, transport=other) as neighbour:
             assert (await http.post("/inbox", data={"token": "wrong-guess-000000"})).status_code == 401
             started = time.monotonic()
-            slowed = await http.post("/inbox", data={"token": ADMIN_TOKEN})  # not even checked yet
+            slowed = await http.post("/inbox", data={"token": "wrong-guess-000001"})
             assert slowed.status_code == 429 and slowed.headers["retry-after"] == "1"
-            api = await http.get("/api/elicitations", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+            api = await http.get("/api/elicitations", headers={"Authorization": "Bearer wrong-guess-000002"})
             assert api.status_code == 429 and api.json()["retryAfterSeconds"] == 1
             assert time.monotonic() - started < 1  # answered at once: nothing waits in the gateway
-            assert (await neighbour.post("/inbox", data={"token": ADMIN_TOKEN})).status_code == 303
+            assert (await neighbour.post("/inbox", data={"token": "wrong-guess-000003"})).status_code == 401
             assert (await http.get("/healthz")).status_code == 200
             await anyio.sleep(float(slowed.headers["retry-after"]))
-            assert (await http.post("/inbox", data={"token": "wrong-guess-000001"})).status_code == 401
+            assert (await http.post("/inbox", data={"token": "wrong-guess-000004"})).status_code == 401
             await anyio.sleep(1.0)
-            assert (await http.post("/inbox", data={"token": "wrong-guess-000002"})).status_code == 429
-            await anyio.sleep(1.0)  # the second failure in a row costs two seconds
+            assert (await http.post("/inbox", data={"token": "wrong-guess-000005"})).status_code == 429
+            # The right token is never refused: the guesses of others (or earlier ones) lock nobody out.
             assert (await http.post("/inbox", data={"token": ADMIN_TOKEN})).status_code == 303
+            assert (await http.get("/api/elicitations", headers=right)).status_code == 200
+
+
+async def test_many_wrong_tokens_never_lock_out_the_right_one_and_a_new_forwarded_for_starts_no_new_count(tmp_path):
+    """From a trusted proxy's address (127.0.0.1, uvicorn's default), the client address is the one
+    `X-Forwarded-For` names: a guesser who names a new one each time is still counted at the proxy."""
+    gw = serve_http(write_config(tmp_path, {"x": stdio_upstream()}, admin_token=ADMIN_TOKEN))
+    try:
+        async with httpx2.AsyncClient(base_url=gw.url) as http:
+            def via(client: str, token: str) -> dict[str, str]:
+                return {"X-Forwarded-For": client, "Authorization": f"Bearer {token}"}
+
+            assert (await http.get("/api/elicitations", headers=via("10.0.0.1", "wrong-guess-0001"))).status_code == 401
+            for i in range(2, 12):
+                spoofed = await http.get("/api/elicitations", headers=via(f"10.0.0.{i}", f"wrong-guess-{i:04}"))
+                assert spoofed.status_code == 429, i
+            for client in ("10.0.0.1", "10.0.0.99"):  # the admin, behind the same proxy as the guesser
+                assert (await http.get("/api/elicitations", headers=via(client, ADMIN_TOKEN))).status_code == 200
+            assert (await http.post("/inbox", data={"token": ADMIN_TOKEN})).status_code == 303
+    finally:
+        gw.stop()
 
 
 # -- no echo of what was typed ---------------------------------------------------------------------

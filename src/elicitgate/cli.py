@@ -192,6 +192,7 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
     if cfg.admin_token is not None:
         _announce(cfg, f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations")
     from elicitgate.web.access_log import redact_access_log, uvicorn_log_config
+    from elicitgate.web.client_address import ClientAddress
 
     from elicitgate.faces.auth import AuthConfigError, exposure_warning
 
@@ -210,8 +211,8 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
     log_config = None if cfg.log_format == "json" else uvicorn_log_config()
     redact_access_log()
     config = uvicorn.Config(
-        app_, log_level=cfg.log_level, lifespan="on", access_log=cfg.log_level == "debug",
-        log_config=log_config,
+        ClientAddress(app_), log_level=cfg.log_level, lifespan="on", access_log=cfg.log_level == "debug",
+        log_config=log_config, proxy_headers=False,  # ClientAddress applies them, keeping the connecting address
     )
     HttpFaceServer(config, app_).run(sockets=[sock])
 

@@ -4,6 +4,7 @@ kept by the Alembic migrations shipped in `migrations/`, run whenever a store is
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
 from collections.abc import Sequence
 from datetime import datetime
@@ -49,7 +50,7 @@ class AuditStore:
         """Connect and bring the schema up to date."""
         parsed = make_url(async_url(url))
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            private_sqlite_file(Path(parsed.database).expanduser())
         engine = create_async_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
         if parsed.get_backend_name() == "sqlite":
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
@@ -135,6 +136,34 @@ def _migrate(conn: Connection) -> None:
     config.set_main_option("script_location", str(resources.files("elicitgate.audit") / "migrations"))
     config.attributes["connection"] = conn
     command.upgrade(config, "head")
+
+
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def private_sqlite_file(path: Path) -> None:
+    """The SQLite file, and the directories made for it, for the gateway's user only (0600, 0700), whatever
+    the umask: the store keeps what people answered. SQLite gives its -wal and -shm files the database
+    file's mode; a file or side file an older version left readable by others is narrowed too."""
+    missing: list[Path] = []
+    folder = path.parent
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)  # mkdir's mode is narrowed by the umask, never widened: a umask of 0 too
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    for file in (path, *(path.with_name(path.name + side) for side in SQLITE_SIDE_FILES)):
+        try:
+            os.chmod(file, 0o600)
+        except FileNotFoundError:
+            pass
+        except PermissionError:  # another user's store that this one may only read (`elicitgate audit list`)
+            pass
 
 
 def _revisions(conn: Connection) -> list[str]:

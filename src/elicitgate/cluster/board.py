@@ -24,7 +24,8 @@ logger = logging.getLogger(__name__)
 OWNER_TTL = 3600
 PENDING_CHANGED = "pending"
 Snapshot = Callable[[], list[dict[str, Any]]]
-"""This replica's pending elicitations as the admin API shows them, each with `token_digest` when hosted."""
+"""This replica's pending elicitations as the admin API shows them, without their page links: each hosted
+one with `token_digest` (and, with an admin token, its link sealed: `page_links`)."""
 
 
 class PendingBoard:
@@ -64,7 +65,7 @@ class PendingBoard:
     async def _publish(self) -> None:
         items = self.snapshot()
         shown = json.dumps(sorted(
-            [i["id"], i["state"], i.get("form_url"), i.get("claimed_at")] for i in items
+            [i["id"], i["state"], i.get("token_digest"), i.get("claimed_at")] for i in items
         ))
         owners = {f"el:{i['id']}" for i in items} | {f"tok:{i['token_digest']}" for i in items if i.get("token_digest")}
         rid = self.replicas.id

@@ -1,5 +1,6 @@
 """`elicitgate demo --walkthrough`: a terminal MCP client that calls the demo's eliciting tool
-through the gateway and asks you the form's questions (sample answers when stdin is not a TTY)."""
+through the gateway and asks you the form's questions (scripted sample answers, said so, when stdin is not a
+terminal)."""
 
 from __future__ import annotations
 
@@ -40,9 +41,19 @@ def _coerce(prop: dict[str, Any], text: str) -> Any:
     return text
 
 
+SCRIPTED_NOTE = (
+    "stdin is not a terminal, so the walkthrough plays scripted sample answers (the first email is wrong on "
+    "purpose); run `elicitgate demo --walkthrough` in a terminal to type your own."
+)
+
+
 async def walkthrough(config_path: str, console: Console) -> None:
     interactive = sys.stdin.isatty()
+    if not interactive:
+        console.print(f"[yellow]{escape(SCRIPTED_NOTE)}[/yellow]")
     attempts = 0
+    typed: dict[str, str] = {}
+    """What the person answered last: a re-ask offers it again, as the terminal inbox does, not the samples."""
 
     async def answer(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
         nonlocal attempts
@@ -54,12 +65,12 @@ async def walkthrough(config_path: str, console: Console) -> None:
         content: dict[str, Any] = {}
         for name in schema.get("required", []):
             prop = schema["properties"][name]
-            sample = SAMPLE.get(name, "")
-            if attempts > 1 and name == "email":
-                sample = "ada@example.com"
-            text = Prompt.ask(f"  {prop.get('title', name)}", default=sample, console=console) if interactive else sample
-            if not interactive:
-                console.print(f"  {prop.get('title', name)}: {text}")
+            label = f"  {prop.get('title', name)}"
+            if interactive:
+                text = typed[name] = Prompt.ask(label, default=typed.get(name, SAMPLE.get(name, "")), console=console)
+            else:
+                text = "ada@example.com" if attempts > 1 and name == "email" else SAMPLE.get(name, "")
+                console.print(f"{label}: {text} [dim](scripted)[/dim]")
             content[name] = _coerce(prop, text)
         return types.ElicitResult(action="accept", content=content)
 

@@ -30,7 +30,7 @@ from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
 from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.web import claims
-from elicitgate.web.admin_auth import ADMIN_COOKIE, AdminAuth
+from elicitgate.web.admin_auth import ADMIN_COOKIE, VOUCHED, AdminAuth
 from elicitgate.web.forms import e
 from elicitgate.web.pages import check_answer, deliver, iso, page
 from elicitgate.web.responses import nosniff, problem, secure
@@ -55,7 +55,13 @@ class AdminRoutes:
 
     # -- auth ------------------------------------------------------------------------------------
 
+    def refusal(self, request: Request, *, write: bool) -> Response | None:
+        """None when the caller may use the admin API (`write`: answer, cancel, release); else the refusal."""
+        return self._deny(request, write=write)
+
     def _deny(self, request: Request, *, write: bool) -> Response | None:
+        if request.scope.get(VOUCHED) is True:  # checked by the replica it reached
+            return None
         if not self.auth.on:
             return problem(404, "the admin API is off: set ELICITGATE_ADMIN_TOKEN (or admin_token in the config)")
         given = self.auth.bearer(request)

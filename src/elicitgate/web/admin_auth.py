@@ -4,9 +4,12 @@
 - The inbox page logs in by POST (never a token in a URL, where access logs and browser history keep
   it) and gets a session cookie: a fresh random id per login (the one presented is dropped), HttpOnly,
   SameSite=Strict, `Secure` when the page is served over https, expiring after `SESSION_TTL`.
-- Failed attempts slow the address they come from: after each failure it must wait (1 s, doubling up
-  to a minute) before its next attempt is even checked; attempts made earlier get 429 with
-  `Retry-After`. Nothing sleeps, so other addresses and the event loop carry on.
+- Wrong tokens slow their source down: after each failure it must wait (1 s, doubling up to a minute)
+  before its next wrong token is answered 401 again; earlier wrong ones get 429 with `Retry-After`. The
+  right token is never refused, so nobody's guesses lock the admin out. A source is the client's address
+  and, when a trusted proxy named it (`X-Forwarded-For`), the connecting address too: a new
+  `X-Forwarded-For` per guess does not start a fresh count. Nothing sleeps, so other addresses and the
+  event loop carry on. What stops guessing is the token's length (16 characters at least).
 """
 
 from __future__ import annotations
@@ -21,9 +24,13 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
+from elicitgate.web.client_address import client_address, connecting_address
 from elicitgate.web.responses import problem
 
 ADMIN_COOKIE = "eg_admin"
+VOUCHED = "elicitgate.admin_vouched"
+"""Scope key of an admin-API request another replica forwarded after it checked the caller itself: the
+token and cookies stay there, they never travel between replicas (web/replicas.py)."""
 SESSION_TTL = 8 * 3600.0
 MAX_SESSIONS = 1000
 FIRST_DELAY = 1.0
@@ -39,7 +46,7 @@ class _Failures:
 
 
 class LoginThrottle:
-    """Per source address: how long until its next token attempt is checked."""
+    """Per source address: how long until its next wrong token is answered 401 (rather than 429) again."""
 
     def __init__(self) -> None:
         self._by_address: OrderedDict[str, _Failures] = OrderedDict()
@@ -74,8 +81,11 @@ def _unauthorized() -> Response:
     return response
 
 
-def client_address(request: Request) -> str:
-    return request.client.host if request.client is not None else "?"
+def sources(request: Request) -> list[str]:
+    """What a wrong token counts against: the client's address, and the connecting one when it differs."""
+    client = client_address(request)
+    peer = connecting_address(request)
+    return [client] if peer is None or peer == client else [client, f"via {peer}"]
 
 
 class AdminAuth:
@@ -93,22 +103,24 @@ class AdminAuth:
         return self.token is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
     def check_token(self, request: Request, given: str | None) -> Response | None:
-        """None when `given` is the token; otherwise the refusal: 401, or 429 while the address waits.
+        """None when `given` is the token; otherwise the refusal: 401, or 429 while its source waits.
 
-        Only a wrong token counts as a failed attempt, not a missing one."""
+        The token is compared first: the right one always passes. Only a wrong token counts as a failed
+        attempt, not a missing one, and one within its source's wait is not counted again."""
         if not given:
             return _unauthorized()
-        address = client_address(request)
-        wait = self.throttle.wait_for(address)
+        keys = sources(request)
+        if self._matches(given):
+            self.throttle.succeeded(keys[0])
+            return None
+        wait = max(self.throttle.wait_for(key) for key in keys)
         if wait > 0:
             response = problem(429, "too many wrong admin tokens from this address; try again later",
                                 retryAfterSeconds=math.ceil(wait))
             response.headers["Retry-After"] = str(math.ceil(wait))
             return response
-        if self._matches(given):
-            self.throttle.succeeded(address)
-            return None
-        self.throttle.failed(address)
+        for key in keys:
+            self.throttle.failed(key)
         return _unauthorized()
 
     def bearer(self, request: Request) -> str | None:

@@ -21,6 +21,7 @@ from elicitgate.hostport import http_url, parse_hostport
 from elicitgate.web.access_log import uvicorn_log_config
 from elicitgate.web.admin_auth import AdminAuth
 from elicitgate.web.admin import AdminRoutes
+from elicitgate.web.client_address import ClientAddress
 from elicitgate.web.guard import HostGuard, security_settings
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.web.pages import PageRoutes
@@ -117,9 +118,9 @@ async def side_server(gateway: Gateway, listen: str) -> AsyncGenerator[Hosting]:
     hosting = _hosting_of(gateway)
     hosting.serve_at(http_url(host, port))
     app: ASGIApp = Starlette(routes=[metrics_route(), *web_routes(gateway)])
-    app = HostGuard(app, settings=security_settings(gateway.config.http))
+    app = ClientAddress(HostGuard(app, settings=security_settings(gateway.config.http)))
     server = _QuietServer(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
-                                         log_config=uvicorn_log_config()))
+                                         log_config=uvicorn_log_config(), proxy_headers=False))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
         try:

@@ -24,6 +24,14 @@ from starlette.responses import Response
 from elicitgate.elicitation.hosted_registry import HostedEntry
 
 CLAIM_COOKIE = "eg_claim"
+CLAIM_DIGEST = "elicitgate.claim_digest"
+"""Scope key of a request another replica forwarded (web/replicas.py): the digest of the claim cookie the
+browser presented there, in place of the cookie, which never travels between replicas."""
+CLAIM_OFFER = "elicitgate.claim_offer"
+"""Scope key of a forwarded request without a claim cookie: the digest of the value the forwarding replica
+gives the browser if this request claims the page (the value itself stays there)."""
+CLAIM_SLOT = "~claim~"
+"""The cookie value a forwarded response carries in place of the claim, put back by the forwarding replica."""
 
 
 def _digest(value: str) -> str:
@@ -40,26 +48,45 @@ def holds(request: Request, entry: HostedEntry) -> bool:
     """This browser is the page's claimant (an unclaimed page belongs to nobody yet)."""
     if entry.claim is None:
         return False
+    forwarded = request.scope.get(CLAIM_DIGEST)
+    if isinstance(forwarded, str):
+        return hmac.compare_digest(forwarded, entry.claim)
     given = request.cookies.get(CLAIM_COOKIE, "")
     return bool(given) and hmac.compare_digest(_digest(given), entry.claim)
 
 
-def claim(entry: HostedEntry) -> str:
+def cookie_digest(value: str) -> str:
+    """What a page keeps of its claim cookie, and what a replica forwards in place of it."""
+    return _digest(value)
+
+
+def claim(entry: HostedEntry, request: Request) -> str:
     """Bind the page to the browser that gets the returned cookie value."""
+    offer = request.scope.get(CLAIM_OFFER)
+    if isinstance(offer, str):  # the forwarding replica holds the value and puts it in the cookie
+        entry.claim = offer
+        entry.claimed_at = time.time()
+        return CLAIM_SLOT
     value = secrets.token_urlsafe(32)
     entry.claim = _digest(value)
     entry.claimed_at = time.time()
     return value
 
 
-def set_claim_cookie(response: Response, request: Request, entry: HostedEntry, value: str) -> None:
+def over_https(request: Request, public_url: str | None) -> bool:
+    """The browser reaches the page over https (directly, through a trusted proxy, or by `http.public_url`):
+    the page's cookies are then `Secure`, so that they never travel in clear."""
+    return request.url.scheme == "https" or bool(public_url and public_url.startswith("https://"))
+
+
+def set_claim_cookie(response: Response, entry: HostedEntry, value: str, *, secure: bool) -> None:
     response.set_cookie(
         CLAIM_COOKIE,
         value,
         path=f"/e/{entry.token}",
         httponly=True,
         samesite="lax",
-        secure=request.url.scheme == "https",
+        secure=secure,
     )
 
 

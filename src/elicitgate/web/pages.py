@@ -233,9 +233,9 @@ def elsewhere_page(entry: HostedEntry, status: int = 409) -> Response:
     return page("Opened elsewhere", body, status)
 
 
-def with_csrf_cookie(response: Response, entry: HostedEntry) -> Response:
+def with_csrf_cookie(response: Response, entry: HostedEntry, *, secure: bool) -> Response:
     response.set_cookie(
-        CSRF_COOKIE, entry.csrf, path=f"/e/{entry.token}", httponly=True, samesite="strict"
+        CSRF_COOKIE, entry.csrf, path=f"/e/{entry.token}", httponly=True, samesite="strict", secure=secure
     )
     return response
 
@@ -289,13 +289,14 @@ class PageRoutes:
                 return elsewhere_page(entry)
             if request.method == "HEAD" or claims.is_prefetch(request):
                 return page("Open it to answer", "<h1>Open this page to answer</h1>", 503)
-            claimed_now = claims.claim(entry)
+            claimed_now = claims.claim(entry, request)
             self.registry.bump()
         shown = render_entry(entry, plain=request.query_params.get("plain"),
                              ui_ready_timeout=self.hosting.config.http.ui_ready_timeout)
-        response = with_csrf_cookie(shown, entry)
+        secure = claims.over_https(request, self.hosting.config.http.public_url)
+        response = with_csrf_cookie(shown, entry, secure=secure)
         if claimed_now is not None:
-            claims.set_claim_cookie(response, request, entry, claimed_now)
+            claims.set_claim_cookie(response, entry, claimed_now, secure=secure)
         return response
 
     async def post(self, request: Request) -> Response:
