@@ -137,7 +137,8 @@ class Gateway:
         healthy = all(link.state is LinkState.UP for link in self.links.values())
         body: dict[str, Any] = {"status": "ok" if healthy else "degraded", "upstreams": servers}
         if self.replicas is not None:
-            replica: dict[str, Any] = {"id": self.replicas.id, "redis": "up" if self.replicas.reachable else "unreachable"}
+            redis = "up" if self.replicas.reachable else "unreachable"
+            replica: dict[str, Any] = {"id": self.replicas.id, "redis": redis}
             if (since := self.replicas.down_since) is not None:  # still 200: it serves its own clients alone
                 replica["unreachable_for"] = round(anyio.current_time() - since, 1)
             body["replica"] = replica

@@ -15,6 +15,7 @@ import redis
 from pydantic import SecretStr
 
 from elicitgate.cluster.bus import CONNECT_TIMEOUT, PREFIX, Replicas, where
+from elicitgate.cluster.redis_client import Pipeline
 from elicitgate.config import ConfigError, GatewayConfig
 
 STATE_KEY = PREFIX + "state-key"
@@ -53,4 +54,8 @@ def with_shared_state_key(cfg: GatewayConfig, url: str) -> GatewayConfig:
 def announce_state_key(replicas: Replicas, key: str) -> None:
     """Have `replicas` put the key it took from Redis back whenever Redis lost it (`Replicas.announce`);
     `SET NX`: every running replica has the same one."""
-    replicas.announcements.append(lambda pipe: pipe.set(STATE_KEY, key, nx=True))
+
+    def announce(pipe: Pipeline) -> None:
+        pipe.set(STATE_KEY, key, nx=True)
+
+    replicas.announcements.append(announce)
