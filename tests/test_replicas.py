@@ -469,6 +469,8 @@ async def test_a_replica_serves_alone_while_redis_is_away_and_is_reached_again_a
         with redis_server.client() as r:
             assert r.get("elicitgate:state-key") == state_key  # a replica started now takes the same key
             assert r.hget(f"elicitgate:open:{a_id}", "") == "2"  # A's pending count for the shared limits
+        listed = (await http.get(f"{b}/api/elicitations")).json()["elicitations"]
+        assert sorted(i["id"] for i in listed) == sorted([first["id"], second["id"]])  # B lists A's again
         ok = await http.post(f"{b}/api/elicitations/{first['id']}/answer",
                              json={"action": "accept", "content": {"email": "ada@example.com", "guests": 2}})
         assert ok.status_code == 200 and ok.json() == {"id": first["id"], "state": "accepted"}
