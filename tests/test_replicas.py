@@ -486,6 +486,21 @@ async def test_a_replica_serves_alone_while_redis_is_away_and_is_reached_again_a
         assert text(await modern.call_tool("x__elicit", {})) == {"action": "accept", "content": {"answer": "yes"}}
 
 
+async def test_a_redis_that_stops_answering_holds_a_new_elicitation_up_for_seconds_only(
+    tmp_path, redis_server, replicas
+):
+    (a,) = replicas(inbox_config(tmp_path), redis_server.url, count=1).urls
+    async with Client(f"{a}/mcp", mode="legacy", elicitation_callback=Human()) as client:
+        redis_server.pause()
+        try:
+            with anyio.fail_after(8):  # the admission waits 2 s for Redis, not the 10 s socket timeout
+                assert text(await client.call_tool("x__elicit", {})) == {"action": "accept", "content": {"answer": "yes"}}
+            async with httpx2.AsyncClient() as http:
+                await until_redis(http, a, "unreachable")  # the socket timeout finds it out
+        finally:
+            redis_server.resume()
+
+
 async def until_redis(http: httpx2.AsyncClient, url: str, state: str) -> None:
     """/healthz says whether the replica reaches Redis (it tries every second)."""
     with anyio.fail_after(20):

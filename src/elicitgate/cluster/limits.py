@@ -72,6 +72,9 @@ if tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') > 0 then
   redis.call('HINCRBY', KEYS[1], '', -1)
 end
 """
+ADMIT_WAIT = 2.0
+"""How long an admission waits for Redis before it counts on this replica (a Redis that stopped answering
+without closing its connections is only found out by the 10 s socket timeout)."""
 RELEASE_WAIT = 1.0
 """An end is counted at once when Redis answers within this; else at the next lease renewal."""
 
@@ -97,13 +100,16 @@ class SharedLimits:
         if not self.replicas.reachable:  # known away: no wait for a connection that cannot open
             return self._local(server, peer, identity)
         rate = self.config.rate_limit_per_minute / 60.0
+        verdict: list[str] | None = None
         try:
-            verdict = await self._admit(args=[
-                self.replicas.prefix, identity, self.replicas.id, self.config.max_pending_per_session,
-                self.config.max_pending_total, repr(rate), self.config.rate_limit_burst, LEASE_SECONDS,
-            ])
+            with anyio.move_on_after(ADMIT_WAIT):  # a cancelled command closes its connection (redis-py)
+                verdict = await self._admit(args=[
+                    self.replicas.prefix, identity, self.replicas.id, self.config.max_pending_per_session,
+                    self.config.max_pending_total, repr(rate), self.config.rate_limit_burst, LEASE_SECONDS,
+                ])
         except RedisError as exc:
             logger.debug("shared limits out of reach (%s): counted on this replica", exc)
+        if verdict is None:  # should Redis have counted it after all, the next renewal rewrites the counts
             return self._local(server, peer, identity)
         if verdict[0] == "limit":
             raise pending_limit(self.config, server, verdict[1])
