@@ -100,7 +100,7 @@ class SharedLimits:
         if not self.replicas.reachable:  # known away: no wait for a connection that cannot open
             return self._local(server, peer, identity)
         rate = self.config.rate_limit_per_minute / 60.0
-        verdict: list[str] | None = None
+        verdict: list[Any] | None = None
         try:
             with anyio.move_on_after(ADMIT_WAIT):  # a cancelled command closes its connection (redis-py)
                 verdict = await self._admit(args=[
