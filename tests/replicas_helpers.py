@@ -64,6 +64,15 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait(timeout=10)
 
+    def pause(self) -> None:
+        """SIGSTOP: its connections stay open and nothing answers, as across a network partition."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
     def client(self) -> Any:
         import redis
 

@@ -427,27 +427,84 @@ async def test_a_replica_killed_while_holding_parked_calls(tmp_path, redis_serve
         assert victim not in r.smembers("elicitgate:replicas")
 
 
-async def test_redis_unavailable_fails_fast_and_the_replicas_reconnect(tmp_path, redis_server, replicas):
+async def test_a_replica_serves_alone_while_redis_is_away_and_is_reached_again_after_an_empty_restart(
+    tmp_path, redis_server, replicas
+):
     a, b = replicas(inbox_config(tmp_path), redis_server.url, count=2).urls
-    redis_server.stop()
-    async with httpx2.AsyncClient(headers=AUTH) as http, Client(f"{a}/mcp", mode="legacy") as client:
-        with anyio.fail_after(30):
-            listed = await http.get(f"{b}/api/elicitations")
-            refused = text(await client.call_tool("x__elicit", {"report_errors": True}))["error"]
-        assert listed.status_code == 503 and "is unreachable" in listed.json()["error"]
-        assert refused["code"] == -32009 and f"127.0.0.1:{redis_server.port}" in refused["data"]["redis"]
-        redis_server.start()
+    where = f"127.0.0.1:{redis_server.port}/0"
+    async with (
+        httpx2.AsyncClient(headers=AUTH) as http,
+        Client(f"{a}/mcp", mode="legacy") as inbox_client,  # no forms: its questions wait in A's inbox
+        Client(f"{a}/mcp", mode="legacy", elicitation_callback=Human()) as client,
+        anyio.create_task_group() as tg,
+    ):
+        before, during = Call(), Call()
+        tg.start_soon(before.run, inbox_client, "x__elicit", {"schema": BOOKING, "message": "Asked before"})
+        (first,) = await next_pending(b)  # on the board while Redis was there
+        with redis_server.client() as r:
+            state_key = r.get("elicitgate:state-key")
+        a_id = (await http.get(f"{a}/healthz")).json()["replica"]["id"]
+        redis_server.stop()
         for url in (a, b):
-            await until_redis_up(http, url)
-        assert (await http.get(f"{b}/api/elicitations")).json() == {"elicitations": []}
+            await until_redis(http, url, "unreachable")
+        health = await http.get(f"{a}/healthz")
+        assert health.status_code == 200 and health.json()["replica"]["unreachable_for"] >= 0
+        assert f'elicitgate_redis_up{{redis="{where}"}} 0.0' in (await http.get(f"{a}/metrics")).text
+        with anyio.fail_after(30):  # A's own client is asked and answers, limits counted on A
+            assert text(await client.call_tool("x__elicit", {})) == {"action": "accept", "content": {"answer": "yes"}}
+        tg.start_soon(during.run, inbox_client, "x__elicit", {"schema": BOOKING, "message": "Asked while away"})
+        with anyio.fail_after(30):  # A's inbox lists its own
+            items = await pending_until(a, lambda items: len(items) == 2)
+        (second,) = [i for i in items if i["message"] == "Asked while away"]
+        # What needs the other replica says Redis is away (not "no such elicitation").
+        listed = await http.get(f"{b}/api/elicitations")
+        assert listed.status_code == 503 and f"Redis at {where} is unreachable" in listed.json()["error"]
+        answer = await http.post(f"{b}/api/elicitations/{first['id']}/answer", json={"action": "decline"})
+        assert answer.status_code == 503 and f"Redis at {where} is unreachable" in answer.json()["error"]
+
+        redis_server.start()  # empty: no persistence
+        for url in (a, b):  # a replica says "up" once it published its state again
+            await until_redis(http, url, "up")
+        assert f'elicitgate_redis_up{{redis="{where}"}} 1.0' in (await http.get(f"{a}/metrics")).text
+        with redis_server.client() as r:
+            assert r.get("elicitgate:state-key") == state_key  # a replica started now takes the same key
+            assert r.hget(f"elicitgate:open:{a_id}", "") == "2"  # A's pending count for the shared limits
+        listed = (await http.get(f"{b}/api/elicitations")).json()["elicitations"]
+        assert sorted(i["id"] for i in listed) == sorted([first["id"], second["id"]])  # B lists A's again
+        ok = await http.post(f"{b}/api/elicitations/{first['id']}/answer",
+                             json={"action": "accept", "content": {"email": "ada@example.com", "guests": 2}})
+        assert ok.status_code == 200 and ok.json() == {"id": first["id"], "state": "accepted"}
+        assert text(await before.wait()) == {"action": "accept", "content": {"email": "ada@example.com", "guests": 2}}
+        async with httpx2.AsyncClient() as browser:  # the page of the question asked while away, through B
+            page = PlainPage(browser, f"{b}/e/{second['form_url'].rsplit('/e/', 1)[1]}")
+            assert (await page.open()).status_code == 200 and "Asked while away" in page.html
+            assert "Review your answer" in (await page.post("review", email="bob@example.com", guests="3")).text
+            done = await page.post("submit")
+            assert done.status_code == 410 and 'data-state="accepted"' in page.html, page.html
+        assert text(await during.wait()) == {"action": "accept", "content": {"email": "bob@example.com", "guests": 3}}
     async with balanced_client([a, b], elicitation_callback=Human()) as (modern, _):
         assert text(await modern.call_tool("x__elicit", {})) == {"action": "accept", "content": {"answer": "yes"}}
 
 
-async def until_redis_up(http: httpx2.AsyncClient, url: str) -> None:
-    """/healthz says when the replica reached Redis again (it retries every second)."""
+async def test_a_redis_that_stops_answering_holds_a_new_elicitation_up_for_seconds_only(
+    tmp_path, redis_server, replicas
+):
+    (a,) = replicas(inbox_config(tmp_path), redis_server.url, count=1).urls
+    async with Client(f"{a}/mcp", mode="legacy", elicitation_callback=Human()) as client:
+        redis_server.pause()
+        try:
+            with anyio.fail_after(8):  # the admission waits 2 s for Redis, not the 10 s socket timeout
+                assert text(await client.call_tool("x__elicit", {})) == {"action": "accept", "content": {"answer": "yes"}}
+            async with httpx2.AsyncClient() as http:
+                await until_redis(http, a, "unreachable")  # the socket timeout finds it out
+        finally:
+            redis_server.resume()
+
+
+async def until_redis(http: httpx2.AsyncClient, url: str, state: str) -> None:
+    """/healthz says whether the replica reaches Redis (it tries every second)."""
     with anyio.fail_after(20):
-        while (await http.get(f"{url}/healthz")).json()["replica"]["redis"] != "up":
+        while (await http.get(f"{url}/healthz")).json()["replica"]["redis"] != state:
             await anyio.sleep(0.1)
 
 

@@ -166,10 +166,15 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
     from elicitgate.gateway import Gateway
 
     _setup_logging(cfg.log_level, cfg.log_format)
+    key_in_redis = cfg.redis_url is not None and not cfg.bridging.state_keys
     if cfg.redis_url is not None:
         cfg = _with_replicas(cfg)
     _check_state_keys(cfg)
     gateway = Gateway(cfg, face="stdio" if http is None else "http")
+    if key_in_redis and gateway.replicas is not None:
+        from elicitgate.cluster.keys import announce_state_key
+
+        announce_state_key(gateway.replicas, cfg.bridging.state_keys[0].get_secret_value())
     if http is None:
         from elicitgate.faces.stdio import serve_stdio
 

@@ -96,7 +96,9 @@ class Gateway:
             from elicitgate.cluster.limits import SharedLimits
 
             self.replicas = Replicas(config.redis_url.get_secret_value())
-            self.broker.shared_limits = SharedLimits(self.replicas, config.elicitation, self.broker.open_counts)
+            self.broker.shared_limits = SharedLimits(
+                self.replicas, config.elicitation, self.broker.open_counts, self.broker.admit_here
+            )
         self._task_group: anyio.abc.TaskGroup | None = None
         self._list_changes: dict[str, set[str]] = {}
         """Per server, while a refresh of its lists runs: the `list_changed` methods that came meanwhile."""
@@ -144,7 +146,11 @@ class Gateway:
         healthy = all(link.state is LinkState.UP for link in self.links.values())
         body: dict[str, Any] = {"status": "ok" if healthy else "degraded", "upstreams": servers}
         if self.replicas is not None:
-            body["replica"] = {"id": self.replicas.id, "redis": "up" if self.replicas.reachable else "unreachable"}
+            redis = "up" if self.replicas.reachable else "unreachable"
+            replica: dict[str, Any] = {"id": self.replicas.id, "redis": redis}
+            if (since := self.replicas.down_since) is not None:  # still 200: it serves its own clients alone
+                replica["unreachable_for"] = round(anyio.current_time() - since, 1)
+            body["replica"] = replica
         return healthy, body
 
     # -- peers ---------------------------------------------------------------------------------

@@ -39,6 +39,11 @@ NOTICES = Counter(
     ["scheme", "outcome"],
 )
 UPSTREAM_UP = Gauge("elicitgate_upstream_up", "1 when the upstream's primary connection is up", ["server"])
+REDIS_UP = Gauge(
+    "elicitgate_redis_up",
+    "With redis_url: 1 while this replica reaches Redis, 0 while it serves alone (its own clients and pages)",
+    ["redis"],
+)
 REQUEST_DURATION = Histogram(
     "elicitgate_request_duration_seconds",
     "Seconds the gateway took to answer a client request, by method and face (human time included)",

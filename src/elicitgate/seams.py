@@ -167,7 +167,7 @@ class DownstreamPeer:
     principal: str | None = None
     """Set for 2026-07-28 clients, which have no connection of their own: one peer per principal,
     and `connection` is the one of its latest request. For a handshake-era session, the principal
-    `http.auth` vouched for, if any. Limits are kept per principal (`Broker._admit`)."""
+    `http.auth` vouched for, if any. Limits are kept per principal (`Broker.admit_here`)."""
     last_seen: float = 0.0
     per_call: bool = False
     """A client that is one call and its retries (an unauthenticated 2026-07-28 client, see

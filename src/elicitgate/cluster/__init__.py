@@ -6,7 +6,8 @@ Without `redis_url` nothing here runs and the gateway keeps everything in its pr
   others' requests (Redis pub/sub), and asking another replica something (`ask`), which fails within
   a few seconds when that replica is gone.
 - `board.PendingBoard`: every replica's pending elicitations, readable by all (the admin API, the inbox).
-- `limits.SharedLimits`: rate-limit buckets and pending limits, counted in Redis (Lua, atomic).
+- `limits.SharedLimits`: rate-limit buckets and pending limits, counted in Redis (Lua, atomic), and on the
+  replica while Redis is away.
 - `keys.shared_state_key`: the `requestState` sealing key every replica uses.
 - `elicitgate.web.replicas.ToOwner` (the web side, in `web`): a hosted page or admin-API request for an
   elicitation another replica holds goes to it.

@@ -4,7 +4,9 @@ Each replica keeps its own list under one key that lives with its lease (`pendin
 every `RENEW_EVERY` and at once on a change, expiring `LEASE_SECONDS` after the replica stops), and says
 "changed" on the broadcast channel when the list differs from the last one it wrote. Where an elicitation
 or a hosted page lives (`el:<id>`, `tok:<sha256 of the page token>` → replica) is kept longer
-(`OWNER_TTL`), so that a late answer is told the replica that held it stopped, not "unknown".
+(`OWNER_TTL`), so that a late answer is told the replica that held it stopped, not "unknown". All of it is
+written again when Redis lost it (`announce`, run by `Replicas.announce`), so that answers and pages keep
+reaching this replica through the others after Redis restarted empty.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import anyio
 from redis.exceptions import RedisError
 
 from elicitgate.cluster.bus import LEASE_SECONDS, RENEW_EVERY, Replicas
+from elicitgate.cluster.redis_client import Pipeline
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +42,7 @@ class PendingBoard:
         self._last: str | None = None
         self._live: list[str] = []
         replicas.on_broadcast.append(self._heard)
+        replicas.announcements.append(self.announce)
 
     def mark(self) -> None:
         """Something local changed: publish soon."""
@@ -67,17 +71,30 @@ class PendingBoard:
         shown = json.dumps(sorted(
             [i["id"], i["state"], i.get("token_digest"), i.get("claimed_at")] for i in items
         ))
-        owners = {f"el:{i['id']}" for i in items} | {f"tok:{i['token_digest']}" for i in items if i.get("token_digest")}
-        rid = self.replicas.id
+        owners = _owners(items)
         async with self.replicas.redis.pipeline(transaction=False) as pipe:
-            pipe.set(self.replicas.key("pending", rid), json.dumps(items), ex=LEASE_SECONDS)
-            for name in owners - self._written:
-                pipe.set(self.replicas.key(name), rid, ex=OWNER_TTL)
+            self._write(pipe, items, owners - self._written)
             await pipe.execute()
         self._written = owners
         if shown != self._last:
             self._last = shown
             await self.replicas.broadcast({"kind": PENDING_CHANGED})
+
+    def announce(self, pipe: Pipeline) -> None:
+        """The whole board: the pending list and every owner key, whatever was written before; the others
+        are told it changed at the next `run` (the announcement's pipeline ran by then)."""
+        items = self.snapshot()
+        owners = _owners(items)
+        self._write(pipe, items, owners)
+        self._written = owners  # should the pipeline fail, the next renewal announces all of it again
+        self._last = None
+        self.mark()
+
+    def _write(self, pipe: Pipeline, items: list[dict[str, Any]], owners: set[str]) -> None:
+        rid = self.replicas.id
+        pipe.set(self.replicas.key("pending", rid), json.dumps(items), ex=LEASE_SECONDS)
+        for name in owners:
+            pipe.set(self.replicas.key(name), rid, ex=OWNER_TTL)
 
     async def others(self) -> list[dict[str, Any]]:
         """The pending elicitations of the other live replicas."""
@@ -93,3 +110,8 @@ class PendingBoard:
     async def owner(self, kind: str, value: str) -> str | None:
         """The replica that holds elicitation `value` (`kind` "el") or the page of token digest `value` ("tok")."""
         return await self.replicas.redis.get(self.replicas.key(f"{kind}:{value}"))
+
+
+def _owners(items: list[dict[str, Any]]) -> set[str]:
+    """The owner keys of these pending items: each one's id, and its page's token digest."""
+    return {f"el:{i['id']}" for i in items} | {f"tok:{i['token_digest']}" for i in items if i.get("token_digest")}

@@ -7,8 +7,11 @@ answer comes back on the asker's channel. `PUBLISH` says how many subscribers go
 replica whose process died (its subscription closed with its socket) is known gone at once; one that
 hangs is known gone when its lease lapses. Nobody waits on a replica that is not there.
 
-Redis unreachable: what needs it fails at once (`unavailable`), and the connection pool, the lease
-and the subscription reconnect by themselves when it is back.
+Redis unreachable: what needs it fails at once (`unavailable`), what this replica can do alone goes on
+(its own clients and pages, limits counted here: `limits.py`), and the connection pool, the lease and the
+subscription reconnect by themselves when it is back. Whenever Redis does not know this replica (at start,
+and when it comes back without the lease: restarted empty, or away longer than the lease), the replica
+publishes everything the others need to reach its elicitations at once (`announce`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from elicitgate import errors
 from elicitgate.cluster import redis_client
 from elicitgate.cluster.redis_client import Pipeline, RedisClient
 from elicitgate.json_shapes import is_object
+from elicitgate.metrics import REDIS_UP, labelled
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +102,12 @@ class Replicas:
         """Further commands for the lease renewal's pipeline (each replica's counts for the shared limits)."""
         self.workers: list[Callable[[], Coroutine[Any, Any, None]]] = []
         """Tasks that run while the replica does (publishing its pending board)."""
+        self.announcements: list[Callable[[Pipeline], None]] = []
+        """Commands that publish everything the others need to reach this replica's elicitations (its pending
+        list, where each one and its page live, the shared requestState key): run by `announce`."""
         self.reachable = False
+        self.down_since: float | None = None
+        """`anyio.current_time()` when Redis was found out of reach (None while it is reachable)."""
         self.started = anyio.Event()
         """Set once the first attempt to join (lease and subscription) is over, whether it worked or not."""
         self._subscribed = anyio.Event()
@@ -107,6 +116,8 @@ class Replicas:
         self._tg: anyio.abc.TaskGroup | None = None
         self._said_down = False
         self._listening = False
+        self._announced = False
+        self._up_metric = labelled(REDIS_UP, where(url))
 
     # -- keys and channels ---------------------------------------------------------------------
 
@@ -153,11 +164,14 @@ class Replicas:
         while True:
             try:
                 async with self.redis.pipeline(transaction=True) as pipe:
+                    pipe.exists(self.lease_key(self.id))
                     pipe.set(self.lease_key(self.id), "1", ex=LEASE_SECONDS)
                     pipe.sadd(self.key("replicas"), self.id)
                     for renewal in self.renewals:
                         renewal(pipe)
-                    await pipe.execute()
+                    known = (await pipe.execute())[0]
+                if not known or not self._announced:
+                    await self.announce(again=self._announced)
                 if self._listening:  # reachable means the others can also ask this replica
                     self._up()
             except RedisError as exc:
@@ -165,16 +179,35 @@ class Replicas:
             self.started.set()
             await anyio.sleep(RENEW_EVERY)
 
+    async def announce(self, *, again: bool = False) -> None:
+        """Publish everything the others need to reach this replica's elicitations, all of it: at start, and
+        whenever Redis has lost this replica's lease (a restart without persistence, or an absence longer
+        than the lease). One place, so that nothing is left out when Redis comes back."""
+        self._announced = False  # until it is done: a failure has the next renewal try it all again
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for announcement in self.announcements:
+                announcement(pipe)
+            await pipe.execute()
+        self._announced = True
+        if again:
+            logger.warning("replica %s: Redis at %s had lost this replica's keys (restarted empty?); published "
+                           "them again", self.id, where(self.url))
+
     def _up(self) -> None:
         if not self.reachable:
             logger.info("replica %s: Redis at %s reachable", self.id, where(self.url))
-        self.reachable, self._said_down = True, False
+        self.reachable, self._said_down, self.down_since = True, False, None
+        self._up_metric.set(1)
 
     def _down(self, exc: BaseException) -> None:
         self.reachable = False
+        self._up_metric.set(0)
+        if self.down_since is None:
+            self.down_since = anyio.current_time()
         if not self._said_down:
             self._said_down = True
-            logger.warning("replica %s: Redis at %s unreachable (%s); retrying", self.id, where(self.url), exc)
+            logger.warning("replica %s: Redis at %s unreachable (%s); this replica serves its own clients and "
+                           "pages alone, and retries every %g s", self.id, where(self.url), exc, RENEW_EVERY)
 
     async def _listen(self) -> None:
         while True:

@@ -2,7 +2,8 @@
 
 Configured `bridging.state_keys` win (every replica has them from the same config). Otherwise the first
 replica to start puts a random key in Redis (`SET NX`, no expiry) and every replica takes that one,
-instead of the per-host `state_key_file`.
+instead of the per-host `state_key_file`. A running replica puts it back should Redis lose it
+(`announce_state_key`), so that a replica started after an empty restart takes the same key.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import time
 import redis
 from pydantic import SecretStr
 
-from elicitgate.cluster.bus import CONNECT_TIMEOUT, PREFIX, where
+from elicitgate.cluster.bus import CONNECT_TIMEOUT, PREFIX, Replicas, where
+from elicitgate.cluster.redis_client import Pipeline
 from elicitgate.config import ConfigError, GatewayConfig
 
 STATE_KEY = PREFIX + "state-key"
@@ -47,3 +49,13 @@ def with_shared_state_key(cfg: GatewayConfig, url: str) -> GatewayConfig:
         client.close()
     bridging = cfg.bridging.model_copy(update={"state_keys": [SecretStr(str(key))]})
     return cfg.model_copy(update={"bridging": bridging})
+
+
+def announce_state_key(replicas: Replicas, key: str) -> None:
+    """Have `replicas` put the key it took from Redis back whenever Redis lost it (`Replicas.announce`);
+    `SET NX`: every running replica has the same one."""
+
+    def announce(pipe: Pipeline) -> None:
+        pipe.set(STATE_KEY, key, nx=True)
+
+    replicas.announcements.append(announce)

@@ -130,7 +130,7 @@ class Broker:
                 assert self.hosting is not None
                 responder = FirstAnswer(responder, self.hosting)
             if self.shared_limits is None:
-                identity = self._admit(server, peer)
+                identity = self.admit_here(server, peer, peer.principal or peer.id)
             else:
                 identity = await self.shared_limits.admit(server, peer)
         except MCPError as exc:
@@ -355,9 +355,9 @@ class Broker:
             )
         return checked
 
-    def _admit(self, server: str, peer: DownstreamPeer) -> str:
-        """Check the limits for the client's identity (its principal, else its session); returns the identity."""
-        identity = peer.principal or peer.id
+    def admit_here(self, server: str, peer: DownstreamPeer, identity: str) -> str:
+        """Check the limits for the client's `identity` (its principal, else its session) as counted in this
+        process (with `redis_url`, while Redis is out of reach); returns the identity."""
         if self._open.get(identity, 0) >= self.config.max_pending_per_session:
             raise pending_limit(self.config, server, "max_pending_per_session")
         if len(self.pending) >= self.config.max_pending_total:
