@@ -21,7 +21,7 @@ from tests.test_http_face import HEADERS, initialize
 
 pytestmark = pytest.mark.anyio
 
-CAROL = "carol-token-0123456789abcdef"
+CAROL = "carol-gloDeJancM4ylc_gZSV3AlJJ3gYmfZCfVEeE7pH8Vnw"
 
 
 def fair_config(server: dict[str, Any], **sections: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from tests.conftest import PY, free_port, serve_http, write_config
 
 pytestmark = pytest.mark.anyio
 
-ADMIN = "http-limits-admin-token-for-tests"
+ADMIN = "http-limits-D612soWo6BAH_4l-ehVTVd-6fHEj6iFwcmg4HL_gbGY"
 HEAD_TIMEOUT = 2.0
 BODY_TIMEOUT = 2.0
 MAX_BODY = 4096
