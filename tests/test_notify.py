@@ -538,7 +538,11 @@ async def test_the_ntfy_example_announces_a_hosted_question_with_a_link_under_pu
                 assert link.startswith(f"{public_url}/e/")
                 async with httpx2.AsyncClient() as http:
                     page = PlainPage(http, gw.url + link.removeprefix(public_url))  # the proxy's part, here
-                    await page.open()
+                    opened = await page.open()
+                    # The page's cookies are Secure (public_url is https): the browser behind the TLS proxy sends
+                    # them back, so this client, speaking plain HTTP to the gateway, does too.
+                    for name, value in opened.cookies.items():
+                        http.cookies.set(name, value)
                     await page.post("decline")
                 assert text(await call.wait()) == {"action": "decline"}
 
