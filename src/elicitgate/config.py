@@ -222,6 +222,13 @@ class ElicitationConfig(_Strict):
     `destructive` for every tool annotated `destructiveHint: true`."""
     url_policy: UrlPolicyConfig = Field(default_factory=UrlPolicyConfig)
     """Checks on URL-mode links (`elicitation/create`, -32042 items, 2026-07-28 input requests)."""
+    abandoned_grace: float = Field(default=20.0, gt=0, le=600)
+    """Seconds a question pushed to a handshake-era client stays resumable once its client's stream broke
+    (the client killed, its network gone, its call given up); then it is abandoned (docs/reliability.md)."""
+    abandoned: Literal["cancel", "keep"] = "cancel"
+    """What happens to an abandoned question: `cancel` ends it (state `cancelled`, reason `client gone: ...`;
+    the server gets `{"action": "cancel"}`); `keep` leaves it pending until its deadline, for a client that
+    resumes later (its upstream keeps waiting; the inbox lists it)."""
 
     @model_validator(mode="after")
     def _pending_share(self) -> ElicitationConfig:
@@ -327,6 +334,12 @@ class HttpFaceConfig(_Strict):
     """Seconds a 2026-07-28 request's answer may take and still go back as one JSON body (unless something
     was sent on the request's behalf first); past it the POST turns into an SSE stream with keep-alive
     comments. A handshake-era session's request turns after 0.25 s (`faces.http_answers.JSON_WINDOW`)."""
+    resume_events_per_session: int = Field(default=1000, gt=0)
+    """SSE events a handshake-era session keeps so that a client whose stream broke can resume it with
+    `Last-Event-ID` (docs/reliability.md); past it the oldest already written or notifications go first
+    (`elicitgate_stream_events_dropped`)."""
+    resume_events_total: int = Field(default=100_000, gt=0)
+    """The same bound over all sessions of the process."""
 
     @property
     def principal_share(self) -> int:

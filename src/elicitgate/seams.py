@@ -139,6 +139,12 @@ class Origin(UrlCompletionTarget, Protocol):
         """The broker recorded the end of an elicitation this call caused."""
         ...
 
+    def carry(self, elicitation: Elicitation) -> None:
+        """`elicitation` is about to be pushed on this call's channel: attach what carries the channel (a
+        resumable HTTP response stream) to it (`elicitation.carriers`); a channel that cannot break alone
+        (stdio, a 2026-07-28 round) attaches nothing."""
+        ...
+
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """The upstream finished a URL-mode interaction this call's client accepted."""
         ...

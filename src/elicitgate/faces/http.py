@@ -51,7 +51,10 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     http = gateway.config.http
     mcp = StreamableHttpEndpoint(server, security, idle_timeout=http.session_idle_timeout,
                                  max_sessions=http.max_sessions, json_wait=http.json_wait,
-                                 per_principal=http.principal_share if http.auth.enabled else None)
+                                 per_principal=http.principal_share if http.auth.enabled else None,
+                                 grace=gateway.config.elicitation.abandoned_grace,
+                                 events_per_session=http.resume_events_per_session,
+                                 events_total=http.resume_events_total)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:

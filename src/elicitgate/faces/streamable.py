@@ -22,7 +22,7 @@ import secrets
 from collections import deque
 from collections.abc import AsyncGenerator, Mapping
 from types import CoroutineType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.abc
@@ -42,28 +42,37 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.transport_context import TransportContext
 
 from elicitgate.faces.dispatch import RequestContext, serve_handshake
-from elicitgate.faces.http_answers import JSON_WINDOW, LATE, Channel, error_message, read_body, reply, stream
+from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEvents, protocol_at_least_2025_11_25
+from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, read_body, reply
 from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
 from elicitgate.jsonrpc import Inbound, NotAMessage, is_request_id, parse_message
 from elicitgate.json_shapes import is_object
+from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
+
+if TYPE_CHECKING:
+    from elicitgate.elicitation.model import Elicitation
 
 logger = logging.getLogger(__name__)
 
 SESSION_HEADER = "mcp-session-id"
+LAST_EVENT_ID = "last-event-id"
 STREAMABLE_HTTP = TransportContext(kind="streamable-http", can_send_request=True)
 
 class SessionWire:
     """One session's `MessageWire`: POSTs hand in the client's messages; what the gateway sends goes to the
-    response stream of the request it answers or is sent on behalf of, else to the GET stream."""
+    response stream of the request it answers or is sent on behalf of, else to the GET stream. Every stream is
+    resumable (`faces.event_streams`): one whose client went away keeps what it carries until it is resumed."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: EventLimits) -> None:
         self._inbox: deque[Inbound] = deque()
         self._reader: asyncio.Future[None] | None = None
         self.closed = False
-        self.answers: dict[RequestId, Channel] = {}
-        """The client's requests being served, each with its POST's channel."""
-        self.standalone: Channel | None = None
+        self.events = SessionEvents(limits)
+        self.answers: dict[RequestId, EventStream] = {}
+        """The client's requests being served, each with its response stream (kept while the call runs, even
+        once the POST that opened it broke)."""
+        self.standalone: EventStream | None = None
         self._carriers: dict[RequestId, RequestId] = {}
         """Our requests to the client that were sent on behalf of one of its requests: that request's id."""
 
@@ -112,14 +121,21 @@ class SessionWire:
         self.send_on_behalf(message, carrier)
 
     def send_on_behalf(self, message: dict[str, Any], request_id: RequestId | None) -> None:
-        """Send `message` on the response stream of the client's request `request_id` while it is open, else
-        on the GET stream; with neither open it is dropped (as the SDK's transport does, without resumption)."""
+        """Send `message` on the response stream of the client's request `request_id` until its answer (kept
+        for a resuming client while the stream is broken), else on the GET stream; with no GET stream it is
+        dropped (as the SDK's transport does)."""
         channel = self.answers.get(request_id) if request_id is not None else None
         if channel is not None and channel.put(message):
             return
         if self.standalone is not None and self.standalone.put(message):
             return
         logger.debug("no stream open for %s: dropped", message.get("method"))
+
+    def carry_question(self, elicitation: Elicitation, request_id: RequestId | None) -> None:
+        """`elicitation` goes out on behalf of the client's request `request_id`: its stream carries it."""
+        stream = self.answers.get(request_id) if request_id is not None else None
+        if stream is not None:
+            stream.carry(elicitation)
 
     def close(self) -> None:
         """End the session: every request still waiting for its answer gets `Connection closed`."""
@@ -131,6 +147,7 @@ class SessionWire:
             self.standalone.close()
         if self._reader is not None and not self._reader.done():
             self._reader.set_result(None)
+        self.events.clear()
 
 
 class HttpRequestContext(RequestContext):
@@ -156,6 +173,10 @@ class HttpRequestContext(RequestContext):
         self._wire.carry(request_id, self.request_id)
         return self._dispatcher.send_raw_request(method, params, options)
 
+    def carry(self, elicitation: Elicitation) -> None:
+        """This request's response stream carries `elicitation` (`faces.event_streams`)."""
+        self._wire.carry_question(elicitation, self.request_id)
+
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
         if not self.closed and not self._wire.closed:
             message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -169,9 +190,9 @@ Principal = tuple[str, str | None, str | None]
 
 
 class _Session:
-    __slots__ = ("id", "header", "owner", "principal", "wire", "in_flight", "idle_since")
+    __slots__ = ("id", "header", "owner", "principal", "wire", "in_flight", "idle_since", "broke")
 
-    def __init__(self, owner: AuthorizationContext | None) -> None:
+    def __init__(self, owner: AuthorizationContext | None, limits: EventLimits) -> None:
         self.id = secrets.token_hex(16)
         self.header = [(SESSION_HEADER.encode(), self.id.encode())]
         """What every response of the session carries."""
@@ -179,10 +200,13 @@ class _Session:
         self.principal: Principal | None = (
             (owner["client_id"], owner["issuer"], owner["subject"]) if owner is not None else None
         )
-        self.wire = SessionWire()
+        self.wire = SessionWire(limits)
         self.in_flight = 0
         """HTTP requests of this session being served (an open GET stream among them)."""
         self.idle_since = anyio.current_time()
+        self.broke = False
+        """A stream of it broke before its end and the client has sent nothing since: it may be gone for good,
+        and the session ends after the grace period instead of the idle timeout."""
 
 
 class StreamableHttpEndpoint:
@@ -203,8 +227,13 @@ class StreamableHttpEndpoint:
         per_principal: int | None = None,
         json_wait: float = JSON_WINDOW,
         max_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE,
+        grace: float = 20.0,
+        events_per_session: int = 1000,
+        events_total: int = 100_000,
     ) -> None:
         self._server = server
+        self._grace = grace
+        self._limits = EventLimits(events_per_session, events_total)
         self._security = security
         self._idle_timeout = idle_timeout
         self._max_sessions = max_sessions
@@ -223,8 +252,7 @@ class StreamableHttpEndpoint:
         async with self._server.lifespan(self._server) as lifespan_state, anyio.create_task_group() as tasks:
             self._lifespan_state = self._stateless.lifespan_state = lifespan_state
             self._tasks = tasks
-            if self._idle_timeout is not None:
-                tasks.start_soon(self._sweep_idle, self._idle_timeout)
+            tasks.start_soon(self._sweep_idle, self._idle_timeout)
             try:
                 yield
             finally:
@@ -332,10 +360,16 @@ class StreamableHttpEndpoint:
             await reply(send, 202, None, extra=session.header)
             session.wire.hand_in(Inbound(message))
             return
-        await self._answer(session, cast(RequestId, request_id), message, receive, send)
+        await self._answer(session, cast(RequestId, request_id), message, receive, send, headers)
 
     async def _answer(
-        self, session: _Session, request_id: RequestId, message: dict[str, Any], receive: Receive, send: Send
+        self,
+        session: _Session,
+        request_id: RequestId,
+        message: dict[str, Any],
+        receive: Receive,
+        send: Send,
+        headers: Headers,
     ) -> None:
         """Serve one request of the client's and write its answer (and what comes before it) on this POST."""
         wire = session.wire
@@ -343,27 +377,26 @@ class StreamableHttpEndpoint:
             await reply(send, 409, error_message(request_id, INVALID_REQUEST, "A request with this id is already in "
                                            "flight on this session", id=request_id), extra=session.header)
             return
-        channel = wire.answers[request_id] = Channel()
+        channel = wire.answers[request_id] = wire.events.open()
         session.in_flight += 1
+        done = True
         try:
             wire.hand_in(Inbound(message, context=contextvars.copy_context()))
-            first = await channel.get(JSON_WINDOW)
-            if first is None:  # not reached: only an SSE stream's disconnect closes a channel unanswered
+            first = await channel.next(0, JSON_WINDOW)
+            if first is None:  # not reached: a stream is closed unanswered only as its session ends
                 await reply(send, 500, error_message(request_id, INTERNAL_ERROR, "The request ended unanswered"))
                 return
-            if first is LATE:
-                await stream(channel, send, receive, None, extra=session.header)
-                return
-            if channel.closed and "method" not in first:
-                await reply(send, 200, first, extra=session.header)
-                if message.get("method") == "initialize" and "error" in first:
+            if first is not LATE and channel.complete(first[0]) and "method" not in first[1]:
+                wire.events.forget(channel)
+                await reply(send, 200, first[1], extra=session.header)
+                if message.get("method") == "initialize" and "error" in first[1]:
                     self._end(session)  # nothing was established
                 return
-            await stream(channel, send, receive, first, extra=session.header)
+            done = await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
         finally:
-            if wire.answers.get(request_id) is channel:
+            if done and wire.answers.get(request_id) is channel:
                 del wire.answers[request_id]
-            self._release(session)
+            self._release(session, broke=not done)
 
     # -- GET: the session's own stream; DELETE: its end ---------------------------------------------
 
@@ -376,18 +409,54 @@ class StreamableHttpEndpoint:
         if session is None:
             return
         wire = session.wire
-        if wire.standalone is not None and not wire.standalone.closed:
+        last_event_id = headers.get(LAST_EVENT_ID)
+        if last_event_id is not None:
+            await self._resume(session, last_event_id, receive, send)
+            return
+        if wire.standalone is not None and wire.standalone.attached:
             await reply(send, 409, error_message(None, INVALID_REQUEST, "Conflict: Only one SSE stream is allowed per "
                                            "session"), extra=session.header)
             return
-        channel = wire.standalone = Channel()
+        channel = wire.standalone = wire.events.open()
         session.in_flight += 1
+        done = False
         try:
-            await stream(channel, send, receive, None, extra=session.header)
+            done = await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
         finally:
-            if wire.standalone is channel:
-                wire.standalone = None
-            self._release(session)
+            self._release(session, broke=not done)
+
+    async def _resume(self, session: _Session, last_event_id: str, receive: Receive, send: Send) -> None:
+        """A client whose stream broke comes back: what followed `last_event_id` on that stream, then the rest."""
+        found = session.wire.events.find(last_event_id)
+        if isinstance(found, ValueError) or found is None:
+            malformed = isinstance(found, ValueError)
+            labelled(STREAM_RESUMPTIONS, "malformed" if malformed else "unknown").inc()
+            await reply(send, 400 if malformed else 404, error_message(
+                None, INVALID_REQUEST,
+                "Bad Request: malformed Last-Event-ID" if malformed else "Last-Event-ID not found in this session",
+                header=LAST_EVENT_ID, value=last_event_id[:64],
+                fix=str(found) if malformed else "resume with the id of an event this session sent on a stream not "
+                "yet ended (events of ended streams, other sessions or past http.resume_events_per_session are gone), "
+                "or send the request again",
+            ), extra=session.header)
+            return
+        stream, seq = found
+        labelled(STREAM_RESUMPTIONS, "resumed").inc()
+        logger.debug("session %s resumes stream %d after event %d", session.id, stream.number, seq)
+        session.in_flight += 1
+        done = False
+        try:
+            done = await stream.write(send, receive, after=seq, priming=False, headers=session.header)
+        finally:
+            if done:
+                for request_id, answered in list(session.wire.answers.items()):
+                    if answered is stream:
+                        del session.wire.answers[request_id]
+            self._release(session, broke=not done)
+
+    @staticmethod
+    def _primes(headers: Headers) -> bool:
+        return protocol_at_least_2025_11_25(headers, MCP_PROTOCOL_VERSION_HEADER)
 
     async def _delete(self, scope: Scope, send: Send, headers: Headers) -> None:
         session = await self._known_session(scope, send, headers)
@@ -421,7 +490,7 @@ class StreamableHttpEndpoint:
         full or stopping."""
         if self._tasks is None:
             return None
-        session = _Session(_requestor(scope))
+        session = _Session(_requestor(scope), self._limits)
         principal = session.principal
         if principal is not None and self._per_principal is not None:
             if self._held.get(principal, 0) >= self._per_principal:
@@ -474,18 +543,29 @@ class StreamableHttpEndpoint:
         if not session.wire.closed:
             session.wire.close()
 
-    def _release(self, session: _Session) -> None:
+    def _release(self, session: _Session, *, broke: bool = False) -> None:
         session.in_flight -= 1
+        session.broke = broke
         if not session.in_flight:
             session.idle_since = anyio.current_time()
 
-    async def _sweep_idle(self, timeout: float) -> None:
+    async def _sweep_idle(self, timeout: float | None) -> None:
+        """End sessions idle for `timeout`, and sooner, after the grace period, those whose last stream broke
+        (a client killed, or gone off the network, without DELETE): what they held upstream is freed."""
+        every = min(self._grace / 4, timeout / 4 if timeout is not None else 60.0, 60.0)
         while True:
-            await anyio.sleep(min(timeout / 4, 60.0))
+            await anyio.sleep(every)
             now = anyio.current_time()
             for session in list(self._sessions.values()):
-                if not session.in_flight and now - session.idle_since >= timeout:
-                    logger.info("session %s idle for %.0fs: ended", session.id, now - session.idle_since)
+                if session.in_flight:
+                    continue
+                idle = now - session.idle_since
+                if session.broke and idle >= self._grace:
+                    logger.info("session %s: its stream broke %.0fs ago and it did not come back: ended",
+                                session.id, idle)
+                    self._end(session)
+                elif timeout is not None and idle >= timeout:
+                    logger.info("session %s idle for %.0fs: ended", session.id, idle)
                     self._end(session)
 
 
