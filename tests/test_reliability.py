@@ -21,11 +21,15 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcp import Client
 
+from elicitgate.config import ConfigError, build_config
 from tests.conftest import ROOT, inprocess_gateway, stdio_server
+from tests.replicas_helpers import redis_server, replicas  # noqa: F401 (fixtures)
+from tests.test_docs_commands import _blocks
 
 pytestmark = pytest.mark.anyio
 
@@ -34,13 +38,18 @@ VERSION = "2025-11-25"
 
 
 class Relay:
-    """A TCP relay in front of the gateway. Once the gateway sends `cut_after` to a client, the relay passes it
-    on and then closes that connection, both ways: the client's stream breaks after it had the message."""
+    """A TCP relay in front of the gateway (`ports`: its replicas). Once the gateway sends `cut_after` to a client,
+    the relay passes it on and then closes that connection both ways (the client's stream breaks after it had
+    the message); with `switch`, it closes every connection and sends the new ones to the next replica, as a
+    load balancer does when a replica's connections drop."""
 
-    def __init__(self, port: int, cut_after: bytes) -> None:
-        self._port = port
+    def __init__(self, *ports: int, cut_after: bytes, switch: bool = False) -> None:
+        self._ports = ports
         self._cut_after = cut_after
+        self._switch = switch
+        self._open: set[asyncio.StreamWriter] = set()
         self.cuts = 0
+        self.cut = asyncio.Event()
         self._server: asyncio.Server | None = None
         self.url = ""
 
@@ -52,9 +61,14 @@ class Relay:
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.close()
+        for writer in self._open:
+            writer.close()
 
     async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
-        gateway_reader, gateway_writer = await asyncio.open_connection("127.0.0.1", self._port)
+        port = self._ports[min(self.cuts, len(self._ports) - 1)] if self._switch else self._ports[0]
+        gateway_reader, gateway_writer = await asyncio.open_connection("127.0.0.1", port)
+        pair = {client_writer, gateway_writer}
+        self._open |= pair
 
         async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, watch: bool) -> None:
             seen = b""
@@ -65,11 +79,15 @@ class Relay:
                     seen = (seen + data)[-4096:]
                     if watch and self.cuts == 0 and self._cut_after in seen:
                         self.cuts += 1
+                        for other in self._open if self._switch else pair:
+                            other.close()
+                        self.cut.set()
                         break
             except OSError:
                 pass
-            for w in (client_writer, gateway_writer):
+            for w in pair:
                 w.close()
+            self._open -= pair
 
         await asyncio.gather(pipe(client_reader, gateway_writer, False), pipe(gateway_reader, client_writer, True))
 
@@ -103,7 +121,7 @@ def shared_server(**extra: Any) -> dict[str, Any]:
 
 async def test_the_sdk_client_resumes_a_broken_stream_with_last_event_id_and_its_call_completes():
     config = {"mcpServers": {"s": shared_server()}}
-    async with inprocess_gateway(config) as gw, Relay(gw.port, b'"elicitation/create"') as relay:
+    async with inprocess_gateway(config) as gw, Relay(gw.port, cut_after=b'"elicitation/create"') as relay:
         asked: list[str] = []
 
         async def human(ctx: Any, params: Any) -> types.ElicitResult:
@@ -244,3 +262,101 @@ async def _metric(url: str, name: str, **labels: str) -> float:
             if sample.name == name and sample.labels == labels:
                 return sample.value
     return 0.0
+
+
+INSPECTOR = ROOT / "tests" / "peers" / "ts" / "node_modules" / "@modelcontextprotocol" / "inspector-cli" / "build"
+ADMIN = "reliability-admin-token-for-tests"
+
+
+@pytest.mark.node
+async def test_the_inspector_cli_giving_up_after_60s_leaves_no_question_in_the_inbox(tmp_path, http_gateway):
+    """The MCP Inspector CLI declares no elicitation (the gateway hosts its question in the inbox), waits 60 s
+    for a call (the TypeScript SDK's request timeout, not configurable there), then exits without DELETE."""
+    if not INSPECTOR.is_dir():
+        pytest.fail("tests/peers/ts has no @modelcontextprotocol/inspector-cli: run npm ci there")
+    config = tmp_path / "elicitgate.json"
+    config.write_text(json.dumps({"mcpServers": {"s": shared_server()}, "elicitation": {"abandoned_grace": 2}}))
+    gw = http_gateway(config, env={"ELICITGATE_ADMIN_TOKEN": ADMIN})
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    inspector = subprocess.Popen(
+        ["node", str(INSPECTOR / "index.js"), f"{gw.url}/mcp", "--method", "tools/call", "--tool-name", "s__elicit"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        async with httpx2.AsyncClient(base_url=gw.url, headers=admin, timeout=30) as http:
+
+            async def listed(state: str) -> list[dict[str, Any]]:
+                return (await http.get("/api/elicitations", params={"state": state})).json()["elicitations"]
+
+            with anyio.fail_after(30):
+                while not await listed("pending"):
+                    await anyio.sleep(0.2)
+            with anyio.fail_after(120):
+                while inspector.poll() is None:
+                    await anyio.sleep(0.5)
+            gave_up_at = anyio.current_time()
+            _, err = inspector.communicate()
+            assert inspector.returncode != 0 and "timed out" in err.lower(), err
+            with anyio.fail_after(30):
+                while await listed("pending"):
+                    await anyio.sleep(0.2)
+            assert anyio.current_time() - gave_up_at < 30
+            ended = await listed("ended")
+            assert len(ended) == 1 and ended[0]["state"] == "cancelled" and ended[0]["reason"], ended
+    finally:
+        if inspector.poll() is None:
+            inspector.kill()
+            inspector.communicate()
+
+
+def test_the_documented_settings_are_the_defaults_and_a_vanished_client_frees_its_places_within_30_seconds():
+    (block,) = _blocks(ROOT / "docs" / "reliability.md", "yaml")
+    documented = build_config({"mcpServers": {}, **yaml.safe_load(block)}, "docs/reliability.md", environ={})
+    default = build_config({"mcpServers": {}}, "defaults", environ={})
+    assert documented.elicitation == default.elicitation and documented.http == default.http
+    # The question ends after the grace period, the session at the sweep after it (a quarter of it later).
+    assert default.elicitation.abandoned_grace * 1.25 <= 30
+    for bad, says in (({"abandoned_grace": 0}, "abandoned_grace"), ({"abandoned": "host"}, "abandoned")):
+        with pytest.raises(ConfigError) as caught:
+            build_config({"mcpServers": {}, "elicitation": bad}, "test", environ={})
+        assert f"elicitation.{says}: " in caught.value.render()
+    with pytest.raises(ConfigError) as caught:
+        build_config({"mcpServers": {}, "http": {"resume_events_per_session": 0}}, "test", environ={})
+    assert "http.resume_events_per_session: " in caught.value.render()
+
+
+async def test_a_client_that_comes_back_through_another_replica_resumes_its_stream_there(
+    tmp_path, redis_server, replicas
+):
+    """Two replicas on one Redis: the client's stream to the first breaks, and everything it sends next reaches
+    the second (its resumption, its answer, its DELETE). The second replays the stream from Redis, the answer
+    goes to the first, which holds the call, and the result comes back through the second."""
+    config = tmp_path / "elicitgate.json"
+    config.write_text(json.dumps({"mcpServers": {"s": shared_server()}}))
+    group = replicas(config, redis_server.url, count=2)
+    first, second = group.procs
+    redis = redis_server.client()
+    relay = Relay(first.port, second.port, cut_after=b'"elicitation/create"', switch=True)
+    async with relay:
+        asked: list[str] = []
+
+        async def human(ctx: Any, params: Any) -> types.ElicitResult:
+            asked.append(params.message)
+            # The person answers once the connection broke and the first replica copied the stream to Redis (a
+            # person takes longer than that).
+            await relay.cut.wait()
+            with anyio.fail_after(30):
+                while not redis.keys("elicitgate:session:*"):
+                    await anyio.sleep(0.05)
+            return types.ElicitResult(action="accept", content={"answer": "elsewhere"})
+
+        async with Client(f"{relay.url}/mcp", mode="legacy", elicitation_callback=human) as client:
+            with anyio.fail_after(60):
+                result = await client.call_tool("s__elicit", {"message": "across replicas"})
+        assert relay.cuts == 1
+        assert json.loads(result.content[0].text) == {"action": "accept", "content": {"answer": "elsewhere"}}
+        assert asked == ["[s] across replicas"]
+    resumed = await _metric(second.url, "elicitgate_stream_resumptions_total", outcome="resumed")
+    assert resumed >= 1
+    with anyio.fail_after(30):  # the session ended (its DELETE went to the first replica): its copy goes too
+        while redis.keys("elicitgate:events*") or redis.keys("elicitgate:session:*"):
+            await anyio.sleep(0.1)

@@ -1,8 +1,8 @@
 """Resumable response streams of handshake-era HTTP sessions (2025-11-25 transport, "Resumability and
 Redelivery").
 
-Every SSE event the face sends on a handshake-era session has an id, `<stream>/<seq>`: the stream's number in
-its session and the event's place in it. What a stream carries is kept until its client has had the stream's
+Every SSE event the face sends on a handshake-era session has an id, `<stream>/<seq>`: the stream's name (a
+number, after the replica's id with `redis_url`) and the event's place in it. What a stream carries is kept until its client has had the stream's
 end (bounded per session and in total), so that a client whose connection broke comes back with
 `GET` + `Last-Event-ID`, gets what followed that event on that stream (never another stream's), and then the
 rest as it comes, its call's answer last. A broken stream is not a cancelled request: the call goes on, and
@@ -20,7 +20,7 @@ import itertools
 import re
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from starlette.types import Receive, Send
@@ -31,25 +31,35 @@ from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
 if TYPE_CHECKING:
     from elicitgate.elicitation.model import Elicitation
 
-EVENT_ID = re.compile(r"^(\d{1,9})/(\d{1,12})$")
+EVENT_ID = re.compile(r"^((?:[0-9a-f]{1,32}-)?\d{1,12})/(\d{1,12})$")
 """`<stream>/<seq>`: a `Last-Event-ID` of this face."""
 BROKE = "the client's stream broke before the call's answer"
 
 _stream_numbers = itertools.count(1)
-"""Stream numbers are unique in the process, not only in a session: another session's event id is unknown here
-(and is refused) instead of naming a stream of this one."""
+"""Stream names are unique in the process (and over replicas, with the replica's id before them), not only in a
+session: another session's event id is unknown here (and is refused) instead of naming a stream of this one."""
+
+
+class Mirror(Protocol):
+    """Where a broken stream's events are copied so that another replica can resume it (`faces.shared_streams`)."""
+
+    def appended(self, stream: EventStream, seq: int, message: dict[str, Any], last: bool) -> None: ...
+
+    def forget(self, stream: EventStream) -> None: ...
 
 
 class EventLimits:
     """The store's bounds: events kept per session (`http.resume_events_per_session`) and in all sessions
     (`http.resume_events_total`)."""
 
-    __slots__ = ("per_session", "total", "kept")
+    __slots__ = ("per_session", "total", "kept", "prefix")
 
-    def __init__(self, per_session: int, total: int) -> None:
+    def __init__(self, per_session: int, total: int, prefix: str = "") -> None:
         self.per_session = per_session
         self.total = total
         self.kept = 0
+        self.prefix = prefix
+        """Before each stream's number: with `redis_url`, `<replica id>-`."""
 
 
 class SessionEvents:
@@ -59,12 +69,12 @@ class SessionEvents:
 
     def __init__(self, limits: EventLimits) -> None:
         self.limits = limits
-        self.streams: dict[int, EventStream] = {}
+        self.streams: dict[str, EventStream] = {}
         self.kept = 0
 
     def open(self) -> EventStream:
-        stream = EventStream(next(_stream_numbers), self)
-        self.streams[stream.number] = stream
+        stream = EventStream(f"{self.limits.prefix}{next(_stream_numbers)}", self)
+        self.streams[stream.name] = stream
         return stream
 
     def find(self, last_event_id: str) -> tuple[EventStream, int] | None | ValueError:
@@ -73,7 +83,7 @@ class SessionEvents:
         match = EVENT_ID.match(last_event_id)
         if match is None:
             return ValueError("expected <stream>/<seq>, as in the id: line of the event last received")
-        stream = self.streams.get(int(match[1]))
+        stream = self.streams.get(match[1])
         seq = int(match[2])
         if stream is None or seq >= stream.next_seq:
             return None
@@ -81,15 +91,17 @@ class SessionEvents:
 
     def forget(self, stream: EventStream) -> None:
         """The client had the stream's end: its events go."""
-        if self.streams.pop(stream.number, None) is stream:
+        if self.streams.pop(stream.name, None) is stream:
             self._release(len(stream.events))
             stream.events.clear()
             stream.carried.clear()
+            if stream.mirror is not None:
+                stream.mirror.forget(stream)
 
     def clear(self) -> None:
         """The session ended: nobody can resume its streams (those being written go once written)."""
         for stream in list(self.streams.values()):
-            if not stream.attached:
+            if not stream.written_here:
                 self.forget(stream)
 
     def added(self) -> None:
@@ -122,10 +134,12 @@ class EventStream:
     """One response stream of a session: a POST's (what is sent on behalf of its request, then the answer, which
     ends it) or the session's GET stream. Its events stay while its client may still resume it."""
 
-    __slots__ = ("number", "_log", "events", "next_seq", "written", "closed", "carried", "_waiter", "_reader")
+    __slots__ = (
+        "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_waiter", "_reader",
+    )
 
-    def __init__(self, number: int, log: SessionEvents) -> None:
-        self.number = number
+    def __init__(self, name: str, log: SessionEvents) -> None:
+        self.name = name
         self._log = log
         self.events: deque[tuple[int, dict[str, Any]]] = deque()
         self.next_seq = 1
@@ -136,15 +150,24 @@ class EventStream:
         """Its last event is in (the answer), or it was ended without one."""
         self.carried: set[Elicitation] = set()
         """Questions pushed on it (`elicitation.carriers`)."""
+        self.mirror: Mirror | None = None
+        """Set once it broke, with `redis_url`: its events are copied to Redis from then on."""
+        self.remote = False
+        """Another replica's response is writing it (its client came back there)."""
         self._waiter: asyncio.Future[Late | None] | None = None
         self._reader: anyio.CancelScope | None = None
         """The response writing it now; None while its client is away."""
 
     def event_id(self, seq: int) -> bytes:
-        return f"{self.number}/{seq}".encode()
+        return f"{self.name}/{seq}".encode()
 
     @property
     def attached(self) -> bool:
+        """A client reads it: here, or through another replica."""
+        return self._reader is not None or self.remote
+
+    @property
+    def written_here(self) -> bool:
         return self._reader is not None
 
     # -- what goes in ---------------------------------------------------------------------------------
@@ -154,6 +177,8 @@ class EventStream:
         if self.closed:
             return False
         self.events.append((self.next_seq, message))
+        if self.mirror is not None:
+            self.mirror.appended(self, self.next_seq, message, last)
         self.next_seq += 1
         self.closed = last
         self._log.added()
@@ -207,6 +232,14 @@ class EventStream:
             else:
                 elicitation.carriers.detach(self, BROKE)
 
+    def reader_elsewhere(self, attached: bool) -> None:
+        """Another replica's response started (or stopped) writing this stream to its client."""
+        self.remote = attached
+        if attached:
+            self._reattach()
+        elif self._reader is None:
+            self._detach()
+
     def _reattach(self) -> None:
         for el in self.carried:
             if el.carriers is not None and not el.state.terminal:
@@ -258,7 +291,8 @@ class EventStream:
                             continue
                         seq, message = item
                         await _event(send, self.event_id(seq), encode(message))
-                        cursor = self.written = max(self.written, seq)
+                        cursor = seq
+                        self.written = max(self.written, seq)
                     done = True
                     with contextlib.suppress(OSError):
                         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -268,7 +302,7 @@ class EventStream:
             finally:
                 if self._reader is scope:
                     self._reader = None
-                    if not done and not self.complete(cursor):
+                    if not done and not self.complete(cursor) and not self.remote:
                         self._detach()
         if done or self.complete(cursor):
             self._log.forget(self)

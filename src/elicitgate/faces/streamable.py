@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import logging
 import secrets
 from collections import deque
@@ -41,7 +42,9 @@ from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.transport_context import TransportContext
 
+from elicitgate.cluster.streams import SharedStreams
 from elicitgate.faces.dispatch import RequestContext, serve_handshake
+from elicitgate.faces.elsewhere import READER_OP, ElsewhereSessions
 from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEvents, protocol_at_least_2025_11_25
 from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, read_body, reply
 from elicitgate.faces.server import GatewayServer
@@ -190,7 +193,7 @@ Principal = tuple[str, str | None, str | None]
 
 
 class _Session:
-    __slots__ = ("id", "header", "owner", "principal", "wire", "in_flight", "idle_since", "broke")
+    __slots__ = ("id", "header", "owner", "principal", "wire", "in_flight", "idle_since", "broke", "shared")
 
     def __init__(self, owner: AuthorizationContext | None, limits: EventLimits) -> None:
         self.id = secrets.token_hex(16)
@@ -204,6 +207,8 @@ class _Session:
         self.in_flight = 0
         """HTTP requests of this session being served (an open GET stream among them)."""
         self.idle_since = anyio.current_time()
+        self.shared = False
+        """A broken stream of it was copied to Redis (`cluster.streams`)."""
         self.broke = False
         """A stream of it broke before its end and the client has sent nothing since: it may be gone for good,
         and the session ends after the grace period instead of the idle timeout."""
@@ -213,9 +218,10 @@ class StreamableHttpEndpoint:
     """The ASGI app at `/mcp`. `run()` must be entered (the HTTP face's lifespan) before it serves.
 
     A session ends when the client deletes it, after `idle_timeout` seconds with no request in flight and
-    no GET stream open, or when the face stops; `max_sessions` are open at most (`http.session_idle_timeout`,
-    `http.max_sessions`), and under `http.auth` `per_principal` of them by one principal
-    (`http.max_sessions_per_principal`)."""
+    no GET stream open (`grace` seconds once a stream of it broke and the client sent nothing since, unless
+    `end_broken` is off: `elicitation.abandoned: keep`), or when the face stops; `max_sessions` are open at
+    most (`http.session_idle_timeout`, `http.max_sessions`), and under `http.auth` `per_principal` of them by
+    one principal (`http.max_sessions_per_principal`)."""
 
     def __init__(
         self,
@@ -228,12 +234,19 @@ class StreamableHttpEndpoint:
         json_wait: float = JSON_WINDOW,
         max_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE,
         grace: float = 20.0,
+        end_broken: bool = True,
         events_per_session: int = 1000,
         events_total: int = 100_000,
+        shared: SharedStreams | None = None,
     ) -> None:
         self._server = server
         self._grace = grace
-        self._limits = EventLimits(events_per_session, events_total)
+        self._end_broken = end_broken
+        self._shared = shared
+        self._elsewhere = ElsewhereSessions(shared) if shared is not None else None
+        self._limits = EventLimits(events_per_session, events_total, f"{shared.replicas.id}-" if shared else "")
+        if shared is not None:
+            shared.replicas.handlers[READER_OP] = self._reader_elsewhere
         self._security = security
         self._idle_timeout = idle_timeout
         self._max_sessions = max_sessions
@@ -285,6 +298,8 @@ class StreamableHttpEndpoint:
             body = await self._read_post(scope, receive, send, headers, None)
             if body is not None:
                 await self._stateless(scope, receive, send, headers, body)
+        elif self._elsewhere is not None and await self._held_elsewhere(scope, receive, send, headers):
+            return
         elif method == "POST":
             await self._post(scope, receive, send, headers)
         elif method == "GET":
@@ -396,7 +411,7 @@ class StreamableHttpEndpoint:
         finally:
             if done and wire.answers.get(request_id) is channel:
                 del wire.answers[request_id]
-            self._release(session, broke=not done)
+            self._release(session, broke=not done, stream=channel)
 
     # -- GET: the session's own stream; DELETE: its end ---------------------------------------------
 
@@ -423,7 +438,7 @@ class StreamableHttpEndpoint:
         try:
             done = await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
         finally:
-            self._release(session, broke=not done)
+            self._release(session, broke=not done, stream=channel)
 
     async def _resume(self, session: _Session, last_event_id: str, receive: Receive, send: Send) -> None:
         """A client whose stream broke comes back: what followed `last_event_id` on that stream, then the rest."""
@@ -442,7 +457,7 @@ class StreamableHttpEndpoint:
             return
         stream, seq = found
         labelled(STREAM_RESUMPTIONS, "resumed").inc()
-        logger.debug("session %s resumes stream %d after event %d", session.id, stream.number, seq)
+        logger.debug("session %s resumes stream %s after event %d", session.id, stream.name, seq)
         session.in_flight += 1
         done = False
         try:
@@ -452,7 +467,7 @@ class StreamableHttpEndpoint:
                 for request_id, answered in list(session.wire.answers.items()):
                     if answered is stream:
                         del session.wire.answers[request_id]
-            self._release(session, broke=not done)
+            self._release(session, broke=not done, stream=stream)
 
     @staticmethod
     def _primes(headers: Headers) -> bool:
@@ -542,12 +557,49 @@ class StreamableHttpEndpoint:
                     del self._held[principal]
         if not session.wire.closed:
             session.wire.close()
+        if session.shared and self._shared is not None:
+            session.shared = False
+            self._shared.session_ended(session.id)
 
-    def _release(self, session: _Session, *, broke: bool = False) -> None:
+    def _release(self, session: _Session, *, broke: bool = False, stream: EventStream | None = None) -> None:
         session.in_flight -= 1
         session.broke = broke
         if not session.in_flight:
             session.idle_since = anyio.current_time()
+        if broke and stream is not None and self._shared is not None and stream.mirror is None:
+            if stream.name in session.wire.events.streams:  # not ended meanwhile
+                session.shared = True
+                stream.mirror = self._shared
+                last = stream.next_seq - 1 if stream.closed else None
+                self._shared.share(stream, list(stream.events), last, session=session.id,
+                                   principal=_principal_key(session.principal))
+
+    # -- sessions another replica holds (`redis_url`) ------------------------------------------------
+
+    async def _held_elsewhere(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> bool:
+        session_id = headers.get(SESSION_HEADER)
+        if session_id is None or session_id in self._sessions or self._elsewhere is None:
+            return False
+        owner = _requestor(scope)
+        principal = _principal_key((owner["client_id"], owner["issuer"], owner["subject"]) if owner else None)
+        return await self._elsewhere.serve(scope, receive, send, headers, session_id, principal)
+
+    async def _reader_elsewhere(self, args: dict[str, Any]) -> bool:
+        """Another replica's response starts (`attached`) or stops reading a stream of a session held here."""
+        session = self._sessions.get(str(args.get("session")))
+        stream = session.wire.events.streams.get(str(args.get("stream"))) if session is not None else None
+        if session is None or stream is None:
+            return False
+        if args.get("attached"):
+            stream.reader_elsewhere(True)
+            session.in_flight += 1
+            return True
+        stream.reader_elsewhere(False)
+        complete = bool(args.get("complete"))
+        if complete:
+            session.wire.events.forget(stream)
+        self._release(session, broke=not complete)
+        return True
 
     async def _sweep_idle(self, timeout: float | None) -> None:
         """End sessions idle for `timeout`, and sooner, after the grace period, those whose last stream broke
@@ -560,13 +612,18 @@ class StreamableHttpEndpoint:
                 if session.in_flight:
                     continue
                 idle = now - session.idle_since
-                if session.broke and idle >= self._grace:
+                if session.broke and self._end_broken and idle >= self._grace:
                     logger.info("session %s: its stream broke %.0fs ago and it did not come back: ended",
                                 session.id, idle)
                     self._end(session)
                 elif timeout is not None and idle >= timeout:
                     logger.info("session %s idle for %.0fs: ended", session.id, idle)
                     self._end(session)
+
+
+def _principal_key(principal: Principal | None) -> str:
+    """How a session's principal is written in Redis, to be compared when another replica resumes its stream."""
+    return json.dumps(principal)
 
 
 def _header_of(session: _Session | None) -> list[tuple[bytes, bytes]] | None:
