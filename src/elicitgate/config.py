@@ -223,12 +223,13 @@ class ElicitationConfig(_Strict):
     url_policy: UrlPolicyConfig = Field(default_factory=UrlPolicyConfig)
     """Checks on URL-mode links (`elicitation/create`, -32042 items, 2026-07-28 input requests)."""
     abandoned_grace: float = Field(default=20.0, gt=0, le=600)
-    """Seconds a question pushed to a handshake-era client stays resumable once its client's stream broke
-    (the client killed, its network gone, its call given up); then it is abandoned (docs/reliability.md)."""
+    """Seconds a question caused by a handshake-era client's call (pushed or hosted) waits once that call's
+    stream broke (the client killed, its network gone, its call given up) for the client to resume it; then
+    the question is abandoned (docs/reliability.md)."""
     abandoned: Literal["cancel", "keep"] = "cancel"
     """What happens to an abandoned question: `cancel` ends it (state `cancelled`, reason `client gone: ...`;
-    the server gets `{"action": "cancel"}`); `keep` leaves it pending until its deadline, for a client that
-    resumes later (its upstream keeps waiting; the inbox lists it)."""
+    the server gets `{"action": "cancel"}`) and the silent session; `keep` leaves it pending until its
+    deadline, for a client that resumes later or a person on its hosted page (the upstream keeps waiting)."""
 
     @model_validator(mode="after")
     def _pending_share(self) -> ElicitationConfig:

@@ -140,9 +140,9 @@ class Origin(UrlCompletionTarget, Protocol):
         ...
 
     def carry(self, elicitation: Elicitation) -> None:
-        """`elicitation` is about to be pushed on this call's channel: attach what carries the channel (a
-        resumable HTTP response stream) to it (`elicitation.carriers`); a channel that cannot break alone
-        (stdio, a 2026-07-28 round) attaches nothing."""
+        """`elicitation` was caused by this call: attach what carries the call to its client (a resumable HTTP
+        response stream) to it (`elicitation.carriers`), so that the question ends once the client is gone for
+        good; a channel that cannot break alone (stdio, a 2026-07-28 round) attaches nothing."""
         ...
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:

@@ -38,7 +38,7 @@ class SharedStreams:
         self.replicas = replicas
         self._max_events = max_events
         self._ttl = max(int(ttl), 1)
-        self._queue: deque[Callable[[Pipeline], None]] = deque()
+        self._queue: deque[Callable[[Pipeline], object]] = deque()
         self._wake = asyncio.Event()
         replicas.workers.append(self._write)
 
@@ -86,7 +86,7 @@ class SharedStreams:
     def session_ended(self, session_id: str) -> None:
         self._push(lambda pipe: pipe.delete(self._session(session_id)))
 
-    def _push(self, command: Callable[[Pipeline], None]) -> None:
+    def _push(self, command: Callable[[Pipeline], object]) -> None:
         self._queue.append(command)
         self._wake.set()
 

@@ -140,6 +140,7 @@ class Broker:
             gateway_reason=gateway_reason,
         )
         el.carriers = Carriers(self.config.abandoned_grace, lambda why: self._abandoned(el, why))
+        origin.carry(el)  # the call's channel to its client, hosted or not: nothing is left to answer without it
         self.pending[el.id] = el
         self._open[identity] = self._open.get(identity, 0) + 1
         peer.elicitations.add(el)

@@ -57,7 +57,6 @@ class PushToClient:
 
     async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
         origin = el.asked()
-        origin.carry(el)
         try:
             return await origin.send_request("elicitation/create", request)
         except ClientGone:

@@ -49,21 +49,30 @@ class ElsewhereSessions:
     ) -> bool:
         """Serve a request of `session_id`, unknown here, if another replica holds it; False to let this replica
         answer it as unknown."""
+        resume = None
         try:
             if scope["method"] == "GET":
                 last_event_id = headers.get("last-event-id")
-                match = EVENT_ID.match(last_event_id) if last_event_id is not None else None
-                if match is None:
+                resume = EVENT_ID.match(last_event_id) if last_event_id is not None else None
+                if resume is None:
                     return False
-                about = await self.shared.about(match[1])
+                about = await self.shared.about(resume[1])
                 if about.get("session") != session_id or about.get("principal") != principal:
                     return False
-                await self._resume(about["replica"], session_id, match[1], int(match[2]), receive, send)
-                return True
-            holder = await self.shared.holder_of_session(session_id)
-            if holder is None or holder == self.replicas.id:
-                return False
-            await self._forward(holder, scope, receive, send, headers)
+                holder = about["replica"]
+            else:
+                holder = await self.shared.holder_of_session(session_id)
+                if holder is None or holder == self.replicas.id:
+                    return False
+        except MCPError as exc:  # Redis out of reach: nothing known of it here, as without Redis
+            logger.warning("session %s is unknown here and Redis cannot say where it is: %s", session_id[:64],
+                           exc.error.message)
+            return False
+        try:
+            if resume is not None:
+                await self._resume(holder, session_id, resume[1], int(resume[2]), receive, send)
+            else:
+                await self._forward(holder, scope, receive, send, headers)
             return True
         except MCPError as exc:  # the replica holding it gone (410), Redis out of reach (503)
             status = 410 if exc.error.code == errors.REPLICA_GONE else 503

@@ -222,8 +222,8 @@ class EventStream:
     # -- carriers -------------------------------------------------------------------------------------
 
     def carry(self, elicitation: Elicitation) -> None:
-        """`elicitation` goes out on this stream: attach it while a client reads the stream, else its grace
-        period starts (the client's connection broke before it was asked)."""
+        """`elicitation` was caused by this stream's request (pushed on it, or hosted): attach it while a client
+        reads the stream, else its grace period starts (the client's connection broke before it was asked)."""
         self.carried = {el for el in self.carried if not el.state.terminal}
         self.carried.add(elicitation)
         if elicitation.carriers is not None:
