@@ -186,6 +186,30 @@ async def test_a_stream_resumed_by_hand_replays_what_followed_its_id_then_the_an
         assert gone.status_code == 404
 
 
+async def test_another_principal_cannot_resume_a_stream_even_with_its_session_id_and_event_id():
+    tokens = [{"token": "alice-token-0123456789", "principal": "alice"},
+              {"token": "bob-token-0123456789ab", "principal": "bob"}]
+    config = {"mcpServers": {"s": shared_server()}, "http": {"auth": {"tokens": tokens}}}
+    alice = {**HEADERS, "authorization": "Bearer alice-token-0123456789"}
+    bob = {**HEADERS, "authorization": "Bearer bob-token-0123456789ab"}
+    async with (
+        inprocess_gateway(config) as gw,
+        httpx2.AsyncClient(base_url=gw.url, headers=alice, timeout=30) as http,
+    ):
+        session = await open_session(http)
+        call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "s__elicit", "arguments": {}}}
+        async with http.stream("POST", "/mcp", json=call, headers=session) as asking:
+            events = sse_events(asking)
+            priming, _ = await anext(events)
+            _, question = await anext(events)
+        assert priming is not None and question is not None
+        stolen = await http.get("/mcp", headers={**bob, **session, "last-event-id": priming})
+        assert stolen.status_code == 404 and stolen.json()["error"]["message"] == "Session not found"
+        assert "elicitation/create" not in stolen.text
+        async with http.stream("GET", "/mcp", headers={**session, "last-event-id": priming}) as resumed:
+            assert (await anext(sse_events(resumed)))[1] == question  # its own principal resumes it
+
+
 async def test_a_question_whose_client_does_not_come_back_ends_after_the_grace_period_and_the_server_is_told_cancel():
     config = {"mcpServers": {"s": shared_server()}, "elicitation": {"abandoned_grace": 1}}
     async with (
