@@ -197,9 +197,8 @@ class EventStream:
         """The first kept event after seq `after`; None once the stream is closed with nothing after it; `LATE`
         when `timeout` seconds pass first."""
         while True:
-            for seq, message in self.events:
-                if seq > after:
-                    return seq, message
+            if (found := self._after(after)) is not None:
+                return found
             if self.closed:
                 return None
             loop = asyncio.get_running_loop()
@@ -214,6 +213,15 @@ class EventStream:
                     timer.cancel()
             if waiter.result() is LATE:
                 return LATE
+
+    def _after(self, after: int) -> tuple[int, dict[str, Any]] | None:
+        """The first kept event after seq `after`, searched from the newest: a client reading along is one step
+        from the end."""
+        events = self.events
+        index = len(events)
+        while index and events[index - 1][0] > after:
+            index -= 1
+        return events[index] if index < len(events) else None
 
     def complete(self, after: int) -> bool:
         """Everything up to its end was written past seq `after`."""
