@@ -25,6 +25,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from elicitgate.config import ConfigError, build_config
 from tests.conftest import ROOT, inprocess_gateway, stdio_server
@@ -379,14 +380,20 @@ def test_the_documented_settings_are_the_defaults_and_a_vanished_client_frees_it
     assert "http.resume_events_per_session: " in caught.value.render()
 
 
+@pytest.mark.parametrize("auth", [False, True], ids=["open", "bearer"])
 async def test_a_client_that_comes_back_through_another_replica_resumes_its_stream_there(
-    tmp_path, redis_server, replicas
+    tmp_path, redis_server, replicas, auth
 ):
     """Two replicas on one Redis: the client's stream to the first breaks, and everything it sends next reaches
     the second (its resumption, its answer, its DELETE). The second replays the stream from Redis, the answer
-    goes to the first, which holds the call, and the result comes back through the second."""
+    goes to the first, which holds the call (and checks its token as its own), and the result comes back
+    through the second."""
+    token = "carol-token-0123456789"
+    settings: dict[str, Any] = {"mcpServers": {"s": shared_server()}}
+    if auth:
+        settings["http"] = {"auth": {"tokens": [{"token": token, "principal": "carol"}]}}
     config = tmp_path / "elicitgate.json"
-    config.write_text(json.dumps({"mcpServers": {"s": shared_server()}}))
+    config.write_text(json.dumps(settings))
     group = replicas(config, redis_server.url, count=2)
     first, second = group.procs
     redis = redis_server.client()
@@ -404,7 +411,10 @@ async def test_a_client_that_comes_back_through_another_replica_resumes_its_stre
                     await anyio.sleep(0.05)
             return types.ElicitResult(action="accept", content={"answer": "elsewhere"})
 
-        async with Client(f"{relay.url}/mcp", mode="legacy", elicitation_callback=human) as client:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"} if auth else {},
+                                  timeout=httpx2.Timeout(30, read=300))
+        target = streamable_http_client(f"{relay.url}/mcp", http_client=http)
+        async with Client(target, mode="legacy", elicitation_callback=human) as client:
             with anyio.fail_after(60):
                 result = await client.call_tool("s__elicit", {"message": "across replicas"})
         assert relay.cuts == 1

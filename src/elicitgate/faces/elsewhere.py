@@ -5,7 +5,8 @@ balancer sends it here now.
   replayed from Redis after that event and followed until its end; the replica holding the session is told
   that a client reads it again (its questions' grace period stops) and when it stops.
 - `POST` and `DELETE` of such a session (the client's answer to a question, its next request, its end) go to
-  the replica holding it, whole, over its Redis channel (a request whose answer streams comes back at its end).
+  the replica holding it, whole, over its Redis channel, and run there through its whole app, its
+  authentication included (a request whose answer streams comes back at its end).
 
 Only sessions with a broken stream are known in Redis: the others stay on their replica (a load balancer keeps
 a session on one replica, docs/deploy.md).
@@ -19,9 +20,10 @@ import logging
 from typing import Any
 
 import anyio
+import httpx2
 from mcp_types import INVALID_REQUEST
 from starlette.datastructures import Headers
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp.shared.exceptions import MCPError
 
@@ -37,6 +39,9 @@ FORWARD_TIMEOUT = 60.0
 FORWARDED_HEADERS = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", "authorization", "user-agent")
 READER_OP = "stream-reader"
 """The operation the replica holding a session serves: another replica's response reads one of its streams."""
+FORWARD_OP = "mcp-request"
+"""The operation the replica holding a session serves: a request of that session another replica received, run
+through its whole app (Host check, authentication) as if it had arrived there."""
 
 
 class ElsewhereSessions:
@@ -140,9 +145,24 @@ class ElsewhereSessions:
             "body": base64.b64encode(bytes(body)).decode(),
             "base": f"{scope.get('scheme', 'http')}://{headers.get('host', 'localhost')}",
         }
-        answered = await self.replicas.ask(holder, "http", args, what="this session", timeout=FORWARD_TIMEOUT + 5)
+        answered = await self.replicas.ask(holder, FORWARD_OP, args, what="this session", timeout=FORWARD_TIMEOUT + 5)
         content = base64.b64decode(answered["body"])
         kept = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in answered["headers"]]
         await send({"type": "http.response.start", "status": answered["status"],
                     "headers": [*kept, (b"content-length", str(len(content)).encode())]})
         await send({"type": "http.response.body", "body": content})
+
+
+async def serve_forwarded(app: ASGIApp, args: dict[str, Any]) -> dict[str, Any]:
+    """Run a request another replica forwarded (`FORWARD_OP`) through `app`, this replica's whole app."""
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url=args["base"]) as client:
+        response = await client.request(
+            args["method"], args["path"], params=args.get("query") or None, headers=args.get("headers"),
+            content=base64.b64decode(args.get("body") or ""), timeout=FORWARD_TIMEOUT,
+        )
+    return {
+        "status": response.status_code,
+        "headers": [[k, v] for k, v in response.headers.multi_items() if k.lower() != "content-length"],
+        "body": base64.b64encode(response.content).decode(),
+    }

@@ -73,6 +73,7 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
         lifespan=lifespan,
     )
     app.state.mcp = mcp
+    mcp.app = app  # a request of a session held here that another replica received runs through it all
     if gateway.replicas is not None:  # innermost: below the Host check and the auth, like the routes
         from elicitgate.web.replicas import ToOwner, WebReplica
 

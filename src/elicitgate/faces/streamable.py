@@ -31,7 +31,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
 from mcp.server.streamable_http import check_accept_headers
@@ -44,7 +44,7 @@ from mcp.shared.transport_context import TransportContext
 
 from elicitgate.cluster.streams import SharedStreams
 from elicitgate.faces.dispatch import RequestContext, serve_handshake
-from elicitgate.faces.elsewhere import READER_OP, ElsewhereSessions
+from elicitgate.faces.elsewhere import FORWARD_OP, READER_OP, ElsewhereSessions, serve_forwarded
 from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEvents, protocol_at_least_2025_11_25
 from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, read_body, reply
 from elicitgate.faces.server import GatewayServer
@@ -245,8 +245,12 @@ class StreamableHttpEndpoint:
         self._shared = shared
         self._elsewhere = ElsewhereSessions(shared) if shared is not None else None
         self._limits = EventLimits(events_per_session, events_total, f"{shared.replicas.id}-" if shared else "")
+        self.app: ASGIApp | None = None
+        """The HTTP face's whole app, which runs the requests of sessions held here that another replica received
+        (set by `faces.http`)."""
         if shared is not None:
             shared.replicas.handlers[READER_OP] = self._reader_elsewhere
+            shared.replicas.handlers[FORWARD_OP] = self._serve_forwarded
         self._security = security
         self._idle_timeout = idle_timeout
         self._max_sessions = max_sessions
@@ -583,6 +587,10 @@ class StreamableHttpEndpoint:
         owner = _requestor(scope)
         principal = _principal_key((owner["client_id"], owner["issuer"], owner["subject"]) if owner else None)
         return await self._elsewhere.serve(scope, receive, send, headers, session_id, principal)
+
+    async def _serve_forwarded(self, args: dict[str, Any]) -> dict[str, Any]:
+        assert self.app is not None, "faces.http sets the app before serving"
+        return await serve_forwarded(self.app, args)
 
     async def _reader_elsewhere(self, args: dict[str, Any]) -> bool:
         """Another replica's response starts (`attached`) or stops reading a stream of a session held here."""
