@@ -52,13 +52,15 @@ async def open_session(http: httpx2.AsyncClient) -> dict[str, str]:
 
 
 async def sse_messages(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
-    """The JSON-RPC messages of an SSE response, as they arrive (keep-alive comments skipped)."""
+    """The JSON-RPC messages of an SSE response, as they arrive (keep-alive comments and the priming event,
+    an id with no data, skipped)."""
     data: list[str] = []
     async for line in response.aiter_lines():
         if line.startswith("data:"):
             data.append(line[5:].strip())
         elif not line and data:
-            yield json.loads("\n".join(data))
+            if any(data):
+                yield json.loads("\n".join(data))
             data = []
 
 
@@ -339,7 +341,8 @@ async def test_stopping_the_gateway_ends_open_streams_and_tells_waiting_calls(ga
             ended = await anext(messages)
             assert ended["id"] == 2 and ended["error"]["code"] == -32000, ended
             assert await anext(messages, None) is None
-            assert [line async for line in standalone.aiter_lines() if line.startswith("data:")] == []
+            sent = [line async for line in standalone.aiter_lines() if line.startswith("data:")]
+            assert [line for line in sent if line[5:].strip()] == []  # its priming event has no data
         with anyio.fail_after(20):
             while gw.proc.poll() is None:
                 await anyio.sleep(0.05)

@@ -350,6 +350,14 @@ class ElicitationConfig(_Strict):
     """With `unattended: wait`: seconds a question stays open on its hosted page past its deadline."""
     headless: HeadlessConfig = Field(default_factory=HeadlessConfig)
     """Which clients are headless: their questions go to the hosted page and the notices directly."""
+    abandoned_grace: float = Field(default=20.0, gt=0, le=600)
+    """Seconds a question caused by a handshake-era client's call (pushed or hosted) waits once that call's
+    stream broke (the client killed, its network gone, its call given up) for the client to resume it; then
+    the question is abandoned (docs/reliability.md)."""
+    abandoned: Literal["cancel", "keep"] = "cancel"
+    """What happens to an abandoned question: `cancel` ends it (state `cancelled`, reason `client gone: ...`;
+    the server gets `{"action": "cancel"}`) and the silent session; `keep` leaves it pending until its
+    deadline, for a client that resumes later or a person on its hosted page (the upstream keeps waiting)."""
 
     @model_validator(mode="after")
     def _pending_share(self) -> ElicitationConfig:
@@ -486,6 +494,12 @@ class HttpFaceConfig(_Strict):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     """Bytes a request body may take: `/mcp` answers a bigger one 413 with a JSON-RPC error, every other
     route 413 as plain text (at once when `Content-Length` says so)."""
+    resume_events_per_session: int = Field(default=1000, gt=0)
+    """SSE events a handshake-era session keeps so that a client whose stream broke can resume it with
+    `Last-Event-ID` (docs/reliability.md); past it the oldest already written or notifications go first
+    (`elicitgate_stream_events_dropped`)."""
+    resume_events_total: int = Field(default=100_000, gt=0)
+    """The same bound over all sessions of the process."""
 
     @model_validator(mode="after")
     def _line_within_head(self) -> HttpFaceConfig:

@@ -38,6 +38,23 @@ NOTICES = Counter(
     "failed, timed_out: after every retry)",
     ["scheme", "outcome"],
 )
+ABANDONED = Counter(
+    "elicitgate_elicitations_abandoned",
+    "Questions whose client left and did not come back within elicitation.abandoned_grace, by what was done "
+    "(cancel: ended and the server told cancel; keep: left pending until its deadline)",
+    ["server", "outcome"],
+)
+STREAM_EVENTS_DROPPED = Counter(
+    "elicitgate_stream_events_dropped",
+    "SSE events of handshake-era sessions dropped from the resumption store before the client could resume, by "
+    "reason (session_limit: http.resume_events_per_session, total_limit: http.resume_events_total)",
+    ["reason"],
+)
+STREAM_RESUMPTIONS = Counter(
+    "elicitgate_stream_resumptions",
+    "GET requests with Last-Event-ID, by outcome (resumed, unknown, malformed)",
+    ["outcome"],
+)
 UPSTREAM_UP = Gauge("elicitgate_upstream_up", "1 when the upstream's primary connection is up", ["server"])
 REDIS_UP = Gauge(
     "elicitgate_redis_up",

@@ -139,6 +139,12 @@ class Origin(UrlCompletionTarget, Protocol):
         """The broker recorded the end of an elicitation this call caused."""
         ...
 
+    def carry(self, elicitation: Elicitation) -> None:
+        """`elicitation` was caused by this call: attach what carries the call to its client (a resumable HTTP
+        response stream) to it (`elicitation.carriers`), so that the question ends once the client is gone for
+        good; a channel that cannot break alone (stdio, a 2026-07-28 round) attaches nothing."""
+        ...
+
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """The upstream finished a URL-mode interaction this call's client accepted."""
         ...

@@ -154,6 +154,9 @@ class ParkedCall:
         self._processing.discard(elicitation)
         self._signal()
 
+    def carry(self, elicitation: Elicitation) -> None:
+        """A parked call's questions travel in its rounds, which its own deadline bounds: nothing to attach."""
+
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """The upstream finished a URL-mode interaction of this call: the waiting retry may return."""
         url_id = params.get("elicitationId")

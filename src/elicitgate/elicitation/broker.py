@@ -34,6 +34,7 @@ from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limited
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
+from elicitgate.elicitation.carriers import Carriers
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
 from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, HumanGone, Responder, to_client
 from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
@@ -41,7 +42,9 @@ from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.url_routes import UrlRoutes
 from elicitgate.elicitation.sensitive import sensitive_fields, sensitive_words
 from elicitgate.logs import log_event, request_context
-from elicitgate.metrics import ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS, labelled
+from elicitgate.metrics import (
+    ABANDONED, ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS, labelled,
+)
 from elicitgate.elicitation.url_policy import UrlPolicy
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.seams import DownstreamPeer, Origin, UrlCompletionTarget
@@ -148,6 +151,8 @@ class Broker:
             source=source,
             gateway_reason=gateway_reason,
         )
+        el.carriers = Carriers(self.config.abandoned_grace, lambda why: self._abandoned(el, why))
+        origin.carry(el)  # the call's channel to its client, hosted or not: nothing is left to answer without it
         self.pending[el.id] = el
         self._open[identity] = self._open.get(identity, 0) + 1
         peer.elicitations.add(el)
@@ -272,6 +277,16 @@ class Broker:
         for el in list(peer.elicitations):
             el.stop(State.CANCELLED, reason)
         self.url_routes.drop_target(peer)
+
+    def _abandoned(self, el: Elicitation, why: str) -> None:
+        """No carrier came back within `abandoned_grace`: the question ends (`abandoned: cancel`), the server
+        is told `cancel` and stops waiting."""
+        labelled(ABANDONED, el.server, self.config.abandoned).inc()
+        if self.config.abandoned == "cancel":
+            el.stop(State.CANCELLED, f"client gone: {why}")
+        else:
+            logger.info("elicitation %s has no client (%s): kept until its deadline (elicitation.abandoned)",
+                        el.id, why)
 
     def stop_for_call(self, call: Origin, reason: str) -> None:
         for el in list(call.peer.elicitations):
@@ -468,6 +483,8 @@ class Broker:
         # the answer, and the server, in a process of its own, can use that time.
         asyncio.get_running_loop().call_soon(self._record_end, el)
         el.mark_ended()
+        if el.carriers is not None:
+            el.carriers.stop()
         # Who else keeps state about it: a parked call counting its open answers, a hosted page.
         if el.origin is not None:
             el.origin.elicitation_ended(el)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 if TYPE_CHECKING:
+    from elicitgate.elicitation.carriers import Carriers
     from elicitgate.elicitation.responders import Responder
     from elicitgate.seams import Origin
 
@@ -72,6 +73,9 @@ class Elicitation:
     scope: anyio.CancelScope | None = None
     stop_state: State | None = None
     """Set by whoever stops it from outside (client gone, call cancelled) before cancelling `scope`."""
+    carriers: Carriers | None = None
+    """What carries it to its human now (a client's response stream) and the grace period when nothing does
+    (`elicitation.carriers`); set by the broker once it is admitted."""
     _ended: anyio.Event | None = None
     """Made only when someone waits for the end (`wait_ended`): most elicitations never need one."""
 

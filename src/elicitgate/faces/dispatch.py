@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from types import CoroutineType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -35,6 +35,9 @@ from mcp.shared.transport_context import TransportContext
 
 from elicitgate import sdk
 from elicitgate.jsonrpc import Endpoint, Inbound, MessageWire, progress_params
+
+if TYPE_CHECKING:
+    from elicitgate.elicitation.model import Elicitation
 
 STDIO = TransportContext(kind="stdio", can_send_request=True)
 
@@ -147,6 +150,9 @@ class RequestContext:
         if self.closed:
             raise NoBackChannelError(method)
         return self._dispatcher.send_raw_request(method, params, opts)
+
+    def carry(self, elicitation: Elicitation) -> None:
+        """One pipe carries every request (stdio): its closing ends the session and its questions with it."""
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
         if not self.closed:

@@ -53,10 +53,20 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     assert hosting is not None, "the HTTP face serves the hosted pages: build its Gateway with face='http'"
     hosting.serve_at(base_url)
     http = gateway.config.http
+    shared = None
+    if gateway.replicas is not None:  # broken streams resumable on any replica
+        from elicitgate.cluster.streams import SharedStreams
+
+        shared = SharedStreams(gateway.replicas, max_events=http.resume_events_per_session,
+                               ttl=http.session_idle_timeout)
     mcp = StreamableHttpEndpoint(server, security, idle_timeout=http.session_idle_timeout,
                                  max_sessions=http.max_sessions, json_wait=http.json_wait,
                                  per_principal=http.principal_share if http.auth.enabled else None,
-                                 max_body_size=http.max_body_bytes)
+                                 max_body_size=http.max_body_bytes,
+                                 grace=gateway.config.elicitation.abandoned_grace,
+                                 end_broken=gateway.config.elicitation.abandoned == "cancel",
+                                 events_per_session=http.resume_events_per_session,
+                                 events_total=http.resume_events_total, shared=shared)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncGenerator[None]:
@@ -71,6 +81,7 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
         lifespan=lifespan,
     )
     app.state.mcp = mcp
+    mcp.app = app  # a request of a session held here that another replica received runs through it all
     if gateway.replicas is not None:  # innermost: below the Host check and the auth, like the routes
         from elicitgate.web.replicas import ToOwner, WebReplica
 

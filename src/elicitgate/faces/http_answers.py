@@ -28,7 +28,7 @@ SSE_PING_INTERVAL = 15.0
 answering a form) open."""
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
-_SSE_HEADERS = [
+SSE_HEADERS = _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),

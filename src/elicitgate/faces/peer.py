@@ -116,6 +116,12 @@ class DownstreamCall:
     def elicitation_ended(self, elicitation: Elicitation) -> None:
         """Nothing kept per elicitation."""
 
+    def carry(self, elicitation: Elicitation) -> None:
+        """The request's channel attaches its carrier (its response stream on an HTTP session)."""
+        carry = getattr(request_outbound(self.ctx), "carry", None)  # a context the SDK wrapped has none
+        if carry is not None:
+            carry(elicitation)
+
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """The client's session hears it: the request itself may have ended long before."""
         await self.peer.url_completed(params)

@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import logging
 import secrets
 from collections import deque
 from collections.abc import AsyncGenerator, Mapping
 from types import CoroutineType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.abc
@@ -30,7 +31,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, INVALID
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
 from mcp.server.streamable_http import check_accept_headers
@@ -41,29 +42,40 @@ from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.transport_context import TransportContext
 
+from elicitgate.cluster.streams import SharedStreams
 from elicitgate.faces.dispatch import RequestContext, serve_handshake
-from elicitgate.faces.http_answers import JSON_WINDOW, LATE, Channel, error_message, read_body, reply, stream
+from elicitgate.faces.elsewhere import FORWARD_OP, READER_OP, ElsewhereSessions, serve_forwarded
+from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEvents, protocol_at_least_2025_11_25
+from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, read_body, reply
 from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
 from elicitgate.jsonrpc import Inbound, NonFiniteParams, NotAMessage, is_request_id, parse_message
 from elicitgate.json_shapes import is_object
+from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
+
+if TYPE_CHECKING:
+    from elicitgate.elicitation.model import Elicitation
 
 logger = logging.getLogger(__name__)
 
 SESSION_HEADER = "mcp-session-id"
+LAST_EVENT_ID = "last-event-id"
 STREAMABLE_HTTP = TransportContext(kind="streamable-http", can_send_request=True)
 
 class SessionWire:
     """One session's `MessageWire`: POSTs hand in the client's messages; what the gateway sends goes to the
-    response stream of the request it answers or is sent on behalf of, else to the GET stream."""
+    response stream of the request it answers or is sent on behalf of, else to the GET stream. Every stream is
+    resumable (`faces.event_streams`): one whose client went away keeps what it carries until it is resumed."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: EventLimits) -> None:
         self._inbox: deque[Inbound] = deque()
         self._reader: asyncio.Future[None] | None = None
         self.closed = False
-        self.answers: dict[RequestId, Channel] = {}
-        """The client's requests being served, each with its POST's channel."""
-        self.standalone: Channel | None = None
+        self.events = SessionEvents(limits)
+        self.answers: dict[RequestId, EventStream] = {}
+        """The client's requests being served, each with its response stream (kept while the call runs, even
+        once the POST that opened it broke)."""
+        self.standalone: EventStream | None = None
         self._carriers: dict[RequestId, RequestId] = {}
         """Our requests to the client that were sent on behalf of one of its requests: that request's id."""
 
@@ -112,14 +124,21 @@ class SessionWire:
         self.send_on_behalf(message, carrier)
 
     def send_on_behalf(self, message: dict[str, Any], request_id: RequestId | None) -> None:
-        """Send `message` on the response stream of the client's request `request_id` while it is open, else
-        on the GET stream; with neither open it is dropped (as the SDK's transport does, without resumption)."""
+        """Send `message` on the response stream of the client's request `request_id` until its answer (kept
+        for a resuming client while the stream is broken), else on the GET stream; with no GET stream it is
+        dropped (as the SDK's transport does)."""
         channel = self.answers.get(request_id) if request_id is not None else None
         if channel is not None and channel.put(message):
             return
         if self.standalone is not None and self.standalone.put(message):
             return
         logger.debug("no stream open for %s: dropped", message.get("method"))
+
+    def carry_question(self, elicitation: Elicitation, request_id: RequestId | None) -> None:
+        """`elicitation` goes out on behalf of the client's request `request_id`: its stream carries it."""
+        stream = self.answers.get(request_id) if request_id is not None else None
+        if stream is not None:
+            stream.carry(elicitation)
 
     def close(self) -> None:
         """End the session: every request still waiting for its answer gets `Connection closed`."""
@@ -131,6 +150,7 @@ class SessionWire:
             self.standalone.close()
         if self._reader is not None and not self._reader.done():
             self._reader.set_result(None)
+        self.events.clear()
 
 
 class HttpRequestContext(RequestContext):
@@ -156,6 +176,10 @@ class HttpRequestContext(RequestContext):
         self._wire.carry(request_id, self.request_id)
         return self._dispatcher.send_raw_request(method, params, options)
 
+    def carry(self, elicitation: Elicitation) -> None:
+        """This request's response stream carries `elicitation` (`faces.event_streams`)."""
+        self._wire.carry_question(elicitation, self.request_id)
+
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
         if not self.closed and not self._wire.closed:
             message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -169,9 +193,9 @@ Principal = tuple[str, str | None, str | None]
 
 
 class _Session:
-    __slots__ = ("id", "header", "owner", "principal", "wire", "in_flight", "idle_since")
+    __slots__ = ("id", "header", "owner", "principal", "wire", "in_flight", "idle_since", "broke", "shared")
 
-    def __init__(self, owner: AuthorizationContext | None) -> None:
+    def __init__(self, owner: AuthorizationContext | None, limits: EventLimits) -> None:
         self.id = secrets.token_hex(16)
         self.header = [(SESSION_HEADER.encode(), self.id.encode())]
         """What every response of the session carries."""
@@ -179,19 +203,25 @@ class _Session:
         self.principal: Principal | None = (
             (owner["client_id"], owner["issuer"], owner["subject"]) if owner is not None else None
         )
-        self.wire = SessionWire()
+        self.wire = SessionWire(limits)
         self.in_flight = 0
         """HTTP requests of this session being served (an open GET stream among them)."""
         self.idle_since = anyio.current_time()
+        self.shared = False
+        """A broken stream of it was copied to Redis (`cluster.streams`)."""
+        self.broke = False
+        """A stream of it broke before its end and the client has sent nothing since: it may be gone for good,
+        and the session ends after the grace period instead of the idle timeout."""
 
 
 class StreamableHttpEndpoint:
     """The ASGI app at `/mcp`. `run()` must be entered (the HTTP face's lifespan) before it serves.
 
     A session ends when the client deletes it, after `idle_timeout` seconds with no request in flight and
-    no GET stream open, or when the face stops; `max_sessions` are open at most (`http.session_idle_timeout`,
-    `http.max_sessions`), and under `http.auth` `per_principal` of them by one principal
-    (`http.max_sessions_per_principal`)."""
+    no GET stream open (`grace` seconds once a stream of it broke and the client sent nothing since, unless
+    `end_broken` is off: `elicitation.abandoned: keep`), or when the face stops; `max_sessions` are open at
+    most (`http.session_idle_timeout`, `http.max_sessions`), and under `http.auth` `per_principal` of them by
+    one principal (`http.max_sessions_per_principal`)."""
 
     def __init__(
         self,
@@ -203,8 +233,24 @@ class StreamableHttpEndpoint:
         per_principal: int | None = None,
         json_wait: float = JSON_WINDOW,
         max_body_size: int = DEFAULT_MAX_REQUEST_BODY_SIZE,
+        grace: float = 20.0,
+        end_broken: bool = True,
+        events_per_session: int = 1000,
+        events_total: int = 100_000,
+        shared: SharedStreams | None = None,
     ) -> None:
         self._server = server
+        self._grace = grace
+        self._end_broken = end_broken
+        self._shared = shared
+        self._elsewhere = ElsewhereSessions(shared) if shared is not None else None
+        self._limits = EventLimits(events_per_session, events_total, f"{shared.replicas.id}-" if shared else "")
+        self.app: ASGIApp | None = None
+        """The HTTP face's whole app, which runs the requests of sessions held here that another replica received
+        (set by `faces.http`)."""
+        if shared is not None:
+            shared.replicas.handlers[READER_OP] = self._reader_elsewhere
+            shared.replicas.handlers[FORWARD_OP] = self._serve_forwarded
         self._security = security
         self._idle_timeout = idle_timeout
         self._max_sessions = max_sessions
@@ -223,8 +269,7 @@ class StreamableHttpEndpoint:
         async with self._server.lifespan(self._server) as lifespan_state, anyio.create_task_group() as tasks:
             self._lifespan_state = self._stateless.lifespan_state = lifespan_state
             self._tasks = tasks
-            if self._idle_timeout is not None:
-                tasks.start_soon(self._sweep_idle, self._idle_timeout)
+            tasks.start_soon(self._sweep_idle, self._idle_timeout)
             try:
                 yield
             finally:
@@ -257,6 +302,8 @@ class StreamableHttpEndpoint:
             body = await self._read_post(scope, receive, send, headers, None)
             if body is not None:
                 await self._stateless(scope, receive, send, headers, body)
+        elif self._elsewhere is not None and await self._held_elsewhere(scope, receive, send, headers):
+            return
         elif method == "POST":
             await self._post(scope, receive, send, headers)
         elif method == "GET":
@@ -335,10 +382,16 @@ class StreamableHttpEndpoint:
             await reply(send, 202, None, extra=session.header)
             session.wire.hand_in(Inbound(message))
             return
-        await self._answer(session, cast(RequestId, request_id), message, receive, send)
+        await self._answer(session, cast(RequestId, request_id), message, receive, send, headers)
 
     async def _answer(
-        self, session: _Session, request_id: RequestId, message: dict[str, Any], receive: Receive, send: Send
+        self,
+        session: _Session,
+        request_id: RequestId,
+        message: dict[str, Any],
+        receive: Receive,
+        send: Send,
+        headers: Headers,
     ) -> None:
         """Serve one request of the client's and write its answer (and what comes before it) on this POST."""
         wire = session.wire
@@ -346,27 +399,26 @@ class StreamableHttpEndpoint:
             await reply(send, 409, error_message(request_id, INVALID_REQUEST, "A request with this id is already in "
                                            "flight on this session", id=request_id), extra=session.header)
             return
-        channel = wire.answers[request_id] = Channel()
+        channel = wire.answers[request_id] = wire.events.open()
         session.in_flight += 1
+        done = True
         try:
             wire.hand_in(Inbound(message, context=contextvars.copy_context()))
-            first = await channel.get(JSON_WINDOW)
-            if first is None:  # not reached: only an SSE stream's disconnect closes a channel unanswered
+            first = await channel.next(0, JSON_WINDOW)
+            if first is None:  # not reached: a stream is closed unanswered only as its session ends
                 await reply(send, 500, error_message(request_id, INTERNAL_ERROR, "The request ended unanswered"))
                 return
-            if first is LATE:
-                await stream(channel, send, receive, None, extra=session.header)
-                return
-            if channel.closed and "method" not in first:
-                await reply(send, 200, first, extra=session.header)
-                if message.get("method") == "initialize" and "error" in first:
+            if first is not LATE and channel.complete(first[0]) and "method" not in first[1]:
+                wire.events.forget(channel)
+                await reply(send, 200, first[1], extra=session.header)
+                if message.get("method") == "initialize" and "error" in first[1]:
                     self._end(session)  # nothing was established
                 return
-            await stream(channel, send, receive, first, extra=session.header)
+            done = await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
         finally:
-            if wire.answers.get(request_id) is channel:
+            if done and wire.answers.get(request_id) is channel:
                 del wire.answers[request_id]
-            self._release(session)
+            self._release(session, broke=not done, stream=channel)
 
     # -- GET: the session's own stream; DELETE: its end ---------------------------------------------
 
@@ -379,18 +431,54 @@ class StreamableHttpEndpoint:
         if session is None:
             return
         wire = session.wire
-        if wire.standalone is not None and not wire.standalone.closed:
+        last_event_id = headers.get(LAST_EVENT_ID)
+        if last_event_id is not None:
+            await self._resume(session, last_event_id, receive, send)
+            return
+        if wire.standalone is not None and wire.standalone.attached:
             await reply(send, 409, error_message(None, INVALID_REQUEST, "Conflict: Only one SSE stream is allowed per "
                                            "session"), extra=session.header)
             return
-        channel = wire.standalone = Channel()
+        channel = wire.standalone = wire.events.open()
         session.in_flight += 1
+        done = False
         try:
-            await stream(channel, send, receive, None, extra=session.header)
+            done = await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
         finally:
-            if wire.standalone is channel:
-                wire.standalone = None
-            self._release(session)
+            self._release(session, broke=not done, stream=channel)
+
+    async def _resume(self, session: _Session, last_event_id: str, receive: Receive, send: Send) -> None:
+        """A client whose stream broke comes back: what followed `last_event_id` on that stream, then the rest."""
+        found = session.wire.events.find(last_event_id)
+        if isinstance(found, ValueError) or found is None:
+            malformed = isinstance(found, ValueError)
+            labelled(STREAM_RESUMPTIONS, "malformed" if malformed else "unknown").inc()
+            await reply(send, 400 if malformed else 404, error_message(
+                None, INVALID_REQUEST,
+                "Bad Request: malformed Last-Event-ID" if malformed else "Last-Event-ID not found in this session",
+                header=LAST_EVENT_ID, value=last_event_id[:64],
+                fix=str(found) if malformed else "resume with the id of an event this session sent on a stream not "
+                "yet ended (events of ended streams, other sessions or past http.resume_events_per_session are gone), "
+                "or send the request again",
+            ), extra=session.header)
+            return
+        stream, seq = found
+        labelled(STREAM_RESUMPTIONS, "resumed").inc()
+        logger.debug("session %s resumes stream %s after event %d", session.id, stream.name, seq)
+        session.in_flight += 1
+        done = False
+        try:
+            done = await stream.write(send, receive, after=seq, priming=False, headers=session.header)
+        finally:
+            if done:
+                for request_id, answered in list(session.wire.answers.items()):
+                    if answered is stream:
+                        del session.wire.answers[request_id]
+            self._release(session, broke=not done, stream=stream)
+
+    @staticmethod
+    def _primes(headers: Headers) -> bool:
+        return protocol_at_least_2025_11_25(headers, MCP_PROTOCOL_VERSION_HEADER)
 
     async def _delete(self, scope: Scope, send: Send, headers: Headers) -> None:
         session = await self._known_session(scope, send, headers)
@@ -424,7 +512,7 @@ class StreamableHttpEndpoint:
         full or stopping."""
         if self._tasks is None:
             return None
-        session = _Session(_requestor(scope))
+        session = _Session(_requestor(scope), self._limits)
         principal = session.principal
         if principal is not None and self._per_principal is not None:
             if self._held.get(principal, 0) >= self._per_principal:
@@ -476,20 +564,77 @@ class StreamableHttpEndpoint:
                     del self._held[principal]
         if not session.wire.closed:
             session.wire.close()
+        if session.shared and self._shared is not None:
+            session.shared = False
+            self._shared.session_ended(session.id)
 
-    def _release(self, session: _Session) -> None:
+    def _release(self, session: _Session, *, broke: bool = False, stream: EventStream | None = None) -> None:
         session.in_flight -= 1
+        session.broke = broke
         if not session.in_flight:
             session.idle_since = anyio.current_time()
+        if broke and stream is not None and self._shared is not None and stream.mirror is None:
+            if stream.name in session.wire.events.streams:  # not ended meanwhile
+                session.shared = True
+                stream.mirror = self._shared
+                last = stream.next_seq - 1 if stream.closed else None
+                self._shared.share(stream, list(stream.events), last, session=session.id,
+                                   principal=_principal_key(session.principal))
 
-    async def _sweep_idle(self, timeout: float) -> None:
+    # -- sessions another replica holds (`redis_url`) ------------------------------------------------
+
+    async def _held_elsewhere(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> bool:
+        session_id = headers.get(SESSION_HEADER)
+        if session_id is None or session_id in self._sessions or self._elsewhere is None:
+            return False
+        owner = _requestor(scope)
+        principal = _principal_key((owner["client_id"], owner["issuer"], owner["subject"]) if owner else None)
+        return await self._elsewhere.serve(scope, receive, send, headers, session_id, principal)
+
+    async def _serve_forwarded(self, args: dict[str, Any]) -> dict[str, Any]:
+        assert self.app is not None, "faces.http sets the app before serving"
+        return await serve_forwarded(self.app, args)
+
+    async def _reader_elsewhere(self, args: dict[str, Any]) -> bool:
+        """Another replica's response starts (`attached`) or stops reading a stream of a session held here."""
+        session = self._sessions.get(str(args.get("session")))
+        stream = session.wire.events.streams.get(str(args.get("stream"))) if session is not None else None
+        if session is None or stream is None:
+            return False
+        if args.get("attached"):
+            stream.reader_elsewhere(True)
+            session.in_flight += 1
+            return True
+        stream.reader_elsewhere(False)
+        complete = bool(args.get("complete"))
+        if complete:
+            session.wire.events.forget(stream)
+        self._release(session, broke=not complete)
+        return True
+
+    async def _sweep_idle(self, timeout: float | None) -> None:
+        """End sessions idle for `timeout`, and sooner, after the grace period, those whose last stream broke
+        (a client killed, or gone off the network, without DELETE): what they held upstream is freed."""
+        every = min(self._grace / 4, timeout / 4 if timeout is not None else 60.0, 60.0)
         while True:
-            await anyio.sleep(min(timeout / 4, 60.0))
+            await anyio.sleep(every)
             now = anyio.current_time()
             for session in list(self._sessions.values()):
-                if not session.in_flight and now - session.idle_since >= timeout:
-                    logger.info("session %s idle for %.0fs: ended", session.id, now - session.idle_since)
+                if session.in_flight:
+                    continue
+                idle = now - session.idle_since
+                if session.broke and self._end_broken and idle >= self._grace:
+                    logger.info("session %s: its stream broke %.0fs ago and it did not come back: ended",
+                                session.id, idle)
                     self._end(session)
+                elif timeout is not None and idle >= timeout:
+                    logger.info("session %s idle for %.0fs: ended", session.id, idle)
+                    self._end(session)
+
+
+def _principal_key(principal: Principal | None) -> str:
+    """How a session's principal is written in Redis, to be compared when another replica resumes its stream."""
+    return json.dumps(principal)
 
 
 def _header_of(session: _Session | None) -> list[tuple[bytes, bytes]] | None:

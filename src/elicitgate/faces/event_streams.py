@@ -1,0 +1,335 @@
+"""Resumable response streams of handshake-era HTTP sessions (2025-11-25 transport, "Resumability and
+Redelivery").
+
+Every SSE event the face sends on a handshake-era session has an id, `<stream>/<seq>`: the stream's name (a
+number, after the replica's id with `redis_url`) and the event's place in it. What a stream carries is kept until its client has had the stream's
+end (bounded per session and in total), so that a client whose connection broke comes back with
+`GET` + `Last-Event-ID`, gets what followed that event on that stream (never another stream's), and then the
+rest as it comes, its call's answer last. A broken stream is not a cancelled request: the call goes on, and
+its questions wait for their client for `elicitation.abandoned_grace` (`elicitation.carriers`).
+
+A stream is a carrier of the questions pushed on it: it attaches them while a client reads it, and detaches
+them when its connection breaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import re
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+from starlette.types import Receive, Send
+
+from elicitgate.faces.http_answers import LATE, SSE_HEADERS, SSE_PING_INTERVAL, Late, disconnected, encode
+from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
+
+if TYPE_CHECKING:
+    from elicitgate.elicitation.model import Elicitation
+
+EVENT_ID = re.compile(r"^((?:[0-9a-f]{1,32}-)?\d{1,12})/(\d{1,12})$")
+"""`<stream>/<seq>`: a `Last-Event-ID` of this face."""
+BROKE = "the client's stream broke before the call's answer"
+
+_stream_numbers = itertools.count(1)
+"""Stream names are unique in the process (and over replicas, with the replica's id before them), not only in a
+session: another session's event id is unknown here (and is refused) instead of naming a stream of this one."""
+
+
+class Mirror(Protocol):
+    """Where a broken stream's events are copied so that another replica can resume it (`faces.shared_streams`)."""
+
+    def appended(self, stream: EventStream, seq: int, message: dict[str, Any], last: bool) -> None: ...
+
+    def forget(self, stream: EventStream) -> None: ...
+
+
+class EventLimits:
+    """The store's bounds: events kept per session (`http.resume_events_per_session`) and in all sessions
+    (`http.resume_events_total`)."""
+
+    __slots__ = ("per_session", "total", "kept", "prefix")
+
+    def __init__(self, per_session: int, total: int, prefix: str = "") -> None:
+        self.per_session = per_session
+        self.total = total
+        self.kept = 0
+        self.prefix = prefix
+        """Before each stream's number: with `redis_url`, `<replica id>-`."""
+
+
+class SessionEvents:
+    """The kept events of one session's streams, in memory."""
+
+    __slots__ = ("limits", "streams", "kept")
+
+    def __init__(self, limits: EventLimits) -> None:
+        self.limits = limits
+        self.streams: dict[str, EventStream] = {}
+        self.kept = 0
+
+    def open(self) -> EventStream:
+        stream = EventStream(f"{self.limits.prefix}{next(_stream_numbers)}", self)
+        self.streams[stream.name] = stream
+        return stream
+
+    def find(self, last_event_id: str) -> tuple[EventStream, int] | None | ValueError:
+        """The stream a client's `Last-Event-ID` names and the event's seq; None when this session has no such
+        event; `ValueError` when it is not an id this face makes."""
+        match = EVENT_ID.match(last_event_id)
+        if match is None:
+            return ValueError("expected <stream>/<seq>, as in the id: line of the event last received")
+        stream = self.streams.get(match[1])
+        seq = int(match[2])
+        if stream is None or seq >= stream.next_seq:
+            return None
+        return stream, seq
+
+    def forget(self, stream: EventStream) -> None:
+        """The client had the stream's end: its events go."""
+        if self.streams.pop(stream.name, None) is stream:
+            self._release(len(stream.events))
+            stream.events.clear()
+            stream.carried.clear()
+            if stream.mirror is not None:
+                stream.mirror.forget(stream)
+
+    def clear(self) -> None:
+        """The session ended: nobody can resume its streams (those being written go once written)."""
+        for stream in list(self.streams.values()):
+            if not stream.written_here:
+                self.forget(stream)
+
+    def added(self) -> None:
+        self.kept += 1
+        self.limits.kept += 1
+        while self.kept > self.limits.per_session and self._drop_one("session_limit"):
+            pass
+        while self.limits.kept > self.limits.total and self._drop_one("total_limit"):
+            pass
+
+    def _drop_one(self, reason: str) -> bool:
+        """Drop this session's oldest event a client no longer needs to resume: one already written to it, or a
+        notification (progress, a log line). Requests and answers not yet written stay even past the bound:
+        they are few (bounded by the requests in flight) and losing one would hang a call."""
+        for stream in self.streams.values():
+            for index, (seq, message) in enumerate(stream.events):
+                if seq <= stream.written or ("method" in message and "id" not in message):
+                    del stream.events[index]
+                    self._release(1)
+                    labelled(STREAM_EVENTS_DROPPED, reason).inc()
+                    return True
+        return False
+
+    def _release(self, count: int) -> None:
+        self.kept -= count
+        self.limits.kept -= count
+
+
+class EventStream:
+    """One response stream of a session: a POST's (what is sent on behalf of its request, then the answer, which
+    ends it) or the session's GET stream. Its events stay while its client may still resume it."""
+
+    __slots__ = (
+        "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_waiter", "_reader",
+    )
+
+    def __init__(self, name: str, log: SessionEvents) -> None:
+        self.name = name
+        self._log = log
+        self.events: deque[tuple[int, dict[str, Any]]] = deque()
+        self.next_seq = 1
+        """Seq 0 is the priming event's: nothing before it."""
+        self.written = 0
+        """The last seq written to a client (it may not have read it)."""
+        self.closed = False
+        """Its last event is in (the answer), or it was ended without one."""
+        self.carried: set[Elicitation] = set()
+        """Questions pushed on it (`elicitation.carriers`)."""
+        self.mirror: Mirror | None = None
+        """Set once it broke, with `redis_url`: its events are copied to Redis from then on."""
+        self.remote = False
+        """Another replica's response is writing it (its client came back there)."""
+        self._waiter: asyncio.Future[Late | None] | None = None
+        self._reader: anyio.CancelScope | None = None
+        """The response writing it now; None while its client is away."""
+
+    def event_id(self, seq: int) -> bytes:
+        return f"{self.name}/{seq}".encode()
+
+    @property
+    def attached(self) -> bool:
+        """A client reads it: here, or through another replica."""
+        return self._reader is not None or self.remote
+
+    @property
+    def written_here(self) -> bool:
+        return self._reader is not None
+
+    # -- what goes in ---------------------------------------------------------------------------------
+
+    def put(self, message: dict[str, Any], *, last: bool = False) -> bool:
+        """Add `message` (False once the stream has ended)."""
+        if self.closed:
+            return False
+        self.events.append((self.next_seq, message))
+        if self.mirror is not None:
+            self.mirror.appended(self, self.next_seq, message, last)
+        self.next_seq += 1
+        self.closed = last
+        self._log.added()
+        self._wake()
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def next(self, after: int, timeout: float | None) -> tuple[int, dict[str, Any]] | None | Late:
+        """The first kept event after seq `after`; None once the stream is closed with nothing after it; `LATE`
+        when `timeout` seconds pass first."""
+        while True:
+            if (found := self._after(after)) is not None:
+                return found
+            if self.closed:
+                return None
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(timeout, _expire, waiter) if timeout is not None else None
+            try:
+                await waiter
+            finally:
+                if self._waiter is waiter:
+                    self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+            if waiter.result() is LATE:
+                return LATE
+
+    def _after(self, after: int) -> tuple[int, dict[str, Any]] | None:
+        """The first kept event after seq `after`, searched from the newest: a client reading along is one step
+        from the end."""
+        events = self.events
+        index = len(events)
+        while index and events[index - 1][0] > after:
+            index -= 1
+        return events[index] if index < len(events) else None
+
+    def complete(self, after: int) -> bool:
+        """Everything up to its end was written past seq `after`."""
+        return self.closed and after >= self.next_seq - 1
+
+    # -- carriers -------------------------------------------------------------------------------------
+
+    def carry(self, elicitation: Elicitation) -> None:
+        """`elicitation` was caused by this stream's request (pushed on it, or hosted): attach it while a client
+        reads the stream, else its grace period starts (the client's connection broke before it was asked)."""
+        self.carried = {el for el in self.carried if not el.state.terminal}
+        self.carried.add(elicitation)
+        if elicitation.carriers is not None:
+            if self.attached:
+                elicitation.carriers.attach(self)
+            else:
+                elicitation.carriers.detach(self, BROKE)
+
+    def reader_elsewhere(self, attached: bool) -> None:
+        """Another replica's response started (or stopped) writing this stream to its client."""
+        self.remote = attached
+        if attached:
+            self._reattach()
+        elif self._reader is None:
+            self._detach()
+
+    def _reattach(self) -> None:
+        for el in self.carried:
+            if el.carriers is not None and not el.state.terminal:
+                el.carriers.attach(self)
+
+    def _detach(self) -> None:
+        for el in self.carried:
+            if el.carriers is not None and not el.state.terminal:
+                el.carriers.detach(self, BROKE)
+
+    # -- what goes out --------------------------------------------------------------------------------
+
+    async def write(
+        self,
+        send: Send,
+        receive: Receive,
+        *,
+        after: int,
+        priming: bool,
+        headers: list[tuple[bytes, bytes]],
+    ) -> bool:
+        """Write this stream as an SSE response from the event after seq `after` until its end (True), or until
+        the client goes away or another response resumes it (False). `priming`: first an event with the id of
+        seq `after` and no data, so that a client can resume before any message came (2025-11-25)."""
+        if self._reader is not None:
+            self._reader.cancel()  # the client came back before this side saw it leave: the new response wins
+        cursor = after
+        done = False
+        with anyio.CancelScope() as scope:
+            self._reader = scope
+            self._reattach()
+            try:
+                async with anyio.create_task_group() as tasks:
+
+                    async def watch() -> None:
+                        await disconnected(receive)
+                        tasks.cancel_scope.cancel()
+
+                    tasks.start_soon(watch)
+                    await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
+                    if priming:
+                        await _event(send, self.event_id(after), b"")
+                    while True:
+                        item = await self.next(cursor, SSE_PING_INTERVAL)
+                        if item is None:
+                            break
+                        if item is LATE:
+                            await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+                            continue
+                        seq, message = item
+                        await _event(send, self.event_id(seq), encode(message))
+                        cursor = seq
+                        self.written = max(self.written, seq)
+                    done = True
+                    with contextlib.suppress(OSError):
+                        await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    tasks.cancel_scope.cancel()
+            except OSError:  # the client has gone
+                pass
+            finally:
+                if self._reader is scope:
+                    self._reader = None
+                    if not done and not self.complete(cursor) and not self.remote:
+                        self._detach()
+        if done or self.complete(cursor):
+            self._log.forget(self)
+            return True
+        return False
+
+
+def _expire(waiter: asyncio.Future[Late | None]) -> None:
+    if not waiter.done():
+        waiter.set_result(LATE)
+
+
+async def _event(send: Send, event_id: bytes, data: bytes) -> None:
+    await send({"type": "http.response.body", "body": b"id: " + event_id + b"\r\nevent: message\r\ndata: " + data
+                + b"\r\n\r\n", "more_body": True})
+
+
+def protocol_at_least_2025_11_25(headers: Mapping[str, str], header: str) -> bool:
+    """Whether the request's protocol revision takes a priming event (an event with no data): older clients
+    cannot parse one (the SDK's server checks the same)."""
+    version = headers.get(header)
+    return version is not None and version >= "2025-11-25"
