@@ -107,6 +107,13 @@ class UpstreamConnection:
     """When a request on it last ended (anyio clock): the link closes connections idle too long."""
     _cancel: anyio.CancelScope | None = None
     """Stops the transport's task (`close`)."""
+    live_tasks: dict[str, float] = field(default_factory=dict[str, float])
+    """Upstream task ids a client reaches through this connection, with when the gateway forgets each (anyio
+    clock; `router.tasks`): while one is alive the link neither reaps nor evicts the connection."""
+
+    def runs_tasks(self) -> bool:
+        now = anyio.current_time()
+        return any(expires > now for expires in self.live_tasks.values())
 
     def touch(self) -> None:
         self.last_active = anyio.current_time()
