@@ -12,11 +12,17 @@
 //   --cancel                  cancel the task right after creating it instead of waiting for its result
 //   --foreign                 a second client (its own session) tries the first one's task: prints
 //                             its errors for tasks/get, tasks/result, tasks/cancel and its tasks/list
+//   --token T                 a bearer token for --url (the first client's)
+//   --foreign-token T         the second client's bearer token
+//   --more N                  after the first task, ask for N more the same way (prints `more`: each
+//                             CreateTaskResult or error), then go on with the first
+//   --get ID                  also ask tasks/get for ID (prints `got`: its result or error)
 //
 // Prints one JSON line: {"capabilities": server capabilities, "tools": [{name, execution}], "created":
 // CreateTaskResult | null, "statuses": [status seen by tasks/get polls, in order], "result": the
 // tasks/result result | null, "error": {code, message, data} | null, "elicitations": [params received],
-// "listed": [task ids of tasks/list], "cancelled": tasks/cancel result | null, "foreign": {...} | null}.
+// "listed": [task ids of tasks/list], "cancelled": tasks/cancel result | null, "foreign": {...} | null,
+// "more": [...], "got": {...} | null}.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -41,7 +47,7 @@ function errorOf(error) {
   return { code: error.code ?? null, message: error.message, data: error.data ?? null };
 }
 
-async function connect(name, elicitations) {
+async function connect(name, elicitations, token) {
   const capabilities = { elicitation: { form: {} } };
   if (opts.flags.has('async-elicitation')) capabilities.tasks = { requests: { elicitation: { create: {} } } };
   const client = new Client({ name, version: '1.0.0' }, { capabilities });
@@ -51,8 +57,9 @@ async function connect(name, elicitations) {
     if (action !== 'accept') return { action };
     return { action, content: JSON.parse(opts.answer ?? '{}') };
   });
+  const headers = token ? { Authorization: `Bearer ${token}` } : {};
   const transport = opts.url
-    ? new StreamableHTTPClientTransport(new URL(opts.url))
+    ? new StreamableHTTPClientTransport(new URL(opts.url), { requestInit: { headers } })
     : new StdioClientTransport({ command: opts.command[0], args: opts.command.slice(1), env: process.env });
   await client.connect(transport);
   return client;
@@ -67,24 +74,27 @@ async function attempt(run) {
 }
 
 const elicitations = [];
-const client = await connect('ts-task-client', elicitations);
+const client = await connect('ts-task-client', elicitations, opts.token);
 const output = {
   capabilities: client.getServerCapabilities() ?? null,
   tools: [], created: null, statuses: [], result: null, error: null, elicitations, listed: [], cancelled: null,
-  foreign: null,
+  foreign: null, more: [], got: null,
 };
+const callAsTask = () => client.request(
+  { method: 'tools/call', params: { name: opts.call, arguments: JSON.parse(opts.args ?? '{}'), task: { ttl: Number(opts.ttl ?? 60000) } } },
+  CreateTaskResultSchema,
+);
+if (opts.get) output.got = await attempt(() => client.experimental.tasks.getTask(opts.get));
 output.tools = (await client.listTools()).tools.map((tool) => ({ name: tool.name, execution: tool.execution ?? null }));
 if (opts.call) {
   try {
-    const created = await client.request(
-      { method: 'tools/call', params: { name: opts.call, arguments: JSON.parse(opts.args ?? '{}'), task: { ttl: Number(opts.ttl ?? 60000) } } },
-      CreateTaskResultSchema,
-    );
+    const created = await callAsTask();
     output.created = created;
+    for (let i = 0; i < Number(opts.more ?? 0); i++) output.more.push(await attempt(callAsTask));
     const taskId = created.task.taskId;
     output.listed = (await client.experimental.tasks.listTasks()).tasks.map((task) => task.taskId);
     if (opts.flags.has('foreign')) {
-      const other = await connect('ts-task-intruder', []);
+      const other = await connect('ts-task-intruder', [], opts['foreign-token']);
       output.foreign = {
         get: await attempt(() => other.experimental.tasks.getTask(taskId)),
         result: await attempt(() => other.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)),
@@ -105,7 +115,8 @@ if (opts.call) {
         await new Promise((resolve) => setTimeout(resolve, Math.min(task.pollInterval ?? 200, 200)));
       }
       output.result = await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
-      output.statuses.push((await client.experimental.tasks.getTask(taskId)).status);
+      const after = (await client.experimental.tasks.getTask(taskId)).status;
+      if (output.statuses.at(-1) !== after) output.statuses.push(after);
     }
   } catch (error) {
     output.error = errorOf(error);
