@@ -124,6 +124,9 @@ def test_research_query_runs_as_a_task_and_its_question_reaches_the_client_as_di
     assert via["listed"] == [task_id]
     assert "Clarification**: snake" in report(via) and "Clarification**: snake" in report(direct)
     assert related_task(via["result"]) == task_id
+    # notifications/tasks/status: as many as directly, each naming the task by the client's id.
+    assert [n["status"] for n in via["notified"]] == [n["status"] for n in direct["notified"]]
+    assert {n["taskId"] for n in via["notified"]} == {task_id}
 
 
 @pytest.mark.node

@@ -251,10 +251,18 @@ class Gateway:
         """A task-augmented `tools/call`: sent on the client's connection to `server`, which keeps the task."""
         link = self.links[server]
         sent = self.tasks.request_params(server, call.peer, params)
-        result = await forward(self.broker, link, call, "tools/call", sent, max_rounds=self.config.bridging.max_rounds)
-        # The connection the call went on: the client's own under per_session, else the shared one.
+        # The connection the call goes on: the client's own under per_session, else the shared one.
         conn = await link.connection_for(call.peer)
-        return self.tasks.created(server, conn, call.peer, result)
+        self.tasks.creating(conn)
+        relayed: RelayedTask | None = None
+        try:
+            result = await forward(self.broker, link, call, "tools/call", sent, max_rounds=self.config.bridging.max_rounds)
+            result, relayed = self.tasks.created(server, conn, call.peer, result)
+        finally:
+            early = self.tasks.created_done(conn, relayed)
+        for status in early:  # before the result, as the server sent them
+            await self._notify(call.peer, "notifications/tasks/status", status)
+        return result
 
     async def task_request(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """`tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/list` of a client, each to the task's upstream."""
@@ -437,6 +445,8 @@ class Gateway:
             relayed = self.tasks.of_upstream(connection, (params or {}).get("taskId"))
             if relayed is not None and not relayed.owner.closed:  # only to the task's owner
                 await self._notify(relayed.owner, method, self.tasks.public_task(relayed, params or {}))
+            elif relayed is None:
+                self.tasks.early(connection, params or {})
         elif method == "notifications/message" and origin is not None:
             await origin.notify(method, params)
         elif method == "notifications/resources/updated" and isinstance(raw_uri := (params or {}).get("uri"), str):

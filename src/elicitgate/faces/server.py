@@ -47,6 +47,7 @@ ROUTED = (
     "logging/setLevel",
 )
 
+MAX_DECLARED = 8
 OBSERVED = ("initialize", "ping", "server/discover", "subscriptions/listen")
 """Further methods with their own label in the request-latency metric."""
 
@@ -63,11 +64,12 @@ class GatewayServer(Server[Any]):
     handshake-era client's requests for them without the SDK's handler kernel (`faces.dispatch`)."""
     tasks_capability: Callable[[], ServerTasksCapability | None] = staticmethod(lambda: None)
     """What the face declares under `tasks` (2025-11-25) now; read at each `initialize`."""
-    _declared: list[ServerCapabilities]
+    declared: list[ServerCapabilities]
+    """The capabilities of every initialization options made (one per face), kept to follow the upstreams."""
 
     def refresh_tasks_capability(self) -> None:
         """An upstream connected: the `tasks` of every face's initialization options follows what is up."""
-        for capabilities in self._declared:
+        for capabilities in self.declared:
             capabilities.tasks = self.tasks_capability()
 
     def create_initialization_options(
@@ -83,7 +85,8 @@ class GatewayServer(Server[Any]):
         )
         # The faces build their options once, before the upstreams are up: they are kept to follow them.
         options.capabilities.tasks = self.tasks_capability()
-        self._declared.append(options.capabilities)
+        # Each face makes its options once; bounded all the same, should something make them per connection.
+        self.declared = [*self.declared[-(MAX_DECLARED - 1):], options.capabilities]
         return options
 
 
@@ -99,7 +102,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         get_tool_input_schema=gateway.catalog.tool_input_schema,
     )
     server.middleware.clear()  # no per-message tracing span on the pass-through path
-    server._declared = []
+    server.declared = []
     server.tasks_capability = gateway.tasks_capability
     gateway.face_listeners.append(server.refresh_tasks_capability)
     observer = RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED, *TASK_METHODS})

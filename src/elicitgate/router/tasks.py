@@ -26,6 +26,8 @@ from elicitgate.upstreams.connection import UpstreamConnection
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 """The `_meta` key naming the task a request, notification or result belongs to."""
 TASK_METHODS = ("tasks/get", "tasks/result", "tasks/cancel", "tasks/list")
+MAX_EARLY = 16
+"""Status notifications kept per connection while its task-augmented calls are in flight (see `early`)."""
 
 
 @dataclass(eq=False)
@@ -58,6 +60,33 @@ class TaskTable:
         self.max_open = config.elicitation.max_pending_per_session
         self._by_id: dict[str, RelayedTask] = {}
         self._by_upstream: dict[tuple[UpstreamConnection, str], RelayedTask] = {}
+        self._creating: dict[UpstreamConnection, list[dict[str, Any]]] = {}
+        """Per connection with a task-augmented `tools/call` in flight: the status notifications of tasks not
+        known yet. A server may tell of its task before it answers the call that created it."""
+        self._creating_calls: dict[UpstreamConnection, int] = {}
+
+    def creating(self, connection: UpstreamConnection) -> None:
+        self._creating.setdefault(connection, [])
+        self._creating_calls[connection] = self._creating_calls.get(connection, 0) + 1
+
+    def early(self, connection: UpstreamConnection, params: Mapping[str, Any]) -> bool:
+        """Keep a status notification of a task not known yet, if a call on `connection` may be creating it."""
+        kept = self._creating.get(connection)
+        if kept is None:
+            return False
+        kept[:] = [*kept[-(MAX_EARLY - 1):], dict(params)]
+        return True
+
+    def created_done(self, connection: UpstreamConnection, relayed: RelayedTask | None) -> list[dict[str, Any]]:
+        """The call creating a task on `connection` ended: the notifications kept for `relayed`, with its id."""
+        kept = self._creating.get(connection, [])
+        mine = [p for p in kept if relayed is not None and p.get("taskId") == relayed.upstream_id]
+        if (calls := self._creating_calls.pop(connection, 1) - 1) > 0:
+            self._creating_calls[connection] = calls
+            kept[:] = [p for p in kept if p not in mine]
+        else:
+            self._creating.pop(connection, None)
+        return [self.public_task(relayed, p) for p in mine] if relayed is not None else []
 
     # -- creating --------------------------------------------------------------------------------
 
@@ -91,11 +120,11 @@ class TaskTable:
 
     def created(
         self, server: str, connection: UpstreamConnection, owner: DownstreamPeer, result: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """Record the task a `CreateTaskResult` names; the result as the client sees it."""
+    ) -> tuple[dict[str, Any], RelayedTask | None]:
+        """Record the task a `CreateTaskResult` names; the result as the client sees it, and the task."""
         task = result.get("task")
         if not is_mapping(task) or not isinstance(upstream_id := task.get("taskId"), str):
-            return dict(result)  # not a task: the upstream ran the call at once
+            return dict(result), None  # not a task: the upstream ran the call at once
         ttl = task.get("ttl")
         keep = self.max_ttl if not isinstance(ttl, int | float) else min(ttl / 1000, self.max_ttl)
         relayed = RelayedTask(
@@ -109,7 +138,7 @@ class TaskTable:
         self._by_id[relayed.id] = relayed
         self._by_upstream[(connection, upstream_id)] = relayed
         connection.live_tasks[upstream_id] = relayed.expires
-        return {**result, "task": self.public_task(relayed, task)}
+        return {**result, "task": self.public_task(relayed, task)}, relayed
 
     # -- finding ---------------------------------------------------------------------------------
 

@@ -22,11 +22,13 @@
 // CreateTaskResult | null, "statuses": [status seen by tasks/get polls, in order], "result": the
 // tasks/result result | null, "error": {code, message, data} | null, "elicitations": [params received],
 // "listed": [task ids of tasks/list], "cancelled": tasks/cancel result | null, "foreign": {...} | null,
-// "more": [...], "got": {...} | null}.
+// "more": [...], "got": {...} | null, "notified": [notifications/tasks/status params]}.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema, TaskStatusNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 
 function parseArgs(argv) {
   const dash = argv.indexOf('--');
@@ -47,7 +49,7 @@ function errorOf(error) {
   return { code: error.code ?? null, message: error.message, data: error.data ?? null };
 }
 
-async function connect(name, elicitations, token) {
+async function connect(name, elicitations, token, notified = []) {
   const capabilities = { elicitation: { form: {} } };
   if (opts.flags.has('async-elicitation')) capabilities.tasks = { requests: { elicitation: { create: {} } } };
   const client = new Client({ name, version: '1.0.0' }, { capabilities });
@@ -56,6 +58,9 @@ async function connect(name, elicitations, token) {
     const action = opts.action ?? 'accept';
     if (action !== 'accept') return { action };
     return { action, content: JSON.parse(opts.answer ?? '{}') };
+  });
+  client.setNotificationHandler(TaskStatusNotificationSchema, (notification) => {
+    notified.push(notification.params);
   });
   const headers = token ? { Authorization: `Bearer ${token}` } : {};
   const transport = opts.url
@@ -74,11 +79,12 @@ async function attempt(run) {
 }
 
 const elicitations = [];
-const client = await connect('ts-task-client', elicitations, opts.token);
+const notified = [];
+const client = await connect('ts-task-client', elicitations, opts.token, notified);
 const output = {
   capabilities: client.getServerCapabilities() ?? null,
   tools: [], created: null, statuses: [], result: null, error: null, elicitations, listed: [], cancelled: null,
-  foreign: null, more: [], got: null,
+  foreign: null, more: [], got: null, notified,
 };
 const callAsTask = () => client.request(
   { method: 'tools/call', params: { name: opts.call, arguments: JSON.parse(opts.args ?? '{}'), task: { ttl: Number(opts.ttl ?? 60000) } } },
