@@ -177,6 +177,17 @@ def test_another_principal_cannot_see_or_touch_a_task(http_gateway: Any):
     assert via["statuses"] == ["working", "completed"]
 
 
+@pytest.mark.node
+def test_the_upstream_session_running_a_task_is_not_evicted_for_another_client(http_gateway: Any):
+    # One upstream session allowed: the task's owns it while the task lives, so another client's call is
+    # refused (-32010) instead of closing the session under the task.
+    url = http_gateway({"everything": {**EVERYTHING_STDIO, "max_upstream_sessions": 1}})
+    via = task_client(*PLAIN, "--foreign", url=url)
+    assert via["foreign"]["call"]["error"]["code"] == -32010
+    assert via["statuses"] == ["working", "completed"]
+    assert "Research Report" in report(via)
+
+
 # -- bad input ----------------------------------------------------------------------------------------
 
 

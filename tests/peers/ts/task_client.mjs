@@ -11,7 +11,8 @@
 //   --async-elicitation       declare tasks.requests.elicitation.create (elicitations run as tasks)
 //   --cancel                  cancel the task right after creating it instead of waiting for its result
 //   --foreign                 a second client (its own session) tries the first one's task: prints
-//                             its errors for tasks/get, tasks/result, tasks/cancel and its tasks/list
+//                             its errors for tasks/get, tasks/result, tasks/cancel, its tasks/list,
+//                             and its own call of `echo`
 //   --token T                 a bearer token for --url (the first client's)
 //   --foreign-token T         the second client's bearer token
 //   --more N                  after the first task, ask for N more the same way (prints `more`: each
@@ -106,6 +107,8 @@ if (opts.call) {
         result: await attempt(() => other.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)),
         cancel: await attempt(() => other.experimental.tasks.cancelTask(taskId)),
         listed: (await other.experimental.tasks.listTasks()).tasks.map((task) => task.taskId),
+        // A call of its own meanwhile (an upstream session of its own, through a gateway).
+        call: await attempt(() => other.callTool({ name: 'echo', arguments: { message: 'hi' } })),
       };
       await other.close();
     }
