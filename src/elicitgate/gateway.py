@@ -155,6 +155,7 @@ class Gateway:
         self.peers.discard(peer)
         self.broker.stop_for_peer(peer, "the client disconnected")
         subscriptions.close_all(peer)
+        self.tasks.peer_gone(peer)
         await self.release_upstreams(peer)
 
     async def release_upstreams(self, peer: DownstreamPeer) -> None:
@@ -210,7 +211,7 @@ class Gateway:
             kind = "tool" if method == "tools/call" else "prompt"
             server, name = self.catalog.resolve_name(kind, params.get("name"))
             params = {**params, "name": name}
-            if method == "tools/call" and "task" in params:
+            if method == "tools/call" and "task" in params and call.era == "handshake":  # 2025-11-25 tasks
                 return await self._create_task(call, server, params)
             if (ask := self.asks.needed(f"{kind}s", server, name, params)) is not None:
                 asked = await self.asks.run(ask, self.links[server], call, params)

@@ -176,6 +176,13 @@ class TaskTable:
         self._by_upstream.pop((relayed.connection, relayed.upstream_id), None)
         relayed.connection.live_tasks.pop(relayed.upstream_id, None)
 
+    def peer_gone(self, peer: DownstreamPeer) -> None:
+        """A client session ended: its tasks are nobody's any more, unless its principal's other sessions
+        may still reach them (on a connection that outlives the session: `"session_policy": "shared"`)."""
+        for relayed in [t for t in self._by_id.values() if t.owner is peer]:
+            if peer.principal is None or relayed.connection.owner is peer:
+                self.forget(relayed)
+
     def _purge(self) -> None:
         for relayed in [t for t in self._by_id.values() if not t.alive]:
             self.forget(relayed)
