@@ -15,12 +15,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from elicitgate.config import build_config
 from elicitgate.router.tasks import TaskTable, face_capability
 from elicitgate.seams import DownstreamPeer
 from tests.conftest import PEERS, PY, ROOT, Process, free_port, write_config
+from tests.hosted_helpers import AUTH, TOKEN, next_pending_sync
 
 TS = PEERS / "ts"
 TASK_CLIENT = str(TS / "task_client.mjs")
@@ -142,6 +144,32 @@ def test_an_invalid_answer_to_a_tasks_question_is_asked_again_and_never_reaches_
 
 
 @pytest.mark.node
+def test_a_tasks_question_is_hosted_when_the_owners_client_cannot_show_it(http_gateway: Any):
+    url = http_gateway({"everything": EVERYTHING_STDIO}, admin_token=TOKEN)
+    base = url.removesuffix("/mcp")
+    client = subprocess.Popen(["node", TASK_CLIENT, *AMBIGUOUS, "--no-elicitation", "--url", url], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        (item,) = next_pending_sync(base)  # in the operator's inbox: the client declared no elicitation
+        with httpx2.Client(base_url=base, headers=AUTH) as http:
+            detail = http.get(f"/api/elicitations/{item['id']}").json()
+            bad = http.post(f"/api/elicitations/{item['id']}/answer",
+                            json={"action": "accept", "content": {"interpretation": "bogus"}})
+            ok = http.post(f"/api/elicitations/{item['id']}/answer",
+                           json={"action": "accept", "content": {"interpretation": "comedy"}})
+        out, err = client.communicate(timeout=120)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert client.returncode == 0, err
+    assert detail["requestedSchema"]["required"] == ["interpretation"]
+    assert bad.status_code == 422 and ok.status_code == 200
+    via = json.loads(out)
+    assert via["elicitations"] == [] and via["statuses"][-1] == "completed"
+    assert "Clarification**: comedy" in report(via)
+
+
+@pytest.mark.node
 def test_a_task_is_cancelled_as_directly(tmp_path: Path):
     direct = directly(*PLAIN, "--cancel")
     via = through_gateway(tmp_path, *PLAIN, "--cancel")
@@ -186,6 +214,18 @@ def test_the_upstream_session_running_a_task_is_not_evicted_for_another_client(h
     assert via["foreign"]["call"]["error"]["code"] == -32010
     assert via["statuses"] == ["working", "completed"]
     assert "Research Report" in report(via)
+
+
+@pytest.mark.node
+def test_another_session_of_the_same_principal_reaches_the_task(http_gateway: Any):
+    url = http_gateway({"everything": EVERYTHING_STDIO}, http={"auth": {"tokens": TOKENS}})
+    token = TOKENS[0]["token"]
+    via = task_client(*PLAIN, "--foreign", "--token", token, "--foreign-token", token, url=url)
+    task_id = via["created"]["task"]["taskId"]
+    assert via["foreign"]["get"]["ok"]["taskId"] == task_id
+    assert via["foreign"]["listed"] == [task_id]
+    assert "Research Report" in via["foreign"]["result"]["ok"]["content"][0]["text"]  # waited for the end
+    assert via["statuses"][-1] == "completed"
 
 
 # -- bad input ----------------------------------------------------------------------------------------

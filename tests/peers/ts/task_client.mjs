@@ -8,6 +8,7 @@
 //   --ttl MS                  the ttl to ask for (default 60000)
 //   --answer JSON             content to accept form-mode elicitations with (default {})
 //   --action ACTION           accept (default), decline or cancel
+//   --no-elicitation          declare no elicitation at all
 //   --async-elicitation       declare tasks.requests.elicitation.create (elicitations run as tasks)
 //   --cancel                  cancel the task right after creating it instead of waiting for its result
 //   --foreign                 a second client (its own session) tries the first one's task: prints
@@ -37,7 +38,7 @@ function parseArgs(argv) {
   const own = dash >= 0 ? argv.slice(0, dash) : argv;
   for (let i = 0; i < own.length; i++) {
     const key = own[i].replace(/^--/, '');
-    if (['async-elicitation', 'cancel', 'foreign'].includes(key)) opts.flags.add(key);
+    if (['async-elicitation', 'cancel', 'foreign', 'no-elicitation'].includes(key)) opts.flags.add(key);
     else opts[key] = own[++i];
   }
   return opts;
@@ -51,10 +52,10 @@ function errorOf(error) {
 }
 
 async function connect(name, elicitations, token, notified = []) {
-  const capabilities = { elicitation: { form: {} } };
+  const capabilities = opts.flags.has('no-elicitation') ? {} : { elicitation: { form: {} } };
   if (opts.flags.has('async-elicitation')) capabilities.tasks = { requests: { elicitation: { create: {} } } };
   const client = new Client({ name, version: '1.0.0' }, { capabilities });
-  client.setRequestHandler(ElicitRequestSchema, async (request) => {
+  if (capabilities.elicitation) client.setRequestHandler(ElicitRequestSchema, async (request) => {
     elicitations.push(request.params);
     const action = opts.action ?? 'accept';
     if (action !== 'accept') return { action };
