@@ -132,6 +132,18 @@ def test_research_query_runs_as_a_task_and_its_question_reaches_the_client_as_di
 
 
 @pytest.mark.node
+def test_tasks_result_waits_for_the_task_past_the_servers_request_timeout(tmp_path: Path):
+    # The research takes four 1 s stages; tasks/result waits from the question to the end, over 1.5 s.
+    config = write_config(tmp_path, {"everything": {**EVERYTHING_STDIO, "request_timeout": 1.5}},
+                          namespacing=SAME_NAMES)
+    via = task_client(*AMBIGUOUS, "--answer", json.dumps({"interpretation": "snake"}),
+                      command=[*GATEWAY_ARGV, str(config)])
+    assert via["error"] is None
+    assert via["statuses"] == ["working", "input_required", "completed"]
+    assert "Clarification**: snake" in report(via)
+
+
+@pytest.mark.node
 def test_an_invalid_answer_to_a_tasks_question_is_asked_again_and_never_reaches_the_server(tmp_path: Path):
     via = through_gateway(tmp_path, *AMBIGUOUS, "--answer", json.dumps({"interpretation": "bogus"}),
                           elicitation={"max_answer_attempts": 2})
