@@ -190,6 +190,17 @@ def test_a_task_is_cancelled_as_directly(tmp_path: Path):
     assert via["statuses"] == direct["statuses"] == ["cancelled"]
 
 
+@pytest.mark.node
+def test_a_tool_the_person_must_confirm_is_confirmed_before_its_task_is_made(tmp_path: Path):
+    declined = through_gateway(tmp_path, *PLAIN, "--action", "decline",
+                               elicitation={"confirm_tools": ["simulate-research-query"]})
+    assert declined["created"] is None and declined["listed"] == []
+    assert declined["error"]["code"] == -32602
+    assert declined["error"]["data"]["tool"] == "simulate-research-query"
+    (confirmation,) = declined["elicitations"]
+    assert "simulate-research-query" in confirmation["message"]
+
+
 # -- ownership ----------------------------------------------------------------------------------------
 
 

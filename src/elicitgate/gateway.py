@@ -209,15 +209,21 @@ class Gateway:
         """Route one client request to its upstream (tools/call, prompts/get, resources/*, completion)."""
         if method in ("tools/call", "prompts/get"):
             kind = "tool" if method == "tools/call" else "prompt"
-            server, name = self.catalog.resolve_name(kind, params.get("name"))
+            public_name = params.get("name")
+            server, name = self.catalog.resolve_name(kind, public_name)
             params = {**params, "name": name}
-            if method == "tools/call" and "task" in params and call.era == "handshake":  # 2025-11-25 tasks
-                return await self._create_task(call, server, params)
+            as_task = method == "tools/call" and "task" in params and call.era == "handshake"  # 2025-11-25 tasks
             if (ask := self.asks.needed(f"{kind}s", server, name, params)) is not None:
                 asked = await self.asks.run(ask, self.links[server], call, params)
                 if isinstance(asked, Answered):
+                    if as_task:  # no task was made: a CallToolResult is not what the client waits for
+                        raise errors.gateway_error(
+                            INVALID_PARAMS, asked.result["content"][0]["text"], tool=public_name, as_task=True
+                        )
                     return asked.result
                 params = asked
+            if as_task:
+                return await self._create_task(call, server, params)
         elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
             server, uri = self.catalog.resolve_uri(params.get("uri"))
             params = {**params, "uri": uri}
@@ -257,7 +263,9 @@ class Gateway:
         self.tasks.creating(conn)
         relayed: RelayedTask | None = None
         try:
-            result = await forward(self.broker, link, call, "tools/call", sent, max_rounds=self.config.bridging.max_rounds)
+            result = await forward(
+                self.broker, link, call, "tools/call", sent, max_rounds=self.config.bridging.max_rounds
+            )
             result, relayed = self.tasks.created(server, conn, call.peer, result)
         finally:
             early = self.tasks.created_done(conn, relayed)
