@@ -395,6 +395,14 @@ class BridgingConfig(_Strict):
     """Calls of 2026-07-28 clients waiting for a retry, in the whole gateway."""
 
 
+class TasksConfig(_Strict):
+    """2025-11-25 tasks relayed between clients and the upstreams that run them (docs/tasks.md)."""
+
+    max_ttl: float = Field(default=3600.0, gt=0)
+    """Seconds a task may be kept: a `task.ttl` asked for above it is lowered to it (the spec lets the
+    receiver choose), and the gateway forgets a task this long after it was created at the latest."""
+
+
 def _state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "elicitgate"
@@ -583,6 +591,7 @@ class GatewayConfig(BaseSettings):
     namespacing: NamespacingConfig = Field(default_factory=NamespacingConfig)
     elicitation: ElicitationConfig = Field(default_factory=ElicitationConfig)
     bridging: BridgingConfig = Field(default_factory=BridgingConfig)
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
     http: HttpFaceConfig = Field(default_factory=HttpFaceConfig)
     upstream_retry: UpstreamRetryConfig = Field(default_factory=UpstreamRetryConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import itertools
 import logging
 import weakref
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
-from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND, ServerTasksCapability
 
 from mcp.server.connection import Connection
 from mcp.shared.exceptions import MCPError
@@ -29,9 +29,11 @@ from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay
 from elicitgate.bridging.rounds import Rounds
 from elicitgate.fixable import warn_once
 from elicitgate.json_shapes import is_mapping
+from elicitgate.jsonrpc import PeerLost
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.forward import forward
+from elicitgate.router.tasks import RelayedTask, TaskTable, face_capability
 from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
@@ -80,6 +82,10 @@ class Gateway:
         if self.hosting is not None and every_target(config):
             self.broker.notices = self.hosting.notices = Notifier(config, self.hosting)
         self.asks = GatewayAsks(config, self.catalog, self.broker)
+        self.tasks = TaskTable(config)
+        """2025-11-25 tasks the clients run on upstreams through the gateway (docs/tasks.md)."""
+        self.face_listeners: list[Callable[[], None]] = []
+        """Called when what the face declares may have changed (an upstream connected)."""
         self.peers: set[DownstreamPeer] = set()
         self.modern_peers: dict[str, DownstreamPeer] = {}
         """2026-07-28 clients, by principal (they have no connection that could end)."""
@@ -164,6 +170,7 @@ class Gateway:
         self.peers.discard(peer)
         self.broker.stop_for_peer(peer, "the client disconnected")
         subscriptions.close_all(peer)
+        self.tasks.peer_gone(peer)
         await self.release_upstreams(peer)
 
     async def release_upstreams(self, peer: DownstreamPeer) -> None:
@@ -217,13 +224,21 @@ class Gateway:
         """Route one client request to its upstream (tools/call, prompts/get, resources/*, completion)."""
         if method in ("tools/call", "prompts/get"):
             kind = "tool" if method == "tools/call" else "prompt"
-            server, name = self.catalog.resolve_name(kind, params.get("name"))
+            public_name = params.get("name")
+            server, name = self.catalog.resolve_name(kind, public_name)
             params = {**params, "name": name}
+            as_task = method == "tools/call" and "task" in params and call.era == "handshake"  # 2025-11-25 tasks
             if (ask := self.asks.needed(f"{kind}s", server, name, params)) is not None:
                 asked = await self.asks.run(ask, self.links[server], call, params)
                 if isinstance(asked, Answered):
+                    if as_task:  # no task was made: a CallToolResult is not what the client waits for
+                        raise errors.gateway_error(
+                            INVALID_PARAMS, asked.result["content"][0]["text"], tool=public_name, as_task=True
+                        )
                     return asked.result
                 params = asked
+            if as_task:
+                return await self._create_task(call, server, params)
         elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
             server, uri = self.catalog.resolve_uri(params.get("uri"))
             params = {**params, "uri": uri}
@@ -243,6 +258,86 @@ class Gateway:
         if method in ("resources/subscribe", "resources/unsubscribe"):  # whom its updates are for
             subscriptions.remember(call.peer, server, params["uri"], subscribed=method == "resources/subscribe")
         return result
+
+    # -- 2025-11-25 tasks ----------------------------------------------------------------------
+
+    def tasks_capability(self) -> ServerTasksCapability | None:
+        """What the face declares under `tasks`, from what the connected upstreams declared."""
+        return face_capability(
+            link.primary.negotiated.capabilities
+            for link in self.links.values()
+            if link.primary is not None and link.primary.negotiated is not None and link.primary.era == "handshake"
+        )
+
+    async def _create_task(self, call: Origin, server: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A task-augmented `tools/call`: sent on the client's connection to `server`, which keeps the task."""
+        link = self.links[server]
+        sent = self.tasks.request_params(server, call.peer, params)
+        # The connection the call goes on: the client's own under per_session, else the shared one.
+        conn = await link.connection_for(call.peer)
+        self.tasks.creating(conn)
+        relayed: RelayedTask | None = None
+        try:
+            result = await forward(
+                self.broker, link, call, "tools/call", sent, max_rounds=self.config.bridging.max_rounds
+            )
+            result, relayed = self.tasks.created(server, conn, call.peer, result)
+        finally:
+            early = self.tasks.created_done(conn, relayed)
+        for status in early:  # before the result, as the server sent them
+            await self._notify(call.peer, "notifications/tasks/status", status)
+        return result
+
+    async def task_request(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/list` of a client, each to the task's upstream."""
+        if method == "tasks/list":
+            return {"tasks": [task for relayed in self.tasks.owned(call.peer)
+                              if (task := await self._task_status(relayed)) is not None]}
+        relayed = self.tasks.find(call.peer, params.get("taskId"))
+        sent = {**params, "taskId": relayed.upstream_id}
+        if method == "tasks/result":
+            # Blocks until the task ends: bounded by the task's life, not by the server's request_timeout. The
+            # task's questions arrive while it is in flight and belong to this call (`on_server_request`).
+            try:
+                result = await self._on_task_connection(
+                    relayed, method, sent, origin=call, timeout=max(relayed.expires - anyio.current_time(), 0.001)
+                )
+            finally:
+                self.broker.stop_for_call(call, "the call that caused it ended")
+            return self.tasks.with_public_meta(relayed, result)
+        result = await self._on_task_connection(relayed, method, sent)
+        return self.tasks.public_task(relayed, result)
+
+    async def _task_status(self, relayed: RelayedTask) -> dict[str, Any] | None:
+        """A task's current state for `tasks/list`; None (and forgotten) when its upstream no longer has it."""
+        try:
+            result = await self._on_task_connection(relayed, "tasks/get", {"taskId": relayed.upstream_id})
+        except MCPError as exc:
+            if exc.error.code == INVALID_PARAMS:
+                self.tasks.forget(relayed)
+                return None
+            raise
+        return self.tasks.public_task(relayed, result)
+
+    async def _on_task_connection(
+        self, relayed: RelayedTask, method: str, params: Mapping[str, Any], *, origin: Origin | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        conn: UpstreamConnection = relayed.connection
+        try:
+            return await conn.request(method, params, origin=origin,
+                                      timeout=timeout if timeout is not None else conn.config.request_timeout)
+        except TimeoutError:
+            raise errors.gateway_error(
+                errors.UPSTREAM_TIMEOUT, f"upstream {conn.server!r} did not answer {method} in time",
+                server=conn.server, method=method,
+            ) from None
+        except PeerLost as lost:
+            self.tasks.forget(relayed)
+            raise errors.gateway_error(
+                errors.UPSTREAM_GONE, f"upstream {conn.server!r} went away during {method}: the task is lost",
+                server=conn.server, method=method, reason=lost.error.message,
+            ) from None
 
     async def call_once(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """`call`, then give back what a per-call client borrowed for it (its pooled upstream connections)."""
@@ -293,6 +388,14 @@ class Gateway:
         named: bool,
     ) -> dict[str, Any]:
         capability = PASSTHROUGH_INPUT_REQUESTS.get(method)
+        relayed = self.tasks.of_upstream(connection, TaskTable.upstream_id_in(params))
+        if relayed is not None:
+            # A task's question goes to the task's owner, whichever of its calls (its tasks/result) is in flight.
+            named = named and origin is not None and relayed.owned_by(origin.peer)
+            if not named:
+                owners = [o for o in connection.in_flight_origins() if relayed.owned_by(o.peer)]
+                origin = owners[-1] if owners else None
+            params = self.tasks.with_public_meta(relayed, params or {})
         if origin is None and (method == "elicitation/create" or capability is not None):
             raise self._origin_unknown(connection, method)
         if method == "elicitation/create":
@@ -362,6 +465,12 @@ class Gateway:
             target = self.broker.url_route(server, elicitation_id, pop=True) if isinstance(elicitation_id, str) else None
             if target is not None:
                 await target.url_completed(params or {})
+        elif method == "notifications/tasks/status":
+            relayed = self.tasks.of_upstream(connection, (params or {}).get("taskId"))
+            if relayed is not None and not relayed.owner.closed:  # only to the task's owner
+                await self._notify(relayed.owner, method, self.tasks.public_task(relayed, params or {}))
+            elif relayed is None:
+                self.tasks.early(connection, params or {})
         elif method == "notifications/message" and origin is not None:
             await origin.notify(method, params)
         elif method == "notifications/resources/updated" and isinstance(raw_uri := (params or {}).get("uri"), str):
@@ -426,4 +535,6 @@ class Gateway:
     async def _on_link_connected(self, link: UpstreamLink) -> None:
         assert link.primary is not None
         await self.catalog.refresh(link.name, link.primary)
+        for listener in self.face_listeners:
+            listener()
         await self.broadcast("notifications/tools/list_changed", None)

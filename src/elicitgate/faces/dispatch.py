@@ -218,7 +218,9 @@ async def serve_handshake(
             )
         handler = direct.get(method)
         # A `requestState` goes through the kernel's middleware, whose boundary unseals it.
-        if handler is not None and connection.initialize_accepted and not (params and "requestState" in params):
+        # A task-augmented `tools/call` goes through the kernel's middleware too: its result is no CallToolResult.
+        if (handler is not None and connection.initialize_accepted and not (params and "requestState" in params)
+                and not (params and "task" in params)):
             return _serve_directly(handler, runner, context, method, params)
         return runner.on_request(context, method, params)
 

@@ -6,9 +6,10 @@ is never re-modelled; the SDK still owns the handshake, sessions and transports.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
-from mcp_types import RequestParams
+from mcp_types import METHOD_NOT_FOUND, RequestParams, ServerCapabilities, ServerTasksCapability
 from mcp_types.methods import INPUT_REQUIRED_METHODS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict
@@ -17,6 +18,7 @@ from mcp.server.caching import CACHEABLE_METHODS, CacheableMethod, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.shared.exceptions import MCPError
 
 from elicitgate import __version__
 from elicitgate.faces.dispatch import DirectHandler
@@ -25,6 +27,8 @@ from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
 from elicitgate.faces.peer import DownstreamCall, peer_for
 from elicitgate.gateway import Gateway
+from elicitgate.faces.task_relay import TaskRelay
+from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
 from elicitgate.seams import DownstreamPeer
 
@@ -44,6 +48,7 @@ ROUTED = (
     "logging/setLevel",
 )
 
+MAX_DECLARED = 8
 OBSERVED = ("initialize", "ping", "server/discover", "subscriptions/listen")
 """Further methods with their own label in the request-latency metric."""
 
@@ -58,6 +63,15 @@ class GatewayServer(Server[Any]):
     routes: dict[str, DirectHandler]
     """The routed methods (`ROUTED`), observed like through the middleware: the stdio face serves a
     handshake-era client's requests for them without the SDK's handler kernel (`faces.dispatch`)."""
+    tasks_capability: Callable[[], ServerTasksCapability | None] = staticmethod(lambda: None)
+    """What the face declares under `tasks` (2025-11-25) now; read at each `initialize`."""
+    declared: list[ServerCapabilities]
+    """The capabilities of every initialization options made (one per face), kept to follow the upstreams."""
+
+    def refresh_tasks_capability(self) -> None:
+        """An upstream connected: the `tasks` of every face's initialization options follows what is up."""
+        for capabilities in self.declared:
+            capabilities.tasks = self.tasks_capability()
 
     def create_initialization_options(
         self,
@@ -65,11 +79,16 @@ class GatewayServer(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
-        return super().create_initialization_options(
+        options = super().create_initialization_options(
             notification_options or NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
             experimental_capabilities,
             extensions,
         )
+        # The faces build their options once, before the upstreams are up: they are kept to follow them.
+        options.capabilities.tasks = self.tasks_capability()
+        # Each face makes its options once; bounded all the same, should something make them per connection.
+        self.declared = [*self.declared[-(MAX_DECLARED - 1):], options.capabilities]
+        return options
 
 
 def build_server(gateway: Gateway, face: str) -> GatewayServer:
@@ -84,9 +103,13 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         get_tool_input_schema=gateway.catalog.tool_input_schema,
     )
     server.middleware.clear()  # no per-message tracing span on the pass-through path
-    observer = RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED})
+    server.declared = []
+    server.tasks_capability = gateway.tasks_capability
+    gateway.face_listeners.append(server.refresh_tasks_capability)
+    observer = RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED, *TASK_METHODS})
     server.middleware.append(observer)
     server.middleware.append(state_boundary(gateway.config.bridging))
+    server.middleware.append(TaskRelay(gateway, lambda ctx: _handshake_peer(gateway, ctx)))
     if gateway.replicas is not None:
         from elicitgate.cluster import retries
 
@@ -121,8 +144,18 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
 
         return handle
 
+    def make_task(method: str) -> Any:
+        async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
+            # A handshake-era client's are served by the TaskRelay middleware; 2026-07-28 has no `tasks/*` of
+            # 2025-11-25 (its tasks are an extension the gateway does not offer yet, docs/tasks.md).
+            raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
+
+        return handle
+
     for method, kind in LISTS.items():
         server.add_request_handler(method, RawParams, make_list(kind))
+    for method in TASK_METHODS:  # 2025-11-25 only: the SDK refuses them on a 2026-07-28 request
+        server.add_request_handler(method, RawParams, make_task(method))
     server.routes = {}
     for method in ROUTED:
         route = make_routed(method)

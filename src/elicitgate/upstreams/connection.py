@@ -115,6 +115,9 @@ class UpstreamConnection:
     """Stops the transport's task (`close`)."""
     failure: BaseException | None = None
     """What ended the transport, once `closed` is set (a cancellation when the gateway closed it)."""
+    live_tasks: dict[str, float] = field(default_factory=dict[str, float])
+    """Upstream task ids a client reaches through this connection, with when the gateway forgets each (anyio
+    clock; `router.tasks`): while one is alive the link neither reaps nor evicts the connection."""
 
     async def unreachable(self) -> str | None:
         """Why, when the connection ended because its streamable HTTP server could not be reached at all
@@ -130,6 +133,10 @@ class UpstreamConnection:
         import httpx2  # loaded already with the streamable HTTP transport (`transports.open_transport`)
 
         return describe_failure(failure) if isinstance(failure, httpx2.ConnectError) else None
+
+    def runs_tasks(self) -> bool:
+        now = anyio.current_time()
+        return any(expires > now for expires in self.live_tasks.values())
 
     def touch(self) -> None:
         self.last_active = anyio.current_time()

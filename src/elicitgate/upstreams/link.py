@@ -436,7 +436,8 @@ class UpstreamLink:
         self._forget_closed()
         if len(self.sessions) + self._opening < cap:
             return
-        idle = [c for c in self.sessions if not c.in_flight_origins() and not _has_open_elicitations(c)]
+        idle = [c for c in self.sessions
+                if not c.in_flight_origins() and not _has_open_elicitations(c) and not c.runs_tasks()]
         if idle:
             self._evict(min(idle, key=lambda c: c.last_active))
             return
@@ -461,7 +462,7 @@ class UpstreamLink:
         owned = [c for c in self.sessions if c.owner is not None and c.owner.principal == principal]
         if len(owned) + self._opening_for.get(principal, 0) < share:
             return
-        idle = [c for c in owned if not c.in_flight_origins() and not _has_open_elicitations(c)]
+        idle = [c for c in owned if not c.in_flight_origins() and not _has_open_elicitations(c) and not c.runs_tasks()]
         if idle:
             self._evict(min(idle, key=lambda c: c.last_active))
             return
@@ -495,7 +496,8 @@ class UpstreamLink:
                 now = anyio.current_time()
                 self._forget_closed()
                 for conn in list(self.sessions):
-                    if now - conn.last_active > timeout and not conn.in_flight_origins() and not _has_open_elicitations(conn):
+                    if (now - conn.last_active > timeout and not conn.in_flight_origins()
+                            and not _has_open_elicitations(conn) and not conn.runs_tasks()):
                         logger.info("upstream %r: closing a connection idle for %.0fs", self.name, now - conn.last_active)
                         await self._close(conn)
 

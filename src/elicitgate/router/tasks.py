@@ -1,0 +1,228 @@
+"""2025-11-25 tasks relayed through the gateway: which client owns each task, where it runs, its id.
+
+A task runs on the upstream session that created it (a client's own connection under `per_session`).
+The client sees the gateway's id for it, `<server>/<random>`, never the upstream's: two upstreams (or two
+sessions of one) cannot collide, and an id cannot be guessed. A task belongs to the principal that
+created it (`http.auth`), else to the client session; to anyone else it does not exist (-32602, as the
+spec says for an unknown id). An entry ends with its ttl (at most `tasks.max_ttl`) or its connection.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from mcp_types import INVALID_PARAMS, ServerTasksCapability
+
+from elicitgate import errors
+from elicitgate.config import GatewayConfig
+from elicitgate.json_shapes import is_mapping
+from elicitgate.seams import DownstreamPeer
+from elicitgate.upstreams.connection import UpstreamConnection
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+"""The `_meta` key naming the task a request, notification or result belongs to."""
+TASK_METHODS = ("tasks/get", "tasks/result", "tasks/cancel", "tasks/list")
+MAX_EARLY = 16
+"""Status notifications kept per connection while its task-augmented calls are in flight (see `early`)."""
+
+
+@dataclass(eq=False)
+class RelayedTask:
+    """One upstream task as a client of the gateway knows it."""
+
+    id: str
+    """The id the client sees."""
+    server: str
+    upstream_id: str
+    connection: UpstreamConnection
+    owner: DownstreamPeer
+    expires: float
+    """anyio clock: when the gateway forgets it (its ttl, at most `tasks.max_ttl`)."""
+
+    def owned_by(self, peer: DownstreamPeer) -> bool:
+        """The client that created it, or another session of the same principal."""
+        return self.owner is peer or (self.owner.principal is not None and self.owner.principal == peer.principal)
+
+    @property
+    def alive(self) -> bool:
+        return anyio.current_time() < self.expires and not self.connection.closed.is_set()
+
+
+class TaskTable:
+    """Every relayed task, by the client's id and by (connection, upstream id)."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.max_ttl = config.tasks.max_ttl
+        self.max_open = config.elicitation.max_pending_per_session
+        self._by_id: dict[str, RelayedTask] = {}
+        self._by_upstream: dict[tuple[UpstreamConnection, str], RelayedTask] = {}
+        self._creating: dict[UpstreamConnection, list[dict[str, Any]]] = {}
+        """Per connection with a task-augmented `tools/call` in flight: the status notifications of tasks not
+        known yet. A server may tell of its task before it answers the call that created it."""
+        self._creating_calls: dict[UpstreamConnection, int] = {}
+
+    def creating(self, connection: UpstreamConnection) -> None:
+        self._creating.setdefault(connection, [])
+        self._creating_calls[connection] = self._creating_calls.get(connection, 0) + 1
+
+    def early(self, connection: UpstreamConnection, params: Mapping[str, Any]) -> bool:
+        """Keep a status notification of a task not known yet, if a call on `connection` may be creating it."""
+        kept = self._creating.get(connection)
+        if kept is None:
+            return False
+        kept[:] = [*kept[-(MAX_EARLY - 1):], dict(params)]
+        return True
+
+    def created_done(self, connection: UpstreamConnection, relayed: RelayedTask | None) -> list[dict[str, Any]]:
+        """The call creating a task on `connection` ended: the notifications kept for `relayed`, with its id."""
+        kept = self._creating.get(connection, [])
+        mine = [p for p in kept if relayed is not None and p.get("taskId") == relayed.upstream_id]
+        if (calls := self._creating_calls.pop(connection, 1) - 1) > 0:
+            self._creating_calls[connection] = calls
+            kept[:] = [p for p in kept if p not in mine]
+        else:
+            self._creating.pop(connection, None)
+        return [self.public_task(relayed, p) for p in mine] if relayed is not None else []
+
+    # -- creating --------------------------------------------------------------------------------
+
+    def request_params(self, server: str, peer: DownstreamPeer, params: Mapping[str, Any]) -> dict[str, Any]:
+        """A task-augmented `tools/call` as it goes upstream: its `ttl` at most `tasks.max_ttl`; refused
+        when the client already has as many open tasks as its pending limit allows."""
+        task = params.get("task")
+        if not is_mapping(task):
+            raise errors.gateway_error(
+                INVALID_PARAMS, "task must be an object", rule="task is {ttl?: number}", server=server
+            )
+        self._purge()
+        identity = peer.principal or peer.id
+        open_tasks = sum(1 for t in self._by_id.values() if (t.owner.principal or t.owner.id) == identity)
+        if open_tasks >= self.max_open:
+            raise errors.gateway_error(
+                errors.ELICITATION_LIMIT,
+                "too many open tasks for this client",
+                server=server,
+                limit="max_pending_per_session",
+                value=self.max_open,
+                fix="wait for (or cancel) open tasks first, or raise elicitation.max_pending_per_session",
+            )
+        ttl = task.get("ttl")
+        cap = int(self.max_ttl * 1000)
+        if ttl is not None and (not isinstance(ttl, int | float) or isinstance(ttl, bool) or ttl < 0):
+            raise errors.gateway_error(
+                INVALID_PARAMS, "task.ttl must be a non-negative number of milliseconds", rule="task.ttl", server=server
+            )
+        return {**params, "task": {**task, "ttl": cap if ttl is None or ttl > cap else ttl}}
+
+    def created(
+        self, server: str, connection: UpstreamConnection, owner: DownstreamPeer, result: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], RelayedTask | None]:
+        """Record the task a `CreateTaskResult` names; the result as the client sees it, and the task."""
+        task = result.get("task")
+        if not is_mapping(task) or not isinstance(upstream_id := task.get("taskId"), str):
+            return dict(result), None  # not a task: the upstream ran the call at once
+        ttl = task.get("ttl")
+        keep = self.max_ttl if not isinstance(ttl, int | float) else min(ttl / 1000, self.max_ttl)
+        relayed = RelayedTask(
+            id=f"{server}/{secrets.token_urlsafe(12)}",
+            server=server,
+            upstream_id=upstream_id,
+            connection=connection,
+            owner=owner,
+            expires=anyio.current_time() + keep,
+        )
+        self._by_id[relayed.id] = relayed
+        self._by_upstream[(connection, upstream_id)] = relayed
+        connection.live_tasks[upstream_id] = relayed.expires
+        return {**result, "task": self.public_task(relayed, task)}, relayed
+
+    # -- finding ---------------------------------------------------------------------------------
+
+    def find(self, peer: DownstreamPeer, task_id: Any) -> RelayedTask:
+        """The task `task_id` names, if `peer` owns it; -32602 otherwise (unknown, foreign and ended alike)."""
+        if not isinstance(task_id, str):
+            raise errors.gateway_error(INVALID_PARAMS, "taskId must be a string", rule="taskId is required")
+        relayed = self._by_id.get(task_id)
+        if relayed is not None and not relayed.alive:
+            self.forget(relayed)
+            relayed = None
+        if relayed is None or not relayed.owned_by(peer):
+            raise errors.gateway_error(
+                INVALID_PARAMS,
+                f"unknown task {task_id!r}",
+                taskId=task_id,
+                fix="use a taskId this client received from tools/call or tasks/list; a task ends with its ttl "
+                "or with the upstream session that ran it",
+            )
+        return relayed
+
+    def of_upstream(self, connection: UpstreamConnection, upstream_id: Any) -> RelayedTask | None:
+        """The task an upstream's message names (its `related-task`), if the gateway relays it."""
+        if not isinstance(upstream_id, str):
+            return None
+        relayed = self._by_upstream.get((connection, upstream_id))
+        return relayed if relayed is not None and relayed.alive else None
+
+    def owned(self, peer: DownstreamPeer) -> list[RelayedTask]:
+        self._purge()
+        return [t for t in self._by_id.values() if t.owned_by(peer)]
+
+    def forget(self, relayed: RelayedTask) -> None:
+        self._by_id.pop(relayed.id, None)
+        self._by_upstream.pop((relayed.connection, relayed.upstream_id), None)
+        relayed.connection.live_tasks.pop(relayed.upstream_id, None)
+
+    def peer_gone(self, peer: DownstreamPeer) -> None:
+        """A client session ended: its tasks are nobody's any more, unless its principal's other sessions
+        may still reach them (on a connection that outlives the session: `"session_policy": "shared"`)."""
+        for relayed in [t for t in self._by_id.values() if t.owner is peer]:
+            if peer.principal is None or relayed.connection.owner is peer:
+                self.forget(relayed)
+
+    def _purge(self) -> None:
+        for relayed in [t for t in self._by_id.values() if not t.alive]:
+            self.forget(relayed)
+
+    # -- what the client sees --------------------------------------------------------------------
+
+    def public_task(self, relayed: RelayedTask, task: Mapping[str, Any]) -> dict[str, Any]:
+        """An upstream `Task` with the client's id, and a ttl no longer than the gateway keeps it."""
+        public = {**task, "taskId": relayed.id}
+        ttl = task.get("ttl")
+        if isinstance(ttl, int | float) and ttl > self.max_ttl * 1000:
+            public["ttl"] = int(self.max_ttl * 1000)
+        return public
+
+    @staticmethod
+    def with_public_meta(relayed: RelayedTask, message: Mapping[str, Any]) -> dict[str, Any]:
+        """`message` (params or a result) with its `related-task` naming the client's id."""
+        meta = message.get("_meta")
+        if not is_mapping(meta) or RELATED_TASK not in meta:
+            return dict(message)
+        return {**message, "_meta": {**meta, RELATED_TASK: {"taskId": relayed.id}}}
+
+    @staticmethod
+    def upstream_id_in(message: Mapping[str, Any] | None) -> Any:
+        """The task id an upstream's message names in its `_meta` (None when it names none)."""
+        meta = (message or {}).get("_meta")
+        related = meta.get(RELATED_TASK) if is_mapping(meta) else None
+        return related.get("taskId") if is_mapping(related) else None
+
+
+def face_capability(negotiated: Iterable[Mapping[str, Any]]) -> ServerTasksCapability | None:
+    """What the face declares under `tasks`: task-augmented `tools/call` when an upstream offers it (the
+    gateway lists every client's own tasks itself), cancel when an upstream offers that; else nothing."""
+    offered = [caps.get("tasks") for caps in negotiated]
+    offered = [t for t in offered if is_mapping(t)]
+    calls = [t for t in offered if is_mapping(r := t.get("requests")) and is_mapping(tools := r.get("tools"))
+             and "call" in tools]
+    if not calls:
+        return None
+    declared: dict[str, Any] = {"list": {}, "requests": {"tools": {"call": {}}}}
+    if any("cancel" in t for t in calls):
+        declared["cancel"] = {}
+    return ServerTasksCapability.model_validate(declared)
