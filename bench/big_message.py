@@ -66,6 +66,7 @@ def main() -> None:
                                                    "audit": {"enabled": False}})
     paths = {
         "direct": (configs.demo_argv(), "echo"),
+        "lean relay": (configs.lean_relay_argv(), "echo"),
         "bare relay": (configs.bare_relay_argv(), "echo"),
         "elicitgate": (configs.gateway_argv(config), "demo__echo"),
     }
