@@ -213,8 +213,12 @@ class Back(asyncio.Protocol):
         self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + request.body)
 
     def abandon(self) -> None:
-        """The client went away mid-answer: the rest of it cannot be read off this connection in time; close it."""
+        """The client went away mid-answer (the SDK's client drops a POST's SSE stream once it has its answer).
+        A POST's answer ends soon: read the rest and discard it, and the connection goes back to the pool when it
+        ends (`on_message_complete`); a GET stream may never end: close its connection."""
         self.front = None
+        if self.request is not None and self.request.method == b"POST":
+            return
         if self.transport is not None:
             self.transport.close()
 
