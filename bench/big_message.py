@@ -1,8 +1,8 @@
 """Large messages over stdio: `python -m bench.big_message [--sizes 1 10 30] [--repeats 3]`.
 
 One `echo` whose argument (and so its result) is `size` MB of text, from a raw JSON-RPC client over
-stdio, to the demo server directly, through a bare Python relay (`bench.bare_relay`) and through
-elicitgate; each after a small warm-up call on the same session. Prints the median seconds per call and
+stdio, to the demo server directly, through the lean and the bare Python relays (`bench.lean_relay`,
+`bench.bare_relay`) and through elicitgate; each after a small warm-up call on the same session. Prints the median seconds per call and
 elicitgate's ratio to the direct call. A cost that grows faster than the message (a line copied once per
 chunk read) shows here as a ratio that grows with the size. Asserts nothing.
 """
@@ -66,6 +66,7 @@ def main() -> None:
                                                    "audit": {"enabled": False}})
     paths = {
         "direct": (configs.demo_argv(), "echo"),
+        "lean relay": (configs.lean_relay_argv(), "echo"),
         "bare relay": (configs.bare_relay_argv(), "echo"),
         "elicitgate": (configs.gateway_argv(config), "demo__echo"),
     }

@@ -21,7 +21,7 @@ DEMO_SERVER = ["-m", "elicitgate.demo.server"]
 
 BENCH_LIMITS: dict[str, Any] = {
     "max_pending_per_session": 1_000_000,
-    "max_pending_total": 1_000_000,
+    "max_pending_total": 2_000_000,  # above the per-session limit, as the config requires
     "rate_limit_per_minute": 1e12,
     "rate_limit_burst": 1_000_000_000,
 }
@@ -94,6 +94,18 @@ def bare_http_relay_argv(listen: str, upstream_url: str) -> list[str]:
     """`bench.bare_http_relay` on `listen` in front of `upstream_url` (each JSON body and SSE event parsed and
     serialised again, nothing else)."""
     return [PY, "-m", "bench.bare_http_relay", "--listen", listen, "--upstream", upstream_url]
+
+
+def lean_relay_argv() -> list[str]:
+    """The demo server over stdio behind `bench.lean_relay` (the same job as `bench.bare_relay`, on protocol
+    callbacks and orjson: the lowest floor)."""
+    return [PY, "-m", "bench.lean_relay", *demo_argv()]
+
+
+def lean_http_relay_argv(listen: str, upstream_url: str) -> list[str]:
+    """`bench.lean_http_relay` on `listen` in front of `upstream_url` (the same job as `bench.bare_http_relay`,
+    on asyncio Protocols, httptools and orjson: the lowest floor)."""
+    return [PY, "-m", "bench.lean_http_relay", "--listen", listen, "--upstream", upstream_url]
 
 
 def fastmcp_argv(*, upstream_url: str | None = None, http: str | None = None) -> list[str]:

@@ -1,14 +1,14 @@
 """The floor under the latency target: `python -m bench.floor [--transport T] [--rounds N] [--batch N]`.
 
 Side by side in interleaved rounds (as `bench.latency`), over stdio and over streamable HTTP: the demo
-server called directly, through a bare Python relay (`bench.bare_relay` over stdio, `bench.bare_http_relay`
-over HTTP: each message parsed and serialised again, nothing else), and through elicitgate, for both eras
-(a handshake-era client, and a 2026-07-28 client with a 2026-07-28 upstream). It prints each path's p50
-and what it adds to the direct call, and for elicitgate how much of that a bare relay adds already. Over
-stdio no Python process in the middle can add less than the relay does, so its row is the lowest the
-"added" column of the latency table can go on this machine; over HTTP the relay passes each answer
-through as the server gives it (an SSE stream stays one), on the libraries the gateway runs, so its row is
-what relaying costs on them before any gateway work. Asserts nothing.
+server called directly, through two Python relays that parse each message and serialise it again and do
+nothing else, and through elicitgate, for both eras (a handshake-era client, and a 2026-07-28 client with a
+2026-07-28 upstream). The lean relay (`bench.lean_relay` over stdio, `bench.lean_http_relay` over HTTP:
+asyncio Protocols, httptools and orjson, callbacks instead of tasks) is the floor: about the least any
+Python process in the middle can add on this machine. The bare relay (`bench.bare_relay`, asyncio streams
+and `json`; `bench.bare_http_relay`, uvicorn and httpx2 as the gateway runs them) is what the same job costs
+on the gateway's libraries. It prints each path's p50 and what it adds to the direct call, and for
+elicitgate that against the lean floor's (the target: at most 1.5x) and the bare relay's. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import anyio
 
 from bench import configs, latency
 from bench.procs import HttpProcess, free_port, pin_to_one_core, stdio_transport
-from bench.report import latency_rows
+from bench.report import TARGETS, latency_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 ERAS = (("handshake", "legacy", "handshake"), ("2026-07-28", "2026-07-28", "modern"))
@@ -36,12 +36,13 @@ def stdio_targets(log: IO[str], workdir: Path) -> list[latency.Target]:
     def stdio(argv: list[str]) -> Callable[[], Any]:
         return lambda: stdio_transport(argv, log)
 
-    relay = configs.bare_relay_argv()
+    relay, lean = configs.bare_relay_argv(), configs.lean_relay_argv()
     found: list[latency.Target] = []
     for label, mode, era in ERAS:
         config = configs.write_config(workdir, f"floor-{era}", configs.gateway_config({"up": configs.stdio_upstream(era)}))
         found += [
             latency.Target("stdio", label, "direct", mode, stdio(configs.demo_argv())),
+            latency.Target("stdio", label, "lean-relay", mode, stdio(lean)),
             latency.Target("stdio", label, "bare-relay", mode, stdio(relay)),
             latency.Target("stdio", label, "elicitgate", mode, stdio(configs.gateway_argv(config)), prefix="up__"),
         ]
@@ -50,7 +51,7 @@ def stdio_targets(log: IO[str], workdir: Path) -> list[latency.Target]:
 
 @contextmanager
 def http_targets(log: IO[str], workdir: Path) -> Iterator[list[latency.Target]]:
-    """The demo server on HTTP, the relay and one gateway (HTTP face, one upstream per era) in front of it,
+    """The demo server on HTTP, the two relays and one gateway (HTTP face, one upstream per era) in front of it,
     for as long as the block runs."""
     def url(address: str) -> Callable[[], Any]:
         return lambda: address
@@ -60,6 +61,8 @@ def http_targets(log: IO[str], workdir: Path) -> Iterator[list[latency.Target]]:
         upstream = f"{stack.enter_context(HttpProcess(configs.demo_argv(f'127.0.0.1:{port}'), port, log)).url}/mcp"
         port = free_port()
         relay = stack.enter_context(HttpProcess(configs.bare_http_relay_argv(f"127.0.0.1:{port}", upstream), port, log))
+        port = free_port()
+        lean = stack.enter_context(HttpProcess(configs.lean_http_relay_argv(f"127.0.0.1:{port}", upstream), port, log))
         servers = {era: configs.http_upstream(upstream, era) for _, _, era in ERAS}
         config = configs.write_config(workdir, "floor-http", configs.gateway_config(servers))
         port = free_port()
@@ -71,6 +74,7 @@ def http_targets(log: IO[str], workdir: Path) -> Iterator[list[latency.Target]]:
             for label, mode, era in ERAS
             for target in (
                 latency.Target("http", label, "direct", mode, url(upstream)),
+                latency.Target("http", label, "lean-relay", mode, url(f"{lean.url}/mcp")),
                 latency.Target("http", label, "bare-relay", mode, url(f"{relay.url}/mcp")),
                 latency.Target("http", label, "elicitgate", mode, url(f"{gateway.url}/mcp"), prefix=f"{era}__"),
             )
@@ -78,28 +82,44 @@ def http_targets(log: IO[str], workdir: Path) -> Iterator[list[latency.Target]]:
 
 
 def report(found: list[latency.Target]) -> str:
-    """The rows as the latency table has them (`report.latency_rows`), and elicitgate against the relay."""
+    """The rows as the latency table has them (`report.latency_rows`), and elicitgate against both relays."""
     rows = {(r["transport"], r["era"], r["path"], r["op"]): r for r in latency_rows(found)}
     lines = ["| transport | era | path | elicit p50 ms | elicit added | echo p50 ms | echo added |",
              "|---|---|---|---:|---:|---:|---:|"]
     notes: list[str] = []
     for transport, label in sorted({key[:2] for key in rows}, key=lambda pair: (TRANSPORTS.index(pair[0]), pair[1])):
-        for path in ("direct", "bare-relay", "elicitgate"):
+        for path in ("direct", "lean-relay", "bare-relay", "elicitgate"):
             cells = []
             for op in latency.OPS:
                 row = rows[(transport, label, path, op)]
                 if "p50_ms" not in row:
                     cells += [row.get("error") or "no samples", ""]
                     continue
-                added = f"+{row['added_p50_ms']:.2f} ({row['added_pct_of_direct']:.0f}%)" if "added_p50_ms" in row else ""
+                added = f"{row['added_p50_ms']:+.2f} ({row['added_pct_of_direct']:.0f}%)" if "added_p50_ms" in row else ""
                 cells += [f"{row['p50_ms']:.2f}", added]
-                floor = rows[(transport, label, "bare-relay", op)]
-                if path == "elicitgate" and "added_p50_ms" in row and "added_p50_ms" in floor:
-                    notes.append(f"- {transport}, {label} `{op}`: a bare relay adds {floor['added_pct_of_direct']:.0f}% of the direct "
-                                 f"p50 (+{floor['added_p50_ms']:.2f} ms); elicitgate adds "
-                                 f"{row['added_p50_ms'] / max(floor['added_p50_ms'], 1e-9):.1f}x that")
+                if path == "elicitgate" and "added_p50_ms" in row:
+                    notes.append(f"- {transport}, {label} `{op}`: {against_floors(row, rows, (transport, label, op))}")
             lines.append(f"| {transport} | {label} | {path} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + [""] + notes)
+    return "\n".join(lines + ["", f"Target: elicitgate adds at most {TARGETS['lean_floor_added_ratio']}x what the lean relay adds, "
+                                   "on the same row (not asserted).", *notes])
+
+
+def against_floors(row: dict[str, Any], rows: dict[tuple[str, str, str, str], dict[str, Any]],
+                   where: tuple[str, str, str]) -> str:
+    """elicitgate's added p50 as a multiple of each relay's on the same row."""
+    transport, label, op = where
+    parts: list[str] = []
+    for path, name in (("lean-relay", "the lean relay"), ("bare-relay", "the bare relay")):
+        floor = rows.get((transport, label, path, op), {})
+        if "added_p50_ms" in floor:
+            parts.append(f"{name} adds {floor['added_p50_ms']:+.2f} ms ({floor['added_pct_of_direct']:.0f}%), "
+                         f"elicitgate {ratio(row['added_p50_ms'], floor['added_p50_ms'])} that")
+    return "; ".join(parts) or "no relay row to compare with"
+
+
+def ratio(added: float, floor: float) -> str:
+    """`added` as a multiple of `floor` (a floor at or below zero, within the noise, has no multiple)."""
+    return f"{added / floor:.1f}x" if floor > 0 else f"{added - floor:+.2f} ms over"
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -119,9 +119,9 @@ async def _open(stack: AsyncExitStack, target: Target) -> Client | None:
 
 
 def targets(log: IO[str], workdir: Path, upstream_url: str, gateway_url: str, fastmcp_url: str,
-            relay_url: str) -> list[Target]:
-    """The matrix: {stdio, http} x {handshake, 2026-07-28} x {direct, bare Python relay, elicitgate, FastMCP};
-    the relay is the floor for any process in the middle."""
+            relay_url: str, lean_url: str) -> list[Target]:
+    """The matrix: {stdio, http} x {handshake, 2026-07-28} x {direct, lean Python relay, bare Python relay,
+    elicitgate, FastMCP}; the lean relay is the floor for any process in the middle."""
     config = configs.write_config(
         workdir,
         "latency-stdio",
@@ -139,15 +139,19 @@ def targets(log: IO[str], workdir: Path, upstream_url: str, gateway_url: str, fa
     fm_stdio = stdio(configs.fastmcp_argv())
     direct_stdio = stdio(configs.demo_argv())
     relay_stdio = stdio(configs.bare_relay_argv())
+    lean_stdio = stdio(configs.lean_relay_argv())
     found: list[Target] = []
-    for transport, direct, relay, gateway, fastmcp in (
-        ("stdio", direct_stdio, relay_stdio, gw_stdio, fm_stdio),
-        ("http", url(upstream_url), url(relay_url), url(gateway_url), url(fastmcp_url)),
+    for transport, direct, lean, relay, gateway, fastmcp in (
+        ("stdio", direct_stdio, lean_stdio, relay_stdio, gw_stdio, fm_stdio),
+        ("http", url(upstream_url), url(lean_url), url(relay_url), url(gateway_url), url(fastmcp_url)),
     ):
-        floor = f"the floor: bench/{'bare_relay' if transport == 'stdio' else 'bare_http_relay'}.py"
+        floor = f"the floor: bench/{'lean_relay' if transport == 'stdio' else 'lean_http_relay'}.py"
+        bare = f"on the gateway's libraries: bench/{'bare_relay' if transport == 'stdio' else 'bare_http_relay'}.py"
         found += [
-            Target(transport, "handshake", "bare-relay", "legacy", relay, note=floor),
-            Target(transport, "2026-07-28", "bare-relay", "2026-07-28", relay, note=floor),
+            Target(transport, "handshake", "lean-relay", "legacy", lean, note=floor),
+            Target(transport, "2026-07-28", "lean-relay", "2026-07-28", lean, note=floor),
+            Target(transport, "handshake", "bare-relay", "legacy", relay, note=bare),
+            Target(transport, "2026-07-28", "bare-relay", "2026-07-28", relay, note=bare),
             Target(transport, "handshake", "direct", "legacy", direct),
             Target(transport, "handshake", "elicitgate", "legacy", gateway, prefix="hs__"),
             Target(transport, "handshake", "fastmcp", "legacy", fastmcp),
@@ -164,6 +168,7 @@ def targets(log: IO[str], workdir: Path, upstream_url: str, gateway_url: str, fa
 async def measure(rounds: int, batch: int, log: IO[str], workdir: Path, seed: int = 6) -> list[Target]:
     """Run the interleaved rounds; returns every target with its samples and errors."""
     upstream_port, gateway_port, fastmcp_port, relay_port = free_port(), free_port(), free_port(), free_port()
+    lean_port = free_port()
     with HttpProcess(configs.demo_argv(f"127.0.0.1:{upstream_port}"), upstream_port, log) as upstream:
         upstream_mcp = f"{upstream.url}/mcp"
         http_config = configs.write_config(
@@ -177,10 +182,13 @@ async def measure(rounds: int, batch: int, log: IO[str], workdir: Path, seed: in
         gateway_argv = configs.gateway_argv(http_config, f"127.0.0.1:{gateway_port}")
         fastmcp_argv = configs.fastmcp_argv(upstream_url=upstream_mcp, http=f"127.0.0.1:{fastmcp_port}")
         relay_argv = configs.bare_http_relay_argv(f"127.0.0.1:{relay_port}", upstream_mcp)
+        lean_argv = configs.lean_http_relay_argv(f"127.0.0.1:{lean_port}", upstream_mcp)
         with HttpProcess(gateway_argv, gateway_port, log, ready_path="/healthz") as gateway, \
                 HttpProcess(fastmcp_argv, fastmcp_port, log) as fastmcp, \
-                HttpProcess(relay_argv, relay_port, log) as relay:
-            found = targets(log, workdir, upstream_mcp, f"{gateway.url}/mcp", f"{fastmcp.url}/mcp", f"{relay.url}/mcp")
+                HttpProcess(relay_argv, relay_port, log) as relay, \
+                HttpProcess(lean_argv, lean_port, log) as lean:
+            found = targets(log, workdir, upstream_mcp, f"{gateway.url}/mcp", f"{fastmcp.url}/mcp", f"{relay.url}/mcp",
+                            f"{lean.url}/mcp")
             await interleave(found, rounds, batch, seed)
     return found
 

@@ -8,10 +8,11 @@ from typing import Any
 
 from bench.latency import OPS, Target
 
-PATHS = ("direct", "bare-relay", "elicitgate", "elicitgate-modern-client", "fastmcp")
+PATHS = ("direct", "lean-relay", "bare-relay", "elicitgate", "elicitgate-modern-client", "fastmcp")
 PATH_LABELS = {
     "direct": "direct",
-    "bare-relay": "bare Python relay (floor)",
+    "lean-relay": "lean Python relay (floor)",
+    "bare-relay": "bare Python relay",
     "elicitgate": "elicitgate",
     "elicitgate-modern-client": "elicitgate, 2026-07-28 client",
     "fastmcp": "FastMCP proxy",
@@ -19,6 +20,7 @@ PATH_LABELS = {
 TARGETS = {
     "added_pct_of_direct": 25.0,
     "fastmcp_added_ratio": 5.0,
+    "lean_floor_added_ratio": 1.5,
     "bytes_per_pending": 10 * 1024,
     "rss_growth_pct": 5.0,
     "ready_s": 1.0,
@@ -78,14 +80,26 @@ def targets_table(results: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         where = f"{op}, {transport}, {era if path == 'elicitgate' else '2026-07-28 client and upstream'}"
         measured = f"+{row['added_p50_ms']:.2f} ms = {row['added_pct_of_direct']:.0f}% of {row['p50_ms'] - row['added_p50_ms']:.2f} ms"
-        floor = by.get((transport, era, "bare-relay", op))
-        if floor and "added_p50_ms" in floor:  # what any Python process in the middle adds (`bench.bare_relay`)
-            measured += f" (a bare relay: +{floor['added_p50_ms']:.2f} ms = {floor['added_pct_of_direct']:.0f}%)"
+        relays = [(name, by.get((transport, era, relay, op))) for relay, name in
+                  (("lean-relay", "the lean relay"), ("bare-relay", "a bare relay"))]
+        said = [f"{name}: {floor['added_p50_ms']:+.2f} ms = {floor['added_pct_of_direct']:.0f}%"
+                for name, floor in relays if floor and "added_p50_ms" in floor]
+        if said:  # what a Python process in the middle adds (`bench.lean_relay`, `bench.bare_relay`)
+            measured += f" ({'; '.join(said)})"
         checks.append({
             "target": f"gateway-added p50 <= 25% of direct p50 ({where})",
             "measured": measured,
             "met": row["added_pct_of_direct"] <= TARGETS["added_pct_of_direct"],
         })
+        lean = by.get((transport, era, "lean-relay", op))
+        if lean and "added_p50_ms" in lean:
+            times = lean_floor_times(row, lean)
+            checks.append({
+                "target": f"gateway-added p50 <= {TARGETS['lean_floor_added_ratio']}x the lean relay's ({where})",
+                "measured": f"{times} ({row['added_p50_ms']:+.2f} ms against {lean['added_p50_ms']:+.2f} ms)",
+                "met": row["added_p50_ms"] <= TARGETS["lean_floor_added_ratio"] * lean["added_p50_ms"]
+                if lean["added_p50_ms"] > 0 else None,
+            })
         fastmcp = by.get((transport, era, "fastmcp", op)) if path == "elicitgate" else None
         if fastmcp and "added_p50_ms" in fastmcp:
             ratio = fastmcp["added_p50_ms"] / row["added_p50_ms"] if row["added_p50_ms"] > 0 else math.inf
@@ -142,10 +156,24 @@ def _ms(row: dict[str, Any] | None, key: str) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
+def lean_floor_times(row: dict[str, Any], lean: dict[str, Any]) -> str:
+    """What `row` adds as a multiple of what the lean relay adds on the same row (`bench.lean_relay`,
+    `bench.lean_http_relay`); a floor at or below zero (within the noise) has no multiple."""
+    if lean["added_p50_ms"] <= 0:
+        return "no multiple"
+    return f"{row['added_p50_ms'] / lean['added_p50_ms']:.1f}x"
+
+
+def _times_lean(row: dict[str, Any] | None, lean: dict[str, Any] | None) -> str:
+    if row is None or lean is None or "added_p50_ms" not in row or "added_p50_ms" not in lean:
+        return ""
+    return lean_floor_times(row, lean) if lean["added_p50_ms"] > 0 else "n/a"
+
+
 def _added(row: dict[str, Any] | None) -> str:
     if row is None or "added_p50_ms" not in row:
         return ""
-    return f"+{row['added_p50_ms']:.2f} ({row['added_pct_of_direct']:.0f}%)"
+    return f"{row['added_p50_ms']:+.2f} ({row['added_pct_of_direct']:.0f}%)"
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -168,8 +196,9 @@ def markdown(results: dict[str, Any]) -> str:
             "`elicit`: a tool call that does one form elicitation, answered at once; `echo`: a plain tool call. "
             "Added = p50 minus the direct p50 of the same transport, era and operation.",
             "",
-            "| transport | era | path | elicit p50 | elicit p99 | elicit added | echo p50 | echo p99 | echo added |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|",
+            "| transport | era | path | elicit p50 | elicit p99 | elicit added | elicit added x lean floor | echo p50 | "
+            "echo p99 | echo added | echo added x lean floor |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         rows = {(r["transport"], r["era"], r["path"], r["op"]): r for r in latency["rows"]}
         failures = []
@@ -179,20 +208,29 @@ def markdown(results: dict[str, Any]) -> str:
                     el, ec = rows.get((transport, era, path, "elicit")), rows.get((transport, era, path, "echo"))
                     if el is None and ec is None:
                         continue
+                    lean_el, lean_ec = (None, None) if path == "lean-relay" else (
+                        rows.get((transport, era, "lean-relay", "elicit")), rows.get((transport, era, "lean-relay", "echo")))
                     lines.append(
                         f"| {transport} | {era} | {PATH_LABELS[path]} | {_ms(el, 'p50_ms')} | {_ms(el, 'p99_ms')} | "
-                        f"{_added(el)} | {_ms(ec, 'p50_ms')} | {_ms(ec, 'p99_ms')} | {_added(ec)} |"
+                        f"{_added(el)} | {_times_lean(el, lean_el)} | {_ms(ec, 'p50_ms')} | {_ms(ec, 'p99_ms')} | "
+                        f"{_added(ec)} | {_times_lean(ec, lean_ec)} |"
                     )
                     for row in (el, ec):
                         if row and row.get("error"):
                             failures.append(f"- {transport}, {era}, {PATH_LABELS[path]}, `{row['op']}`: {row['error']}")
         lines += ["", "The 2026-07-28 `elicitgate` row is a handshake-era client in front of a 2026-07-28 upstream "
                       "(the gateway answers `input_required` through its broker); its added latency is against a "
-                      "2026-07-28 client calling the upstream directly. The bare relay parses and re-serialises every "
-                      "message between client and server and does nothing else: over stdio (`bench/bare_relay.py`) "
-                      "no Python process in the middle adds less; over HTTP (`bench/bare_http_relay.py`, uvicorn "
-                      "and httpx2 as the gateway runs them) it passes the server's SSE answers through as they come, "
-                      "where elicitgate's face answers JSON when it can, so elicitgate may add less on a row.", ""]
+                      "2026-07-28 client calling the upstream directly. Both relays parse and re-serialise every "
+                      "message between client and server and do nothing else. The lean relay is the floor, about the "
+                      "least a Python process in the middle adds: asyncio Protocols and orjson, over stdio on pipes "
+                      "(`bench/lean_relay.py`), over HTTP with httptools both ways and pooled keep-alive upstream "
+                      "connections (`bench/lean_http_relay.py`); \"x lean floor\" is a row's added divided by the "
+                      "lean relay's on the same row, n/a where the lean relay's is at or below zero (target for elicitgate: at most "
+                      f"{TARGETS['lean_floor_added_ratio']}x). The bare relay is the same job on the gateway's "
+                      "libraries: asyncio streams and `json` over stdio (`bench/bare_relay.py`), uvicorn and httpx2 "
+                      "over HTTP (`bench/bare_http_relay.py`). Over HTTP both relays pass the server's SSE answers "
+                      "through as they come, where elicitgate's face answers JSON when it can, so elicitgate may add "
+                      "less on a row.", ""]
         if failures:
             lines += ["What did not work:", "", *failures, ""]
     scale = results.get("scale")
