@@ -188,11 +188,11 @@ async def test_a_stream_resumed_by_hand_replays_what_followed_its_id_then_the_an
 
 
 async def test_another_principal_cannot_resume_a_stream_even_with_its_session_id_and_event_id():
-    tokens = [{"token": "alice-token-0123456789", "principal": "alice"},
-              {"token": "bob-token-0123456789ab", "principal": "bob"}]
+    tokens = [{"token": "alice-x8p4mE5Krz8RTdu3pQ-HR9Nhv01Rl0-BQmVwI90_KLs", "principal": "alice"},
+              {"token": "bob-osRV1psqa7mQB_QRNa5SRMo45u2QSRwrtap_vtHXq8s", "principal": "bob"}]
     config = {"mcpServers": {"s": shared_server()}, "http": {"auth": {"tokens": tokens}}}
-    alice = {**HEADERS, "authorization": "Bearer alice-token-0123456789"}
-    bob = {**HEADERS, "authorization": "Bearer bob-token-0123456789ab"}
+    alice = {**HEADERS, "authorization": "Bearer alice-x8p4mE5Krz8RTdu3pQ-HR9Nhv01Rl0-BQmVwI90_KLs"}
+    bob = {**HEADERS, "authorization": "Bearer bob-osRV1psqa7mQB_QRNa5SRMo45u2QSRwrtap_vtHXq8s"}
     async with (
         inprocess_gateway(config) as gw,
         httpx2.AsyncClient(base_url=gw.url, headers=alice, timeout=30) as http,
@@ -319,7 +319,7 @@ async def _metric(url: str, name: str, **labels: str) -> float:
 
 
 INSPECTOR = ROOT / "tests" / "peers" / "ts" / "node_modules" / "@modelcontextprotocol" / "inspector-cli" / "build"
-ADMIN = "reliability-admin-token-for-tests"
+ADMIN = "reliability-_jd-az8ttKOXw-wOSWXOiMP6Ko99ylRZ6qePntu0vTI"
 
 
 @pytest.mark.node
@@ -388,7 +388,7 @@ async def test_a_client_that_comes_back_through_another_replica_resumes_its_stre
     the second (its resumption, its answer, its DELETE). The second replays the stream from Redis, the answer
     goes to the first, which holds the call (and checks its token as its own), and the result comes back
     through the second."""
-    token = "carol-token-0123456789"
+    token = "carol-z3bCGf1eLqP221MJ3KgcDwj4Efp7AIlvuabAZZ0EAdw"
     settings: dict[str, Any] = {"mcpServers": {"s": shared_server()}}
     if auth:
         settings["http"] = {"auth": {"tokens": [{"token": token, "principal": "carol"}]}}

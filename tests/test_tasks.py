@@ -34,8 +34,8 @@ AMBIGUOUS = [*RESEARCH, "--args", json.dumps({"topic": "python", "ambiguous": Tr
 PLAIN = [*RESEARCH, "--args", json.dumps({"topic": "python"})]
 SAME_NAMES = {"prefix_single_server": False}
 """One upstream, its names unprefixed: the same probe runs directly and through the gateway."""
-TOKENS = [{"token": "alice-token-0123456789", "principal": "alice"},
-          {"token": "bob-token-0123456789ab", "principal": "bob"}]
+TOKENS = [{"token": "alice-nQjvhGy56VgDVTsh89Gu4Cq_Ha7FlBSGErEQZ_fUgL0", "principal": "alice"},
+          {"token": "bob-u1Ih8ZndFujdVQ_2yRwUqoMQHPTD8RN60ry81HvCdek", "principal": "bob"}]
 
 
 @pytest.fixture(autouse=True)
