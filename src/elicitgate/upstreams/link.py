@@ -436,8 +436,7 @@ class UpstreamLink:
         self._forget_closed()
         if len(self.sessions) + self._opening < cap:
             return
-        idle = [c for c in self.sessions
-                if not c.in_flight_origins() and not _has_open_elicitations(c) and not c.runs_tasks()]
+        idle = [c for c in self.sessions if _idle(c)]
         if idle:
             self._evict(min(idle, key=lambda c: c.last_active))
             return
@@ -462,7 +461,7 @@ class UpstreamLink:
         owned = [c for c in self.sessions if c.owner is not None and c.owner.principal == principal]
         if len(owned) + self._opening_for.get(principal, 0) < share:
             return
-        idle = [c for c in owned if not c.in_flight_origins() and not _has_open_elicitations(c) and not c.runs_tasks()]
+        idle = [c for c in owned if _idle(c)]
         if idle:
             self._evict(min(idle, key=lambda c: c.last_active))
             return
@@ -496,8 +495,7 @@ class UpstreamLink:
                 now = anyio.current_time()
                 self._forget_closed()
                 for conn in list(self.sessions):
-                    if (now - conn.last_active > timeout and not conn.in_flight_origins()
-                            and not _has_open_elicitations(conn) and not conn.runs_tasks()):
+                    if now - conn.last_active > timeout and _idle(conn):
                         logger.info("upstream %r: closing a connection idle for %.0fs", self.name, now - conn.last_active)
                         await self._close(conn)
 
@@ -552,3 +550,9 @@ def _pool_key(capabilities: dict[str, Any]) -> str:
 def _has_open_elicitations(conn: UpstreamConnection) -> bool:
     owner = conn.owner
     return owner is not None and bool(owner.elicitations)
+
+
+def _idle(conn: UpstreamConnection) -> bool:
+    """Nothing holds `conn`: no call in flight, no question of its client open, no task alive on it; it may be
+    closed to make room."""
+    return not conn.in_flight_origins() and not _has_open_elicitations(conn) and not conn.runs_tasks()
