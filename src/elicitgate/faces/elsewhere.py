@@ -30,7 +30,9 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.cluster.streams import SharedStreams
 from elicitgate.faces.event_streams import EVENT_ID
-from elicitgate.faces.http_answers import SSE_HEADERS, SSE_PING_INTERVAL, disconnected, encode, error_message, reply
+from elicitgate.faces.http_answers import (
+    PING, SSE_PING_INTERVAL, encode, error_message, reply, send_event, sse_response,
+)
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
 
 logger = logging.getLogger(__name__)
@@ -101,26 +103,14 @@ class ElsewhereSessions:
                      after)
         complete = False
         try:
-            async with anyio.create_task_group() as tasks:
-
-                async def watch() -> None:
-                    await disconnected(receive)
-                    tasks.cancel_scope.cancel()
-
-                tasks.start_soon(watch)
-                await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *header]})
+            async with sse_response(send, receive, header):
                 async for item in self.shared.events_after(stream, after, SSE_PING_INTERVAL):
                     if item is None:
-                        await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+                        await send(PING)
                         continue
                     seq, message, last = item
-                    await send({"type": "http.response.body", "more_body": True, "body": b"id: "
-                                + f"{stream}/{seq}".encode() + b"\r\nevent: message\r\ndata: " + encode(message)
-                                + b"\r\n\r\n"})
+                    await send_event(send, encode(message), f"{stream}/{seq}".encode())
                     complete = last
-                with contextlib.suppress(OSError):
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-                tasks.cancel_scope.cancel()
         except (OSError, MCPError):
             pass
         finally:

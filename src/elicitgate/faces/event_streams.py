@@ -15,7 +15,6 @@ them when its connection breaks.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import re
 from collections import deque
@@ -25,7 +24,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 from starlette.types import Receive, Send
 
-from elicitgate.faces.http_answers import LATE, SSE_HEADERS, SSE_PING_INTERVAL, Late, disconnected, encode
+from elicitgate.faces.http_answers import (
+    LATE, PING, SSE_PING_INTERVAL, Late, encode, expire, send_event, sse_response,
+)
 from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
 
 if TYPE_CHECKING:
@@ -203,7 +204,7 @@ class EventStream:
                 return None
             loop = asyncio.get_running_loop()
             waiter = self._waiter = loop.create_future()
-            timer = loop.call_later(timeout, _expire, waiter) if timeout is not None else None
+            timer = loop.call_later(timeout, expire, waiter) if timeout is not None else None
             try:
                 await waiter
             finally:
@@ -280,31 +281,21 @@ class EventStream:
             self._reader = scope
             self._reattach()
             try:
-                async with anyio.create_task_group() as tasks:
-
-                    async def watch() -> None:
-                        await disconnected(receive)
-                        tasks.cancel_scope.cancel()
-
-                    tasks.start_soon(watch)
-                    await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
+                async with sse_response(send, receive, headers):
                     if priming:
-                        await _event(send, self.event_id(after), b"")
+                        await send_event(send, b"", self.event_id(after))
                     while True:
                         item = await self.next(cursor, SSE_PING_INTERVAL)
                         if item is None:
                             break
                         if item is LATE:
-                            await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+                            await send(PING)
                             continue
                         seq, message = item
-                        await _event(send, self.event_id(seq), encode(message))
+                        await send_event(send, encode(message), self.event_id(seq))
                         cursor = seq
                         self.written = max(self.written, seq)
                     done = True
-                    with contextlib.suppress(OSError):
-                        await send({"type": "http.response.body", "body": b"", "more_body": False})
-                    tasks.cancel_scope.cancel()
             except OSError:  # the client has gone
                 pass
             finally:
@@ -318,14 +309,6 @@ class EventStream:
         return False
 
 
-def _expire(waiter: asyncio.Future[Late | None]) -> None:
-    if not waiter.done():
-        waiter.set_result(LATE)
-
-
-async def _event(send: Send, event_id: bytes, data: bytes) -> None:
-    await send({"type": "http.response.body", "body": b"id: " + event_id + b"\r\nevent: message\r\ndata: " + data
-                + b"\r\n\r\n", "more_body": True})
 
 
 def protocol_at_least_2025_11_25(headers: Mapping[str, str], header: str) -> bool:

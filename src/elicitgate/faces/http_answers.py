@@ -8,12 +8,12 @@ import asyncio
 import contextlib
 import enum
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
 import anyio
 from mcp_types import RequestId
-from starlette.types import Receive, Send
+from starlette.types import Message, Receive, Send
 
 from elicitgate import wire_json
 
@@ -46,7 +46,8 @@ class Late(enum.Enum):
 LATE = Late.LATE
 
 
-def _expire(waiter: asyncio.Future[Late | None]) -> None:
+def expire(waiter: asyncio.Future[Late | None]) -> None:
+    """A wait's timer ran out: its waiter hears `LATE` (unless something came first)."""
     if not waiter.done():
         waiter.set_result(LATE)
 
@@ -87,7 +88,7 @@ class Channel:
                 return None
             loop = asyncio.get_running_loop()
             waiter = self._waiter = loop.create_future()
-            timer = loop.call_later(timeout, _expire, waiter) if timeout is not None else None
+            timer = loop.call_later(timeout, expire, waiter) if timeout is not None else None
             try:
                 await waiter
             finally:
@@ -147,6 +148,36 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
+PING: Message = {"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True}
+"""A keep-alive comment on an SSE stream."""
+
+
+async def send_event(send: Send, data: bytes, event_id: bytes | None = None) -> None:
+    """One SSE `message` event carrying `data` (an encoded message, or nothing for a priming event), with `id:`
+    when given."""
+    head = b"id: " + event_id + b"\r\n" if event_id is not None else b""
+    await send({"type": "http.response.body", "body": head + b"event: message\r\ndata: " + data + b"\r\n\r\n",
+                "more_body": True})
+
+
+@contextlib.asynccontextmanager
+async def sse_response(send: Send, receive: Receive, headers: list[tuple[bytes, bytes]]) -> AsyncGenerator[None]:
+    """An SSE response: started on entry, ended after the body written inside, which is cancelled as soon as the
+    client goes away (the response then stays unfinished)."""
+    async with anyio.create_task_group() as tasks:
+
+        async def watch() -> None:
+            await disconnected(receive)
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(watch)
+        await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *headers]})
+        yield
+        with contextlib.suppress(OSError):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        tasks.cancel_scope.cancel()
+
+
 async def stream(
     channel: Channel,
     send: Send,
@@ -176,14 +207,13 @@ async def stream(
             message = first
             while True:
                 if message is not None:
-                    await send({"type": "http.response.body", "body": b"event: message\r\ndata: " + encode(message)
-                                + b"\r\n\r\n", "more_body": True})
+                    await send_event(send, encode(message))
                 message = None
                 next_message = await channel.get(SSE_PING_INTERVAL)
                 if next_message is None:
                     break
                 if next_message is LATE:
-                    await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+                    await send(PING)
                 else:
                     message = next_message
             with contextlib.suppress(OSError):
