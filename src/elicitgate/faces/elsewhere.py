@@ -17,10 +17,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import httpx2
 from mcp_types import INVALID_REQUEST
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -28,12 +27,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
-from elicitgate.cluster.streams import SharedStreams
 from elicitgate.faces.event_streams import EVENT_ID
 from elicitgate.faces.http_answers import (
     PING, SSE_PING_INTERVAL, encode, error_message, reply, send_event, sse_response,
 )
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
+
+if TYPE_CHECKING:
+    from elicitgate.cluster.streams import SharedStreams  # redis-py only with replicas (test_startup)
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +146,8 @@ class ElsewhereSessions:
 
 async def serve_forwarded(app: ASGIApp, args: dict[str, Any]) -> dict[str, Any]:
     """Run a request another replica forwarded (`FORWARD_OP`) through `app`, this replica's whole app."""
+    import httpx2  # only with replicas: a gateway without them starts without an HTTP client (test_startup)
+
     transport = httpx2.ASGITransport(app=app)
     async with httpx2.AsyncClient(transport=transport, base_url=args["base"]) as client:
         response = await client.request(

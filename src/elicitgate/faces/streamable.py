@@ -42,7 +42,6 @@ from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.transport_context import TransportContext
 
-from elicitgate.cluster.streams import SharedStreams
 from elicitgate.faces.dispatch import RequestContext, serve_handshake
 from elicitgate.faces.elsewhere import FORWARD_OP, READER_OP, ElsewhereSessions, serve_forwarded
 from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEvents, protocol_at_least_2025_11_25
@@ -54,6 +53,7 @@ from elicitgate.json_shapes import is_object
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
 
 if TYPE_CHECKING:
+    from elicitgate.cluster.streams import SharedStreams  # redis-py only with replicas (test_startup)
     from elicitgate.elicitation.model import Elicitation
 
 logger = logging.getLogger(__name__)
