@@ -18,7 +18,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-
 from bench import configs
 from bench.latency import Target, interleave
 from bench.procs import HttpProcess, free_port, run_alone, stdio_transport

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import time
 import signal
+import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import stat
 import signal
+import stat
 import subprocess
 from datetime import UTC, datetime, timedelta
 
@@ -16,9 +16,9 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from elicitgate.audit import trail as trail_module
 from elicitgate.audit.record import AuditRecord
 from elicitgate.audit.store import AuditStore
-from elicitgate.audit import trail as trail_module
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import AuditConfig
 from elicitgate.metrics import AUDIT_DROPPED

@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from elicitgate.config import ConfigError, load_config
-from tests.conftest import PY, ROOT, free_port, Process
+from tests.conftest import PY, ROOT, Process, free_port
 
 TS_SERVER = str(ROOT / "tests" / "peers" / "ts" / "elicit_server.mjs")
 

@@ -6,7 +6,6 @@ import subprocess
 import pytest
 
 from elicitgate.config import ConfigError, HttpServer, StdioServer, load_config
-
 from tests.conftest import PY
 
 

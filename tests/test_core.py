@@ -12,7 +12,6 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.errors import UPSTREAM_GONE, UPSTREAM_UNAVAILABLE
-
 from tests.conftest import PY, Process, free_port, inprocess_gateway, stdio_server, write_config
 
 pytestmark = pytest.mark.anyio

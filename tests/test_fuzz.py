@@ -28,12 +28,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp.shared.exceptions import MCPError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elicitgate.errors import UPSTREAM_UNAVAILABLE
+from mcp.shared.exceptions import MCPError
+
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
+from elicitgate.errors import UPSTREAM_UNAVAILABLE
 from tests.conftest import PY, Process, free_port, serve_http, write_config
 from tests.hosted_helpers import AUTH, TOKEN, next_pending_sync
 from tests.test_hosted_browser import ToolCall, content_of

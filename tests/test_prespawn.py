@@ -26,7 +26,6 @@ from elicitgate.seams import Origin
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import AdoptedProcess
 from elicitgate.upstreams.connection import ConnectError, UpstreamConnection
-
 from tests.conftest import PEERS, PY, Process, free_port, inprocess_gateway, wait_healthy, write_config
 
 pytestmark = pytest.mark.anyio

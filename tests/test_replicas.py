@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-import json
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -15,19 +15,23 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 
-import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 from elicitgate.config import ConfigError, load_config
 from elicitgate.elicitation.hosted_registry import token_digest
 from tests.conftest import PEERS, PY, free_port, write_config
 from tests.hosted_helpers import AUTH, TOKEN, PlainPage, csrf_of, next_pending
 from tests.replicas_helpers import (  # noqa: F401
-    RedisServer, Replicas, RoundRobin, redis_server, replicas, running_redis,
+    RedisServer,
+    Replicas,
+    RoundRobin,
+    redis_server,
+    replicas,
+    running_redis,
 )
 from tests.test_broker import form, stdio_upstream, text
 from tests.test_hosted import Call

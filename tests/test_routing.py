@@ -22,7 +22,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.elicitation.url_routes import UrlRoutes
-from tests.conformance.run import TS_SERVER as TS_EVERYTHING, write_ts_fixtures
+from tests.conformance.run import TS_SERVER as TS_EVERYTHING
+from tests.conformance.run import write_ts_fixtures
 from tests.conftest import PY, ROOT, Process, free_port, inprocess_gateway, stdio_server
 from tests.hosted_helpers import AUTH, TOKEN, next_pending
 from tests.test_eras import RawModernClient

@@ -196,11 +196,10 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
     _announce(cfg, f"elicitgate: MCP at {base}/mcp  health at {base}/healthz")
     if cfg.admin_token is not None:
         _announce(cfg, f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations")
+    from elicitgate.faces.auth import AuthConfigError, exposure_warning
     from elicitgate.web.access_log import redact_access_log, uvicorn_log_config
     from elicitgate.web.client_address import ClientAddress
     from elicitgate.web.http_protocol import HttpLimits, limited_protocol
-
-    from elicitgate.faces.auth import AuthConfigError, exposure_warning
 
     if (warning := exposure_warning(host, cfg.http.auth)) is not None:
         if cfg.http.require_auth:

@@ -21,7 +21,6 @@ from typing import Any, Protocol, TypeGuard
 
 import anyio
 import anyio.abc
-from pydantic import ValidationError
 from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
@@ -33,6 +32,7 @@ from mcp_types import (
     URL_ELICITATION_REQUIRED,
     RequestId,
 )
+from pydantic import ValidationError
 
 from mcp.shared.exceptions import MCPError
 

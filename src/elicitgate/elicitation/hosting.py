@@ -27,10 +27,10 @@ import anyio
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.hosted_registry import HostedEntry, HostedRegistry
 from elicitgate.elicitation.model import Elicitation
-from elicitgate.hostport import http_url
-from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
 from elicitgate.elicitation.sensitive import sensitive_words
+from elicitgate.hostport import http_url
+from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.link import UpstreamLink
 

@@ -25,7 +25,14 @@ import anyio
 from starlette.types import Receive, Send
 
 from elicitgate.faces.http_answers import (
-    LATE, PING, SSE_PING_INTERVAL, Late, encode, expire, send_event, sse_response,
+    LATE,
+    PING,
+    SSE_PING_INTERVAL,
+    Late,
+    encode,
+    expire,
+    send_event,
+    sse_response,
 )
 from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
 

@@ -21,13 +21,13 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import __version__
+from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
+from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler
 from elicitgate.faces.observe import RequestObserver
-from elicitgate.elicitation.headless import HEADER_MARKED
-from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
 from elicitgate.faces.peer import DownstreamCall, peer_for
-from elicitgate.gateway import Gateway
 from elicitgate.faces.task_relay import TaskRelay
+from elicitgate.gateway import Gateway
 from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
 from elicitgate.seams import DownstreamPeer

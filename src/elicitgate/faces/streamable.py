@@ -35,8 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
 from mcp.server.streamable_http import check_accept_headers
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
@@ -49,8 +48,8 @@ from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEven
 from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, read_body, reply
 from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
-from elicitgate.jsonrpc import Inbound, NonFiniteParams, NotAMessage, is_request_id, parse_message
 from elicitgate.json_shapes import is_object
+from elicitgate.jsonrpc import Inbound, NonFiniteParams, NotAMessage, is_request_id, parse_message
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ import anyio.abc
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
-from elicitgate.config import StdioServer, HttpServer, UpstreamRetryConfig
+from elicitgate.config import HttpServer, StdioServer, UpstreamRetryConfig
 from elicitgate.fixable import warn_once
 from elicitgate.jsonrpc import SESSION_LOST, PeerLost
 from elicitgate.metrics import UPSTREAM_UP

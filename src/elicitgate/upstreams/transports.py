@@ -19,7 +19,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from mcp.os.win32.utilities import ServerProcess
 from mcp_types import (
     ErrorData,
     JSONRPCError,
@@ -30,6 +29,7 @@ from mcp_types import (
 )
 
 from mcp.client.stdio import get_default_environment
+from mcp.os.win32.utilities import ServerProcess
 from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, SessionMessage
 
 from elicitgate import sdk, wire_json
@@ -38,7 +38,6 @@ from elicitgate.jsonrpc import Inbound, LineBuffer, MessageWire, with_non_finite
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import adopt
 from elicitgate.upstreams.prespawn import STDERR_TAIL_LINES, StderrPump
-
 
 STANDALONE_WAIT = 5.0
 """Seconds a new session waits for its standalone GET stream to be answered before it carries calls."""

@@ -18,14 +18,16 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
-from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+
+from mcp.shared.exceptions import MCPError
 
 from elicitgate import wire_json
 from elicitgate.audit.record import FIELDS, STATES, as_json, parse_filters
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.elicitation.broker import Broker
+from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
 from elicitgate.json_shapes import is_mapping, is_object
@@ -34,7 +36,6 @@ from elicitgate.web.admin_auth import ADMIN_COOKIE, VOUCHED, AdminAuth
 from elicitgate.web.forms import e
 from elicitgate.web.pages import check_answer, deliver, iso, page
 from elicitgate.web.responses import nosniff, problem, secure
-from elicitgate.elicitation.hosted_registry import HostedEntry
 
 HEARTBEAT = 15.0
 AUDIT_PAGE = 100

@@ -24,13 +24,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from elicitgate import wire_json
+from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords
 from elicitgate.elicitation.url_policy import browser_host
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.web import claims, forms
 from elicitgate.web.forms import e
-from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.web.responses import UI_CSP, secure
 
 SETTLE_WAIT = 30.0
