@@ -53,7 +53,7 @@ class RedisServer:
                 except redis.ConnectionError:
                     if self.proc.poll() is not None:
                         output = self.proc.stdout.read() if self.proc.stdout else ""
-                        raise RuntimeError(f"redis-server exited: {output}")
+                        raise RuntimeError(f"redis-server exited: {output}") from None
                     time.sleep(0.02)
             raise TimeoutError("redis-server did not answer")
         finally:

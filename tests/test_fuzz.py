@@ -261,7 +261,8 @@ def test_http_face_stateless_requests_survive_malformed_jsonrpc(gw, http, waitin
                 "io.modelcontextprotocol/clientInfo": {"name": "fuzz", "version": "1"},
                 "io.modelcontextprotocol/clientCapabilities": capabilities}
         given_meta = body["params"].get("_meta")
-        body = {**body, "params": {**body["params"], "_meta": {**meta, **(given_meta if isinstance(given_meta, dict) else {})}}}
+        extra = given_meta if isinstance(given_meta, dict) else {}
+        body = {**body, "params": {**body["params"], "_meta": {**meta, **extra}}}
     method = body.get("method") if isinstance(body, dict) and isinstance(body.get("method"), str) else ""
     method = method if method.isascii() and method.isprintable() else "tools/call"
     _post(http, f"{gw.url}/mcp", body, {"mcp-protocol-version": MODERN, "mcp-method": method})

@@ -220,7 +220,9 @@ async def test_whoever_reads_redis_gets_no_page_token_admin_token_or_cookie(shar
                     assert "Review your answer" in page.html
                     done = await page.post("submit")
                     assert done.status_code == 410 and 'data-state="accepted"' in page.html
-                assert text(await call.wait()) == {"action": "accept", "content": {"email": "ada@example.com", "guests": 3}}
+                assert text(await call.wait()) == {
+                    "action": "accept", "content": {"email": "ada@example.com", "guests": 3}
+                }
 
                 second = Call()
                 tg.start_soon(second.run, client, "x__elicit", {"schema": BOOKING, "message": "Book again"})
@@ -498,7 +500,9 @@ async def test_a_redis_that_stops_answering_holds_a_new_elicitation_up_for_secon
         redis_server.pause()
         try:
             with anyio.fail_after(8):  # the admission waits 2 s for Redis, not the 10 s socket timeout
-                assert text(await client.call_tool("x__elicit", {})) == {"action": "accept", "content": {"answer": "yes"}}
+                assert text(await client.call_tool("x__elicit", {})) == {
+                    "action": "accept", "content": {"answer": "yes"}
+                }
             async with httpx2.AsyncClient() as http:
                 await until_redis(http, a, "unreachable")  # the socket timeout finds it out
         finally:

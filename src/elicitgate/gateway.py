@@ -462,7 +462,9 @@ class Gateway:
         elif method == "notifications/elicitation/complete":
             elicitation_id = (params or {}).get("elicitationId")
             # The client that accepted it: a handshake-era peer, or a 2026-07-28 client's parked call.
-            target = self.broker.url_route(server, elicitation_id, pop=True) if isinstance(elicitation_id, str) else None
+            target = (
+                self.broker.url_route(server, elicitation_id, pop=True) if isinstance(elicitation_id, str) else None
+            )
             if target is not None:
                 await target.url_completed(params or {})
         elif method == "notifications/tasks/status":

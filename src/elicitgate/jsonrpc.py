@@ -409,7 +409,9 @@ class Endpoint:
                 logger.warning("%s sent %s with an id that is neither a string nor a number: dropped",
                                self._peer, method)
                 if self._serving:
-                    self._spawn(self._answer_error, None, INVALID_REQUEST, "the request id must be a string or a number")
+                    self._spawn(
+                        self._answer_error, None, INVALID_REQUEST, "the request id must be a string or a number"
+                    )
             return None
         if not is_request_id(request_id):
             logger.warning("%s sent a message that is neither a request, a notification nor a "

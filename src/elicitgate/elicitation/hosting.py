@@ -54,7 +54,9 @@ class Hosting:
         self.links = links
         """The gateway's links, to read an upstream's `ui://` resource."""
         self.registry = HostedRegistry()
-        self.secret_words = sensitive_words(config.elicitation.sensitive_words, config.elicitation.extra_sensitive_words)
+        self.secret_words = sensitive_words(
+            config.elicitation.sensitive_words, config.elicitation.extra_sensitive_words
+        )
         """Which fields the page and the inbox mask (`elicitation.sensitive_words`)."""
         self._base_url = config.http.public_url
         token = config.admin_token

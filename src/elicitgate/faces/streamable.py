@@ -290,7 +290,9 @@ class StreamableHttpEndpoint:
         headers = Headers(scope=scope)
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if self._tasks is None:
-            await reply(send, 503, error_message(None, INTERNAL_ERROR, "The gateway is not serving (starting or stopping)"))
+            await reply(
+                send, 503, error_message(None, INTERNAL_ERROR, "The gateway is not serving (starting or stopping)")
+            )
             return
         method = scope["method"]
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -319,8 +321,8 @@ class StreamableHttpEndpoint:
         """A POST's body, once its headers say it can be served; else None, with the refusal sent."""
         has_json, has_sse = check_accept_headers(Request(scope))
         if not (has_json and has_sse):
-            await reply(send, 406, error_message(None, INVALID_REQUEST, "Not Acceptable: Client must accept both "
-                                                 "application/json and text/event-stream", accept=headers.get("accept")))
+            refusal = "Not Acceptable: Client must accept both application/json and text/event-stream"
+            await reply(send, 406, error_message(None, INVALID_REQUEST, refusal, accept=headers.get("accept")))
             return None
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":

@@ -274,7 +274,9 @@ class UpstreamConnection:
                     conn = holder.conn = cls(server=server, config=config, endpoint=endpoint, owner=owner)
                     conn._advertised = advertised_capabilities
 
-                    async def on_request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+                    async def on_request(
+                        inbound: Inbound, method: str, params: dict[str, Any] | None
+                    ) -> dict[str, Any]:
                         if method == "ping":
                             return {}
                         conn.note_asked(inbound, method)

@@ -94,7 +94,10 @@ def _dict_of(message: JSONRPCMessage) -> dict[str, Any]:
     if isinstance(message, JSONRPCResponse):
         return {"jsonrpc": "2.0", "id": message.id, "result": message.result}
     error = message.error
-    return {"jsonrpc": "2.0", "id": message.id, "error": {"code": error.code, "message": error.message, "data": error.data}}
+    return {
+        "jsonrpc": "2.0", "id": message.id,
+        "error": {"code": error.code, "message": error.message, "data": error.data},
+    }
 
 
 @dataclasses.dataclass
