@@ -1,4 +1,5 @@
-"""`python -m bench [--quick] [--only SECTION ...] [--ref REV] [--publish] [--report-only]` (usually via `bench/run`)."""
+"""`python -m bench [--quick] [--only SECTION ...] [--ref REV] [--publish] [--report-only]`
+(usually via `bench/run`)."""
 
 from __future__ import annotations
 

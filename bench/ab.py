@@ -65,7 +65,8 @@ def startup(args: argparse.Namespace) -> None:
     with open(ROOT / "bench" / "results" / "ab.log", "w") as log:
         for _ in range(args.startup):
             for label, src in sources.items():
-                config = configs.write_config(work, f"ab-startup-{label}", configs.gateway_config(servers, steady=False))
+                gateway = configs.gateway_config(servers, steady=False)
+                config = configs.write_config(work, f"ab-startup-{label}", gateway)
                 port = free_port()
                 argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
                         "from elicitgate.cli import app; app()", "serve", "--config", str(config),
@@ -164,7 +165,8 @@ if __name__ == "__main__":
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--startup", type=int, default=0)
     parser.add_argument("--http", action="store_true", help="the upstreams are the demo server over streamable HTTP")
-    parser.add_argument("--pin", action="store_true", help="every process on one core (steadier p50s, see procs.pin_to_one_core)")
+    parser.add_argument("--pin", action="store_true",
+                        help="every process on one core (steadier p50s, see procs.pin_to_one_core)")
     parsed = parser.parse_args()
     if parsed.pin:
         pin_to_one_core()

@@ -18,7 +18,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-
 from bench import configs
 from bench.latency import Target, interleave
 from bench.procs import HttpProcess, free_port, run_alone, stdio_transport
@@ -29,7 +28,8 @@ TARGET_RATIO = 0.10
 
 def _config(workdir: Path, name: str, upstream: dict[str, Any], audit: bool) -> Path:
     config = configs.gateway_config({"hs": upstream})
-    config["audit"] = {"url": f"sqlite:///{workdir / f'{name}.db'}", "open_at_start": True} if audit else {"enabled": False}
+    db = f"sqlite:///{workdir / f'{name}.db'}"
+    config["audit"] = {"url": db, "open_at_start": True} if audit else {"enabled": False}
     return configs.write_config(workdir, name, config)
 
 

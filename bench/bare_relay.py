@@ -15,7 +15,6 @@ import sys
 
 import uvloop
 
-
 LINE_LIMIT = 1 << 26
 """The longest line it relays, each way (64 MB: `bench.big_message` sends tens of megabytes)."""
 

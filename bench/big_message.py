@@ -2,9 +2,9 @@
 
 One `echo` whose argument (and so its result) is `size` MB of text, from a raw JSON-RPC client over
 stdio, to the demo server directly, through the lean and the bare Python relays (`bench.lean_relay`,
-`bench.bare_relay`) and through elicitgate; each after a small warm-up call on the same session. Prints the median seconds per call and
-elicitgate's ratio to the direct call. A cost that grows faster than the message (a line copied once per
-chunk read) shows here as a ratio that grows with the size. Asserts nothing.
+`bench.bare_relay`) and through elicitgate; each after a small warm-up call on the same session. Prints the
+median seconds per call and elicitgate's ratio to the direct call. A cost that grows faster than the message
+(a line copied once per chunk read) shows here as a ratio that grows with the size. Asserts nothing.
 """
 
 from __future__ import annotations

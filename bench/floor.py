@@ -39,7 +39,8 @@ def stdio_targets(log: IO[str], workdir: Path) -> list[latency.Target]:
     relay, lean = configs.bare_relay_argv(), configs.lean_relay_argv()
     found: list[latency.Target] = []
     for label, mode, era in ERAS:
-        config = configs.write_config(workdir, f"floor-{era}", configs.gateway_config({"up": configs.stdio_upstream(era)}))
+        gateway = configs.gateway_config({"up": configs.stdio_upstream(era)})
+        config = configs.write_config(workdir, f"floor-{era}", gateway)
         found += [
             latency.Target("stdio", label, "direct", mode, stdio(configs.demo_argv())),
             latency.Target("stdio", label, "lean-relay", mode, stdio(lean)),
@@ -95,13 +96,16 @@ def report(found: list[latency.Target]) -> str:
                 if "p50_ms" not in row:
                     cells += [row.get("error") or "no samples", ""]
                     continue
-                added = f"{row['added_p50_ms']:+.2f} ({row['added_pct_of_direct']:.0f}%)" if "added_p50_ms" in row else ""
+                added = (
+                    f"{row['added_p50_ms']:+.2f} ({row['added_pct_of_direct']:.0f}%)" if "added_p50_ms" in row else ""
+                )
                 cells += [f"{row['p50_ms']:.2f}", added]
                 if path == "elicitgate" and "added_p50_ms" in row:
                     notes.append(f"- {transport}, {label} `{op}`: {against_floors(row, rows, (transport, label, op))}")
             lines.append(f"| {transport} | {label} | {path} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + ["", f"Target: elicitgate adds at most {TARGETS['lean_floor_added_ratio']}x what the lean relay adds, "
-                                   "on the same row (not asserted).", *notes])
+    target = (f"Target: elicitgate adds at most {TARGETS['lean_floor_added_ratio']}x what the lean relay adds, "
+              "on the same row (not asserted).")
+    return "\n".join([*lines, "", target, *notes])
 
 
 def against_floors(row: dict[str, Any], rows: dict[tuple[str, str, str, str], dict[str, Any]],
@@ -140,7 +144,8 @@ if __name__ == "__main__":
                         help="stdio or http (repeat for both; both by default)")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--batch", type=int, default=50)
-    parser.add_argument("--pin", action="store_true", help="every process on one core (steadier p50s, see procs.pin_to_one_core)")
+    parser.add_argument("--pin", action="store_true",
+                        help="every process on one core (steadier p50s, see procs.pin_to_one_core)")
     args = parser.parse_args()
     args.transport = args.transport or list(TRANSPORTS)
     if args.pin:

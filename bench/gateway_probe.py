@@ -48,7 +48,8 @@ def main() -> None:
         if tracemalloc.is_tracing() and signum == signal.SIGUSR1:
             top = tracemalloc.take_snapshot().statistics(os.environ.get("BENCH_TRACEMALLOC_BY", "filename"))
             stats["traced_total_kb"] = sum(stat.size for stat in top) // 1024
-            stats["traced"] = [[" < ".join(f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}" for frame in stat.traceback),
+            stats["traced"] = [[" < ".join(f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}"
+                                           for frame in stat.traceback),
                                 stat.size // 1024, stat.count]
                                for stat in top[:40]]
         tmp = probe.with_suffix(".tmp")

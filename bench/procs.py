@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import sys
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import IO, Any

@@ -106,7 +106,8 @@ def _replicas(
     urls = []
     for i in range(count):
         port = free_port()
-        env = [f"XDG_STATE_HOME={workdir / f'{name}-{i}'}", *([f"ELICITGATE_REDIS_URL={redis_url}"] if redis_url else [])]
+        redis = [f"ELICITGATE_REDIS_URL={redis_url}"] if redis_url else []
+        env = [f"XDG_STATE_HOME={workdir / f'{name}-{i}'}", *redis]
         argv = ["env", *env, *configs.gateway_argv(config, f"127.0.0.1:{port}")]
         urls.append(stack.enter_context(HttpProcess(argv, port, log, ready_path="/healthz")).url)
     return urls

@@ -79,7 +79,8 @@ def targets_table(results: dict[str, Any]) -> list[dict[str, Any]]:
         if path not in ("elicitgate", "elicitgate-modern-client") or "added_pct_of_direct" not in row:
             continue
         where = f"{op}, {transport}, {era if path == 'elicitgate' else '2026-07-28 client and upstream'}"
-        measured = f"+{row['added_p50_ms']:.2f} ms = {row['added_pct_of_direct']:.0f}% of {row['p50_ms'] - row['added_p50_ms']:.2f} ms"
+        direct = row["p50_ms"] - row["added_p50_ms"]
+        measured = f"+{row['added_p50_ms']:.2f} ms = {row['added_pct_of_direct']:.0f}% of {direct:.2f} ms"
         relays = [(name, by.get((transport, era, relay, op))) for relay, name in
                   (("lean-relay", "the lean relay"), ("bare-relay", "a bare relay"))]
         said = [f"{name}: {floor['added_p50_ms']:+.2f} ms = {floor['added_pct_of_direct']:.0f}%"
@@ -196,8 +197,8 @@ def markdown(results: dict[str, Any]) -> str:
             "`elicit`: a tool call that does one form elicitation, answered at once; `echo`: a plain tool call. "
             "Added = p50 minus the direct p50 of the same transport, era and operation.",
             "",
-            "| transport | era | path | elicit p50 | elicit p99 | elicit added | elicit added x lean floor | echo p50 | "
-            "echo p99 | echo added | echo added x lean floor |",
+            "| transport | era | path | elicit p50 | elicit p99 | elicit added | elicit added x lean floor | "
+            "echo p50 | echo p99 | echo added | echo added x lean floor |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         rows = {(r["transport"], r["era"], r["path"], r["op"]): r for r in latency["rows"]}
@@ -209,7 +210,9 @@ def markdown(results: dict[str, Any]) -> str:
                     if el is None and ec is None:
                         continue
                     lean_el, lean_ec = (None, None) if path == "lean-relay" else (
-                        rows.get((transport, era, "lean-relay", "elicit")), rows.get((transport, era, "lean-relay", "echo")))
+                        rows.get((transport, era, "lean-relay", "elicit")),
+                        rows.get((transport, era, "lean-relay", "echo")),
+                    )
                     lines.append(
                         f"| {transport} | {era} | {PATH_LABELS[path]} | {_ms(el, 'p50_ms')} | {_ms(el, 'p99_ms')} | "
                         f"{_added(el)} | {_times_lean(el, lean_el)} | {_ms(ec, 'p50_ms')} | {_ms(ec, 'p99_ms')} | "
@@ -225,12 +228,12 @@ def markdown(results: dict[str, Any]) -> str:
                       "least a Python process in the middle adds: asyncio Protocols and orjson, over stdio on pipes "
                       "(`bench/lean_relay.py`), over HTTP with httptools both ways and pooled keep-alive upstream "
                       "connections (`bench/lean_http_relay.py`); \"x lean floor\" is a row's added divided by the "
-                      "lean relay's on the same row, n/a where the lean relay's is at or below zero (target for elicitgate: at most "
-                      f"{TARGETS['lean_floor_added_ratio']}x). The bare relay is the same job on the gateway's "
-                      "libraries: asyncio streams and `json` over stdio (`bench/bare_relay.py`), uvicorn and httpx2 "
-                      "over HTTP (`bench/bare_http_relay.py`). Over HTTP both relays pass the server's SSE answers "
-                      "through as they come, where elicitgate's face answers JSON when it can, so elicitgate may add "
-                      "less on a row.", ""]
+                      "lean relay's on the same row, n/a where the lean relay's is at or below zero (target for "
+                      f"elicitgate: at most {TARGETS['lean_floor_added_ratio']}x). The bare relay is the same job on "
+                      "the gateway's libraries: asyncio streams and `json` over stdio (`bench/bare_relay.py`), uvicorn "
+                      "and httpx2 over HTTP (`bench/bare_http_relay.py`). Over HTTP both relays pass the server's SSE "
+                      "answers through as they come, where elicitgate's face answers JSON when it can, so elicitgate "
+                      "may add less on a row.", ""]
         if failures:
             lines += ["What did not work:", "", *failures, ""]
     scale = results.get("scale")
@@ -306,7 +309,8 @@ def readme_section(results: dict[str, Any]) -> str:
     met = [c["target"] for c in results["targets"] if c["met"]]
     return (f"{body}\n![latency](bench/latest/latency.png)\n\n![scale](bench/latest/scale.png)\n\n"
             f"Targets met: {len(met)} of {len(met) + len(missed)} (the full report: "
-            f"[bench/latest/results.md](bench/latest/results.md); what dominates: [bench/README.md](bench/README.md)).\n")
+            "[bench/latest/results.md](bench/latest/results.md); "
+            "what dominates: [bench/README.md](bench/README.md)).\n")
 
 
 def plots(results: dict[str, Any], out: Path) -> list[str]:
@@ -323,7 +327,7 @@ def plots(results: dict[str, Any], out: Path) -> list[str]:
         paths = ("direct", "elicitgate", "fastmcp")
         colors = {"direct": "#888888", "elicitgate": "#1f77b4", "fastmcp": "#d62728"}
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-        for ax, op in zip(axes, OPS):
+        for ax, op in zip(axes, OPS, strict=True):
             width = 0.27
             for i, path in enumerate(paths):
                 xs, p50s, p99s, failed = [], [], [], []

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import os
 import signal
 import statistics
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager

@@ -51,7 +51,8 @@ def describe(results: dict[str, Any]) -> str:
     return (
         f"start-up, {results['upstreams']}, median of {results['repeats']}: ready in "
         f"{results['ready_s_median']} s (listening {results['listening_s_median']} s), idle RSS "
-        f"{results['gateway_rss_kb_median'] / 1024:.1f} MiB (upstreams {results['upstreams_rss_kb_median'] / 1024:.1f} MiB)\n"
+        f"{results['gateway_rss_kb_median'] / 1024:.1f} MiB "
+        f"(upstreams {results['upstreams_rss_kb_median'] / 1024:.1f} MiB)\n"
         + "\n".join(f"  {r}" for r in results["runs"])
     )
 

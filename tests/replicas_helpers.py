@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import time
 import signal
+import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,7 +53,7 @@ class RedisServer:
                 except redis.ConnectionError:
                     if self.proc.poll() is not None:
                         output = self.proc.stdout.read() if self.proc.stdout else ""
-                        raise RuntimeError(f"redis-server exited: {output}")
+                        raise RuntimeError(f"redis-server exited: {output}") from None
                     time.sleep(0.02)
             raise TimeoutError("redis-server did not answer")
         finally:

@@ -76,7 +76,9 @@ def test_gateways_starting_together_migrate_in_turn(tmp_path, postgres_url):  # 
     subprocess.run(create, check=True, timeout=60)
     config = write_config(tmp_path, {}, audit={"url": fresh})
     argv = [sys.executable, "-m", "elicitgate.cli", "audit", "list", "--format", "jsonl", "--config", str(config)]
-    procs = [subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err

@@ -247,7 +247,9 @@ async def test_a_request_state_obtained_by_alice_is_refused_for_bob(tmp_path, ga
         answer = {key: {"action": "accept", "content": {"answer": "alice's"}} for key in first["inputRequests"]}
         done = await raw.call(as_alice, "h__elicit", {"message": "alice's"}, inputResponses=answer,
                               requestState=first["requestState"])
-        assert json.loads(done["result"]["content"][0]["text"]) == {"action": "accept", "content": {"answer": "alice's"}}
+        assert json.loads(done["result"]["content"][0]["text"]) == {
+            "action": "accept", "content": {"answer": "alice's"}
+        }
 
 
 async def test_a_session_opened_by_alice_is_refused_for_bob(tmp_path, gateway_process, shared_upstream):
@@ -295,8 +297,10 @@ async def test_tokens_from_the_environment_and_from_a_file(tmp_path, gateway_pro
     gw = gateway_process(config, env=env)
     async with httpx2.AsyncClient(base_url=gw.url, headers=MCP_HEADERS) as http:
         for token in (ALICE, BOB):
-            assert (await http.post("/mcp", json=INITIALIZE, headers={"Authorization": f"Bearer {token}"})).status_code == 200
-        assert (await http.post("/mcp", json=INITIALIZE, headers={"Authorization": "Bearer " + "x" * 30})).status_code == 401
+            auth = {"Authorization": f"Bearer {token}"}
+            assert (await http.post("/mcp", json=INITIALIZE, headers=auth)).status_code == 200
+        made_up = {"Authorization": "Bearer " + "x" * 30}
+        assert (await http.post("/mcp", json=INITIALIZE, headers=made_up)).status_code == 401
 
 
 def test_a_broken_tokens_file_is_a_clear_start_up_error(tmp_path):

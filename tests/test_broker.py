@@ -438,7 +438,9 @@ async def test_url_mode_decline_sends_no_content_and_keeps_no_route(upstream):
     human = Human(types.ElicitResult(action="decline"))
     async with gateway(config({"x": upstream()})) as gw:
         async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
-            result = text(await client.call_tool("x__elicit", {"mode": "url", "elicitation_id": "el-d", "complete": True}))
+            result = text(await client.call_tool(
+                "x__elicit", {"mode": "url", "elicitation_id": "el-d", "complete": True}
+            ))
             assert result == {"action": "decline"}
             assert len(gw.gateway.broker.url_routes) == 0
 
@@ -495,7 +497,9 @@ async def test_sensitive_fields_block_is_not_evaded_by_look_alikes_other_languag
     async with gateway(cfg) as gw:
         async with Client(gw.mcp_url, mode="legacy", elicitation_callback=human) as client:
             for name, prop in evasions.items():
-                result = text(await client.call_tool("x__elicit", {"schema": form(**{name: prop}), "report_errors": True}))
+                result = text(await client.call_tool(
+                    "x__elicit", {"schema": form(**{name: prop}), "report_errors": True}
+                ))
                 assert result["error"]["code"] == ELICITATION_SENSITIVE_BLOCKED, name
                 assert result["error"]["data"]["fields"] == [name]
     assert human.seen == []

@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from elicitgate.config import ConfigError, load_config
-from tests.conftest import PY, ROOT, free_port, Process
+from tests.conftest import PY, ROOT, Process, free_port
 
 TS_SERVER = str(ROOT / "tests" / "peers" / "ts" / "elicit_server.mjs")
 
@@ -105,7 +105,9 @@ def test_vscode_input_without_its_variable_names_the_variable(tmp_path, monkeypa
         "servers": {"gh": {"type": "http", "url": "https://api.example.com/mcp",
                            "headers": {"Authorization": "Bearer ${input:github-token}"}}},
     }))
-    with pytest.raises(ConfigError, match=r"\$\{input:github-token\} is a VS Code prompt.*set the environment variable GITHUB_TOKEN"):
+    with pytest.raises(
+        ConfigError, match=r"\$\{input:github-token\} is a VS Code prompt.*set the environment variable GITHUB_TOKEN"
+    ):
         load_config(path)
 
 
@@ -154,7 +156,9 @@ def test_misspelt_environment_variable_is_warned_about(tmp_path):
     assert "ELICITGATE_ADMIN_TOKN is not a setting and is ignored (did you mean ELICITGATE_ADMIN_TOKEN?)" in proc.stderr
 
 
-@pytest.mark.parametrize("servers, said", [({}, "no servers"), ({"a": {"command": "x", "enabled": False}}, "only disabled servers")])
+@pytest.mark.parametrize("servers, said", [
+    ({}, "no servers"), ({"a": {"command": "x", "enabled": False}}, "only disabled servers"),
+])
 def test_no_servers_is_said(tmp_path, servers, said):
     path = _write(tmp_path, json.dumps({"mcpServers": servers}))
     proc = _cli("check-config", "--config", str(path))

@@ -6,7 +6,6 @@ import subprocess
 import pytest
 
 from elicitgate.config import ConfigError, HttpServer, StdioServer, load_config
-
 from tests.conftest import PY
 
 
@@ -41,7 +40,8 @@ def test_yaml_is_accepted(tmp_path):
 
 
 def test_environment_overrides_the_file(tmp_path, monkeypatch):
-    path = _write(tmp_path, json.dumps({"mcpServers": {}, "elicitation": {"default_timeout": 12, "max_answer_attempts": 2}}))
+    elicitation = {"default_timeout": 12, "max_answer_attempts": 2}
+    path = _write(tmp_path, json.dumps({"mcpServers": {}, "elicitation": elicitation}))
     monkeypatch.setenv("ELICITGATE_ELICITATION__DEFAULT_TIMEOUT", "45")
     monkeypatch.setenv("ELICITGATE_LOG_LEVEL", "debug")
     cfg = load_config(path)

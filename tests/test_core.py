@@ -12,7 +12,6 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.errors import UPSTREAM_GONE, UPSTREAM_UNAVAILABLE
-
 from tests.conftest import PY, Process, free_port, inprocess_gateway, stdio_server, write_config
 
 pytestmark = pytest.mark.anyio
@@ -113,12 +112,13 @@ async def test_progress_travels_to_the_caller(http_upstream):
     b = http_upstream("tests.peers.py_server", "--name", "b")
     config = {"mcpServers": {"a": py("a"), "b": {"url": f"{b.url}/mcp"}}}
     async with inprocess_gateway(config) as gw, Client(gw.mcp_url, mode="legacy") as client:
+        seen = []
+
+        async def on_progress(progress, total, message):
+            seen.append((progress, total, message))
+
         for tool in ("a__progress", "b__progress"):
-            seen = []
-
-            async def on_progress(progress, total, message):
-                seen.append((progress, total, message))
-
+            seen.clear()
             assert text(await client.call_tool(tool, {"n": 3}, progress_callback=on_progress)) == "done 3"
             assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
 

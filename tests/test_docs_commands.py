@@ -50,7 +50,7 @@ def test_the_docs_have_commands_to_check():
     assert len(COMMAND_LINES) >= 6
 
 
-@pytest.mark.parametrize("page, line", COMMAND_LINES, ids=[f"{p}:{l[:40]}" for p, l in COMMAND_LINES])
+@pytest.mark.parametrize("page, line", COMMAND_LINES, ids=[f"{p}:{line[:40]}" for p, line in COMMAND_LINES])
 def test_every_documented_command_parses_with_the_real_cli(page, line):
     words = shlex.split(line.split(" #")[0], comments=True)
     activated = ". .venv/bin/activate" in line
@@ -117,7 +117,8 @@ def demo_servers(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def http_gateway(demo_servers) -> Any:
     port = free_port()
-    gateway = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(demo_servers), "--http", f"127.0.0.1:{port}"], port)
+    argv = [PY, "-m", "elicitgate.cli", "serve", "--config", str(demo_servers), "--http", f"127.0.0.1:{port}"]
+    gateway = Process(argv, port)
     yield gateway
     gateway.stop()
 

@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
-from mcp_types import HEADER_MISMATCH
 import pytest
+from mcp_types import HEADER_MISMATCH
 
 from mcp import Client
 from mcp.shared.exceptions import MCPError

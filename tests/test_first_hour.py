@@ -24,7 +24,9 @@ from tests.conftest import PY, ROOT, Process, free_port
 CLI = [PY, "-m", "elicitgate.cli"]
 
 
-def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 90, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def _cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 90, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*CLI, *args], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd,
         env={**os.environ, "COLUMNS": "80", **(env or {})},

@@ -28,12 +28,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp.shared.exceptions import MCPError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elicitgate.errors import UPSTREAM_UNAVAILABLE
+from mcp.shared.exceptions import MCPError
+
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
+from elicitgate.errors import UPSTREAM_UNAVAILABLE
 from tests.conftest import PY, Process, free_port, serve_http, write_config
 from tests.hosted_helpers import AUTH, TOKEN, next_pending_sync
 from tests.test_hosted_browser import ToolCall, content_of
@@ -260,7 +261,8 @@ def test_http_face_stateless_requests_survive_malformed_jsonrpc(gw, http, waitin
                 "io.modelcontextprotocol/clientInfo": {"name": "fuzz", "version": "1"},
                 "io.modelcontextprotocol/clientCapabilities": capabilities}
         given_meta = body["params"].get("_meta")
-        body = {**body, "params": {**body["params"], "_meta": {**meta, **(given_meta if isinstance(given_meta, dict) else {})}}}
+        extra = given_meta if isinstance(given_meta, dict) else {}
+        body = {**body, "params": {**body["params"], "_meta": {**meta, **extra}}}
     method = body.get("method") if isinstance(body, dict) and isinstance(body.get("method"), str) else ""
     method = method if method.isascii() and method.isprintable() else "tools/call"
     _post(http, f"{gw.url}/mcp", body, {"mcp-protocol-version": MODERN, "mcp-method": method})

@@ -36,7 +36,8 @@ def initialize(request_id: int = 1) -> dict[str, Any]:
 
 
 def call(request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    params = {"name": tool, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
 async def open_session(http: httpx2.AsyncClient) -> dict[str, str]:
@@ -112,7 +113,9 @@ async def test_a_quick_answer_is_one_json_body_and_a_question_turns_the_post_int
             messages = sse_messages(asking)
             question = await anext(messages)
             assert question["method"] == "elicitation/create" and question["params"]["mode"] == "form"
-            answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"answer": "42"}}}
+            answer = {
+                "jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"answer": "42"}}
+            }
             assert (await http.post("/mcp", json=answer, headers=session)).status_code == 202
             result = await anext(messages)
             assert result["id"] == 3 and tool_text(result) == {"action": "accept", "content": {"answer": "42"}}
@@ -147,7 +150,8 @@ async def test_what_the_face_cannot_serve_gets_a_status_and_a_json_rpc_error_say
         deep = b"[" * 100_000 + b"]" * 100_000
         error = await refused(400, await http.post("/mcp", content=deep, headers=session))
         assert error["code"] == -32700 and "nested more than 1024 deep" in error["message"]
-        half = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x__echo","arguments":{"text":"\\ud800"}}}'
+        half = (b'{"jsonrpc":"2.0","id":9,"method":"tools/call",'
+                b'"params":{"name":"x__echo","arguments":{"text":"\\ud800"}}}')
         error = await refused(400, await http.post("/mcp", content=half, headers=session))  # as the SDK's server does
         assert error["code"] == -32700 and "lone surrogate" in error["message"]
         error = await refused(400, await http.post("/mcp", content=b"[1, 2]", headers=session))
@@ -179,7 +183,8 @@ async def test_a_session_ends_when_deleted_and_its_waiting_call_is_told_connecti
             deleted = await http.delete("/mcp", headers=session)
             assert deleted.status_code == 200
             ended = await anext(messages)
-            assert ended["id"] == 7 and ended["error"]["code"] == -32000 and "session ended" in ended["error"]["message"]
+            assert ended["id"] == 7 and ended["error"]["code"] == -32000
+            assert "session ended" in ended["error"]["message"]
             assert await anext(messages, None) is None
         assert (await http.post("/mcp", json=call(8, "s__echo", {}), headers=session)).status_code == 404
         assert (await http.delete("/mcp", headers=session)).status_code == 404
@@ -223,7 +228,9 @@ async def test_a_2026_07_28_post_is_answered_on_itself_streams_progress_and_is_c
         assert "mcp-session-id" not in listed.headers  # no session in this era
         assert listed.json()["result"]["resultType"] == "complete"
 
-        progress = modern(2, "tools/call", {"name": "s__progress", "arguments": {"n": 3}, "_meta": {"progressToken": "p"}})
+        progress = modern(
+            2, "tools/call", {"name": "s__progress", "arguments": {"n": 3}, "_meta": {"progressToken": "p"}}
+        )
         async with http.stream("POST", "/mcp", json=progress, headers=routing_headers(progress)) as streamed:
             assert streamed.headers["content-type"] == "text/event-stream"
             messages = [message async for message in sse_messages(streamed)]

@@ -174,7 +174,9 @@ async def test_a_head_over_max_header_bytes_gets_431_before_the_rest_of_it_arriv
         answer = await read_answer(reader)
         await closed_by_server(reader)
     assert answer.status == 431 and answer.headers["connection"] == "close"
-    assert answer.body == b"Request Header Fields Too Large: the request head is over http.max_header_bytes (32768 bytes)\n"
+    assert answer.body == (
+        b"Request Header Fields Too Large: the request head is over http.max_header_bytes (32768 bytes)\n"
+    )
     # A head just under the limit is served.
     reader, writer = await connections(server)
     writer.write(head(server, "GET", "/metrics", b"X-Big: " + b"a" * (32 * 1024 - 200)))

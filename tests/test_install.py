@@ -77,7 +77,8 @@ def test_built_wheel_installs_into_a_fresh_environment_and_runs(tmp_path):
     assert version.stdout.strip() == "elicitgate 0.1.0"
 
     config = tmp_path / "servers.json"
-    config.write_text(json.dumps({"mcpServers": {"demo": {"command": "python3", "args": ["-m", "elicitgate.demo.server"]}}}))
+    demo = {"command": "python3", "args": ["-m", "elicitgate.demo.server"]}
+    config.write_text(json.dumps({"mcpServers": {"demo": demo}}))
     checked = run("check-config", "--config", str(config))
     assert checked.returncode == 0, checked.stderr
     assert "demo" in checked.stdout and "elicitgate.demo.server" in checked.stdout

@@ -56,7 +56,9 @@ def test_answer_check_refuses_non_finite_numbers(value):
 def test_a_schema_with_a_non_finite_bound_is_not_a_form_mode_schema():
     schema = {"type": "object", "properties": {"n": {"type": "number", "maximum": float("inf")}}}
     (problem,) = check_requested_schema(schema, max_properties=10)
-    assert (problem.property, problem.rule) == ("n", "maximum must be a finite number (NaN and Infinity are not JSON numbers)")
+    assert (problem.property, problem.rule) == (
+        "n", "maximum must be a finite number (NaN and Infinity are not JSON numbers)"
+    )
 
 
 @pytest.mark.parametrize("text", [b'{"n": NaN}', b'{"n": Infinity}', b'{"n": -Infinity}', b'{"n": [1e400]}'])
@@ -64,7 +66,9 @@ def test_the_codec_says_when_json_holds_a_number_json_does_not_have(text):
     with pytest.raises(wire_json.NotFinite) as caught:
         wire_json.loads(text)
     assert wire_json.first_non_finite(caught.value.value) in ("n", "n[0]")
-    assert wire_json.loads(b'{"n": 1e300, "big": 123456789012345678901234}') == {"n": 1e300, "big": 123456789012345678901234}
+    assert wire_json.loads(b'{"n": 1e300, "big": 123456789012345678901234}') == {
+        "n": 1e300, "big": 123456789012345678901234
+    }
 
 
 def test_messages_with_non_finite_numbers():
@@ -101,7 +105,8 @@ def test_a_nan_answer_on_stdio_is_asked_again_and_never_reaches_the_server(tmp_p
         again = _read_until(proc, lambda m: m.get("method") == "elicitation/create")
         assert again["params"]["_meta"][ERRORS_META_KEY] == [{"property": "n", "message": NON_FINITE_TEXT}]
         assert "Your previous answer was not accepted (n: must be a finite number" in again["params"]["message"]
-        proc.stdin.write(_line({"jsonrpc": "2.0", "id": again["id"], "result": {"action": "accept", "content": {"n": 4}}}))
+        accepted = {"action": "accept", "content": {"n": 4}}
+        proc.stdin.write(_line({"jsonrpc": "2.0", "id": again["id"], "result": accepted}))
         proc.stdin.flush()
         done = _read_until(proc, lambda m: m.get("id") == 7)
         assert json.loads(done["result"]["content"][0]["text"]) == {"action": "accept", "content": {"n": 4}}
@@ -131,7 +136,9 @@ async def test_a_nan_in_a_2026_retrys_input_responses_is_asked_again():
         second = retried["result"]
         assert second["resultType"] == "input_required", retried
         (key, request), = second["inputRequests"].items()
-        assert request["params"]["message"].startswith(f"[x] Your previous answer was not accepted (n: {NON_FINITE_TEXT})")
+        assert request["params"]["message"].startswith(
+            f"[x] Your previous answer was not accepted (n: {NON_FINITE_TEXT})"
+        )
         done = await raw.call(http, "x__elicit", {"message": "how many?", "schema": NUMBER_FORM},
                               inputResponses={key: {"action": "accept", "content": {"n": 3}}},
                               requestState=second["requestState"])
@@ -163,7 +170,8 @@ async def test_a_nan_answer_through_the_admin_api_is_refused_naming_the_field():
             call = Call()
             tg.start_soon(call.run, client, "x__elicit", {"schema": NUMBER_FORM})
             (item,) = await next_pending(gw.url)
-            async with httpx2.AsyncClient(base_url=gw.url, headers={**AUTH, "content-type": "application/json"}) as http:
+            headers = {**AUTH, "content-type": "application/json"}
+            async with httpx2.AsyncClient(base_url=gw.url, headers=headers) as http:
                 bad = await http.post(f"/api/elicitations/{item['id']}/answer",
                                       content=_raw_line({"action": "accept", "content": {"n": float("nan")}}))
                 assert bad.status_code == 422, bad.text

@@ -328,7 +328,8 @@ async def test_headless_client_by_name_and_a_watched_one_beside_it():
 
 async def test_headless_principal_of_http_auth_and_another_principal_beside_it():
     """`principals`: a static token's principal; the same gateway's other token is an ordinary client."""
-    ci_token, person_token = "ci-9so0G9792wVNUsRfetz4v7hkU4xsmWOlPlL--B7jRp4", "person-XAvc5KbJpV8y3TUSS-7qirex1nWv0zAEug-cnygBah8"
+    ci_token = "ci-9so0G9792wVNUsRfetz4v7hkU4xsmWOlPlL--B7jRp4"
+    person_token = "person-XAvc5KbJpV8y3TUSS-7qirex1nWv0zAEug-cnygBah8"
     async with receiver() as got:
         cfg = notify_config([got.url()])
         cfg["elicitation"]["headless"] = {"principals": ["ci-runner"]}

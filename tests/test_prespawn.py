@@ -26,7 +26,6 @@ from elicitgate.seams import Origin
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import AdoptedProcess
 from elicitgate.upstreams.connection import ConnectError, UpstreamConnection
-
 from tests.conftest import PEERS, PY, Process, free_port, inprocess_gateway, wait_healthy, write_config
 
 pytestmark = pytest.mark.anyio
@@ -104,7 +103,10 @@ async def test_a_started_server_gets_only_the_safe_environment_and_its_own_env(t
     server = {"command": "node", "args": [str(PEERS / "ts" / "elicit_server.mjs")], "env": {"ONLY_MINE": "1"},
               "session_policy": "shared"}
     config = write_config(tmp_path, {"ts": server}, audit={"enabled": False})
-    secrets = {"ELICITGATE_ADMIN_TOKEN": "admin-CbA1VFdV9SuAbDAnpdFk0bFxP00Kx10PIUJHKqD3Urw", "OTHER_SERVICE_API_KEY": "sk-other"}
+    secrets = {
+        "ELICITGATE_ADMIN_TOKEN": "admin-CbA1VFdV9SuAbDAnpdFk0bFxP00Kx10PIUJHKqD3Urw",
+        "OTHER_SERVICE_API_KEY": "sk-other",
+    }
     port = free_port()
     gateway = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
                       port, env=secrets)

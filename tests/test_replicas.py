@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-import json
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -15,19 +15,23 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 
-import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 from elicitgate.config import ConfigError, load_config
 from elicitgate.elicitation.hosted_registry import token_digest
 from tests.conftest import PEERS, PY, free_port, write_config
 from tests.hosted_helpers import AUTH, TOKEN, PlainPage, csrf_of, next_pending
 from tests.replicas_helpers import (  # noqa: F401
-    RedisServer, Replicas, RoundRobin, redis_server, replicas, running_redis,
+    RedisServer,
+    Replicas,
+    RoundRobin,
+    redis_server,
+    replicas,
+    running_redis,
 )
 from tests.test_broker import form, stdio_upstream, text
 from tests.test_hosted import Call
@@ -216,7 +220,9 @@ async def test_whoever_reads_redis_gets_no_page_token_admin_token_or_cookie(shar
                     assert "Review your answer" in page.html
                     done = await page.post("submit")
                     assert done.status_code == 410 and 'data-state="accepted"' in page.html
-                assert text(await call.wait()) == {"action": "accept", "content": {"email": "ada@example.com", "guests": 3}}
+                assert text(await call.wait()) == {
+                    "action": "accept", "content": {"email": "ada@example.com", "guests": 3}
+                }
 
                 second = Call()
                 tg.start_soon(second.run, client, "x__elicit", {"schema": BOOKING, "message": "Book again"})
@@ -494,7 +500,9 @@ async def test_a_redis_that_stops_answering_holds_a_new_elicitation_up_for_secon
         redis_server.pause()
         try:
             with anyio.fail_after(8):  # the admission waits 2 s for Redis, not the 10 s socket timeout
-                assert text(await client.call_tool("x__elicit", {})) == {"action": "accept", "content": {"answer": "yes"}}
+                assert text(await client.call_tool("x__elicit", {})) == {
+                    "action": "accept", "content": {"answer": "yes"}
+                }
             async with httpx2.AsyncClient() as http:
                 await until_redis(http, a, "unreachable")  # the socket timeout finds it out
         finally:

@@ -22,7 +22,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.elicitation.url_routes import UrlRoutes
-from tests.conformance.run import TS_SERVER as TS_EVERYTHING, write_ts_fixtures
+from tests.conformance.run import TS_SERVER as TS_EVERYTHING
+from tests.conformance.run import write_ts_fixtures
 from tests.conftest import PY, ROOT, Process, free_port, inprocess_gateway, stdio_server
 from tests.hosted_helpers import AUTH, TOKEN, next_pending
 from tests.test_eras import RawModernClient
@@ -97,7 +98,9 @@ async def test_a_server_written_as_the_sdk_docs_show_elicits_and_samples_with_de
             poem = await client.call_tool("restaurant__generate_poem", {"topic": "gateways"})
             assert not poem.is_error, poem
             assert poem.content[0].text == "a poem: Write a short poem about gateways"
-        assert human.seen == ["[restaurant] No tables available for 2 on 2024-12-25. Would you like to try another date?"]
+        assert human.seen == [
+            "[restaurant] No tables available for 2 on 2024-12-25. Would you like to try another date?"
+        ]
         settled(gw)
 
 
@@ -192,7 +195,9 @@ async def test_two_2026_clients_with_the_same_client_info_each_get_only_their_ow
     same = types.Implementation(name="same-app", version="1.0")
 
     async def client_of(person: Person) -> None:
-        async with Client(gw.mcp_url, mode="2026-07-28", client_info=same, elicitation_callback=person.elicit) as client:
+        async with Client(
+            gw.mcp_url, mode="2026-07-28", client_info=same, elicitation_callback=person.elicit
+        ) as client:
             got = await client.call_tool("py__elicit", {"message": f"confirm transfer for {person.name}",
                                                         "schema": USER_SCHEMA})
             results[person.name] = json.loads(got.content[0].text)

@@ -193,7 +193,9 @@ async def test_a_hosted_pages_cookies_are_secure_whenever_the_page_is_served_ove
             cookies = {c.split("=", 1)[0]: c.lower() for c in shown.headers.get_list("set-cookie")}
             assert set(cookies) == {"eg_claim", "eg_csrf"}, cookies
             assert all(("; secure" in c) == (https is not None) for c in cookies.values()), cookies
-            await http.post(f"/api/elicitations/{item['id']}/cancel", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+            await http.post(
+                f"/api/elicitations/{item['id']}/cancel", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+            )
 
 
 async def test_failed_logins_slow_their_address_only(caplog):
@@ -282,7 +284,9 @@ def test_answer_problems_name_field_and_rule_never_the_value():
 def gateway_logs(caplog: pytest.LogCaptureFixture) -> str:
     """What the gateway logs at its default level, plus all of its own debug lines (the SDK's debug
     lines carry whole messages, the test client's included: `log_level: debug` is for development)."""
-    return "\n".join(r.getMessage() for r in caplog.records if r.levelno >= logging.INFO or r.name.startswith("elicitgate"))
+    return "\n".join(
+        r.getMessage() for r in caplog.records if r.levelno >= logging.INFO or r.name.startswith("elicitgate")
+    )
 
 
 def _no_marker(*texts: object) -> None:

@@ -91,7 +91,8 @@ def test_a_line_nested_too_deep_is_answered_and_the_gateway_serves_on(tmp_path):
                           audit={"enabled": False})
     proc = _serve(config, subprocess.PIPE)
     deep = b'{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}}\n"
-    proc.stdin.write(_line(INITIALIZE) + _line(INITIALIZED) + deep + _line({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
+    ping = _line({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+    proc.stdin.write(_line(INITIALIZE) + _line(INITIALIZED) + deep + ping)
     proc.stdin.flush()
     answers: dict = {}
     while len(answers) < 3:
@@ -176,7 +177,8 @@ def test_integers_beyond_64_bits_pass_through_exactly(tmp_path):
                           audit={"enabled": False})
     answers = _exchange(config, [
         INITIALIZE, INITIALIZED,
-        {"jsonrpc": "2.0", "id": big, "method": "tools/call", "params": {"name": "x__echo", "arguments": {"text": big}}},
+        {"jsonrpc": "2.0", "id": big, "method": "tools/call",
+         "params": {"name": "x__echo", "arguments": {"text": big}}},
     ], expect=2)
     assert answers[big]["result"]["content"][0]["text"] == str(big)
 

@@ -66,7 +66,9 @@ def test_auto_hosts_what_the_client_cannot_present_and_secrets(
     assert chosen(hosting("auto", inbox=inbox), mode, modes, secrets) == expected
 
 
-@pytest.mark.parametrize(("modes", "inbox", "expected"), [(BOTH, True, "page"), (FORM, True, "inbox"), (FORM, False, "client")])
+@pytest.mark.parametrize(
+    ("modes", "inbox", "expected"), [(BOTH, True, "page"), (FORM, True, "inbox"), (FORM, False, "client")]
+)
 def test_always_hosts_every_form(modes: frozenset[str], inbox: bool, expected: str) -> None:
     assert chosen(hosting("always", inbox=inbox), "form", modes) == expected
 
@@ -91,7 +93,8 @@ def test_a_server_the_config_does_not_name_is_never_hosted() -> None:
 
 
 def test_the_reason_nobody_can_host_names_the_fix() -> None:
-    assert hosting("never", inbox=False).unavailable_reason("s", Asker(FORM), "form") == "hosting is 'never' for server 's'"
+    reason = hosting("never", inbox=False).unavailable_reason("s", Asker(FORM), "form")
+    assert reason == "hosting is 'never' for server 's'"
     reason = hosting("auto", inbox=False).unavailable_reason("s", Asker(FORM), "url")
     assert "ELICITGATE_ADMIN_TOKEN" in reason and "docs/hosting.md" in reason
 
@@ -106,7 +109,9 @@ def test_the_reason_nobody_can_host_names_the_fix() -> None:
         ("never", BOTH, True, NONE),
     ],
 )
-def test_modes_the_gateway_adds_for_a_client(policy: str, modes: frozenset[str], inbox: bool, expected: frozenset[str]) -> None:
+def test_modes_the_gateway_adds_for_a_client(
+    policy: str, modes: frozenset[str], inbox: bool, expected: frozenset[str]
+) -> None:
     assert hosting(policy, inbox=inbox).modes_for("s", Asker(modes)) == expected  # type: ignore[arg-type]
 
 

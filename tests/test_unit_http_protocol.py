@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -78,7 +79,9 @@ class CountingParser:
         return getattr(self._parser, name)
 
 
-async def run(stream: bytes, cuts: list[int]) -> tuple[list[tuple[str, str, list[tuple[bytes, bytes]], bytes]], Socket, int]:
+async def run(
+    stream: bytes, cuts: list[int]
+) -> tuple[list[tuple[str, str, list[tuple[bytes, bytes]], bytes]], Socket, int]:
     """Feed `stream` cut at `cuts` (as a socket would, none while reading is paused); what the app saw, the
     socket, and how many bytes the parser was fed."""
     seen: list[tuple[str, str, list[tuple[bytes, bytes]], bytes]] = []
@@ -103,7 +106,7 @@ async def run(stream: bytes, cuts: list[int]) -> tuple[list[tuple[str, str, list
     socket = Socket()
     protocol.connection_made(socket)
     edges = [0, *sorted(set(cuts)), len(stream)]
-    for start, end in zip(edges, edges[1:]):
+    for start, end in pairwise(edges):
         for _ in range(1000):  # the app's tasks answer, and a paused connection reads again
             if not socket.paused:
                 break
@@ -158,7 +161,7 @@ def fits(head: bytes) -> bool:
 @given(batch=st.lists(requests, min_size=1, max_size=4), data=st.data())
 def test_requests_within_the_limits_reach_the_app_whatever_the_chunks(batch: list[dict[str, Any]], data: st.DataObject):
     encoded = [encode(request) for request in batch]
-    batch = [request for request, (head, _) in zip(batch, encoded) if fits(head)]
+    batch = [request for request, (head, _) in zip(batch, encoded, strict=True) if fits(head)]
     stream = b"".join(head + body for head, body in encoded if fits(head))
     cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=12))
     seen, socket, _ = asyncio.run(run(stream, cuts))
@@ -200,7 +203,7 @@ def test_the_scanner_counts_any_bytes_the_same_in_any_chunks(head: bytes, data: 
         scanner = HeadScanner(max_line=50, max_head=200)
         stops: set[int] = set()
         try:
-            for start, end in zip(edges, edges[1:]):
+            for start, end in pairwise(edges):
                 piece = head[start:end]
                 at = 0
                 while at < len(piece):

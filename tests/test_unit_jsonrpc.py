@@ -13,7 +13,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUES
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import wire_json
-from elicitgate.jsonrpc import Endpoint, LineBuffer, Inbound, MethodNotFound, PeerLost, UrlElicitationRequired
+from elicitgate.jsonrpc import Endpoint, Inbound, LineBuffer, MethodNotFound, PeerLost, UrlElicitationRequired
 
 pytestmark = pytest.mark.anyio
 

@@ -31,10 +31,13 @@ def test_integers_beyond_64_bits_pass_exactly_both_ways() -> None:
     assert message == {"id": BEYOND_64_BITS, "params": {"n": -BEYOND_64_BITS}}
     assert wire_json.dumps(message) == data
     assert wire_json.dumps_line(message) == data + b"\n"
-    assert wire_json.loads(b'{"text":"%d"}' % BEYOND_64_BITS) == {"text": str(BEYOND_64_BITS)}  # just digits in a string
+    # just digits in a string
+    assert wire_json.loads(b'{"text":"%d"}' % BEYOND_64_BITS) == {"text": str(BEYOND_64_BITS)}
 
 
-@pytest.mark.parametrize(("data", "expected"), [(b'{"a":NaN}', "nan"), (b'{"a":-Infinity}', "-inf"), (b'{"a":1e400}', "inf")])
+@pytest.mark.parametrize(
+    ("data", "expected"), [(b'{"a":NaN}', "nan"), (b'{"a":-Infinity}', "-inf"), (b'{"a":1e400}', "inf")]
+)
 def test_numbers_json_does_not_have_are_refused_with_what_was_read(data: bytes, expected: str) -> None:
     """Python's `json` accepts them and orjson refuses them; RFC 8259 has none: `NotFinite`, holding the value
     read so that a reader can still name the request (tests/test_non_finite.py)."""

@@ -44,12 +44,15 @@ MODERN = "2026-07-28"
 
 
 def _initialize(request_id: str = "init") -> dict[str, Any]:
-    params = {"protocolVersion": HANDSHAKE, "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "1"}}
+    params = {
+        "protocolVersion": HANDSHAKE, "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "1"}
+    }
     return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
 
 
 def _call(request_id: str, tool: str, **arguments: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    params = {"name": tool, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
 async def _next(messages: Any) -> Inbound:

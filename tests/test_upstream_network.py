@@ -35,7 +35,8 @@ from cryptography.x509.oid import NameOID
 from mcp import Client
 
 from elicitgate import sdk
-from elicitgate.upstreams.http_wire import UPSTREAM_HTTP_LIMITS as LIMITS, HttpWire
+from elicitgate.upstreams.http_wire import UPSTREAM_HTTP_LIMITS as LIMITS
+from elicitgate.upstreams.http_wire import HttpWire
 from elicitgate.upstreams.network import HIGH_WATER, AsyncioBackend
 from tests.conftest import PY, Process, free_port, write_config
 

@@ -19,7 +19,6 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate.config import ConfigError, HttpServer, build_config
 from elicitgate.errors import UPSTREAM_UNAVAILABLE
-
 from tests.audit_helpers import scrape, value
 from tests.conftest import PY, ROOT, Process, free_port, inprocess_gateway, serve_http, write_config
 

@@ -137,7 +137,9 @@ async def test_operator_allow_list():
     assert await check("https://sso.corp.example/", allow_hosts=["sso.corp.example"]) is None
     assert await check("https://a.b.corp.example/", allow_hosts=["*.corp.example"]) is None
     assert await check("https://10.20.3.4/", allow_networks=["10.20.0.0/16"]) is None
-    assert await check("https://10.21.3.4/", allow_networks=["10.20.0.0/16"]) == "url host must not be a private address"
+    assert await check("https://10.21.3.4/", allow_networks=["10.20.0.0/16"]) == (
+        "url host must not be a private address"
+    )
     # The allow-list exempts from the address checks only.
     assert await check("https://u@sso.corp.example/", allow_hosts=["sso.corp.example"]) == "url has no userinfo"
     assert (await check("http://sso.corp.example/", allow_hosts=["sso.corp.example"])).startswith("url must be https")
@@ -172,7 +174,9 @@ async def test_elicitation_create_with_a_refused_link_never_reaches_the_client(x
                 assert got["error"]["code"] == -32602, url
                 assert got["error"]["data"]["rule"] == rule
                 assert got["error"]["data"]["server"] == "x"
-            long_id = {"mode": "url", "url": "https://bank.example/", "elicitation_id": "e" * 300, "report_errors": True}
+            long_id = {
+                "mode": "url", "url": "https://bank.example/", "elicitation_id": "e" * 300, "report_errors": True
+            }
             got = text(await client.call_tool("x__elicit", long_id))
             assert got["error"]["data"]["rule"] == "elicitationId is at most 256 characters"
             assert human.seen == []

@@ -33,11 +33,12 @@ async def operator() -> None:
         item = pending[0]
         print("pending:", f"[{item['server']}]", item["message"])
         print("page:", item["form_url"].split("/e/")[0] + "/e/…")
+        answer_url = f"/api/elicitations/{item['id']}/answer"
         answer = {"name": "Ada", "email": "ada.example.com", "date": "2026-12-24", "guests": 4}
-        refused = await http.post(f"/api/elicitations/{item['id']}/answer", json={"action": "accept", "content": answer})
+        refused = await http.post(answer_url, json={"action": "accept", "content": answer})
         print("refused:", refused.status_code, [e["property"] for e in refused.json()["errors"]])
         answer["email"] = "ada@example.com"
-        accepted = await http.post(f"/api/elicitations/{item['id']}/answer", json={"action": "accept", "content": answer})
+        accepted = await http.post(answer_url, json={"action": "accept", "content": answer})
         print("answered:", accepted.json()["state"])
 
 

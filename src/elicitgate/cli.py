@@ -121,7 +121,8 @@ def claim_port(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         shown = url_host(host)
-        why = "is already in use (another elicitgate?)" if exc.errno == errno.EADDRINUSE else f"cannot be used: {exc.strerror}"
+        in_use = exc.errno == errno.EADDRINUSE
+        why = "is already in use (another elicitgate?)" if in_use else f"cannot be used: {exc.strerror}"
         say(f"elicitgate: {shown}:{port} {why}; choose another port, e.g. --http {shown}:{port + 1}", "red")
         raise typer.Exit(2) from None
     return sock
@@ -195,12 +196,13 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
     base = http_url(host, port)
     _announce(cfg, f"elicitgate: MCP at {base}/mcp  health at {base}/healthz")
     if cfg.admin_token is not None:
-        _announce(cfg, f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations")
+        _announce(
+            cfg, f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations"
+        )
+    from elicitgate.faces.auth import AuthConfigError, exposure_warning
     from elicitgate.web.access_log import redact_access_log, uvicorn_log_config
     from elicitgate.web.client_address import ClientAddress
     from elicitgate.web.http_protocol import HttpLimits, limited_protocol
-
-    from elicitgate.faces.auth import AuthConfigError, exposure_warning
 
     if (warning := exposure_warning(host, cfg.http.auth)) is not None:
         if cfg.http.require_auth:
@@ -322,7 +324,8 @@ def _doctor_notices(cfg: GatewayConfig) -> list[dict[str, str]]:
 async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
     from elicitgate.gateway import Gateway
 
-    gateway = Gateway(cfg.model_copy(update={"upstream_retry": cfg.upstream_retry.model_copy(update={"max_backoff": 3600})}))
+    retry = cfg.upstream_retry.model_copy(update={"max_backoff": 3600})
+    gateway = Gateway(cfg.model_copy(update={"upstream_retry": retry}))
     rows: list[dict[str, Any]] = []
     async with gateway.running():
         async with anyio.create_task_group() as tg:  # at once: each may wait for its server's answer

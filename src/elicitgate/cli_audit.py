@@ -28,7 +28,9 @@ SinceOption = Annotated[
 TABLE_COLUMNS = ("created_at", "state", "server", "tool", "client", "mode", "attempts", "duration_s", "reason")
 
 
-def _rows(config: Path, state: str | None, server: str | None, since: str | None, limit: int | None) -> list[dict[str, Any]]:
+def _rows(
+    config: Path, state: str | None, server: str | None, since: str | None, limit: int | None
+) -> list[dict[str, Any]]:
     try:
         cfg = load_config(config)
     except ConfigError as exc:
@@ -65,7 +67,9 @@ def list_records(
     state: StateOption = None,
     server: ServerOption = None,
     since: SinceOption = None,
-    format: Annotated[Literal["table", "jsonl"], typer.Option("--format", help="table, or one JSON object per line")] = "table",
+    format: Annotated[
+        Literal["table", "jsonl"], typer.Option("--format", help="table, or one JSON object per line")
+    ] = "table",
     limit: Annotated[int, typer.Option("--limit", min=1, help="the newest N records (oldest first)")] = 100,
 ) -> None:
     """The latest audit records: one per elicitation that ended, one per refusal."""

@@ -18,15 +18,15 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors, heap
 from elicitgate.audit.trail import AuditTrail
+from elicitgate.bridging import subscriptions
+from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay_input_request
+from elicitgate.bridging.rounds import Rounds
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.notice_rules import every_target, unattended_for
 from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.url_policy import UrlPolicy, local_upstreams
-from elicitgate.bridging import subscriptions
-from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay_input_request
-from elicitgate.bridging.rounds import Rounds
 from elicitgate.fixable import warn_once
 from elicitgate.json_shapes import is_mapping
 from elicitgate.jsonrpc import PeerLost
@@ -462,7 +462,9 @@ class Gateway:
         elif method == "notifications/elicitation/complete":
             elicitation_id = (params or {}).get("elicitationId")
             # The client that accepted it: a handshake-era peer, or a 2026-07-28 client's parked call.
-            target = self.broker.url_route(server, elicitation_id, pop=True) if isinstance(elicitation_id, str) else None
+            target = (
+                self.broker.url_route(server, elicitation_id, pop=True) if isinstance(elicitation_id, str) else None
+            )
             if target is not None:
                 await target.url_completed(params or {})
         elif method == "notifications/tasks/status":

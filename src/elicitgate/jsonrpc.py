@@ -21,7 +21,6 @@ from typing import Any, Protocol, TypeGuard
 
 import anyio
 import anyio.abc
-from pydantic import ValidationError
 from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
@@ -33,6 +32,7 @@ from mcp_types import (
     URL_ELICITATION_REQUIRED,
     RequestId,
 )
+from pydantic import ValidationError
 
 from mcp.shared.exceptions import MCPError
 
@@ -409,7 +409,9 @@ class Endpoint:
                 logger.warning("%s sent %s with an id that is neither a string nor a number: dropped",
                                self._peer, method)
                 if self._serving:
-                    self._spawn(self._answer_error, None, INVALID_REQUEST, "the request id must be a string or a number")
+                    self._spawn(
+                        self._answer_error, None, INVALID_REQUEST, "the request id must be a string or a number"
+                    )
             return None
         if not is_request_id(request_id):
             logger.warning("%s sent a message that is neither a request, a notification nor a "

@@ -130,7 +130,7 @@ class Outcome:
             lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)])
         widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
-        return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in [head, *rows])
+        return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in [head, *rows])
 
     def report(self) -> str:
         lines = [self.table(), ""]
@@ -157,7 +157,8 @@ def _env() -> dict[str, str]:
 def _start_server(target: Target, folder: Path) -> Process:
     port = free_port()
     if target.server == "ts":
-        return Process(["node", str(TS_SERVER), "--fixtures", str(write_ts_fixtures(folder)), "--http", str(port)], port)
+        fixtures = str(write_ts_fixtures(folder))
+        return Process(["node", str(TS_SERVER), "--fixtures", fixtures, "--http", str(port)], port)
     return Process([PY, "-m", SERVER_MODULE, "--http", f"127.0.0.1:{port}"], port, env=_env())
 
 

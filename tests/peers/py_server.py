@@ -107,7 +107,8 @@ async def ask(ctx: ServerRequestContext, params: types.CallToolRequestParams, ke
 async def list_tools(ctx: ServerRequestContext, params: Any) -> types.ListToolsResult:
     STATE["lists"] += 1
     names = [
-        "echo", "whoami", "elicit", "sample", "elicit_then_give_up", "elicit_twice", "url_required", "fail", "progress", "sleep", "die",
+        "echo", "whoami", "elicit", "sample", "elicit_then_give_up", "elicit_twice", "url_required", "fail", "progress",
+        "sleep", "die",
         "die_during_elicit", "last_cancelled", "echo_meta", "add_tool", "stats", "list_changed_flood", "touch",
         "subscribed",
         *EXTRA_TOOLS,

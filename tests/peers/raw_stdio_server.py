@@ -34,8 +34,8 @@ def main() -> None:
         if request_id is None or method is None:
             continue
         if method == "initialize":
-            result: dict[str, Any] = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
-                                      "serverInfo": {"name": "raw", "version": "1"}}
+            result: dict[str, Any] = {"protocolVersion": message["params"]["protocolVersion"],
+                                      "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "1"}}
         elif method == "tools/list":
             result = {"tools": [{"name": "ask", "inputSchema": {"type": "object"}}]}
         elif method == "tools/call":

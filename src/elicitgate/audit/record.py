@@ -83,6 +83,8 @@ def parse_filters(state: str | None, server: str | None, since: str | None) -> d
         try:
             when = datetime.fromisoformat(since)
         except ValueError:
-            raise ValueError(f"since must be an ISO 8601 date or time, e.g. 2026-11-23T15:00:00Z (got {since!r})") from None
+            raise ValueError(
+                f"since must be an ISO 8601 date or time, e.g. 2026-11-23T15:00:00Z (got {since!r})"
+            ) from None
         when = when.replace(tzinfo=UTC) if when.tzinfo is None else when
     return {"state": state, "server": server or None, "since": when}

@@ -174,7 +174,9 @@ class ParkedCall:
             try:
                 self.outcome = await work()
             except anyio.get_cancelled_exc_class():
-                self.outcome = self._failure or errors.gateway_error(errors.ELICITATION_FAILED, "the call was cancelled")
+                self.outcome = self._failure or errors.gateway_error(
+                    errors.ELICITATION_FAILED, "the call was cancelled"
+                )
                 raise
             except Exception as exc:  # the client's next request gets it
                 self.outcome = self._failure or exc

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_types import ClientCapabilities, INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, ClientCapabilities
 
 from elicitgate import errors
 from elicitgate.cluster.bus import Replicas

@@ -125,7 +125,9 @@ async def list_resources(ctx: ServerRequestContext, params: Any) -> types.ListRe
 async def read_resource(ctx: ServerRequestContext, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
     if str(params.uri) != UI_URI:
         raise ValueError(f"unknown resource {params.uri}")
-    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=UI_URI, mime_type=UI_MIME, text=PICKER_HTML)])
+    return types.ReadResourceResult(
+        contents=[types.TextResourceContents(uri=UI_URI, mime_type=UI_MIME, text=PICKER_HTML)]
+    )
 
 
 def _request(purpose: str) -> dict[str, Any]:

@@ -104,7 +104,9 @@ async def call_tool(
     elif params.name == "confirm":
         request = types.ElicitRequestFormParams(
             message=str(args.get("question", "Are you sure?")),
-            requested_schema={"type": "object", "properties": {"ok": {"type": "boolean", "title": "Yes?"}}, "required": ["ok"]},
+            requested_schema={
+                "type": "object", "properties": {"ok": {"type": "boolean", "title": "Yes?"}}, "required": ["ok"]
+            },
         )
     elif params.name == "connect_account":
         request = types.ElicitRequestURLParams(

@@ -20,8 +20,6 @@ from elicitgate.hostport import parse_hostport
 from elicitgate.sdk import raw_send
 
 
-
-
 def sse_app(server: Server) -> Starlette:
     """The 2024-11-05 HTTP+SSE transport: `GET /sse` opens the stream, `POST /messages/` carries requests."""
     transport = SseServerTransport("/messages/")

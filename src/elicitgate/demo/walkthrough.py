@@ -78,18 +78,24 @@ async def walkthrough(config_path: str, console: Console) -> None:
     # The gateway's own log (audit events included) goes to a file, not between the questions.
     with tempfile.TemporaryFile("w+", encoding="utf-8") as gateway_log:
         try:
-            async with Client(stdio_client(params, errlog=gateway_log), mode="legacy", elicitation_callback=answer) as client:
+            async with Client(
+                stdio_client(params, errlog=gateway_log), mode="legacy", elicitation_callback=answer
+            ) as client:
                 tools = [tool.name for tool in (await client.list_tools()).tools]
                 console.print(f"tools through the gateway: {', '.join(tools)}")
                 try:
                     result = await client.call_tool("demo__book_table", {"restaurant": "Chez Demo"})
                 except MCPError as exc:
-                    after = f" after {attempts} invalid answers (elicitation.max_answer_attempts)" if attempts > 1 else ""
+                    after = (
+                        f" after {attempts} invalid answers (elicitation.max_answer_attempts)" if attempts > 1 else ""
+                    )
                     console.print(f"\n[bold red]the server gave up{after}:[/bold red] {escape(exc.message)}")
                     raise WalkthroughFailed from None
                 first = result.content[0] if result.content else None
                 text = first.text if isinstance(first, types.TextContent) else ""
-                label = "[bold red]tool error:[/bold red]" if result.is_error else "[bold green]tool result:[/bold green]"
+                label = (
+                    "[bold red]tool error:[/bold red]" if result.is_error else "[bold green]tool result:[/bold green]"
+                )
                 console.print(f"\n{label} {escape(text)}")
                 if result.is_error:
                     raise WalkthroughFailed

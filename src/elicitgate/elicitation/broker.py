@@ -11,12 +11,12 @@ and nothing of it stays in any map. A request refused before it reaches a human 
 from __future__ import annotations
 
 import asyncio
-import time
 import logging
-from datetime import UTC, datetime
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -26,27 +26,33 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
-from elicitgate.config import ElicitationConfig, Unattended
 from elicitgate.audit.trail import AuditTrail
+from elicitgate.config import ElicitationConfig, Unattended
 from elicitgate.elicitation.beside import FirstAnswer, PageOnly
+from elicitgate.elicitation.carriers import Carriers
+from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
 from elicitgate.elicitation.headless import is_headless
 from elicitgate.elicitation.hosting import Hosting
-from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limited
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
-from elicitgate.elicitation.carriers import Carriers
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
+from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, HumanGone, Responder, to_client
-from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
 from elicitgate.elicitation.schema import answer_problems
-from elicitgate.elicitation.url_routes import UrlRoutes
 from elicitgate.elicitation.sensitive import sensitive_fields, sensitive_words
+from elicitgate.elicitation.url_policy import UrlPolicy
+from elicitgate.elicitation.url_routes import UrlRoutes
+from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.logs import log_event, request_context
 from elicitgate.metrics import (
-    ABANDONED, ELICITATION_DURATION, ELICITATIONS, ELICITATIONS_PENDING, REASKS, REFUSALS, labelled,
+    ABANDONED,
+    ELICITATION_DURATION,
+    ELICITATIONS,
+    ELICITATIONS_PENDING,
+    REASKS,
+    REFUSALS,
+    labelled,
 )
-from elicitgate.elicitation.url_policy import UrlPolicy
-from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.seams import DownstreamPeer, Origin, UrlCompletionTarget
 from elicitgate.upstreams.clock import PausableDeadline
 

@@ -27,10 +27,10 @@ import anyio
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.hosted_registry import HostedEntry, HostedRegistry
 from elicitgate.elicitation.model import Elicitation
-from elicitgate.hostport import http_url
-from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.elicitation.responders import HumanGone, Responder, to_client
 from elicitgate.elicitation.sensitive import sensitive_words
+from elicitgate.hostport import http_url
+from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.link import UpstreamLink
 
@@ -54,7 +54,9 @@ class Hosting:
         self.links = links
         """The gateway's links, to read an upstream's `ui://` resource."""
         self.registry = HostedRegistry()
-        self.secret_words = sensitive_words(config.elicitation.sensitive_words, config.elicitation.extra_sensitive_words)
+        self.secret_words = sensitive_words(
+            config.elicitation.sensitive_words, config.elicitation.extra_sensitive_words
+        )
         """Which fields the page and the inbox mask (`elicitation.sensitive_words`)."""
         self._base_url = config.http.public_url
         token = config.admin_token

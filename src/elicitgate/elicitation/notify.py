@@ -24,8 +24,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio

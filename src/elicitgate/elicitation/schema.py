@@ -26,7 +26,9 @@ BOOLEAN_KEYS = ANNOTATIONS | {"type"}
 SINGLE_ENUM_KEYS = ANNOTATIONS | {"type", "enum", "enumNames"}
 TITLED_SINGLE_KEYS = ANNOTATIONS | {"type", "oneOf"}
 MULTI_KEYS = ANNOTATIONS | {"type", "items", "minItems", "maxItems", "uniqueItems"}
-TOP_LEVEL_KEYS = frozenset({"type", "properties", "required", "$schema", "title", "description", "additionalProperties"})
+TOP_LEVEL_KEYS = frozenset(
+    {"type", "properties", "required", "$schema", "title", "description", "additionalProperties"}
+)
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,9 @@ class StaticTokens:
         principal = self._by_digest.get(_digest(token))
         if principal is None:
             return None
-        return AccessToken(token=token, client_id=principal, subject=principal, scopes=[], claims={"iss": STATIC_ISSUER})
+        return AccessToken(
+            token=token, client_id=principal, subject=principal, scopes=[], claims={"iss": STATIC_ISSUER}
+        )
 
 
 class JwtAccessTokens:

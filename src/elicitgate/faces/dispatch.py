@@ -331,4 +331,5 @@ class _Replay:
 
 def _is_request(message: dict[str, Any]) -> bool:
     request_id = message.get("id")
-    return isinstance(message.get("method"), str) and isinstance(request_id, str | int) and not isinstance(request_id, bool)
+    has_id = isinstance(request_id, str | int) and not isinstance(request_id, bool)
+    return isinstance(message.get("method"), str) and has_id

@@ -29,7 +29,13 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.faces.event_streams import EVENT_ID
 from elicitgate.faces.http_answers import (
-    PING, SSE_PING_INTERVAL, encode, error_message, reply, send_event, sse_response,
+    PING,
+    SSE_PING_INTERVAL,
+    encode,
+    error_message,
+    reply,
+    send_event,
+    sse_response,
 )
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
 

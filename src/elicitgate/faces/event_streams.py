@@ -2,8 +2,9 @@
 Redelivery").
 
 Every SSE event the face sends on a handshake-era session has an id, `<stream>/<seq>`: the stream's name (a
-number, after the replica's id with `redis_url`) and the event's place in it. What a stream carries is kept until its client has had the stream's
-end (bounded per session and in total), so that a client whose connection broke comes back with
+number, after the replica's id with `redis_url`) and the event's place in it. What a stream carries is kept
+until its client has had the stream's end (bounded per session and in total), so that a client whose
+connection broke comes back with
 `GET` + `Last-Event-ID`, gets what followed that event on that stream (never another stream's), and then the
 rest as it comes, its call's answer last. A broken stream is not a cancelled request: the call goes on, and
 its questions wait for their client for `elicitation.abandoned_grace` (`elicitation.carriers`).
@@ -25,7 +26,14 @@ import anyio
 from starlette.types import Receive, Send
 
 from elicitgate.faces.http_answers import (
-    LATE, PING, SSE_PING_INTERVAL, Late, encode, expire, send_event, sse_response,
+    LATE,
+    PING,
+    SSE_PING_INTERVAL,
+    Late,
+    encode,
+    expire,
+    send_event,
+    sse_response,
 )
 from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
 

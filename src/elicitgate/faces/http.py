@@ -8,7 +8,6 @@ import socket
 from collections.abc import AsyncGenerator
 
 import uvicorn
-
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response

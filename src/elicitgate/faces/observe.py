@@ -28,7 +28,8 @@ class RequestObserver:
         start = time.perf_counter()
         peer = known_peer(ctx)
         try:
-            with request_context(request_id=ctx.request_id, method=ctx.method, client=peer.id if peer is not None else None):
+            client = peer.id if peer is not None else None
+            with request_context(request_id=ctx.request_id, method=ctx.method, client=client):
                 return await call_next(ctx)
         finally:
             self._timers.get(ctx.method, self._other).observe(time.perf_counter() - start)

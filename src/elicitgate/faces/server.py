@@ -21,13 +21,13 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import __version__
+from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
+from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler
 from elicitgate.faces.observe import RequestObserver
-from elicitgate.elicitation.headless import HEADER_MARKED
-from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
 from elicitgate.faces.peer import DownstreamCall, peer_for
-from elicitgate.gateway import Gateway
 from elicitgate.faces.task_relay import TaskRelay
+from elicitgate.gateway import Gateway
 from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
 from elicitgate.seams import DownstreamPeer
@@ -80,7 +80,8 @@ class GatewayServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         options = super().create_initialization_options(
-            notification_options or NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
+            notification_options
+            or NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
             experimental_capabilities,
             extensions,
         )
@@ -99,7 +100,9 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         f"{gateway.config.namespacing.separator}<name>.",
         # 2026-07-28 results carry freshness hints; the merged catalog can change whenever an upstream's
         # does, so nothing is fresh for long. An upstream's own hints on what it returns win.
-        cache_hints={cast("CacheableMethod", method): CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS},
+        cache_hints={
+            cast("CacheableMethod", method): CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS
+        },
         get_tool_input_schema=gateway.catalog.tool_input_schema,
     )
     server.middleware.clear()  # no per-message tracing span on the pass-through path

@@ -45,11 +45,18 @@ from mcp.shared.transport_context import TransportContext
 
 from elicitgate import sdk, wire_json
 from elicitgate.faces.http_answers import (
-    JSON_WINDOW, LATE, Channel, Late, disconnected, error_message, reply, stream,
+    JSON_WINDOW,
+    LATE,
+    Channel,
+    Late,
+    disconnected,
+    error_message,
+    reply,
+    stream,
 )
 from elicitgate.faces.server import GatewayServer
-from elicitgate.jsonrpc import NonFiniteParams, is_request_id, progress_params, with_non_finite
 from elicitgate.json_shapes import is_mapping, is_object
+from elicitgate.jsonrpc import NonFiniteParams, is_request_id, progress_params, with_non_finite
 
 logger = logging.getLogger(__name__)
 

@@ -35,8 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
 from mcp.server.streamable_http import check_accept_headers
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
@@ -48,8 +47,8 @@ from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEven
 from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, read_body, reply
 from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
-from elicitgate.jsonrpc import Inbound, NonFiniteParams, NotAMessage, is_request_id, parse_message
 from elicitgate.json_shapes import is_object
+from elicitgate.jsonrpc import Inbound, NonFiniteParams, NotAMessage, is_request_id, parse_message
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
 
 if TYPE_CHECKING:
@@ -291,7 +290,9 @@ class StreamableHttpEndpoint:
         headers = Headers(scope=scope)
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if self._tasks is None:
-            await reply(send, 503, error_message(None, INTERNAL_ERROR, "The gateway is not serving (starting or stopping)"))
+            await reply(
+                send, 503, error_message(None, INTERNAL_ERROR, "The gateway is not serving (starting or stopping)")
+            )
             return
         method = scope["method"]
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -320,8 +321,8 @@ class StreamableHttpEndpoint:
         """A POST's body, once its headers say it can be served; else None, with the refusal sent."""
         has_json, has_sse = check_accept_headers(Request(scope))
         if not (has_json and has_sse):
-            await reply(send, 406, error_message(None, INVALID_REQUEST, "Not Acceptable: Client must accept both "
-                                                 "application/json and text/event-stream", accept=headers.get("accept")))
+            refusal = "Not Acceptable: Client must accept both application/json and text/event-stream"
+            await reply(send, 406, error_message(None, INVALID_REQUEST, refusal, accept=headers.get("accept")))
             return None
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":

@@ -103,7 +103,9 @@ class GatewayAsks:
 
     # -- asking -----------------------------------------------------------------------------------
 
-    async def run(self, ask: Ask, link: UpstreamLink, call: Origin, params: dict[str, Any]) -> dict[str, Any] | Answered:
+    async def run(
+        self, ask: Ask, link: UpstreamLink, call: Origin, params: dict[str, Any]
+    ) -> dict[str, Any] | Answered:
         """The params to forward (with the answers merged in), or `Answered` when the person said no."""
         given = params.get("arguments")
         arguments: dict[str, Any] = dict(given) if is_mapping(given) else {}

@@ -25,7 +25,9 @@ async def adopt(popen: subprocess.Popen[bytes]) -> AdoptedProcess:
     assert popen.stdin is not None and popen.stdout is not None, "started with pipes"
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=PIPE_LIMIT, loop=loop)
-    read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), popen.stdout)
+    read_transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), popen.stdout
+    )
     write_transport, flow = await loop.connect_write_pipe(lambda: asyncio.streams.FlowControlMixin(loop), popen.stdin)
     writer = asyncio.StreamWriter(write_transport, flow, None, loop)
     return AdoptedProcess(popen, _PipeWriter(writer), _PipeReader(reader, read_transport))

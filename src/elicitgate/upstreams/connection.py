@@ -39,10 +39,10 @@ from mcp.shared.inbound import (
 from elicitgate import __version__
 from elicitgate.config import HttpServer, StdioServer
 from elicitgate.json_shapes import is_array, is_mapping, is_object
+from elicitgate.jsonrpc import Endpoint, Inbound, MethodNotFound, ProgressCallback
 from elicitgate.logs import forget_request
 from elicitgate.seams import DownstreamPeer, Era, Origin
 from elicitgate.upstreams.clock import PausableDeadline
-from elicitgate.jsonrpc import Endpoint, Inbound, MethodNotFound, ProgressCallback
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 
 logger = logging.getLogger(__name__)
@@ -274,7 +274,9 @@ class UpstreamConnection:
                     conn = holder.conn = cls(server=server, config=config, endpoint=endpoint, owner=owner)
                     conn._advertised = advertised_capabilities
 
-                    async def on_request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+                    async def on_request(
+                        inbound: Inbound, method: str, params: dict[str, Any] | None
+                    ) -> dict[str, Any]:
                         if method == "ping":
                             return {}
                         conn.note_asked(inbound, method)

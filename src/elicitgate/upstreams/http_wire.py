@@ -267,7 +267,9 @@ class HttpWire:
             message["id"] = request_id
         self._deliver(Inbound(message))
 
-    async def _read_post_stream(self, request_id: RequestId, response: httpx2.Response, headers: dict[str, str]) -> None:
+    async def _read_post_stream(
+        self, request_id: RequestId, response: httpx2.Response, headers: dict[str, str]
+    ) -> None:
         """A POST's event stream: server messages (tagged with `request_id`), then the answer. One that
         ends first is resumed with `Last-Event-ID` if its events had ids, else the answer is lost."""
         events = SseParser(self._max_event_bytes)
@@ -601,7 +603,8 @@ async def _read_to_end(response: httpx2.Response) -> None:
 def _body(response: httpx2.Response) -> AsyncIterator[bytes]:
     """The response body's chunks: straight from the connection unless it is content-encoded."""
     stream = response.stream
-    if isinstance(stream, httpx2.AsyncByteStream) and response.headers.get("content-encoding", "identity") == "identity":
+    identity = response.headers.get("content-encoding", "identity") == "identity"
+    if isinstance(stream, httpx2.AsyncByteStream) and identity:
         return aiter(stream)
     return response.aiter_bytes()
 
@@ -626,7 +629,10 @@ def _redirect_target(request: httpx2.Request, response: httpx2.Response) -> http
     if target.userinfo and target.userinfo != sent.userinfo:
         return None
     same = (sent.scheme, sent.host, sent.port) == (target.scheme, target.host, target.port)
-    upgrade = sent.host == target.host and sent.scheme == "http" and target.scheme == "https" and not sent.port and not target.port
+    upgrade = (
+        sent.host == target.host and sent.scheme == "http" and target.scheme == "https"
+        and not sent.port and not target.port
+    )
     return target if same or upgrade else None
 
 

@@ -32,7 +32,7 @@ import anyio.abc
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
-from elicitgate.config import StdioServer, HttpServer, UpstreamRetryConfig
+from elicitgate.config import HttpServer, StdioServer, UpstreamRetryConfig
 from elicitgate.fixable import warn_once
 from elicitgate.jsonrpc import SESSION_LOST, PeerLost
 from elicitgate.metrics import UPSTREAM_UP
@@ -239,7 +239,9 @@ class UpstreamLink:
         self.failures += 1
         UPSTREAM_UP.labels(server=self.name).set(0)
 
-    async def open_connection(self, *, owner: DownstreamPeer | None, capabilities: dict[str, Any]) -> UpstreamConnection:
+    async def open_connection(
+        self, *, owner: DownstreamPeer | None, capabilities: dict[str, Any]
+    ) -> UpstreamConnection:
         assert self._task_group is not None, "the link is not running"
         return await UpstreamConnection.open(
             self.name,
@@ -496,7 +498,9 @@ class UpstreamLink:
                 self._forget_closed()
                 for conn in list(self.sessions):
                     if now - conn.last_active > timeout and _idle(conn):
-                        logger.info("upstream %r: closing a connection idle for %.0fs", self.name, now - conn.last_active)
+                        logger.info(
+                            "upstream %r: closing a connection idle for %.0fs", self.name, now - conn.last_active
+                        )
                         await self._close(conn)
 
     def _detach(self, conn: UpstreamConnection) -> None:

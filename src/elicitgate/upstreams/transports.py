@@ -19,7 +19,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from mcp.os.win32.utilities import ServerProcess
 from mcp_types import (
     ErrorData,
     JSONRPCError,
@@ -30,6 +29,7 @@ from mcp_types import (
 )
 
 from mcp.client.stdio import get_default_environment
+from mcp.os.win32.utilities import ServerProcess
 from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, SessionMessage
 
 from elicitgate import sdk, wire_json
@@ -38,7 +38,6 @@ from elicitgate.jsonrpc import Inbound, LineBuffer, MessageWire, with_non_finite
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import adopt
 from elicitgate.upstreams.prespawn import STDERR_TAIL_LINES, StderrPump
-
 
 STANDALONE_WAIT = 5.0
 """Seconds a new session waits for its standalone GET stream to be answered before it carries calls."""
@@ -95,7 +94,10 @@ def _dict_of(message: JSONRPCMessage) -> dict[str, Any]:
     if isinstance(message, JSONRPCResponse):
         return {"jsonrpc": "2.0", "id": message.id, "result": message.result}
     error = message.error
-    return {"jsonrpc": "2.0", "id": message.id, "error": {"code": error.code, "message": error.message, "data": error.data}}
+    return {
+        "jsonrpc": "2.0", "id": message.id,
+        "error": {"code": error.code, "message": error.message, "data": error.data},
+    }
 
 
 @dataclasses.dataclass

@@ -18,14 +18,16 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
-from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+
+from mcp.shared.exceptions import MCPError
 
 from elicitgate import wire_json
 from elicitgate.audit.record import FIELDS, STATES, as_json, parse_filters
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.elicitation.broker import Broker
+from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
 from elicitgate.json_shapes import is_mapping, is_object
@@ -34,7 +36,6 @@ from elicitgate.web.admin_auth import ADMIN_COOKIE, VOUCHED, AdminAuth
 from elicitgate.web.forms import e
 from elicitgate.web.pages import check_answer, deliver, iso, page
 from elicitgate.web.responses import nosniff, problem, secure
-from elicitgate.elicitation.hosted_registry import HostedEntry
 
 HEARTBEAT = 15.0
 AUDIT_PAGE = 100
@@ -175,7 +176,9 @@ class AdminRoutes:
             return problem(422, "action must be accept, decline or cancel")
         entry = self.registry.by_id.get(el.id)
         if entry is None:
-            return problem(409, "this elicitation is presented by its client, not hosted", id=el.id, state=str(el.state))
+            return problem(
+                409, "this elicitation is presented by its client, not hosted", id=el.id, state=str(el.state)
+            )
         raw: dict[str, Any] = {"action": action}
         if action == "accept" and el.mode == "form":
             given = body.get("content")
@@ -188,7 +191,9 @@ class AdminRoutes:
         if not await deliver(entry, raw):
             return problem(409, "an answer is already being sent", id=el.id, state=str(el.state))
         if not entry.ended:
-            return secure(JSONResponse({"error": "the answer was not accepted", "errors": entry.errors}, status_code=422))
+            return secure(JSONResponse(
+                {"error": "the answer was not accepted", "errors": entry.errors}, status_code=422
+            ))
         return secure(JSONResponse({"id": el.id, "state": str(el.state)}))
 
     async def cancel(self, request: Request) -> Response:
@@ -404,7 +409,8 @@ def openapi_document() -> dict[str, Any]:
         words = {401: "missing or wrong token", 404: "unknown id, or the admin API is off", 503:
                  "the audit store is not open yet (Retry-After)", 409:
                  "the elicitation already ended (its final state is in `state`) or is not hosted",
-                 422: "the answer fails the form (`errors`, one per field), the body is malformed, or (audit) a filter is"}
+                 422: "the answer fails the form (`errors`, one per field), the body is malformed, or (audit) "
+                      "a filter is"}
         for code in (401, *codes):
             out[str(code)] = {"description": words[code], "content": {"application/json": {
                 "schema": {"$ref": "#/components/schemas/Error"}}}}

@@ -17,16 +17,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from elicitgate.elicitation.hosting import Hosting
 from elicitgate.gateway import Gateway
 from elicitgate.hostport import http_url, parse_hostport
 from elicitgate.web.access_log import uvicorn_log_config
-from elicitgate.web.admin_auth import AdminAuth
 from elicitgate.web.admin import AdminRoutes
-from elicitgate.web.client_address import ClientAddress
+from elicitgate.web.admin_auth import AdminAuth
 from elicitgate.web.body_limit import BodyLimit
+from elicitgate.web.client_address import ClientAddress
 from elicitgate.web.guard import HostGuard, security_settings
 from elicitgate.web.http_protocol import HttpLimits, limited_protocol
-from elicitgate.elicitation.hosting import Hosting
 from elicitgate.web.pages import PageRoutes
 from elicitgate.web.responses import nosniff
 

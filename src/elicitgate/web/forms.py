@@ -270,7 +270,9 @@ def _render_field(f: Field, value: Any, errors: list[str]) -> str:
             selected = " selected" if value == v else ""
             opts.append(f'<option value="{e(v)}"{selected}>{e(text)}</option>')
         control = f'<select{_attrs({**common, "required": f.required or None})}>{"".join(opts)}</select>'
-        return f'<div class="eg-field" data-kind="select" data-name="{e(f.name)}">{label}{hint}{control}{error_html}</div>'
+        return (
+            f'<div class="eg-field" data-kind="select" data-name="{e(f.name)}">{label}{hint}{control}{error_html}</div>'
+        )
     if f.kind == "multi":
         chosen = set(value or [])
         boxes: list[str] = []

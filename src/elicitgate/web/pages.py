@@ -24,13 +24,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from elicitgate import wire_json
+from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords
 from elicitgate.elicitation.url_policy import browser_host
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.web import claims, forms
 from elicitgate.web.forms import e
-from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.web.responses import UI_CSP, secure
 
 SETTLE_WAIT = 30.0
@@ -156,7 +156,8 @@ def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeo
         url = str(entry.el.params.get("url", ""))
         host = browser_host(url) or url  # the host the browser goes to, not what a URI parser reads
         body = (
-            f'{head}<section class="eg-url"><p>It asks you to open a page on <strong class="eg-host">{e(host)}</strong>:'
+            f'{head}<section class="eg-url"><p>It asks you to open a page on '
+            f'<strong class="eg-host">{e(host)}</strong>:'
             f'</p><p><a href="{e(url)}" rel="noopener noreferrer" target="_blank" id="eg-target">{e(url)}</a></p>'
             "<p>When you are done there, say so here.</p></section>"
             f'<form method="post" action="{e(action)}" class="eg-form">{csrf_field(entry)}'
@@ -392,7 +393,8 @@ class PageRoutes:
             return secure(JSONResponse({"ended": entry.ended, "state": str(entry.el.state)}))
         if body.get("step") == "submit":
             if entry.review is None:
-                return secure(JSONResponse({"ok": False, "errors": [{"property": None, "message": "nothing to submit"}]}))
+                nothing = {"property": None, "message": "nothing to submit"}
+                return secure(JSONResponse({"ok": False, "errors": [nothing]}))
             await deliver(entry, {"action": "accept", "content": entry.review})
             if entry.ended:
                 return secure(JSONResponse({"ended": True, "state": str(entry.el.state)}))
@@ -410,7 +412,10 @@ class PageRoutes:
             return secure(JSONResponse({"ok": False, "errors": problems}))
         fields = {f.name: f for f in forms.fields_of(entry.schema, self.hosting.secret_words)}
         shown = [
-            {"label": fields[k].label if k in fields else k, "value": forms.display(fields[k], v) if k in fields else str(v)}
+            {
+                "label": fields[k].label if k in fields else k,
+                "value": forms.display(fields[k], v) if k in fields else str(v),
+            }
             for k, v in review.items()
         ]
         return secure(JSONResponse({"ok": True, "review": shown}))

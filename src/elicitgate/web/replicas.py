@@ -36,12 +36,12 @@ from elicitgate import errors
 from elicitgate.cluster.board import PendingBoard
 from elicitgate.cluster.bus import Replicas
 from elicitgate.cluster.page_links import PageLinks
+from elicitgate.elicitation.hosted_registry import token_digest
 from elicitgate.web.admin_auth import VOUCHED
 from elicitgate.web.claims import CLAIM_COOKIE, CLAIM_DIGEST, CLAIM_OFFER, CLAIM_SLOT, cookie_digest
 from elicitgate.web.forms import e
 from elicitgate.web.pages import CSRF_COOKIE, ended_page, page
 from elicitgate.web.responses import secure
-from elicitgate.elicitation.hosted_registry import token_digest
 
 logger = logging.getLogger(__name__)
 

@@ -153,7 +153,9 @@ class TerminalInbox:
                 return
             errors = self.last_errors
 
-    def ask_fields(self, fields: list[forms.Field], values: dict[str, Any], errors: list[dict[str, Any]]) -> dict[str, Any]:
+    def ask_fields(
+        self, fields: list[forms.Field], values: dict[str, Any], errors: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         by_field: dict[str, list[str]] = {}
         for problem in errors:
             by_field.setdefault(str(problem.get("property")), []).append(str(problem.get("message")))
@@ -167,7 +169,8 @@ class TerminalInbox:
                 out[f.name] = "on" if Confirm.ask(label, default=current == "on", console=self.console) else ""
             elif f.kind in ("select", "multi"):
                 for i, (value, text) in enumerate(f.options, 1):
-                    self.console.print(line(f"    {i}. ", plain(text), *(("(", plain(value), ")") if text != value else ())))
+                    code = ("(", plain(value), ")") if text != value else ()
+                    self.console.print(line(f"    {i}. ", plain(text), *code))
                 hint = " (numbers, comma-separated)" if f.kind == "multi" else " (number)"
                 shown: list[Any] = current if is_array(current) else ([current] if current else [])
                 default = ",".join(str([v for v, _ in f.options].index(v) + 1) for v in shown if v in dict(f.options))
@@ -175,7 +178,9 @@ class TerminalInbox:
                 picked = [self._option(f, part.strip()) for part in typed.split(",") if part.strip()]
                 out[f.name] = picked if f.kind == "multi" else (picked[0] if picked else "")
             else:
-                kind = {"email": "email", "url": "URL", "date": "YYYY-MM-DD", "datetime": "YYYY-MM-DDTHH:MM UTC"}.get(f.kind)
+                kind = {
+                    "email": "email", "url": "URL", "date": "YYYY-MM-DD", "datetime": "YYYY-MM-DDTHH:MM UTC"
+                }.get(f.kind)
                 text = line(label, f" ({kind})") if kind else label
                 default = "" if f.sensitive or current is None else str(current)
                 out[f.name] = Prompt.ask(text, default=default, password=f.sensitive, console=self.console,
