@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
 import os
 import re
 import subprocess
 import time
+from collections import Counter
 from typing import Any
 
 import anyio
