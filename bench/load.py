@@ -42,6 +42,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 import httpx2
@@ -214,8 +215,9 @@ def run_scenario(scenario: str, calls: int, procs: int, vanish: bool, drain: flo
     mode = "2026-07-28" if scenario.startswith("modern") else "legacy"
     per_session = scenario.endswith("per-session")
     name = scenario + ("-vanish" if vanish else "")
+    saved_state = os.environ.get("XDG_STATE_HOME")
     with tempfile.TemporaryDirectory(dir=work) as state:
-        os.environ["XDG_STATE_HOME"] = state
+        os.environ["XDG_STATE_HOME"] = state  # a fresh audit store and requestState key per scenario
         upstream = None
         if per_session:
             upstream_port = free_port()
@@ -230,6 +232,10 @@ def run_scenario(scenario: str, calls: int, procs: int, vanish: bool, drain: flo
         finally:
             if upstream is not None:
                 upstream.stop()
+            if saved_state is None:
+                os.environ.pop("XDG_STATE_HOME", None)
+            else:
+                os.environ["XDG_STATE_HOME"] = saved_state
     outcomes = ran["outcomes"]
     kinds = Counter(o["kind"] for o in outcomes if not o["ok"])
     succeeded = sum(1 for o in outcomes if o["ok"])
@@ -270,6 +276,26 @@ def limits_line(vanish: bool) -> str:
     return text + (f"; vanish variant: elicitation.abandoned_grace={GRACE:g}" if vanish else "")
 
 
+def measure(
+    calls: int, procs: int, log: IO[str], work: Path, *, scenarios: Sequence[str] = SCENARIOS, vanish: bool = False,
+    drain: float = 120.0, progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Every scenario (and its vanish variant if asked), one after another; `progress` gets each row."""
+    rows = []
+    for scenario in scenarios:
+        for vanished in (False, True) if vanish else (False,):
+            row = run_scenario(scenario, calls, procs, vanished, drain + (GRACE if vanished else 0), work, log)
+            rows.append(row)
+            if progress is not None:
+                progress(row)
+    return {"calls": calls, "procs": procs, "limits": limits_line(vanish), "rows": rows}
+
+
+def describe_all(results: dict[str, Any]) -> str:
+    head = f"{results['calls']} concurrent calls per scenario over {results['procs']} client processes; {results['limits']}"
+    return "\n".join([head, *(describe(row) for row in results["rows"])])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="bench.load", description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
@@ -293,16 +319,11 @@ def main() -> None:
     print(f"load: {args.calls} concurrent calls per scenario over {args.procs} client processes; "
           f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     print(limits_line(args.vanish), flush=True)
-    rows = []
     work = tempfile.mkdtemp(prefix="elicitgate-bench-load-")
     try:
         with open(Path(work) / "bench.log", "w") as log:
-            for scenario in args.only:
-                for vanish in (False, True) if args.vanish else (False,):
-                    row = run_scenario(scenario, args.calls, args.procs, vanish, args.drain + (GRACE if vanish else 0),
-                                       Path(work), log)
-                    rows.append(row)
-                    print(describe(row), flush=True)
+            results = measure(args.calls, args.procs, log, Path(work), scenarios=args.only, vanish=args.vanish,
+                              drain=args.drain, progress=lambda row: print(describe(row), flush=True))
     finally:
         if args.keep:
             print(f"every process's stderr: {Path(work) / 'bench.log'}")
@@ -310,7 +331,7 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     print(f"load average at the end {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
