@@ -57,7 +57,11 @@ TOOL = "demo__book_table"
 TARGET = 0.999
 SCENARIOS = ("modern-shared", "modern-per-session", "legacy-shared", "legacy-per-session")
 GRACE = 2.0
-"""`elicitation.abandoned_grace` in the vanish variant (default 20 s)."""
+"""`elicitation.abandoned_grace` in the vanish variant (default 20 s): a handshake-era client's question ends
+this long after its stream broke."""
+DEADLINE = 30.0
+"""`elicitation.default_timeout` in the vanish variant (default 300 s): a 2026-07-28 client holds no connection
+between its rounds, so the gateway cannot see it go; its question ends at this deadline (docs/reliability.md)."""
 
 LOAD_LIMITS: dict[str, Any] = {
     "http": {"max_sessions": 100_000},
@@ -149,6 +153,7 @@ def _config(scenario: str, upstream_url: str | None, vanish: bool) -> dict[str, 
     config["http"] = dict(LOAD_LIMITS["http"])
     if vanish:
         config["elicitation"]["abandoned_grace"] = GRACE
+        config["elicitation"]["default_timeout"] = DEADLINE
     return config
 
 
@@ -273,7 +278,8 @@ def limits_line(vanish: bool) -> str:
               "mcpServers.demo.max_upstream_sessions (per-session)": 100_000}
     text = "limits raised (not measured): " + ", ".join(f"{k}={v:g}" for k, v in raised.items())
     text += "; max_opening_sessions and connect_timeout at their defaults (8, 20 s)"
-    return text + (f"; vanish variant: elicitation.abandoned_grace={GRACE:g}" if vanish else "")
+    return text + (f"; vanish variant: elicitation.abandoned_grace={GRACE:g}, elicitation.default_timeout={DEADLINE:g}"
+                   if vanish else "")
 
 
 def measure(
@@ -284,7 +290,7 @@ def measure(
     rows = []
     for scenario in scenarios:
         for vanished in (False, True) if vanish else (False,):
-            row = run_scenario(scenario, calls, procs, vanished, drain + (GRACE if vanished else 0), work, log)
+            row = run_scenario(scenario, calls, procs, vanished, drain + (DEADLINE if vanished else 0), work, log)
             rows.append(row)
             if progress is not None:
                 progress(row)
