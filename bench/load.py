@@ -79,7 +79,11 @@ def _answer_for(index: int) -> dict[str, Any]:
     return {"name": f"c{index}", "email": "load@example.com", "date": "2026-07-28", "guests": 2}
 
 
-async def _one_call(url: str, mode: str, index: int, questions: asyncio.Event | None) -> dict[str, Any]:
+async def _one_call(
+    url: str, mode: str, index: int, questions: asyncio.Event | None, shared: Client | None = None
+) -> dict[str, Any]:
+    """One call on its own `Client` session, or on `shared` (one 2026-07-28 `Client` for the process's calls,
+    whose callback answers each question for the restaurant it names)."""
     seen: list[str] = []
 
     async def answer(ctx: Any, params: Any) -> types.ElicitResult:
@@ -89,12 +93,16 @@ async def _one_call(url: str, mode: str, index: int, questions: asyncio.Event | 
         return types.ElicitResult(action="accept", content=_answer_for(index))
 
     try:
-        async with Client(f"{url}/mcp", mode=mode, elicitation_callback=answer, read_timeout_seconds=600) as client:
-            result = await client.call_tool(TOOL, {"restaurant": f"R{index}"})
-    except BaseException as exc:  # noqa: BLE001 - every failure is counted by its kind
+        if shared is not None:
+            result = await shared.call_tool(TOOL, {"restaurant": f"R{index}"})
+        else:
+            async with Client(f"{url}/mcp", mode=mode, elicitation_callback=answer, read_timeout_seconds=600) as client:
+                result = await client.call_tool(TOOL, {"restaurant": f"R{index}"})
+    except Exception as exc:  # noqa: BLE001 - every failure is counted by its kind
         return {"ok": False, "kind": _kind(exc)}
     text = " ".join(getattr(block, "text", "") for block in result.content)
-    # the gateway prefixes the server's name ("[demo] Booking at R7: ...")
+    # the gateway prefixes the server's name ("[demo] Booking at R7: ..."); a shared client's callback answers
+    # for the restaurant in the question, so a crossed question shows as a result naming another client
     crossed = any(re.findall(r"Booking at R(\d+):", message) != [str(index)] for message in seen) or (
         bool(re.search(r"'name': 'c\d+'", text)) and f"'name': 'c{index}'" not in text
     )
@@ -102,9 +110,19 @@ async def _one_call(url: str, mode: str, index: int, questions: asyncio.Event | 
         return {"ok": False, "kind": "crossed", "crossed": True}
     if result.is_error:
         return {"ok": False, "kind": f"tool error: {text[:90]}"}
-    if len(seen) != 1 or f"'name': 'c{index}'" not in text:
+    if (shared is None and len(seen) != 1) or f"'name': 'c{index}'" not in text:
         return {"ok": False, "kind": f"unexpected ({len(seen)} questions): {text[:90]}"}
     return {"ok": True}
+
+
+async def _shared_answer_factory(questions: asyncio.Event | None) -> Any:
+    async def answer(ctx: Any, params: Any) -> types.ElicitResult:
+        if questions is not None:
+            await questions.wait()
+        named = re.findall(r"Booking at R(\d+):", params.message)
+        return types.ElicitResult(action="accept", content=_answer_for(int(named[0]) if named else -1))
+
+    return answer
 
 
 def _kind(exc: BaseException) -> str:
@@ -115,11 +133,19 @@ def _kind(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
-async def _client_process(url: str, mode: str, first: int, count: int, hold: bool) -> None:
+async def _client_process(url: str, mode: str, first: int, count: int, hold: bool, one_client: bool) -> None:
     questions = asyncio.Event() if hold else None
-    print("ready", flush=True)
-    sys.stdin.readline()  # the parent starts every process's calls at once
-    results = await asyncio.gather(*(_one_call(url, mode, first + i, questions) for i in range(count)))
+    if not one_client:
+        print("ready", flush=True)
+        sys.stdin.readline()  # the parent starts every process's calls at once
+        results = await asyncio.gather(*(_one_call(url, mode, first + i, questions) for i in range(count)))
+        print(json.dumps(results), flush=True)
+        return
+    callback = await _shared_answer_factory(questions)
+    async with Client(f"{url}/mcp", mode=mode, elicitation_callback=callback, read_timeout_seconds=600) as client:
+        print("ready", flush=True)
+        sys.stdin.readline()
+        results = await asyncio.gather(*(_one_call(url, mode, first + i, questions, client) for i in range(count)))
     print(json.dumps(results), flush=True)
 
 
@@ -168,13 +194,13 @@ def _split(calls: int, procs: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _run_clients(url: str, mode: str, calls: int, procs: int, vanish: bool, log: IO[str]) -> dict[str, Any]:
+def _run_clients(url: str, mode: str, calls: int, procs: int, vanish: bool, log: IO[str], one_client: bool = False) -> dict[str, Any]:
     spans = _split(calls, procs)
     killed = set(range(0, len(spans), 2)) if vanish else set()  # every other process: about half the calls
     children = []
     for p, (first, count) in enumerate(spans):
         argv = [configs.PY, "-m", "bench.load", "--client", url, "--mode", mode, "--first", str(first),
-                "--count", str(count), *(["--hold"] if p in killed else [])]
+                "--count", str(count), *(["--hold"] if p in killed else []), *(["--one-client"] if one_client else [])]
         children.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True))
     for child in children:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
@@ -216,10 +242,13 @@ def _drain(url: str, bound: float) -> tuple[float, float | None]:
     return first, (round(time.perf_counter() - start, 2) if pending == 0 else None)
 
 
-def run_scenario(scenario: str, calls: int, procs: int, vanish: bool, drain: float, work: Path, log: IO[str]) -> dict[str, Any]:
+def run_scenario(
+    scenario: str, calls: int, procs: int, vanish: bool, drain: float, work: Path, log: IO[str], one_client: bool = False
+) -> dict[str, Any]:
     mode = "2026-07-28" if scenario.startswith("modern") else "legacy"
     per_session = scenario.endswith("per-session")
-    name = scenario + ("-vanish" if vanish else "")
+    one_client = one_client and mode == "2026-07-28"
+    name = scenario + ("-one-client" if one_client else "") + ("-vanish" if vanish else "")
     saved_state = os.environ.get("XDG_STATE_HOME")
     with tempfile.TemporaryDirectory(dir=work) as state:
         os.environ["XDG_STATE_HOME"] = state  # a fresh audit store and requestState key per scenario
@@ -231,7 +260,7 @@ def run_scenario(scenario: str, calls: int, procs: int, vanish: bool, drain: flo
             config = configs.write_config(work, name, _config(scenario, upstream.url if upstream else None, vanish))
             port = free_port()
             with HttpProcess(configs.gateway_argv(config, f"127.0.0.1:{port}"), port, log, ready_path="/healthz") as gw:
-                ran = _run_clients(gw.url, mode, calls, procs, vanish, log)
+                ran = _run_clients(gw.url, mode, calls, procs, vanish, log, one_client)
                 pending_at_end, to_zero = _drain(gw.url, drain)
                 _, states = _metrics(gw.url)
         finally:
@@ -284,13 +313,14 @@ def limits_line(vanish: bool) -> str:
 
 def measure(
     calls: int, procs: int, log: IO[str], work: Path, *, scenarios: Sequence[str] = SCENARIOS, vanish: bool = False,
-    drain: float = 120.0, progress: Callable[[dict[str, Any]], None] | None = None,
+    drain: float = 120.0, progress: Callable[[dict[str, Any]], None] | None = None, one_client: bool = False,
 ) -> dict[str, Any]:
     """Every scenario (and its vanish variant if asked), one after another; `progress` gets each row."""
     rows = []
     for scenario in scenarios:
         for vanished in (False, True) if vanish else (False,):
-            row = run_scenario(scenario, calls, procs, vanished, drain + (DEADLINE if vanished else 0), work, log)
+            row = run_scenario(scenario, calls, procs, vanished, drain + (DEADLINE if vanished else 0), work, log,
+                               one_client)
             rows.append(row)
             if progress is not None:
                 progress(row)
@@ -316,9 +346,11 @@ def main() -> None:
     parser.add_argument("--first", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--one-client", action="store_true",
+                        help="2026-07-28 clients: one Client per client process, shared by its calls (one connection pool)")
     args = parser.parse_args()
     if args.client:
-        asyncio.run(_client_process(args.client, args.mode, args.first, args.count, args.hold))
+        asyncio.run(_client_process(args.client, args.mode, args.first, args.count, args.hold, args.one_client))
         return
     root = Path(__file__).resolve().parent.parent
     os.environ["PYTHONPATH"] = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
@@ -329,7 +361,8 @@ def main() -> None:
     try:
         with open(Path(work) / "bench.log", "w") as log:
             results = measure(args.calls, args.procs, log, Path(work), scenarios=args.only, vanish=args.vanish,
-                              drain=args.drain, progress=lambda row: print(describe(row), flush=True))
+                              drain=args.drain, progress=lambda row: print(describe(row), flush=True),
+                              one_client=args.one_client)
     finally:
         if args.keep:
             print(f"every process's stderr: {Path(work) / 'bench.log'}")
