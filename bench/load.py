@@ -250,6 +250,7 @@ def run_scenario(
     one_client = one_client and mode == "2026-07-28"
     name = scenario + ("-one-client" if one_client else "") + ("-vanish" if vanish else "")
     saved_state = os.environ.get("XDG_STATE_HOME")
+    work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as state:
         os.environ["XDG_STATE_HOME"] = state  # a fresh audit store and requestState key per scenario
         upstream = None
