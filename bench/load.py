@@ -22,7 +22,10 @@ begin. After the last client process has exited, `/metrics` is polled until the 
 `--vanish` adds a variant per scenario: half the client processes are killed (SIGKILL) while their
 questions are open, with `elicitation.abandoned_grace` short; pending must still reach 0.
 
-    python -m bench.load [--calls 1000] [--procs 4] [--only modern-shared ...] [--vanish]
+`--one-client`: the 2026-07-28 calls of a client process share one `mcp.Client` (one connection pool), as a
+sessionless app would make them; its callback answers each question for the restaurant the question names.
+
+    python -m bench.load [--calls 1000] [--procs 4] [--only modern-shared ...] [--vanish] [--one-client] [--keep]
 
 Prints figures; asserts nothing.
 """
