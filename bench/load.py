@@ -197,7 +197,9 @@ def _split(calls: int, procs: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _run_clients(url: str, mode: str, calls: int, procs: int, vanish: bool, log: IO[str], one_client: bool = False) -> dict[str, Any]:
+def _run_clients(
+    url: str, mode: str, calls: int, procs: int, vanish: bool, log: IO[str], one_client: bool = False
+) -> dict[str, Any]:
     spans = _split(calls, procs)
     killed = set(range(0, len(spans), 2)) if vanish else set()  # every other process: about half the calls
     children = []
@@ -231,7 +233,8 @@ def _run_clients(url: str, mode: str, calls: int, procs: int, vanish: bool, log:
             outcomes += [{"ok": False, "kind": f"client process exited {child.returncode}"}] * spans[p][1]
         else:
             outcomes += json.loads(lines[-1])
-    return {"outcomes": outcomes, "seconds": time.perf_counter() - start, "killed_calls": sum(spans[p][1] for p in killed)}
+    killed_calls = sum(spans[p][1] for p in killed)
+    return {"outcomes": outcomes, "seconds": time.perf_counter() - start, "killed_calls": killed_calls}
 
 
 def _drain(url: str, bound: float) -> tuple[float, float | None]:
@@ -246,7 +249,8 @@ def _drain(url: str, bound: float) -> tuple[float, float | None]:
 
 
 def run_scenario(
-    scenario: str, calls: int, procs: int, vanish: bool, drain: float, work: Path, log: IO[str], one_client: bool = False
+    scenario: str, calls: int, procs: int, vanish: bool, drain: float, work: Path, log: IO[str],
+    one_client: bool = False,
 ) -> dict[str, Any]:
     mode = "2026-07-28" if scenario.startswith("modern") else "legacy"
     per_session = scenario.endswith("per-session")
@@ -294,7 +298,8 @@ def describe(row: dict[str, Any]) -> str:
     killed = f", {row['killed_calls']} killed on purpose (not counted in the ratio)" if row["killed_calls"] else ""
     lines = [
         f"{row['scenario']}: {row['client_era']} clients, {row['upstream']} upstream",
-        f"  calls {row['calls']}, succeeded {row['succeeded']}{killed}, crossed {row['crossed']}, in {row['seconds']} s",
+        f"  calls {row['calls']}, succeeded {row['succeeded']}{killed}, crossed {row['crossed']}, "
+        f"in {row['seconds']} s",
         f"  success ratio {ratio} ({verdict})",
     ]
     lines += [f"  failed {count}: {kind}" for kind, count in row["failed"].items() if not kind.startswith("killed")]
@@ -307,7 +312,8 @@ def describe(row: dict[str, Any]) -> str:
 
 def limits_line(vanish: bool) -> str:
     raised = {**{f"elicitation.{k}": v for k, v in configs.BENCH_LIMITS.items()},
-              "elicitation.max_pending_total": configs.BENCH_LIMITS["max_pending_per_session"] + 1, "http.max_sessions": 100_000,
+              "elicitation.max_pending_total": configs.BENCH_LIMITS["max_pending_per_session"] + 1,
+              "http.max_sessions": 100_000,
               "mcpServers.demo.max_upstream_sessions (per-session)": 100_000}
     text = "limits raised (not measured): " + ", ".join(f"{k}={v:g}" for k, v in raised.items())
     text += "; max_opening_sessions and connect_timeout at their defaults (8, 20 s)"
@@ -332,7 +338,8 @@ def measure(
 
 
 def describe_all(results: dict[str, Any]) -> str:
-    head = f"{results['calls']} concurrent calls per scenario over {results['procs']} client processes; {results['limits']}"
+    head = (f"{results['calls']} concurrent calls per scenario over {results['procs']} client processes; "
+            f"{results['limits']}")
     return "\n".join([head, *(describe(row) for row in results["rows"])])
 
 
@@ -351,7 +358,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--one-client", action="store_true",
-                        help="2026-07-28 clients: one Client per client process, shared by its calls (one connection pool)")
+                        help="2026-07-28 clients: one Client per client process, shared by its calls (one pool)")
     args = parser.parse_args()
     if args.client:
         asyncio.run(_client_process(args.client, args.mode, args.first, args.count, args.hold, args.one_client))
