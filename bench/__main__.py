@@ -17,19 +17,21 @@ from typing import Any
 
 import anyio
 
-from bench import audit, configs, hotpath, latency, report, scale, startup
+from bench import audit, configs, hotpath, latency, load, report, scale, startup
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 LATEST = ROOT / "bench" / "latest"
 README = ROOT / "README.md"
-SECTIONS = ("latency", "audit", "scale", "startup", "profile")
+SECTIONS = ("latency", "audit", "scale", "startup", "profile", "load")
 
 MODES: dict[str, dict[str, Any]] = {
     "quick": {"rounds": 3, "batch": 20, "pending": 2_000, "pushed_pending": 300, "total": 5_000, "wave": 10,
-              "per_level": 100, "startup_repeats": 2, "profile_calls": 200, "audit_rounds": 3, "audit_batch": 20},
+              "per_level": 100, "startup_repeats": 2, "profile_calls": 200, "audit_rounds": 3, "audit_batch": 20,
+              "load_calls": 100},
     "full": {"rounds": 10, "batch": 50, "pending": 10_000, "pushed_pending": 2_000, "total": 100_000, "wave": 10,
-             "per_level": 300, "startup_repeats": 5, "profile_calls": 1_000, "audit_rounds": 10, "audit_batch": 50},
+             "per_level": 300, "startup_repeats": 5, "profile_calls": 1_000, "audit_rounds": 10, "audit_batch": 50,
+             "load_calls": 1_000},
 }
 
 
@@ -98,6 +100,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         if "profile" in args.only:
             say(f"profile: {p['profile_calls']} elicitations per face under py-spy")
             results["profile"] = await hotpath.run(p["profile_calls"], log, work, RESULTS)
+        if "load" in args.only:
+            say(f"load: {p['load_calls']:,} concurrent calls with one elicitation each, per client era and upstream")
+            results["load"] = load.measure(p["load_calls"], 4, log, work, progress=lambda row: say(load.describe(row)))
     results["targets"] = report.targets_table(results)
     return results
 

@@ -138,6 +138,13 @@ def targets_table(results: dict[str, Any]) -> list[dict[str, Any]]:
                            "measured": f"{row['elicitgate']['per_second']:.0f}/s = {pct:.0f}% of "
                                        f"{row['direct']['per_second']:.0f}/s",
                            "met": pct >= TARGETS["throughput_pct_of_direct"]})
+    for row in results.get("load", {}).get("rows", []):
+        ratio, zero = row["success_ratio"], row["seconds_to_zero_pending"]
+        checks.append({"target": f">= 99.9% of {row['calls']:,} concurrent calls succeed, none crossed, 0 pending "
+                                 f"after ({row['scenario']})",
+                       "measured": f"{row['succeeded']:,} succeeded ({ratio:.2%}), {row['crossed']} crossed, pending 0 "
+                                   + (f"after {zero} s" if zero is not None else "never"),
+                       "met": ratio is not None and ratio >= 0.999 and row["crossed"] == 0 and zero is not None})
     startup = results.get("startup")
     if startup:
         checks.append({"target": "ready (healthz 200) <= 1 s", "measured": f"{startup['ready_s_median']:.2f} s",
@@ -281,6 +288,10 @@ def markdown(results: dict[str, Any]) -> str:
         from bench.audit import describe
 
         lines += ["## Audit trail on vs off", "", "```", describe(results["audit"]), "```", ""]
+    if results.get("load"):
+        from bench.load import describe_all
+
+        lines += ["## Load without leftovers", "", "```", describe_all(results["load"]), "```", ""]
     lines += ["## Targets (goals, not assertions)", "", "| target | measured | met |", "|---|---|---|"]
     for check in results["targets"]:
         met = "n/a" if check["met"] is None else ("yes" if check["met"] else "no")
