@@ -44,8 +44,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import IO, Any
 
 import httpx2
@@ -177,8 +177,6 @@ def _config(scenario: str, upstream_url: str | None, vanish: bool) -> dict[str, 
         server = {**configs.http_upstream(f"{upstream_url}/mcp", "handshake"), "session_policy": "per_session",
                   **LOAD_LIMITS["per_session_upstream"]}
     config = configs.gateway_config({"demo": server})
-    # configs.BENCH_LIMITS has per-session == total, which the gateway now refuses (per-session must stay below)
-    config["elicitation"]["max_pending_total"] = configs.BENCH_LIMITS["max_pending_per_session"] + 1
     config["http"] = dict(LOAD_LIMITS["http"])
     if vanish:
         config["elicitation"]["abandoned_grace"] = GRACE
@@ -312,7 +310,6 @@ def describe(row: dict[str, Any]) -> str:
 
 def limits_line(vanish: bool) -> str:
     raised = {**{f"elicitation.{k}": v for k, v in configs.BENCH_LIMITS.items()},
-              "elicitation.max_pending_total": configs.BENCH_LIMITS["max_pending_per_session"] + 1,
               "http.max_sessions": 100_000,
               "mcpServers.demo.max_upstream_sessions (per-session)": 100_000}
     text = "limits raised (not measured): " + ", ".join(f"{k}={v:g}" for k, v in raised.items())
