@@ -83,6 +83,9 @@ def test_messages_with_non_finite_numbers():
     result = parse_message(b'{"jsonrpc": "2.0", "id": 6, "result": {"structuredContent": {"n": Infinity}}}')
     assert isinstance(result, dict) and result["id"] == 6
     assert "result.structuredContent.n" in result["error"]["message"]
+    tool = parse_message(b'{"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "n": NaN}]}}')
+    assert isinstance(tool, dict) and tool["id"] == 7  # a tool result's content is no answer: refused, not null
+    assert "result.content[0].n" in tool["error"]["message"]
 
 
 # -- real clients over real transports --------------------------------------------------------------------

@@ -185,7 +185,7 @@ class NonFiniteParams(ValueError):
 
 def with_non_finite(message: Any, what: str, data: bytes) -> dict[str, Any] | Exception:
     """A message that holds NaN or Infinity. Only in an answer does it pass: a 2026-07-28 retry's
-    `params.inputResponses`, a response's `result.content` (an ElicitResult's), where the answer check
+    `params.inputResponses`, an ElicitResult's `result.content`, where the answer check
     refuses it and asks again. A request or notification elsewhere is refused; a response becomes an error
     response to the same id, so that its caller hears at once instead of waiting for its timeout."""
     if not is_object(message):
@@ -196,7 +196,12 @@ def with_non_finite(message: Any, what: str, data: bytes) -> dict[str, Any] | Ex
         where = wire_json.first_non_finite(kept, "params")
         return message if where is None else NonFiniteParams(message, where)
     result = message.get("result")
-    kept = {k: v for k, v in result.items() if k != "content"} if is_object(result) else result
+    # Only an ElicitResult's content (an object, beside `action`) is an answer; a tool result's `content` is a
+    # list of blocks, which would reach the client with `null` in place of the number.
+    if is_object(result) and "action" in result and is_object(result.get("content")):
+        kept = {k: v for k, v in result.items() if k != "content"}
+    else:
+        kept = result
     where = wire_json.first_non_finite({"result": kept, "error": message.get("error")})
     if where is None:
         return message
