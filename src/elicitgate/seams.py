@@ -194,6 +194,11 @@ class DownstreamPeer:
             await self.connection.outbound.notify("notifications/elicitation/complete", params)
 
     @property
+    def identity(self) -> str:
+        """Who its limits count against: its principal, else its own id."""
+        return self.principal or self.id
+
+    @property
     def capabilities(self) -> ClientCapabilities | None:
         return self.connection.client_capabilities
 

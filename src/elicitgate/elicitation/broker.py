@@ -139,7 +139,7 @@ class Broker:
                 assert self.hosting is not None
                 responder = FirstAnswer(responder, self.hosting)
             if self.shared_limits is None:
-                identity = self.admit_here(server, peer, peer.principal or peer.id)
+                identity = self.admit_here(server, peer, peer.identity)
             else:
                 identity = await self.shared_limits.admit(server, peer)
         except MCPError as exc:

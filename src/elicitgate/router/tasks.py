@@ -99,8 +99,7 @@ class TaskTable:
                 INVALID_PARAMS, "task must be an object", rule="task is {ttl?: number}", server=server
             )
         self._purge()
-        identity = peer.principal or peer.id
-        open_tasks = sum(1 for t in self._by_id.values() if (t.owner.principal or t.owner.id) == identity)
+        open_tasks = sum(1 for t in self._by_id.values() if t.owner.identity == peer.identity)
         if open_tasks >= self.max_open:
             raise errors.gateway_error(
                 errors.ELICITATION_LIMIT,
