@@ -29,7 +29,7 @@ WARMUP = 20
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("face: SDK stdio server (stdin/stdout through worker threads)", ("mcp/server/stdio",)),
-    ("face: elicitgate's stdio pipes (asyncio)", ("elicitgate/faces/stdio_pipes",)),
+    ("face: elicitgate's stdio pipes (asyncio)", ("elicitgate/faces/stdio_pipes", "PipeWire.", "WriteFlow.")),
     ("face: uvicorn + h11", ("uvicorn/", "h11/")),
     ("face: starlette + sse_starlette", ("starlette/", "sse_starlette/")),
     ("face: SDK streamable HTTP server transport", ("mcp/server/streamable_http",)),
@@ -43,7 +43,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("jsonschema (answer check)", ("jsonschema/", "referencing/")),
     ("logging", ("logging/",)),
 )
-"""Inclusive layers: a sample counts for every layer on its stack (so they add up to more than 100%)."""
+"""Inclusive layers: a sample counts for every layer on its stack (so they add up to more than 100%). A prefix
+is a file's path or a function's name (the stdio face's `PipeWire` shares `wire/stdio.py` with the upstreams'
+`StdioWire`)."""
 
 
 def _where(frame: str) -> tuple[str, str]:
@@ -73,9 +75,9 @@ def summarize(raw: Path, *, calls: int | None = None, top: int = 12) -> dict[str
         function, path = frames[-1]
         by_package[path.split("/")[0]] += n
         by_function[function] += n
-        paths = [p for _, p in frames if not p.startswith("elicitgate/cli")]
+        named = [(f, p) for f, p in frames if not p.startswith("elicitgate/cli")]
         for layer, prefixes in LAYERS:
-            if any(p.startswith(prefixes) for p in paths):
+            if any(p.startswith(prefixes) or f.startswith(prefixes) for f, p in named):
                 by_layer[layer] += n
 
     def share(counter: Counter[str], limit: int = top) -> list[list[Any]]:

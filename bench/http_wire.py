@@ -1,6 +1,6 @@
 """The upstream HTTP wire alone, before / after: `python -m bench.http_wire [--base REF] [--calls N] [--runs N]`.
 
-One `jsonrpc.Endpoint` on the streamable HTTP wire that `upstreams.transports.open_transport` opens
+One `wire.endpoint.Endpoint` on the streamable HTTP wire that `upstreams.transports.open_transport` opens
 (handshake era), in a process of its own per side (`src/` as committed at `--base`, default `main`, and
 the work tree), making sequential `echo` requests to the demo server over HTTP: the CPU that process
 spends per request (user and total, from `os.times`), and the wall time. No face, router or broker: what
@@ -24,7 +24,7 @@ import os, sys, time
 sys.path.insert(0, SRC)
 import anyio
 from elicitgate.config import HttpServer
-from elicitgate.jsonrpc import Endpoint
+from elicitgate.wire.endpoint import Endpoint
 from elicitgate.upstreams.transports import open_transport
 
 

@@ -19,10 +19,10 @@ import pytest
 
 from mcp import Client
 
-from elicitgate import wire_json
 from elicitgate.elicitation.meta import ERRORS_META_KEY
 from elicitgate.elicitation.schema import NON_FINITE_TEXT, answer_problems, check_requested_schema
-from elicitgate.jsonrpc import NonFiniteParams, parse_message
+from elicitgate.wire import codec
+from elicitgate.wire.framing import NonFiniteParams, parse_message
 from tests.conftest import stdio_server, write_config
 from tests.hosted_helpers import AUTH, next_pending
 from tests.test_broker import gateway, stdio_upstream, text
@@ -63,10 +63,10 @@ def test_a_schema_with_a_non_finite_bound_is_not_a_form_mode_schema():
 
 @pytest.mark.parametrize("text", [b'{"n": NaN}', b'{"n": Infinity}', b'{"n": -Infinity}', b'{"n": [1e400]}'])
 def test_the_codec_says_when_json_holds_a_number_json_does_not_have(text):
-    with pytest.raises(wire_json.NotFinite) as caught:
-        wire_json.loads(text)
-    assert wire_json.first_non_finite(caught.value.value) in ("n", "n[0]")
-    assert wire_json.loads(b'{"n": 1e300, "big": 123456789012345678901234}') == {
+    with pytest.raises(codec.NotFinite) as caught:
+        codec.loads(text)
+    assert codec.first_non_finite(caught.value.value) in ("n", "n[0]")
+    assert codec.loads(b'{"n": 1e300, "big": 123456789012345678901234}') == {
         "n": 1e300, "big": 123456789012345678901234
     }
 
@@ -188,7 +188,7 @@ async def test_a_nan_answer_through_the_admin_api_is_refused_naming_the_field():
 def test_the_sdks_sse_transport_gets_the_same_rule():
     """The SDK's parser (pydantic) reads NaN where our own wires refuse it: the legacy SSE upstream wire applies
     the rule after it. (The SDK's servers write NaN as null, so no SDK peer can send one to test with.)"""
-    from elicitgate.upstreams.transports import _finite  # noqa: PLC2701 - the SSE wire's own step
+    from elicitgate.wire._compat import _finite  # noqa: PLC2701 - the SSE wire's own step
 
     request = _finite({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create",
                        "params": {"message": "m", "requestedSchema": {"maximum": float("nan")}}})

@@ -171,7 +171,7 @@ def test_the_first_request_decides_the_era_and_what_came_before_it_is_served_too
 
 def test_integers_beyond_64_bits_pass_through_exactly(tmp_path):
     """A request id and an argument larger than 64 bits (JSON puts no limit on integers) come back as they
-    were sent: the gateway's parser (orjson) alone would have turned them into floats (`wire_json`)."""
+    were sent: the gateway's parser (orjson) alone would have turned them into floats (`wire.codec`)."""
     big = 123456789012345678901234567890
     config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
                           audit={"enabled": False})
@@ -218,7 +218,7 @@ def test_routed_requests_past_the_sdk_kernel_keep_its_checks(tmp_path):
 
 
 def test_what_is_not_a_request_is_answered_with_invalid_request(tmp_path):
-    """The face's own endpoint (`jsonrpc.Endpoint`, serving): JSON that is not a JSON-RPC message, or a
+    """The face's own endpoint (`wire.endpoint.Endpoint`, serving): JSON that is not a JSON-RPC message, or a
     request whose id is neither a string nor a number, gets -32600 with a null id; the connection goes on."""
     config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="handshake")},
                           audit={"enabled": False})

@@ -1,4 +1,4 @@
-"""The upstream JSON-RPC endpoint (`jsonrpc.Endpoint`) over an in-memory wire: what it
+"""The upstream JSON-RPC endpoint (`wire.endpoint.Endpoint`) over an in-memory wire: what it
 writes for each call, and what it does with every kind of message a server can send, well-formed or not."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUES
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate import wire_json
-from elicitgate.jsonrpc import Endpoint, Inbound, LineBuffer, MethodNotFound, PeerLost, UrlElicitationRequired
+from elicitgate.wire import codec
+from elicitgate.wire.base import Inbound
+from elicitgate.wire.endpoint import Endpoint, MethodNotFound, PeerLost, UrlElicitationRequired
+from elicitgate.wire.framing import LineBuffer
 
 pytestmark = pytest.mark.anyio
 
@@ -221,10 +223,10 @@ async def test_server_requests_are_answered_with_results_and_errors() -> None:
 
 
 class EncodingWire(MemoryWire):
-    """Writes each message as JSON first, as every real wire does (`wire_json`)."""
+    """Writes each message as JSON first, as every real wire does (`wire.codec`)."""
 
     async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
-        wire_json.dumps_line(message)
+        codec.dumps_line(message)
         await super().send(message, headers)
 
 

@@ -30,8 +30,9 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.jsonrpc import Endpoint, Inbound, PeerLost
 from elicitgate.upstreams.http_wire import HttpWire, SseEventTooLarge, SseParser
+from elicitgate.wire.base import Inbound
+from elicitgate.wire.endpoint import Endpoint, PeerLost
 from tests.conftest import PY, Process, free_port, inprocess_gateway
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""Stdio upstreams on the gateway's own line transport (`upstreams.transports.StdioWire`) against a real
+"""Stdio upstreams on the gateway's own line transport (`wire.stdio.StdioWire`) against a real
 server process: what a real server's stdout can hold besides JSON-RPC. (Large messages: test_stdio_face;
 a server dying mid-call: test_core.)"""
 

@@ -29,7 +29,6 @@ from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.url_policy import UrlPolicy, local_upstreams
 from elicitgate.fixable import warn_once
 from elicitgate.json_shapes import is_mapping
-from elicitgate.jsonrpc import PeerLost
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.forward import forward
@@ -37,6 +36,7 @@ from elicitgate.router.tasks import RelayedTask, TaskTable, face_capability
 from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
+from elicitgate.wire.endpoint import PeerLost
 
 if TYPE_CHECKING:
     from elicitgate.cluster.bus import Replicas

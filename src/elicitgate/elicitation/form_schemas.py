@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from elicitgate import wire_json
 from elicitgate.elicitation.schema import SchemaProblem, check_requested_schema
 from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords, sensitive_fields
+from elicitgate.wire import codec
 
 KEPT_SCHEMAS = 256
 """Distinct schemas kept; past that the oldest is forgotten (checked again if asked again)."""
@@ -44,7 +44,7 @@ class FormSchemas:
 
     def check(self, schema: Any, *, max_bytes: int) -> CheckedSchema:
         """`schema` checked; a schema larger than `max_bytes` comes back with its size only (no other check)."""
-        text = wire_json.dumps(schema)
+        text = codec.dumps(schema)
         known = self._known.get(text)
         if known is not None:
             return known

@@ -34,7 +34,8 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.transport_context import TransportContext
 
 from elicitgate import sdk
-from elicitgate.jsonrpc import Endpoint, Inbound, MessageWire, progress_params
+from elicitgate.wire.base import Inbound, MessageWire
+from elicitgate.wire.endpoint import Endpoint, progress_params
 
 if TYPE_CHECKING:
     from elicitgate.elicitation.model import Elicitation

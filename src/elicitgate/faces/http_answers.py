@@ -15,7 +15,7 @@ import anyio
 from mcp_types import RequestId
 from starlette.types import Message, Receive, Send
 
-from elicitgate import wire_json
+from elicitgate.wire import codec
 
 JSON_WINDOW = 0.25
 """Seconds a request's answer may take to go back as one JSON body. A slower request's POST turns into an
@@ -36,7 +36,7 @@ SSE_HEADERS = _SSE_HEADERS = [
 
 
 def encode(message: Mapping[str, Any]) -> bytes:
-    return wire_json.dumps(message)
+    return codec.dumps(message)
 
 
 class Late(enum.Enum):

@@ -79,7 +79,7 @@ class DownstreamCall:
         try:
             return await outbound.send_raw_request(method, params, opts)
         except MCPError as exc:
-            # The wire ending (`jsonrpc.PeerLost`), or the client saying so: the `mcp` SDK's client answers what it
+            # The wire ending (`PeerLost`), or the client saying so: the `mcp` SDK's client answers what it
             # was asked with this code as it closes its session, before its DELETE arrives.
             if exc.error.code == CONNECTION_CLOSED:
                 raise errors.ClientGone(exc.error.code, exc.error.message, exc.error.data) from exc

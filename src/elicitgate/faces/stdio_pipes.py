@@ -1,4 +1,4 @@
-"""The process's stdin and stdout as the face's `MessageWire`, on asyncio pipe transports.
+"""The process's stdin and stdout as the face's `MessageWire` (`wire.stdio.PipeWire`), on asyncio pipe transports.
 
 The SDK's `stdio_server` moves every line through anyio worker threads (a thread hop and a queue
 per line each way, about a quarter of the gateway's CPU on the stdio face). Here the event loop
@@ -16,19 +16,17 @@ import asyncio
 import fcntl
 import os
 import stat
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 
 from mcp.server.stdio import stdio_server
 
-from elicitgate import wire_json
-from elicitgate.jsonrpc import Inbound, LineBuffer, MessageWire
-from elicitgate.upstreams.transports import SessionWire
+from elicitgate.wire._compat import SdkStreamsWire
+from elicitgate.wire.base import MessageWire
+from elicitgate.wire.stdio import READ_CHUNK, PipeWire, WriteFlow
 
-READ_CHUNK = 1 << 16
 CLOSE_TIMEOUT = 2.0
 """Seconds to finish writing buffered lines on exit, for a client that stopped reading."""
 
@@ -49,7 +47,7 @@ async def stdio_wire() -> AsyncGenerator[MessageWire]:
     """The client's messages over fds 0 and 1, one JSON-RPC message per line."""
     if not (_pollable(0) and _pollable(1)):
         async with stdio_server() as (read_stream, write_stream):
-            yield SessionWire(read_stream, write_stream)
+            yield SdkStreamsWire(read_stream, write_stream)
         return
     loop = asyncio.get_running_loop()
     wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
@@ -59,7 +57,7 @@ async def stdio_wire() -> AsyncGenerator[MessageWire]:
     os.close(null)
     os.dup2(2, 1)
     reader = asyncio.StreamReader(limit=READ_CHUNK * 4)
-    flow = _Flow()
+    flow = WriteFlow()
     read_transport: asyncio.ReadTransport | None = None
     write_transport: asyncio.WriteTransport | None = None
     # Each transport gets a descriptor of its own to close: uvloop's close the descriptor they are given,
@@ -86,53 +84,3 @@ async def stdio_wire() -> AsyncGenerator[MessageWire]:
             os.set_blocking(wire, True)
             os.dup2(wire, fd)
             os.close(wire)
-
-
-class PipeWire:
-    """One JSON-RPC message per line: a line is parsed by the task that reads it and written by the task
-    that sends it."""
-
-    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.WriteTransport, flow: _Flow) -> None:
-        self._reader = reader
-        self._transport = transport
-        self._flow = flow
-
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
-        if self._flow.lost or self._transport.is_closing():
-            raise anyio.BrokenResourceError("stdout is closed")
-        self._transport.write(wire_json.dumps_line(message))
-        if not self._flow.writable.is_set():
-            await self._flow.writable.wait()
-
-    async def messages(self) -> AsyncGenerator[Inbound]:
-        lines = LineBuffer()
-        while True:
-            chunk = await self._reader.read(READ_CHUNK)
-            if not chunk:
-                last = lines.end()  # a last line without its newline
-                if last is not None:
-                    yield Inbound(last)
-                return
-            for message in lines.feed(chunk):
-                yield Inbound(message)
-
-
-class _Flow(asyncio.Protocol):
-    """Write-side flow control: `writable` is clear while the pipe's buffer is full."""
-
-    def __init__(self) -> None:
-        self.writable = asyncio.Event()
-        self.writable.set()
-        self.lost = False
-        self.gone = asyncio.Event()
-
-    def pause_writing(self) -> None:
-        self.writable.clear()
-
-    def resume_writing(self) -> None:
-        self.writable.set()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        self.writable.set()
-        self.gone.set()

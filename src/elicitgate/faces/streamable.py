@@ -48,8 +48,10 @@ from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, read
 from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
 from elicitgate.json_shapes import is_object
-from elicitgate.jsonrpc import Inbound, NonFiniteParams, NotAMessage, is_request_id, parse_message
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
+from elicitgate.wire.base import Inbound
+from elicitgate.wire.endpoint import is_request_id
+from elicitgate.wire.framing import NonFiniteParams, NotAMessage, parse_message
 
 if TYPE_CHECKING:
     from elicitgate.cluster.streams import SharedStreams  # redis-py only with replicas (test_startup)

@@ -18,8 +18,8 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.config import NamespacingConfig
 from elicitgate.json_shapes import is_array, is_object
-from elicitgate.jsonrpc import MethodNotFound
 from elicitgate.upstreams.connection import UpstreamConnection
+from elicitgate.wire.endpoint import MethodNotFound
 
 logger = logging.getLogger(__name__)
 

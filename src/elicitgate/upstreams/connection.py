@@ -1,6 +1,6 @@
 """One live connection to an upstream server, on its JSON-RPC endpoint.
 
-Messages are plain dicts (`jsonrpc`): the gateway forwards what it does not act on
+Messages are plain dicts (`wire.endpoint`): the gateway forwards what it does not act on
 without re-modelling it. The connection negotiates the era once (the `initialize` handshake, then
 a `server/discover` probe as the fallback), stamps every request the way that era wants, and
 remembers which downstream call each in-flight upstream request belongs to, so a server-initiated
@@ -39,11 +39,12 @@ from mcp.shared.inbound import (
 from elicitgate import __version__
 from elicitgate.config import HttpServer, StdioServer
 from elicitgate.json_shapes import is_array, is_mapping, is_object
-from elicitgate.jsonrpc import Endpoint, Inbound, MethodNotFound, ProgressCallback
 from elicitgate.logs import forget_request
 from elicitgate.seams import DownstreamPeer, Era, Origin
 from elicitgate.upstreams.clock import PausableDeadline
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
+from elicitgate.wire.base import Inbound
+from elicitgate.wire.endpoint import Endpoint, MethodNotFound, ProgressCallback
 
 logger = logging.getLogger(__name__)
 

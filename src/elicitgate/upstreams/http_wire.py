@@ -6,7 +6,7 @@ task per message, two memory streams, a pydantic validation of every message, th
 decoding, the client's auth, redirect, cookie and logging hooks). Here a request costs one POST task
 (its response stream may carry server requests before the answer, and the caller must be free to wait
 for its future meanwhile); a notification or an answer of ours is POSTed in the caller's own task.
-Each body is parsed once (`wire_json.loads`).
+Each body is parsed once (`codec.loads`).
 
 The protocol is the SDK client's (`mcp.client.streamable_http`), including what the gateway added on
 top of it:
@@ -43,11 +43,14 @@ from mcp.client.streamable_http import (
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
-from elicitgate import __version__, sdk, wire_json
+from elicitgate import __version__, sdk
 from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
 from elicitgate.json_shapes import is_mapping, is_object
-from elicitgate.jsonrpc import SESSION_LOST, Inbound, parse_message
 from elicitgate.upstreams.network import AsyncioBackend
+from elicitgate.wire import codec
+from elicitgate.wire.base import Inbound
+from elicitgate.wire.endpoint import SESSION_LOST
+from elicitgate.wire.framing import parse_message
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +134,7 @@ class HttpWire:
         elif headers is not None and (version := headers.get(MCP_PROTOCOL_VERSION_HEADER)) is not None:
             self._version = version
         sent = self._headers(headers)
-        body = wire_json.dumps(message)
+        body = codec.dumps(message)
         request_id = message.get("id")
         if method is not None and request_id is not None:
             self._start_exchange(request_id, body, sent, initialize=method == "initialize")

@@ -1,10 +1,11 @@
 """Opening the wire to one upstream server: stdio, streamable HTTP or legacy SSE.
 
-Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`jsonrpc.MessageWire`). Stdio
-(`StdioWire`) and streamable HTTP (`http_wire.HttpWire`) run on the gateway's own wires; the SDK's
-legacy SSE transport is adapted by `SessionWire`. On streamable HTTP a request or notification that the
-server sends on the response stream of one of our POSTs is tagged with that POST's request id, so an
-upstream `elicitation/create` can be traced to the exact call that caused it (design invariant 1).
+Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`wire.base.MessageWire`). Stdio
+(`wire.stdio.StdioWire`, on the process started here) and streamable HTTP (`http_wire.HttpWire`) run on
+the gateway's own wires; the SDK's legacy SSE transport is adapted by `wire._compat.SdkStreamsWire`. On
+streamable HTTP a request or notification that the server sends on the response stream of one of our POSTs
+is tagged with that POST's request id, so an upstream `elicitation/create` can be traced to the exact call
+that caused it (design invariant 1).
 """
 
 from __future__ import annotations
@@ -14,90 +15,25 @@ import dataclasses
 import os
 import sys
 from collections import deque
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
-from mcp_types import (
-    ErrorData,
-    JSONRPCError,
-    JSONRPCMessage,
-    JSONRPCNotification,
-    JSONRPCRequest,
-    JSONRPCResponse,
-)
 
 from mcp.client.stdio import get_default_environment
 from mcp.os.win32.utilities import ServerProcess
-from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, SessionMessage
 
-from elicitgate import sdk, wire_json
+from elicitgate import sdk
 from elicitgate.config import HttpServer, StdioServer
-from elicitgate.jsonrpc import Inbound, LineBuffer, MessageWire, with_non_finite
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import adopt
 from elicitgate.upstreams.prespawn import STDERR_TAIL_LINES, StderrPump
+from elicitgate.wire._compat import SdkStreamsWire
+from elicitgate.wire.base import MessageWire
+from elicitgate.wire.stdio import StdioWire
 
 STANDALONE_WAIT = 5.0
 """Seconds a new session waits for its standalone GET stream to be answered before it carries calls."""
-
-
-class SessionWire:
-    """An SDK transport's `(read, write)` streams of `SessionMessage`, as JSON-RPC dicts."""
-
-    def __init__(self, read: Any, write: Any) -> None:
-        self._read = read
-        self._write = write
-
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
-        metadata = ClientMessageMetadata(headers=dict(headers)) if headers else None
-        await self._write.send(SessionMessage(_model_of(message), metadata=metadata))
-
-    async def messages(self) -> AsyncGenerator[Inbound]:
-        try:
-            async with self._read:
-                async for item in self._read:
-                    if isinstance(item, Exception):
-                        yield Inbound(ValueError(f"an unreadable message ({item})"))
-                        continue
-                    metadata = item.metadata
-                    related = metadata.related_request_id if isinstance(metadata, ServerMessageMetadata) else None
-                    yield Inbound(_finite(_dict_of(item.message)), related)
-        finally:
-            await self._write.aclose()
-
-
-def _model_of(message: dict[str, Any]) -> JSONRPCMessage:
-    """The SDK's model of a message the endpoint built (so unvalidated: it is ours)."""
-    fields = {key: value for key, value in message.items() if key != "error"}
-    if "method" in message:
-        return (JSONRPCRequest if "id" in message else JSONRPCNotification).model_construct(**fields)
-    if "error" in message:
-        return JSONRPCError.model_construct(**fields, error=ErrorData.model_construct(**message["error"]))
-    return JSONRPCResponse.model_construct(**fields)
-
-
-def _finite(message: dict[str, Any]) -> dict[str, Any] | Exception:
-    """The SDK's parser (pydantic) reads NaN and Infinity, which our own wires refuse (`with_non_finite`):
-    the same rule here. The walk costs little beside the SDK's modelling of the same message."""
-    if wire_json.first_non_finite(message) is None:
-        return message
-    return with_non_finite(message, "message", b"")
-
-
-def _dict_of(message: JSONRPCMessage) -> dict[str, Any]:
-    if isinstance(message, JSONRPCRequest):
-        return {"jsonrpc": "2.0", "id": message.id, "method": message.method, "params": message.params}
-    if isinstance(message, JSONRPCNotification):
-        return {"jsonrpc": "2.0", "method": message.method, "params": message.params}
-    if isinstance(message, JSONRPCResponse):
-        return {"jsonrpc": "2.0", "id": message.id, "result": message.result}
-    error = message.error
-    return {
-        "jsonrpc": "2.0", "id": message.id,
-        "error": {"code": error.code, "message": error.message, "data": error.data},
-    }
 
 
 @dataclasses.dataclass
@@ -132,32 +68,6 @@ async def _streamable_http(url: str, headers: dict[str, str], max_event_bytes: i
         finally:
             await wire.aclose()
             watching.cancel_scope.cancel()
-
-
-class StdioWire:
-    """A stdio server's pipes: one JSON-RPC message per line, written and parsed here, nothing between."""
-
-    def __init__(self, process: ServerProcess) -> None:
-        assert process.stdin is not None and process.stdout is not None, "spawned with pipes"
-        self._stdin = process.stdin
-        self._stdout = process.stdout
-
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
-        line = wire_json.dumps_line(message)
-        try:
-            await self._stdin.send(line)
-        except OSError as exc:  # the server closed its stdin or exited
-            raise anyio.BrokenResourceError from exc
-
-    async def messages(self) -> AsyncGenerator[Inbound]:
-        lines = LineBuffer()
-        while True:
-            try:
-                chunk = await self._stdout.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                return
-            for message in lines.feed(chunk):
-                yield Inbound(message)
 
 
 @asynccontextmanager
@@ -231,7 +141,7 @@ async def open_transport(
         from mcp.client.sse import sse_client
 
         async with sse_client(config.url, headers=config.headers or None) as (read, write):
-            yield Wire(SessionWire(read, write))
+            yield Wire(SdkStreamsWire(read, write))
     else:
         async with _streamable_http(config.url, config.headers, config.max_event_bytes) as wire:
             yield wire

@@ -23,7 +23,6 @@ from starlette.responses import JSONResponse, RedirectResponse, Response, Stream
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate import wire_json
 from elicitgate.audit.record import FIELDS, STATES, as_json, parse_filters
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.elicitation.broker import Broker
@@ -36,6 +35,7 @@ from elicitgate.web.admin_auth import ADMIN_COOKIE, VOUCHED, AdminAuth
 from elicitgate.web.forms import e
 from elicitgate.web.pages import check_answer, deliver, iso, page
 from elicitgate.web.responses import nosniff, problem, secure
+from elicitgate.wire import codec
 
 HEARTBEAT = 15.0
 AUDIT_PAGE = 100
@@ -166,10 +166,10 @@ class AdminRoutes:
         if isinstance(el, Response):
             return el
         try:
-            body = wire_json.loads(await request.body())
-        except wire_json.NotFinite as exc:  # NaN in the content: the answer check names the field
+            body = codec.loads(await request.body())
+        except codec.NotFinite as exc:  # NaN in the content: the answer check names the field
             body = exc.value
-        except ValueError:  # not JSON, or nested too deep (`wire_json.TooDeep`)
+        except ValueError:  # not JSON, or nested too deep (`codec.TooDeep`)
             return problem(422, "the body must be an ElicitResult: {\"action\": ..., \"content\": {...}}")
         action = body.get("action") if is_mapping(body) else None
         if action not in ACTION_STATES:

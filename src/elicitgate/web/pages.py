@@ -23,7 +23,6 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from elicitgate import wire_json
 from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords
@@ -32,6 +31,7 @@ from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.web import claims, forms
 from elicitgate.web.forms import e
 from elicitgate.web.responses import UI_CSP, secure
+from elicitgate.wire import codec
 
 SETTLE_WAIT = 30.0
 CSRF_COOKIE = "eg_csrf"
@@ -376,10 +376,10 @@ class PageRoutes:
             tomb = self.registry.ended_state(token)
             return secure(JSONResponse({"ended": True, "state": tomb["state"] if tomb else None}, status_code=410))
         try:
-            body = wire_json.loads(await request.body())
-        except wire_json.NotFinite as exc:  # NaN in the content: the answer check names the field
+            body = codec.loads(await request.body())
+        except codec.NotFinite as exc:  # NaN in the content: the answer check names the field
             body = exc.value
-        except ValueError:  # not JSON, or nested too deep (`wire_json.TooDeep`)
+        except ValueError:  # not JSON, or nested too deep (`codec.TooDeep`)
             body = None
         if not is_mapping(body) or not csrf_ok(request, entry, request.headers.get("x-elicitgate-csrf")):
             return secure(JSONResponse({"error": "bad request"}, status_code=403))

@@ -1,7 +1,7 @@
 """One JSON-RPC connection as plain dicts: our requests matched to their responses, the peer's requests
-and notifications handed to a handler. It serves both ends of the gateway: each upstream connection
-(we are the client) and the stdio face (we are the server, `faces.dispatch` adapts it to the SDK's
-`Dispatcher`).
+and notifications handed to a handler, over any `MessageWire` (`wire.base`). It serves both ends of the
+gateway: each upstream connection (we are the client) and the faces (we are the server, `faces.dispatch`
+adapts it to the SDK's `Dispatcher`).
 
 Messages are plain dicts from end to end. A request in flight costs one future and one table entry:
 no task, no memory stream and no model of its own (the SDK's `JSONRPCDispatcher`, which this
@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
@@ -36,8 +35,10 @@ from pydantic import ValidationError
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate import wire_json
 from elicitgate.json_shapes import is_array, is_mapping, is_object
+from elicitgate.wire import codec
+from elicitgate.wire.base import Inbound, MessageWire
+from elicitgate.wire.framing import NonFiniteParams, NotAMessage
 
 logger = logging.getLogger(__name__)
 
@@ -76,78 +77,6 @@ class UrlElicitationRequired(MCPError):
         return list(items) if is_array(items) else []
 
 
-class MessageWire(Protocol):
-    """One peer's messages as JSON-RPC dicts, whatever carries them (`upstreams.transports`, `faces.stdio_pipes`)."""
-
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
-        """Write one message; `headers` are HTTP headers for it (ignored by pipes). Raises
-        `anyio.BrokenResourceError` / `anyio.ClosedResourceError` once the wire is gone."""
-        ...
-
-    def messages(self) -> AsyncIterator[Inbound]:
-        """What the peer sends, in order, until the wire ends."""
-        ...
-
-
-@dataclass(slots=True)
-class Inbound:
-    """One message from the peer, or what made a line unreadable (`message` is the exception)."""
-
-    message: dict[str, Any] | Exception
-    related_request_id: RequestId | None = None
-    """Streamable HTTP: the request whose response stream carried this message; `None` elsewhere."""
-    lost: bool = False
-    """An error response the transport made up because the answer can no longer come (`PeerLost`)."""
-    cancel_requested: bool = False
-    """A request the peer has since cancelled (`notifications/cancelled`); it is not answered."""
-    on_cancel: Callable[[], None] | None = None
-    """Called when the peer cancels this request (set by whoever serves it and needs to hear at once)."""
-    served: bool = False
-    """A request whose serving has ended: its answer is written (or not, if it was cancelled) next."""
-    context: contextvars.Context | None = None
-    """The context a request is served in, when not the reader's (an HTTP POST's: its authenticated user)."""
-
-
-class NotAMessage(ValueError):
-    """Valid JSON, but not a JSON-RPC message (an object)."""
-
-
-def parse_lines(buffer: bytes) -> tuple[list[dict[str, Any] | Exception], bytes]:
-    """The messages of the complete lines in `buffer` (blank ones skipped), and the incomplete rest."""
-    *lines, rest = buffer.split(b"\n")
-    return [parse_line(line) for line in lines if line.strip()], rest
-
-
-class LineBuffer:
-    """A stdio wire's messages from the chunks read off its pipe, one per line. A line that spans many
-    chunks is joined once, when its newline comes: adding each chunk to what came before would copy the
-    line again for every chunk, a cost that grows with the square of its length (`bench.big_message`)."""
-
-    __slots__ = ("_parts",)
-
-    def __init__(self) -> None:
-        self._parts: list[bytes] = []
-        """The line read so far, newline still to come."""
-
-    def feed(self, chunk: bytes) -> list[dict[str, Any] | Exception]:
-        """The messages of the lines `chunk` completes."""
-        if b"\n" not in chunk:
-            if chunk:
-                self._parts.append(chunk)
-            return []
-        if self._parts:
-            self._parts.append(chunk)
-            chunk = b"".join(self._parts)
-        messages, rest = parse_lines(chunk)
-        self._parts = [rest] if rest else []
-        return messages
-
-    def end(self) -> dict[str, Any] | Exception | None:
-        """The wire ended: the message of a last line without its newline, if there was one."""
-        rest, self._parts = b"".join(self._parts), []
-        return parse_line(rest) if rest.strip() else None
-
-
 def progress_params(
     token: object, progress: float, total: float | None, message: str | None
 ) -> dict[str, Any]:
@@ -158,60 +87,6 @@ def progress_params(
     if message is not None:
         params["message"] = message
     return params
-
-
-def parse_message(data: bytes, what: str = "message") -> dict[str, Any] | Exception:
-    """One message's bytes: the message, or the exception that says why they are not one (`what` names
-    them in it: a stdio wire's "line", an HTTP body's "message")."""
-    try:
-        message = wire_json.loads(data)
-    except wire_json.NotFinite as exc:
-        return with_non_finite(exc.value, what, data)
-    except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`wire_json.TooDeep`)
-        return ValueError(f"a {what} that is not JSON ({exc}): {data[:200]!r}")
-    if not is_object(message):
-        return NotAMessage(f"a {what} that is not a JSON-RPC message (a JSON object): {data[:200]!r}")
-    return message
-
-
-class NonFiniteParams(ValueError):
-    """A request or notification whose params hold NaN or Infinity (not JSON, RFC 8259) outside the answers
-    it carries; `request_id` is its id (None for a notification), so that the refusal can name it."""
-
-    def __init__(self, message: dict[str, Any], where: str) -> None:
-        super().__init__(f"{message.get('method')} holds a number JSON does not have (NaN or Infinity) at {where}")
-        self.request_id: Any = message.get("id")
-
-
-def with_non_finite(message: Any, what: str, data: bytes) -> dict[str, Any] | Exception:
-    """A message that holds NaN or Infinity. Only in an answer does it pass: a 2026-07-28 retry's
-    `params.inputResponses`, an ElicitResult's `result.content`, where the answer check
-    refuses it and asks again. A request or notification elsewhere is refused; a response becomes an error
-    response to the same id, so that its caller hears at once instead of waiting for its timeout."""
-    if not is_object(message):
-        return ValueError(f"a {what} that is not JSON (NaN and Infinity are not JSON numbers): {data[:200]!r}")
-    if "method" in message:
-        params = message.get("params")
-        kept = {k: v for k, v in params.items() if k != "inputResponses"} if is_object(params) else params
-        where = wire_json.first_non_finite(kept, "params")
-        return message if where is None else NonFiniteParams(message, where)
-    result = message.get("result")
-    # Only an ElicitResult's content (an object, beside `action`) is an answer; a tool result's `content` is a
-    # list of blocks, which would reach the client with `null` in place of the number.
-    if is_object(result) and "action" in result and is_object(result.get("content")):
-        kept = {k: v for k, v in result.items() if k != "content"}
-    else:
-        kept = result
-    where = wire_json.first_non_finite({"result": kept, "error": message.get("error")})
-    if where is None:
-        return message
-    error = f"the answer holds a number JSON does not have (NaN or Infinity, RFC 8259) at {where}"
-    return {"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": INTERNAL_ERROR, "message": error}}
-
-
-def parse_line(line: bytes) -> dict[str, Any] | Exception:
-    """One line of a stdio wire: the message, or the exception that says why the line is not one."""
-    return parse_message(line, "line")
 
 
 class ProgressCallback(Protocol):
@@ -523,7 +398,7 @@ class Endpoint:
         await self._write_answer(error, fallback=fallback)
 
     async def _write_answer(self, response: dict[str, Any], *, fallback: bool = True) -> None:
-        """Send an answer; one the wire refuses with a `ValueError` (`wire_json.TooDeep`, or a wire that could not
+        """Send an answer; one the wire refuses with a `ValueError` (`codec.TooDeep`, or a wire that could not
         send it) is answered with an error instead, once."""
         try:
             await self._wire.send(response)
@@ -533,7 +408,7 @@ class Endpoint:
             if not fallback:  # the error in its place failed too: the wire cannot send at all
                 logger.error("dropped the answer to %r of %s: %s", response["id"], self._peer, exc)
                 return
-            why = "cannot be written as JSON" if isinstance(exc, wire_json.TooDeep) else "could not be sent"
+            why = "cannot be written as JSON" if isinstance(exc, codec.TooDeep) else "could not be sent"
             logger.warning("the answer to %r of %s %s: %s", response["id"], self._peer, why, exc)
             await self._answer_error(response["id"], INTERNAL_ERROR, f"the answer {why}: {exc}", fallback=False)
 

@@ -1,0 +1,12 @@
+"""How messages travel, for the faces and the upstreams alike (httpx's `_transports/` is the model).
+
+- `base`: `MessageWire`, what every wire is to the endpoint, and `Inbound`, one message read.
+- `endpoint`: one JSON-RPC connection as plain dicts (`Endpoint`): requests matched to responses, the
+  peer's requests and notifications handed to a handler.
+- `framing`: bytes to messages (one per line on stdio, one per body or event on HTTP).
+- `codec`: JSON to and from bytes (orjson, the standard library where orjson would change a message).
+- `stdio`: the wires on pipes, a stdio server's (`StdioWire`) and the stdio face's own (`PipeWire`).
+- `_compat`: the `mcp` SDK's transports (memory streams of `SessionMessage`) as a `MessageWire`.
+
+Nothing is imported here, so that a face loads only the wires it uses.
+"""

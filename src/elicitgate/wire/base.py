@@ -1,0 +1,44 @@
+"""What every wire is to the JSON-RPC endpoint (`wire.endpoint`): a peer's messages as JSON-RPC dicts,
+whatever carries them (`wire.stdio`, `wire._compat`, `wire.memory`, `upstreams.http_wire`, the HTTP face's
+sessions in `faces.streamable`)."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mcp_types import RequestId
+
+
+class MessageWire(Protocol):
+    """One peer's messages as JSON-RPC dicts, whatever carries them (`wire.stdio`, `upstreams.http_wire`)."""
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        """Write one message; `headers` are HTTP headers for it (ignored by pipes). Raises
+        `anyio.BrokenResourceError` / `anyio.ClosedResourceError` once the wire is gone."""
+        ...
+
+    def messages(self) -> AsyncIterator[Inbound]:
+        """What the peer sends, in order, until the wire ends."""
+        ...
+
+
+@dataclass(slots=True)
+class Inbound:
+    """One message from the peer, or what made a line unreadable (`message` is the exception)."""
+
+    message: dict[str, Any] | Exception
+    related_request_id: RequestId | None = None
+    """Streamable HTTP: the request whose response stream carried this message; `None` elsewhere."""
+    lost: bool = False
+    """An error response the transport made up because the answer can no longer come (`PeerLost`)."""
+    cancel_requested: bool = False
+    """A request the peer has since cancelled (`notifications/cancelled`); it is not answered."""
+    on_cancel: Callable[[], None] | None = None
+    """Called when the peer cancels this request (set by whoever serves it and needs to hear at once)."""
+    served: bool = False
+    """A request whose serving has ended: its answer is written (or not, if it was cancelled) next."""
+    context: contextvars.Context | None = None
+    """The context a request is served in, when not the reader's (an HTTP POST's: its authenticated user)."""
