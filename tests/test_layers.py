@@ -31,11 +31,11 @@ def test_an_upward_import_breaks_the_layers(tmp_path: Path):
     shutil.copytree(ROOT / "src" / "elicitgate", tmp_path / "src" / "elicitgate",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    seams = tmp_path / "src" / "elicitgate" / "seams.py"
-    seams.write_text(seams.read_text() + "\nfrom elicitgate.gateway import Gateway  # noqa: E402\n")
+    contracts = tmp_path / "src" / "elicitgate" / "contracts.py"
+    contracts.write_text(contracts.read_text() + "\nfrom elicitgate.gateway import Gateway  # noqa: E402\n")
     result = _lint(tmp_path, tmp_path / "src")
     assert result.returncode != 0
-    assert "elicitgate.seams -> elicitgate.gateway" in result.stdout, result.stdout
+    assert "elicitgate.contracts -> elicitgate.gateway" in result.stdout, result.stdout
 
 
 def _private_imports(source: str) -> list[str]:

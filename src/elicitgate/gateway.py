@@ -22,6 +22,7 @@ from elicitgate.bridging import subscriptions
 from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay_input_request
 from elicitgate.bridging.rounds import Rounds
 from elicitgate.config import GatewayConfig
+from elicitgate.contracts import DownstreamPeer, Origin
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.notice_rules import every_target, unattended_for
@@ -34,7 +35,6 @@ from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.forward import forward
 from elicitgate.router.tasks import RelayedTask, TaskTable, face_capability
-from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
 

@@ -28,9 +28,9 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.config import BridgingConfig
+from elicitgate.contracts import ClientRequest, DownstreamPeer, Era
 from elicitgate.elicitation.model import Elicitation
 from elicitgate.json_shapes import is_mapping, is_object
-from elicitgate.seams import ClientRequest, DownstreamPeer, Era
 
 logger = logging.getLogger(__name__)
 

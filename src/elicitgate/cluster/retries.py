@@ -17,8 +17,8 @@ from mcp_types import INVALID_PARAMS, ClientCapabilities
 
 from elicitgate import errors
 from elicitgate.cluster.bus import Replicas
+from elicitgate.contracts import DownstreamPeer, elicitation_modes
 from elicitgate.json_shapes import is_mapping
-from elicitgate.seams import DownstreamPeer, elicitation_modes
 
 RETRY_OP = "resume"
 RETRY_TIMEOUT = 24 * 3600.0

@@ -28,6 +28,7 @@ from elicitgate import errors
 from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import ElicitationConfig, Unattended
+from elicitgate.contracts import DownstreamPeer, Origin, UrlCompletionTarget
 from elicitgate.elicitation.beside import FirstAnswer, PageOnly
 from elicitgate.elicitation.carriers import Carriers
 from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
@@ -53,7 +54,6 @@ from elicitgate.metrics import (
     REFUSALS,
     labelled,
 )
-from elicitgate.seams import DownstreamPeer, Origin, UrlCompletionTarget
 from elicitgate.upstreams.clock import PausableDeadline
 
 logger = logging.getLogger(__name__)

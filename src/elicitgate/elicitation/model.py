@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 if TYPE_CHECKING:
+    from elicitgate.contracts import Origin
     from elicitgate.elicitation.carriers import Carriers
     from elicitgate.elicitation.responders import Responder
-    from elicitgate.seams import Origin
 
 
 class State(enum.StrEnum):

@@ -15,8 +15,8 @@ from mcp.shared.exceptions import MCPError
 from elicitgate.errors import ClientGone
 
 if TYPE_CHECKING:
+    from elicitgate.contracts import Origin
     from elicitgate.elicitation.model import Elicitation
-    from elicitgate.seams import Origin
 
 
 class HumanGone(Exception):

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from elicitgate.seams import UrlCompletionTarget
+    from elicitgate.contracts import UrlCompletionTarget
 
 URL_ROUTE_TTL = 3600.0
 MAX_URL_ROUTES = 10_000

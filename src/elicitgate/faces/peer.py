@@ -1,4 +1,4 @@
-"""Who is on the other side of the face: one `DownstreamPeer` (`elicitgate.seams`) per client
+"""Who is on the other side of the face: one `DownstreamPeer` (`elicitgate.contracts`) per client
 connection, one `DownstreamCall` per request of theirs that the gateway is serving."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
+from elicitgate.contracts import DownstreamPeer, Era, capabilities_dict, elicitation_modes
 from elicitgate.sdk import connection_of, request_outbound
-from elicitgate.seams import DownstreamPeer, Era, capabilities_dict, elicitation_modes
 
 if TYPE_CHECKING:
     from elicitgate.elicitation.model import Elicitation

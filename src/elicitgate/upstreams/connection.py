@@ -38,10 +38,10 @@ from mcp.shared.inbound import (
 
 from elicitgate import __version__
 from elicitgate.config import HttpServer, StdioServer
+from elicitgate.contracts import DownstreamPeer, Era, Origin
 from elicitgate.json_shapes import is_array, is_mapping, is_object
 from elicitgate.jsonrpc import Endpoint, Inbound, MethodNotFound, ProgressCallback
 from elicitgate.logs import forget_request
-from elicitgate.seams import DownstreamPeer, Era, Origin
 from elicitgate.upstreams.clock import PausableDeadline
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 

@@ -33,10 +33,10 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.config import HttpServer, StdioServer, UpstreamRetryConfig
+from elicitgate.contracts import DownstreamPeer, HostedModes, declared_capabilities
 from elicitgate.fixable import warn_once
 from elicitgate.jsonrpc import SESSION_LOST, PeerLost
 from elicitgate.metrics import UPSTREAM_UP
-from elicitgate.seams import DownstreamPeer, HostedModes, declared_capabilities
 from elicitgate.upstreams.connection import ConnectError, InboundHandler, UpstreamConnection
 from elicitgate.upstreams.dual_era import DualEra, era_reason
 from elicitgate.upstreams.transports import STANDALONE_WAIT
