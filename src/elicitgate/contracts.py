@@ -1,72 +1,80 @@
-"""The named seams: what the layers hand each other, with no behaviour of their own.
+"""The contracts: every Protocol the layers hand each other, `Era`, and the record of a client they all pass
+around (`DownstreamPeer`), in the manner of aiohttp's `abc.py`.
 
-`Origin` is a call that can be asked: the downstream request (or a 2026-07-28 client's parked call)
-that caused an upstream's request for input. The face makes them, the broker and the router ask
-them, the upstream link records them against its requests in flight. `DownstreamPeer` is one client
-and everything the gateway keeps about it, typed. Nothing here imports from the rest of the package,
-so every layer may import it.
+Nothing here does anything: a Protocol names what its implementations (each one says where they live) must
+offer, and the record holds data, with properties that only read its own fields. Nothing here imports from
+the rest of the package, not even for type checking, so every layer may import it.
+
+`Origin` is a call that can be asked: the downstream request (or a 2026-07-28 client's parked call) that
+caused an upstream's request for input. The face makes them, the broker and the router ask them, the upstream
+link records them against its requests in flight. A `Question` is an elicitation as a call and what carries it
+to its client see it; the broker owns the whole record (`elicitation.model.Elicitation`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 from mcp_types import ClientCapabilities, RequestId
 
 from mcp.server.connection import Connection
 
-if TYPE_CHECKING:
-    from elicitgate.elicitation.model import Elicitation
-    from elicitgate.upstreams.connection import UpstreamConnection
-
 Era = Literal["handshake", "modern"]
 """`handshake`: a 2025-06-18 .. 2025-11-25 peer (an `initialize` handshake, a session, requests pushed to
 the client); `modern`: a 2026-07-28 peer (no handshake, input requests returned as `input_required`)."""
 
-def elicitation_modes(capabilities: ClientCapabilities | None) -> frozenset[str]:
-    """The elicitation modes a client declared; `{"elicitation": {}}` means form only."""
-    if capabilities is None or capabilities.elicitation is None:
-        return frozenset()
-    declared = capabilities.elicitation
-    modes = {mode for mode, said in (("form", declared.form), ("url", declared.url)) if said is not None}
-    return frozenset(modes or {"form"})
+
+# -- questions -----------------------------------------------------------------------------------------
 
 
-def declared_capabilities(modes: frozenset[str], raw: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The client capabilities the gateway declares to an upstream for a client: the elicitation `modes`,
-    and the sampling and roots the client itself declared (`raw`), which the gateway relays as they are."""
-    caps: dict[str, Any] = {}
-    if modes:
-        caps["elicitation"] = {mode: {} for mode in sorted(modes)}
-    for passthrough in ("sampling", "roots"):
-        if raw is not None and passthrough in raw:
-            caps[passthrough] = raw[passthrough]
-    return caps
+class QuestionState(Protocol):
+    """Where a question is in its life (`elicitation.model.State`)."""
+
+    @property
+    def terminal(self) -> bool:
+        """It has ended (accepted, declined, cancelled, timed out or failed)."""
+        ...
 
 
-def capabilities_dict(capabilities: ClientCapabilities | None) -> dict[str, Any]:
-    """Declared capabilities as JSON, the way the client sent them."""
-    return capabilities.model_dump(by_alias=True, mode="json", exclude_none=True) if capabilities is not None else {}
+class QuestionCarriers(Protocol):
+    """What carries a question to its human right now, and the grace period when nothing does
+    (`elicitation.carriers.Carriers`)."""
+
+    def attach(self, carrier: object) -> None:
+        """`carrier` (a client's response stream) carries the question now: no grace period runs."""
+        ...
+
+    def detach(self, carrier: object, why: str) -> None:
+        """`carrier` left (`why`: for the audit trail); the last one leaving starts the grace period."""
+        ...
+
+
+class Question(Protocol):
+    """One elicitation as the call that caused it and the streams that carry it see it
+    (`elicitation.model.Elicitation`, which the broker owns)."""
+
+    @property
+    def state(self) -> QuestionState: ...
+
+    @property
+    def carriers(self) -> QuestionCarriers | None:
+        """Set by the broker once the question is admitted."""
+        ...
+
+
+# -- calls ---------------------------------------------------------------------------------------------
 
 
 class UrlCompletionTarget(Protocol):
     """Who hears that an accepted URL-mode interaction is over: a handshake-era client (its session gets
-    `notifications/elicitation/complete`), or a 2026-07-28 client's parked call (its waiting retry returns)."""
+    `notifications/elicitation/complete`, `elicitation.url_routes.SessionTarget`), or a 2026-07-28 client's
+    parked call (its waiting retry returns)."""
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """The upstream finished the interaction named by `params["elicitationId"]`."""
-        ...
-
-
-class HostedModes(Protocol):
-    """What the gateway's own hosting can take for a client (`elicitation.hosting.Hosting`)."""
-
-    def modes_for(self, server: str, peer: DownstreamPeer) -> frozenset[str]:
-        """The elicitation modes the gateway presents itself for `peer`'s calls to `server` (its hosted page or
-        inbox): an upstream connection of that client's declares them too."""
         ...
 
 
@@ -121,7 +129,7 @@ class Origin(UrlCompletionTarget, Protocol):
         """Send a notification scoped to the call (progress, log messages)."""
         ...
 
-    async def ask(self, method: str, params: dict[str, Any], elicitation: Elicitation | None) -> Any:
+    async def ask(self, method: str, params: dict[str, Any], elicitation: Question | None) -> Any:
         """Put one question into the call's next `input_required` round and return the answer; raises
         `MCPError` when the call cannot carry input requests."""
         ...
@@ -135,11 +143,11 @@ class Origin(UrlCompletionTarget, Protocol):
         -32021 (`MISSING_REQUIRED_CLIENT_CAPABILITY`); for the others this does nothing."""
         ...
 
-    def elicitation_ended(self, elicitation: Elicitation) -> None:
+    def elicitation_ended(self, elicitation: Question) -> None:
         """The broker recorded the end of an elicitation this call caused."""
         ...
 
-    def carry(self, elicitation: Elicitation) -> None:
+    def carry(self, elicitation: Question) -> None:
         """`elicitation` was caused by this call: attach what carries the call to its client (a resumable HTTP
         response stream) to it (`elicitation.carriers`), so that the question ends once the client is gone for
         good; a channel that cannot break alone (stdio, a 2026-07-28 round) attaches nothing."""
@@ -159,16 +167,18 @@ class ClientRequest(Origin, Protocol):
         ...
 
 
+# -- the record of a client ----------------------------------------------------------------------------
+
+
 @dataclass(eq=False)
 class DownstreamPeer:
-    """One client, with what it declared, what it has pending and what the gateway keeps for it."""
+    """One client: what it declared and what the gateway keeps about it. A record: its owners keep their own
+    parts elsewhere, keyed by it (the broker its elicitations, each upstream link its connections)."""
 
     id: str
     connection: Connection
     calls: set[Origin] = field(default_factory=set[Origin])
-    elicitations: set[Elicitation] = field(default_factory=set["Elicitation"])
-    upstreams: dict[str, UpstreamConnection] = field(default_factory=dict[str, "UpstreamConnection"])
-    upstream_locks: dict[str, anyio.Lock] = field(default_factory=dict[str, anyio.Lock])
+    """Its calls in flight (the face's and the parked ones): a peer with one is not idle."""
     closed: bool = False
     principal: str | None = None
     """Set for 2026-07-28 clients, which have no connection of their own: one peer per principal,
@@ -188,11 +198,6 @@ class DownstreamPeer:
     """A request of this client carried an `elicitation.headless.headers` header: nobody watches it, its
     questions go to their hosted page (`elicitation.headless`)."""
 
-    async def url_completed(self, params: Mapping[str, Any]) -> None:
-        """A URL-mode elicitation this client accepted is done: `notifications/elicitation/complete`."""
-        if not self.closed:
-            await self.connection.outbound.notify("notifications/elicitation/complete", params)
-
     @property
     def identity(self) -> str:
         """Who its limits count against: its principal, else its own id."""
@@ -203,10 +208,6 @@ class DownstreamPeer:
         return self.connection.client_capabilities
 
     @property
-    def modes(self) -> frozenset[str]:
-        return elicitation_modes(self.capabilities)
-
-    @property
     def client_name(self) -> str:
         params = self.connection.client_params
         return params.client_info.name if params is not None else "unknown client"
@@ -215,5 +216,82 @@ class DownstreamPeer:
     def protocol_version(self) -> str:
         return self.connection.protocol_version
 
-    def raw_capabilities(self) -> dict[str, Any]:
-        return capabilities_dict(self.capabilities)
+
+# -- what the upstream side is handed --------------------------------------------------------------------
+
+C_contra = TypeVar("C_contra", contravariant=True)
+
+
+class InboundHandler(Protocol[C_contra]):
+    """Who takes what an upstream sends on its own (`gateway.Gateway`): its requests (`elicitation/create`,
+    sampling, roots) and its notifications. `C_contra` is the upstream connection they came on
+    (`upstreams.connection.UpstreamConnection`); `origin`, the call they are attributed to, if any."""
+
+    async def on_server_request(
+        self,
+        connection: C_contra,
+        origin: Origin | None,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        named: bool,
+    ) -> dict[str, Any]:
+        """The answer to the upstream's request; `named`: the request itself said which call it belongs to."""
+        ...
+
+    async def on_server_notification(
+        self, connection: C_contra, origin: Origin | None, method: str, params: Mapping[str, Any] | None
+    ) -> None: ...
+
+
+class HostedModes(Protocol):
+    """What the gateway's own hosting can take for a client (`elicitation.hosting.Hosting`)."""
+
+    def modes_for(self, server: str, peer: DownstreamPeer) -> frozenset[str]:
+        """The elicitation modes the gateway presents itself for `peer`'s calls to `server` (its hosted page or
+        inbox): an upstream connection of that client's declares them too."""
+        ...
+
+
+# -- what the broker and the hosting are handed ----------------------------------------------------------
+
+
+class SharedLimits(Protocol):
+    """The broker's admission counted over all replicas (`cluster.limits.SharedLimits`, with `redis_url`);
+    without it the broker counts in its process (`Broker.admit_here`)."""
+
+    async def admit(self, server: str, peer: DownstreamPeer) -> str:
+        """Check the pending and rate limits for `peer`'s identity; returns the identity it is counted
+        against. Raises `MCPError` (-32014 a pending limit, -32015 the rate limit) when one is reached."""
+        ...
+
+    async def release(self, identity: str) -> None:
+        """An elicitation admitted for `identity` ended."""
+        ...
+
+
+class Announces(Protocol):
+    """The notifier as the hosting sees it (`elicitation.notify.Notifier`)."""
+
+    def reaches(self, server: str, tool: str | None) -> bool:
+        """A hosted question of this server and tool is announced to a person: its page needs no inbox."""
+        ...
+
+
+# -- resumable streams across replicas -----------------------------------------------------------------
+
+
+class NamedStream(Protocol):
+    """A resumable response stream as the replicas see it (`faces.event_streams.EventStream`)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+class Mirror(Protocol):
+    """Where a broken stream's events are copied so that another replica can resume it
+    (`cluster.streams.SharedStreams`)."""
+
+    def appended(self, stream: NamedStream, seq: int, message: dict[str, Any], last: bool) -> None: ...
+
+    def forget(self, stream: NamedStream) -> None: ...

@@ -92,7 +92,9 @@ class Gateway:
         self.rounds = Rounds(config.bridging)
         self._modern_ids = itertools.count(1)
         self.links.update(
-            (name, UpstreamLink(name, cfg, config.upstream_retry, self, self._on_link_connected, self.hosting))
+            (name, UpstreamLink(
+                name, cfg, config.upstream_retry, self, self._on_link_connected, self.hosting, asking=self.broker.asking
+            ))
             for name, cfg in upstreams.items()
         )
         self.replicas: Replicas | None = None
@@ -176,9 +178,8 @@ class Gateway:
     async def release_upstreams(self, peer: DownstreamPeer) -> None:
         """Give back the per-client upstream connections of `peer`: a per-call client's to the pool, the
         others closed (their upstream session state was that client's)."""
-        for server, conn in list(peer.upstreams.items()):
-            await self.links[server].release(conn, reuse=peer.per_call)
-        peer.upstreams.clear()
+        for link in self.links.values():
+            await link.release_peer(peer)
 
     def modern_peer(
         self, principal: str | None, connection: Connection, *, resuming: Origin | None = None
@@ -209,7 +210,7 @@ class Gateway:
             await anyio.sleep(min(idle, 60.0))
             now = anyio.current_time()
             for principal, peer in list(self.modern_peers.items()):
-                if now - peer.last_seen > idle and not peer.elicitations and not peer.calls:
+                if now - peer.last_seen > idle and not self.broker.asking(peer) and not peer.calls:
                     del self.modern_peers[principal]
                     await self.remove_peer(peer)
 

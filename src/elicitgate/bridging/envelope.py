@@ -19,7 +19,8 @@ from mcp_types import (
     SERVER_INFO_META_KEY,
 )
 
-from elicitgate.contracts import Era, Origin, declared_capabilities
+from elicitgate.capabilities import declared_capabilities
+from elicitgate.contracts import Era, Origin
 from elicitgate.json_shapes import is_mapping
 
 ENVELOPE_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
