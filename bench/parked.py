@@ -17,7 +17,7 @@ import anyio
 
 from elicitgate.bridging.rounds import ParkedCall, Rounds
 from elicitgate.config import BridgingConfig
-from elicitgate.seams import DownstreamPeer
+from elicitgate.contracts import DownstreamPeer
 
 
 @dataclass(eq=False)

@@ -20,7 +20,9 @@ from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
+from elicitgate.capabilities import capabilities_dict, elicitation_modes
 from elicitgate.elicitation.broker import ERRORS_META_KEY, SERVER_META_KEY
+from elicitgate.elicitation.url_routes import SessionTarget
 from tests.conftest import PY, inprocess_gateway
 from tests.test_schema import GOOD_ANSWER, VALID_PROPERTIES
 
@@ -95,9 +97,9 @@ async def gateway(cfg: dict[str, Any]) -> AsyncIterator[Any]:
 
 async def assert_settled(gw: Any) -> None:
     broker = gw.gateway.broker
-    await wait_until(lambda: not broker.pending and not any(p.elicitations for p in gw.seen_peers), timeout=30)
+    await wait_until(lambda: not broker.pending and not any(broker.asking(p) for p in gw.seen_peers), timeout=30)
     assert broker.pending == {}
-    assert all(not p.elicitations for p in gw.seen_peers)
+    assert all(not broker.elicitations_of(p) for p in gw.seen_peers)
 
 
 def ended(gw: Any, state: str | None = None) -> list[dict[str, Any]]:
@@ -369,10 +371,10 @@ async def test_form_only_client_never_gets_url_mode(upstream, form_only_capabili
             assert text(await client.call_tool("x__elicit", {}))["content"] == {"answer": "form works"}
             assert [p.mode for p in human.seen] == ["form"]
             (peer,) = gw.seen_peers
-            assert peer.raw_capabilities()["elicitation"] == declared
-            assert peer.modes == {"form"}
-            if "x" in peer.upstreams:  # a per-session upstream is told what this client can do
-                assert peer.upstreams["x"]._advertised["elicitation"] == {"form": {}}
+            assert capabilities_dict(peer.capabilities)["elicitation"] == declared
+            assert elicitation_modes(peer.capabilities) == {"form"}
+            if (own := gw.gateway.links["x"].connection_of(peer)) is not None:  # a per-session upstream is told
+                assert own._advertised["elicitation"] == {"form": {}}  # what this client can do
 
 
 async def test_client_without_elicitation_capability_gets_undeliverable_at_once(upstream):
@@ -464,7 +466,7 @@ async def test_url_elicitation_required_error_reaches_the_client_intact(upstream
                 ]
             }
             (peer,) = gw.seen_peers
-            assert gw.gateway.broker.url_route("x", "auth-7", pop=False) is peer
+            assert gw.gateway.broker.url_route("x", "auth-7", pop=False) == SessionTarget(peer)
 
 
 # -- secrets in forms -------------------------------------------------------------------------------

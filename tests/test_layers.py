@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,15 +28,31 @@ def test_every_import_points_down_and_no_package_has_a_cycle():
     assert "0 broken" in result.stdout
 
 
-def test_an_upward_import_breaks_the_layers(tmp_path: Path):
+def _with_contracts_importing(tmp_path: Path, line: str) -> subprocess.CompletedProcess[str]:
+    """`lint-imports` over a copy of the package whose contracts.py ends with `line`."""
     shutil.copytree(ROOT / "src" / "elicitgate", tmp_path / "src" / "elicitgate",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    seams = tmp_path / "src" / "elicitgate" / "seams.py"
-    seams.write_text(seams.read_text() + "\nfrom elicitgate.gateway import Gateway  # noqa: E402\n")
-    result = _lint(tmp_path, tmp_path / "src")
+    contracts = tmp_path / "src" / "elicitgate" / "contracts.py"
+    contracts.write_text(contracts.read_text() + line)
+    return _lint(tmp_path, tmp_path / "src")
+
+
+def test_an_upward_import_breaks_the_layers(tmp_path: Path):
+    result = _with_contracts_importing(tmp_path, "\nfrom elicitgate.gateway import Gateway  # noqa: E402\n")
     assert result.returncode != 0
-    assert "elicitgate.seams -> elicitgate.gateway" in result.stdout, result.stdout
+    assert "elicitgate.contracts -> elicitgate.gateway" in result.stdout, result.stdout
+
+
+def test_an_upward_import_for_type_checking_only_breaks_the_layers_too(tmp_path: Path):
+    """An annotation that points up is a dependency that points up: `exclude_type_checking_imports` stays off,
+    so the contracts hold for what pyright reads as well as for what runs."""
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        assert tomllib.load(f)["tool"]["importlinter"]["exclude_type_checking_imports"] is False
+    line = "\nif TYPE_CHECKING:  # noqa: E402, F821\n    from elicitgate.elicitation.model import Elicitation\n"
+    result = _with_contracts_importing(tmp_path, "\nfrom typing import TYPE_CHECKING  # noqa: E402" + line)
+    assert result.returncode != 0
+    assert "elicitgate.contracts -> elicitgate.elicitation.model" in result.stdout, result.stdout
 
 
 def _private_imports(source: str) -> list[str]:

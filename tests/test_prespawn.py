@@ -22,7 +22,7 @@ import mcp.client.stdio as sdk_stdio
 from mcp import Client
 
 from elicitgate.config import StdioServer
-from elicitgate.seams import Origin
+from elicitgate.contracts import Origin
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import AdoptedProcess
 from elicitgate.upstreams.connection import ConnectError, UpstreamConnection

@@ -21,7 +21,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.elicitation.url_routes import UrlRoutes
+from elicitgate.elicitation.url_routes import SessionTarget, UrlRoutes
 from tests.conformance.run import TS_SERVER as TS_EVERYTHING
 from tests.conformance.run import write_ts_fixtures
 from tests.conftest import PY, ROOT, Process, free_port, inprocess_gateway, stdio_server
@@ -342,7 +342,7 @@ def test_url_routes_are_bounded_in_number_per_error_and_time():
             for i in range(1_000_000)]
     broker.remember_url_elicitations("s", peer, huge)
     assert len(broker.url_routes) == broker.url_routes.per_error
-    assert broker.url_route("s", "e0", pop=False) is peer
+    assert broker.url_route("s", "e0", pop=False) == SessionTarget(peer)
     assert broker.url_route("s", f"e{broker.url_routes.per_error}", pop=False) is None
 
     routes = UrlRoutes(ttl=60, limit=3)

@@ -19,8 +19,8 @@ import httpx2
 import pytest
 
 from elicitgate.config import build_config
+from elicitgate.contracts import DownstreamPeer
 from elicitgate.router.tasks import TaskTable, face_capability
-from elicitgate.seams import DownstreamPeer
 from tests.conftest import PEERS, PY, ROOT, Process, free_port, write_config
 from tests.hosted_helpers import AUTH, TOKEN, next_pending_sync
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from mcp_types import ClientCapabilities
 
 from elicitgate.config import build_config
 from elicitgate.elicitation.hosting import Hosting
@@ -21,6 +22,18 @@ class Asker:
     """What the hosting choice reads of the call that asks: the modes its client declared."""
 
     modes: frozenset[str]
+
+
+@dataclass
+class Client:
+    """What the hosting reads of a client (`DownstreamPeer`): what it declared."""
+
+    capabilities: ClientCapabilities
+
+
+def declaring(modes: frozenset[str]) -> Client:
+    declared = {"elicitation": {mode: {} for mode in modes}} if modes else {}
+    return Client(ClientCapabilities.model_validate(declared))
 
 
 def hosting(policy: str | None, *, inbox: bool) -> Hosting:
@@ -112,7 +125,7 @@ def test_the_reason_nobody_can_host_names_the_fix() -> None:
 def test_modes_the_gateway_adds_for_a_client(
     policy: str, modes: frozenset[str], inbox: bool, expected: frozenset[str]
 ) -> None:
-    assert hosting(policy, inbox=inbox).modes_for("s", Asker(modes)) == expected  # type: ignore[arg-type]
+    assert hosting(policy, inbox=inbox).modes_for("s", declaring(modes)) == expected  # type: ignore[arg-type]
 
 
 def test_page_and_inbox_urls_follow_the_address_learned_from_the_first_request() -> None:

@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate.bridging.rounds import ParkedCall, Rounds
 from elicitgate.config import BridgingConfig
-from elicitgate.seams import DownstreamPeer
+from elicitgate.contracts import DownstreamPeer
 
 pytestmark = pytest.mark.anyio
 

@@ -23,6 +23,7 @@ from elicitgate.hostport import http_url, parse_hostport, url_host
 from elicitgate.upstreams import prespawn
 
 if TYPE_CHECKING:
+    from elicitgate.gateway import Gateway
     from elicitgate.upstreams.link import UpstreamLink
 
 app = typer.Typer(
@@ -136,7 +137,7 @@ def _announce(cfg: GatewayConfig, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-def _say_ready(gateway: Any, face: str) -> None:
+def _say_ready(gateway: Gateway, face: str) -> None:
     states = ", ".join(f"{name} {link.state}" for name, link in gateway.links.items()) or "no servers"
     _announce(gateway.config, f"elicitgate: ready on {face} ({states})")
 

@@ -22,6 +22,7 @@ from elicitgate.bridging import subscriptions
 from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay_input_request
 from elicitgate.bridging.rounds import Rounds
 from elicitgate.config import GatewayConfig
+from elicitgate.contracts import DownstreamPeer, Origin
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.notice_rules import every_target, unattended_for
@@ -33,7 +34,6 @@ from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.forward import forward
 from elicitgate.router.tasks import RelayedTask, TaskTable, face_capability
-from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
 from elicitgate.wire.endpoint import PeerLost
@@ -92,7 +92,9 @@ class Gateway:
         self.rounds = Rounds(config.bridging)
         self._modern_ids = itertools.count(1)
         self.links.update(
-            (name, UpstreamLink(name, cfg, config.upstream_retry, self, self._on_link_connected, self.hosting))
+            (name, UpstreamLink(
+                name, cfg, config.upstream_retry, self, self._on_link_connected, self.hosting, asking=self.broker.asking
+            ))
             for name, cfg in upstreams.items()
         )
         self.replicas: Replicas | None = None
@@ -176,9 +178,8 @@ class Gateway:
     async def release_upstreams(self, peer: DownstreamPeer) -> None:
         """Give back the per-client upstream connections of `peer`: a per-call client's to the pool, the
         others closed (their upstream session state was that client's)."""
-        for server, conn in list(peer.upstreams.items()):
-            await self.links[server].release(conn, reuse=peer.per_call)
-        peer.upstreams.clear()
+        for link in self.links.values():
+            await link.release_peer(peer)
 
     def modern_peer(
         self, principal: str | None, connection: Connection, *, resuming: Origin | None = None
@@ -209,7 +210,7 @@ class Gateway:
             await anyio.sleep(min(idle, 60.0))
             now = anyio.current_time()
             for principal, peer in list(self.modern_peers.items()):
-                if now - peer.last_seen > idle and not peer.elicitations and not peer.calls:
+                if now - peer.last_seen > idle and not self.broker.asking(peer) and not peer.calls:
                     del self.modern_peers[principal]
                     await self.remove_peer(peer)
 

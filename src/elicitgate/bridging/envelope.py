@@ -19,8 +19,9 @@ from mcp_types import (
     SERVER_INFO_META_KEY,
 )
 
+from elicitgate.capabilities import declared_capabilities
+from elicitgate.contracts import Era, Origin
 from elicitgate.json_shapes import is_mapping
-from elicitgate.seams import Era, Origin, declared_capabilities
 
 ENVELOPE_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
 """A 2026-07-28 client's envelope describes it to the gateway; each upstream connection stamps its own."""

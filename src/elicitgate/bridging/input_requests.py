@@ -17,9 +17,9 @@ import anyio
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
+from elicitgate.contracts import Origin
 from elicitgate.elicitation.broker import Broker
 from elicitgate.json_shapes import is_mapping
-from elicitgate.seams import Origin
 from elicitgate.upstreams.link import UpstreamLink
 
 PASSTHROUGH_INPUT_REQUESTS = {"sampling/createMessage": "sampling", "roots/list": "roots"}

@@ -26,11 +26,10 @@ from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reques
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate import errors
+from elicitgate import contracts, errors
 from elicitgate.config import BridgingConfig
-from elicitgate.elicitation.model import Elicitation
+from elicitgate.contracts import ClientRequest, DownstreamPeer, Era
 from elicitgate.json_shapes import is_mapping, is_object
-from elicitgate.seams import ClientRequest, DownstreamPeer, Era
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class Question:
     method: str
     params: dict[str, Any]
     """As the 2026-07-28 client sees them."""
-    elicitation: Elicitation | None
+    elicitation: contracts.Question | None
     answered: anyio.Event = field(default_factory=anyio.Event)
     answer: Any = None
 
@@ -83,7 +82,7 @@ class ParkedCall:
         self.on_claimed: Callable[[], None] | None = None
         self._keys = 0
         self._registering = 0
-        self._processing: set[Elicitation | None] = set()
+        self._processing: set[contracts.Question | None] = set()
         self._url_waits: dict[str, anyio.Event] = {}
         self._changed = asyncio.Event()
         """Set when anything a waiting request looks at changed, then replaced (asyncio's own: one is made
@@ -117,7 +116,7 @@ class ParkedCall:
         """A server-to-client request (sampling, roots) becomes an input request too."""
         return await self.ask(method, dict(params), None)
 
-    async def ask(self, method: str, params: dict[str, Any], elicitation: Elicitation | None) -> Any:
+    async def ask(self, method: str, params: dict[str, Any], elicitation: contracts.Question | None) -> Any:
         """Put one question to the client in the next `input_required` result; wait for its answer."""
         self._keys += 1
         question = Question(f"q{self._keys}", method, _for_modern_client(method, params), elicitation)
@@ -150,11 +149,11 @@ class ParkedCall:
         """`count` questions are about to be asked together: answer none before all are in."""
         self._registering += count
 
-    def elicitation_ended(self, elicitation: Elicitation) -> None:
+    def elicitation_ended(self, elicitation: contracts.Question) -> None:
         self._processing.discard(elicitation)
         self._signal()
 
-    def carry(self, elicitation: Elicitation) -> None:
+    def carry(self, elicitation: contracts.Question) -> None:
         """A parked call's questions travel in its rounds, which its own deadline bounds: nothing to attach."""
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:

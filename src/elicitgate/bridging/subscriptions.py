@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from elicitgate.seams import DownstreamPeer
+from elicitgate.contracts import DownstreamPeer
 from elicitgate.upstreams.link import UpstreamLink
 
 logger = logging.getLogger(__name__)

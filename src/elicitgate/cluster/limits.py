@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from elicitgate.cluster.bus import LEASE_SECONDS, Replicas
 from elicitgate.cluster.redis_client import Pipeline
 from elicitgate.config import ElicitationConfig
+from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.limits import pending_limit, rate_limited
 
 logger = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class SharedLimits:
     """`Broker`'s admission with `redis_url` (without it the broker counts in its process)."""
 
     def __init__(self, replicas: Replicas, config: ElicitationConfig, counts: Callable[[], Mapping[str, int]],
-                 local: Callable[[str, Any, str], str]) -> None:
+                 local: Callable[[str, DownstreamPeer, str], str]) -> None:
         """`counts`: what this replica holds per identity; `local(server, peer, identity)`: the admission of a
         gateway without replicas (the broker's), for while Redis is out of reach."""
         self.replicas = replicas
@@ -94,7 +95,7 @@ class SharedLimits:
         self._release = replicas.redis.register_script(RELEASE)
         replicas.renewals.append(self._renew)
 
-    async def admit(self, server: str, peer: Any) -> str:
+    async def admit(self, server: str, peer: DownstreamPeer) -> str:
         """Check the limits for the client's identity across replicas; returns the identity."""
         identity = peer.principal or f"{self.replicas.id}:{peer.id}"  # session ids are per replica
         if not self.replicas.reachable:  # known away: no wait for a connection that cannot open

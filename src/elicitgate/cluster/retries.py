@@ -16,9 +16,10 @@ from typing import Any
 from mcp_types import INVALID_PARAMS, ClientCapabilities
 
 from elicitgate import errors
+from elicitgate.capabilities import elicitation_modes
 from elicitgate.cluster.bus import Replicas
+from elicitgate.contracts import DownstreamPeer, Origin
 from elicitgate.json_shapes import is_mapping
-from elicitgate.seams import DownstreamPeer, elicitation_modes
 
 RETRY_OP = "resume"
 RETRY_TIMEOUT = 24 * 3600.0
@@ -85,7 +86,7 @@ def install(gateway: Any, replicas: Replicas) -> None:
     replicas.handlers[RETRY_OP] = resume
 
 
-async def forward(replicas: Replicas, home: str, call: Any, principal: str | None,
+async def forward(replicas: Replicas, home: str, call: Origin, principal: str | None,
                   method: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """Send this retry to the replica its call is parked on; its next round or result."""
     args = {

@@ -15,20 +15,16 @@ import json
 import logging
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from redis.exceptions import RedisError
 
 from elicitgate.cluster.bus import Replicas
 from elicitgate.cluster.redis_client import Pipeline
+from elicitgate.contracts import NamedStream
 from elicitgate.json_shapes import is_object
 
 logger = logging.getLogger(__name__)
-
-
-class Named(Protocol):
-    @property
-    def name(self) -> str: ...
 
 
 class SharedStreams:
@@ -54,7 +50,7 @@ class SharedStreams:
     # -- the replica holding the session ------------------------------------------------------------
 
     def share(
-        self, stream: Named, events: Iterable[tuple[int, dict[str, Any]]], last_seq: int | None, *,
+        self, stream: NamedStream, events: Iterable[tuple[int, dict[str, Any]]], last_seq: int | None, *,
         session: str, principal: str,
     ) -> None:
         """`stream` broke: copy what it keeps (`last_seq`: the seq of its end, if it came) and say who may resume it."""
@@ -69,7 +65,7 @@ class SharedStreams:
         for seq, message in events:
             self.appended(stream, seq, message, seq == last_seq)
 
-    def appended(self, stream: Named, seq: int, message: dict[str, Any], last: bool) -> None:
+    def appended(self, stream: NamedStream, seq: int, message: dict[str, Any], last: bool) -> None:
         key = self._events(stream.name)
         fields = {"seq": seq, "data": json.dumps(message, separators=(",", ":")), "last": int(last)}
 
@@ -79,7 +75,7 @@ class SharedStreams:
 
         self._push(add)
 
-    def forget(self, stream: Named) -> None:
+    def forget(self, stream: NamedStream) -> None:
         name = stream.name
         self._push(lambda pipe: pipe.delete(self._events(name), self._about(name)))
 

@@ -25,8 +25,7 @@ import anyio
 
 from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.hosting import Hosting
-from elicitgate.elicitation.model import Elicitation
-from elicitgate.elicitation.responders import Responder
+from elicitgate.elicitation.model import Elicitation, Responder
 
 CLIENT = "client"
 PAGE = "notice_page"

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +28,7 @@ from elicitgate import errors
 from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import ElicitationConfig, Unattended
+from elicitgate.contracts import DownstreamPeer, Origin, SharedLimits, UrlCompletionTarget
 from elicitgate.elicitation.beside import FirstAnswer, PageOnly
 from elicitgate.elicitation.carriers import Carriers
 from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
@@ -35,13 +36,13 @@ from elicitgate.elicitation.headless import is_headless
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limited
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
-from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
+from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Responder, Source, State
 from elicitgate.elicitation.notify import Notifier
-from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, HumanGone, Responder, to_client
+from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, HumanGone, to_client
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.sensitive import sensitive_fields, sensitive_words
 from elicitgate.elicitation.url_policy import UrlPolicy
-from elicitgate.elicitation.url_routes import UrlRoutes
+from elicitgate.elicitation.url_routes import SessionTarget, UrlRoutes
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.logs import log_event, request_context
 from elicitgate.metrics import (
@@ -53,7 +54,6 @@ from elicitgate.metrics import (
     REFUSALS,
     labelled,
 )
-from elicitgate.seams import DownstreamPeer, Origin, UrlCompletionTarget
 from elicitgate.upstreams.clock import PausableDeadline
 
 logger = logging.getLogger(__name__)
@@ -76,12 +76,14 @@ class Broker:
         self.audit = audit
         """The `AuditTrail` that keeps every end and refusal (None: audit off)."""
         self.pending: dict[str, Elicitation] = {}
+        self._of_peer: dict[DownstreamPeer, set[Elicitation]] = {}
+        """The pending elicitations of each client that has some."""
         self.recent: deque[dict[str, Any]] = deque(maxlen=1000)
         self.url_routes = UrlRoutes()
         self._open: dict[str, int] = {}
         """Pending elicitations per client identity (principal, else session)."""
         self._buckets: dict[str, TokenBucket] = {}
-        self.shared_limits: Any | None = None
+        self.shared_limits: SharedLimits | None = None
         """With `redis_url`: limits counted over all replicas (`cluster.limits.SharedLimits`), instead of here."""
         self.hosting = hosting
         """The gateway's own hosted page and inbox; None when the process has no web server for them."""
@@ -161,7 +163,7 @@ class Broker:
         origin.carry(el)  # the call's channel to its client, hosted or not: nothing is left to answer without it
         self.pending[el.id] = el
         self._open[identity] = self._open.get(identity, 0) + 1
-        peer.elicitations.add(el)
+        self._of_peer.setdefault(peer, set()).add(el)
         labelled(ELICITATIONS_PENDING, server).inc()
         if self.notices is not None:
             self.notices.watch(el)
@@ -195,10 +197,21 @@ class Broker:
             self.pending.pop(el.id, None)
             if (left := self._open.pop(identity) - 1) > 0:
                 self._open[identity] = left
-            peer.elicitations.discard(el)
+            if (mine := self._of_peer.get(peer)) is not None:
+                mine.discard(el)
+                if not mine:
+                    del self._of_peer[peer]
             labelled(ELICITATIONS_PENDING, server).dec()
             if self.shared_limits is not None:
                 await self.shared_limits.release(identity)
+
+    def elicitations_of(self, peer: DownstreamPeer) -> Set[Elicitation]:
+        """The pending elicitations `peer` caused."""
+        return self._of_peer.get(peer, frozenset())
+
+    def asking(self, peer: DownstreamPeer) -> bool:
+        """`peer` has an elicitation pending."""
+        return peer in self._of_peer
 
     def open_counts(self) -> dict[str, int]:
         """Pending elicitations per client identity (principal, else session)."""
@@ -280,9 +293,9 @@ class Broker:
 
     def stop_for_peer(self, peer: DownstreamPeer, reason: str) -> None:
         """The client is gone: every elicitation it had ends cancelled."""
-        for el in list(peer.elicitations):
+        for el in list(self.elicitations_of(peer)):
             el.stop(State.CANCELLED, reason)
-        self.url_routes.drop_target(peer)
+        self.url_routes.drop_target(SessionTarget(peer))
 
     def _abandoned(self, el: Elicitation, why: str) -> None:
         """No carrier came back within `abandoned_grace`: the question ends (`abandoned: cancel`), the server
@@ -295,7 +308,7 @@ class Broker:
                         el.id, why)
 
     def stop_for_call(self, call: Origin, reason: str) -> None:
-        for el in list(call.peer.elicitations):
+        for el in list(self.elicitations_of(call.peer)):
             if el.origin is not call:
                 continue
             others = [c for c in el.candidates() if c is not call] if el.candidates is not None else []
@@ -313,13 +326,13 @@ class Broker:
             if is_mapping(item) and item.get("mode", "url") == "url":
                 await self.url_policy.check(server, item.get("url"), item.get("elicitationId"), needs_id=True)
 
-    def remember_url_elicitations(self, server: str, peer: UrlCompletionTarget, elicitations: Any) -> None:
-        """Route later `notifications/elicitation/complete` for these ids (from a -32042) to `peer`
+    def remember_url_elicitations(self, server: str, peer: DownstreamPeer, elicitations: Any) -> None:
+        """Route later `notifications/elicitation/complete` for these ids (from a -32042) to `peer`'s session
         (its first `url_routes.per_error` items)."""
         items = elicitations[: self.url_routes.per_error] if is_array(elicitations) else []
         for item in items:
             if is_mapping(item) and isinstance(item.get("elicitationId"), str):
-                self.url_routes.add(server, item["elicitationId"], peer)
+                self.url_routes.add(server, item["elicitationId"], SessionTarget(peer))
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -452,7 +465,7 @@ class Broker:
                 if el.mode == "url" and action == "accept" and isinstance(el.params.get("elicitationId"), str):
                     # A 2026-07-28 client learns of completion by retrying: its parked call waits for it.
                     origin = el.asked()
-                    target: UrlCompletionTarget = origin if origin.era == "modern" else origin.peer
+                    target: UrlCompletionTarget = origin if origin.era == "modern" else SessionTarget(origin.peer)
                     self.url_routes.add(el.server, el.params["elicitationId"], target)
                 return {"action": action}
             content: object = answer.get("content") or {}

@@ -14,8 +14,8 @@ import json
 from collections.abc import Mapping
 
 from elicitgate.config import HeadlessConfig
+from elicitgate.contracts import DownstreamPeer
 from elicitgate.json_shapes import is_array
-from elicitgate.seams import DownstreamPeer
 
 HEADER_MARKED: contextvars.ContextVar[bool] = contextvars.ContextVar("elicitgate_headless_header", default=False)
 """True while the face serves a request that carried one of `elicitation.headless.headers`."""

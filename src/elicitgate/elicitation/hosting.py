@@ -20,29 +20,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
+from elicitgate.capabilities import elicitation_modes
 from elicitgate.config import GatewayConfig
+from elicitgate.contracts import Announces, DownstreamPeer, Origin
 from elicitgate.elicitation.hosted_registry import HostedEntry, HostedRegistry
-from elicitgate.elicitation.model import Elicitation
-from elicitgate.elicitation.responders import HumanGone, Responder, to_client
+from elicitgate.elicitation.model import Elicitation, Responder
+from elicitgate.elicitation.responders import HumanGone, to_client
 from elicitgate.elicitation.sensitive import sensitive_words
+from elicitgate.elicitation.url_routes import SessionTarget
 from elicitgate.hostport import http_url
 from elicitgate.json_shapes import is_array, is_mapping
-from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.link import UpstreamLink
 
 logger = logging.getLogger(__name__)
-
-
-class Announces(Protocol):
-    """The notifier as the hosting sees it (`elicitation.notify.Notifier`)."""
-
-    def reaches(self, server: str, tool: str | None) -> bool:
-        """A hosted question of this server and tool is announced to a person: its page needs no inbox."""
-        ...
 
 UI_MIME = "text/html;profile=mcp-app"
 UI_READ_TIMEOUT = 10.0
@@ -151,7 +145,7 @@ class Hosting:
         if self.policy(server) == "never":
             return frozenset()
         reachable = self.reachable(server, None)
-        if "url" in peer.modes or reachable:
+        if "url" in elicitation_modes(peer.capabilities) or reachable:
             return frozenset({"form", "url"} if reachable else {"form"})
         return frozenset()
 
@@ -261,7 +255,7 @@ class HostedPage:
             return  # a 2026-07-28 client learns it by its retry
         try:
             with anyio.move_on_after(5):
-                await origin.peer.url_completed({"elicitationId": entry.client_elicitation_id})
+                await SessionTarget(origin.peer).url_completed({"elicitationId": entry.client_elicitation_id})
         except Exception as exc:  # the answer matters more than the courtesy note
             logger.debug("could not send elicitation/complete to %s: %s", origin.peer.id, exc)
 

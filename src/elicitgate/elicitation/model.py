@@ -7,14 +7,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 
 if TYPE_CHECKING:
+    from elicitgate.contracts import Origin
     from elicitgate.elicitation.carriers import Carriers
-    from elicitgate.elicitation.responders import Responder
-    from elicitgate.seams import Origin
 
 
 class State(enum.StrEnum):
@@ -37,6 +36,32 @@ Source = Literal["upstream", "gateway"]
 """Who asks: an upstream server (`elicitation/create`, `input_required`), or the gateway itself."""
 GatewayReason = Literal["missing_arguments", "confirmation"]
 """Why the gateway asks on its own (see `router.asks`)."""
+
+
+class Responder(Protocol):
+    """Who shows an elicitation to a human and brings the raw answer back (`elicitation.responders`,
+    `elicitation.hosting`, `elicitation.beside`); the broker picks one per elicitation."""
+
+    @property
+    def name(self) -> str:
+        """Shown in the audit event: `client`, `input_required`, `hosted_page`, `hosted_inbox`."""
+        ...
+
+    @property
+    def cancel_on_timeout(self) -> bool:
+        """At the deadline the upstream gets `{"action": "cancel"}` instead of a timeout error."""
+        ...
+
+    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
+        """Present `request` (already prefixed with the asking server; on a repeat, carrying the errors)
+        and return the raw answer, whatever its shape (the broker checks it). Raises
+        `elicitation.responders.HumanGone`, or `MCPError` when the human's side failed it.
+        """
+        ...
+
+    def ended(self, el: Elicitation) -> None:
+        """The broker recorded the end of `el`: drop whatever was kept to present it."""
+        ...
 
 
 @dataclass(eq=False, slots=True)

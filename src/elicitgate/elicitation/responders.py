@@ -8,15 +8,15 @@ pushing `elicitation/create` to the client whose call caused it (handshake-era c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mcp.shared.exceptions import MCPError
 
+from elicitgate.elicitation.model import Elicitation, Responder
 from elicitgate.errors import ClientGone
 
 if TYPE_CHECKING:
-    from elicitgate.elicitation.model import Elicitation
-    from elicitgate.seams import Origin
+    from elicitgate.contracts import Origin
 
 
 class HumanGone(Exception):
@@ -24,29 +24,6 @@ class HumanGone(Exception):
 
     The broker ends the elicitation `cancelled` and tells the upstream `{"action": "cancel"}`.
     """
-
-
-class Responder(Protocol):
-    @property
-    def name(self) -> str:
-        """Shown in the audit event: `client`, `input_required`, `hosted_page`, `hosted_inbox`."""
-        ...
-
-    @property
-    def cancel_on_timeout(self) -> bool:
-        """At the deadline the upstream gets `{"action": "cancel"}` instead of a timeout error."""
-        ...
-
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
-        """Present `request` (already prefixed with the asking server; on a repeat, carrying the errors)
-        and return the raw answer, whatever its shape (the broker checks it). Raises `HumanGone`, or
-        `MCPError` when the human's side failed it.
-        """
-        ...
-
-    def ended(self, el: Elicitation) -> None:
-        """The broker recorded the end of `el`: drop whatever was kept to present it."""
-        ...
 
 
 class PushToClient:

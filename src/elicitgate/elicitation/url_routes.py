@@ -10,14 +10,28 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-if TYPE_CHECKING:
-    from elicitgate.seams import UrlCompletionTarget
+from elicitgate.contracts import DownstreamPeer, UrlCompletionTarget
 
 URL_ROUTE_TTL = 3600.0
 MAX_URL_ROUTES = 10_000
 MAX_ROUTES_PER_ERROR = 32
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTarget:
+    """A handshake-era client's session as a `UrlCompletionTarget`: it outlives the call that accepted the
+    interaction (or got the -32042). Equal for the same client, so that its routes go with it (`drop_target`)."""
+
+    peer: DownstreamPeer
+
+    async def url_completed(self, params: Mapping[str, Any]) -> None:
+        """A URL-mode elicitation this client accepted is done: `notifications/elicitation/complete`."""
+        if not self.peer.closed:
+            await self.peer.connection.outbound.notify("notifications/elicitation/complete", params)
 
 
 class UrlRoutes:
@@ -49,6 +63,6 @@ class UrlRoutes:
             return None
         return entry[0]
 
-    def drop_target(self, target: object) -> None:
-        for key in [k for k, (t, _) in self._routes.items() if t is target]:
+    def drop_target(self, target: UrlCompletionTarget) -> None:
+        for key in [k for k, (t, _) in self._routes.items() if t == target]:
             del self._routes[key]

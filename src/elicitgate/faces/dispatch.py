@@ -1,4 +1,4 @@
-"""The stdio face's JSON-RPC layer: the gateway's own `Endpoint` (`elicitgate.jsonrpc`) under the SDK's
+"""The stdio face's JSON-RPC layer: the gateway's own `Endpoint` (`elicitgate.wire.endpoint`) under the SDK's
 server runner, in place of the SDK's `JSONRPCDispatcher`.
 
 The runner (handshake, capabilities, era rules, middleware) only needs a `Dispatcher`: something that

@@ -20,11 +20,12 @@ import itertools
 import re
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import anyio
 from starlette.types import Receive, Send
 
+from elicitgate.contracts import Mirror, Question
 from elicitgate.faces.http_answers import (
     LATE,
     PING,
@@ -37,9 +38,6 @@ from elicitgate.faces.http_answers import (
 )
 from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
 
-if TYPE_CHECKING:
-    from elicitgate.elicitation.model import Elicitation
-
 EVENT_ID = re.compile(r"^((?:[0-9a-f]{1,32}-)?\d{1,12})/(\d{1,12})$")
 """`<stream>/<seq>`: a `Last-Event-ID` of this face."""
 BROKE = "the client's stream broke before the call's answer"
@@ -47,14 +45,6 @@ BROKE = "the client's stream broke before the call's answer"
 _stream_numbers = itertools.count(1)
 """Stream names are unique in the process (and over replicas, with the replica's id before them), not only in a
 session: another session's event id is unknown here (and is refused) instead of naming a stream of this one."""
-
-
-class Mirror(Protocol):
-    """Where a broken stream's events are copied so that another replica can resume it (`faces.shared_streams`)."""
-
-    def appended(self, stream: EventStream, seq: int, message: dict[str, Any], last: bool) -> None: ...
-
-    def forget(self, stream: EventStream) -> None: ...
 
 
 class EventLimits:
@@ -157,7 +147,7 @@ class EventStream:
         """The last seq written to a client (it may not have read it)."""
         self.closed = False
         """Its last event is in (the answer), or it was ended without one."""
-        self.carried: set[Elicitation] = set()
+        self.carried: set[Question] = set()
         """Questions pushed on it (`elicitation.carriers`)."""
         self.mirror: Mirror | None = None
         """Set once it broke, with `redis_url`: its events are copied to Redis from then on."""
@@ -238,7 +228,7 @@ class EventStream:
 
     # -- carriers -------------------------------------------------------------------------------------
 
-    def carry(self, elicitation: Elicitation) -> None:
+    def carry(self, elicitation: Question) -> None:
         """`elicitation` was caused by this stream's request (pushed on it, or hosted): attach it while a client
         reads the stream, else its grace period starts (the client's connection broke before it was asked)."""
         self.carried = {el for el in self.carried if not el.state.terminal}

@@ -1,13 +1,13 @@
-"""Who is on the other side of the face: one `DownstreamPeer` (`elicitgate.seams`) per client
+"""Who is on the other side of the face: one `DownstreamPeer` (`elicitgate.contracts`) per client
 connection, one `DownstreamCall` per request of theirs that the gateway is serving."""
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 from mcp_types import CONNECTION_CLOSED, RequestId
@@ -18,15 +18,39 @@ from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
+from elicitgate.capabilities import capabilities_dict, elicitation_modes
+from elicitgate.contracts import DownstreamPeer, Era, Question
+from elicitgate.elicitation.url_routes import SessionTarget
 from elicitgate.sdk import connection_of, request_outbound
-from elicitgate.seams import DownstreamPeer, Era, capabilities_dict, elicitation_modes
-
-if TYPE_CHECKING:
-    from elicitgate.elicitation.model import Elicitation
 
 logger = logging.getLogger(__name__)
 
-_PEER_KEY = "elicitgate.peer"
+T = TypeVar("T")
+
+
+class StateKey(Generic[T]):
+    """A typed key of a client connection's `state` (the SDK's `Connection.state`, a dict by name), in the
+    manner of aiohttp's `AppKey`: what is kept under it has type `T`, and only the key reads or writes it."""
+
+    __slots__ = ("name", "kind")
+
+    def __init__(self, name: str, kind: type[T]) -> None:
+        self.name = name
+        self.kind = kind
+        """What is kept under the key: it types `get` (nothing is checked at run time, as in aiohttp)."""
+
+    def __repr__(self) -> str:
+        return f"<StateKey({self.name}, type={self.kind.__name__})>"
+
+    def get(self, state: Mapping[str, Any]) -> T | None:
+        return state.get(self.name)
+
+    def set(self, state: MutableMapping[str, Any], value: T) -> None:
+        state[self.name] = value
+
+
+PEER = StateKey("elicitgate.peer", DownstreamPeer)
+"""The peer of a client connection, made with its first request."""
 _peer_ids = itertools.count(1)
 _request_ids = itertools.count(1)
 
@@ -96,7 +120,7 @@ class DownstreamCall:
                     )
             raise
 
-    async def ask(self, method: str, params: dict[str, Any], elicitation: Elicitation | None) -> Any:
+    async def ask(self, method: str, params: dict[str, Any], elicitation: Question | None) -> Any:
         """Only calls that can return `input_required` (tools, prompts, resource reads) can ask."""
         raise errors.gateway_error(
             errors.ELICITATION_UNDELIVERABLE,
@@ -113,10 +137,10 @@ class DownstreamCall:
     def require(self, capabilities: dict[str, Any]) -> None:
         """Without rounds there is no -32021 to end with: the caller's own error says what was missing."""
 
-    def elicitation_ended(self, elicitation: Elicitation) -> None:
+    def elicitation_ended(self, elicitation: Question) -> None:
         """Nothing kept per elicitation."""
 
-    def carry(self, elicitation: Elicitation) -> None:
+    def carry(self, elicitation: Question) -> None:
         """The request's channel attaches its carrier (its response stream on an HTTP session)."""
         carry = getattr(request_outbound(self.ctx), "carry", None)  # a context the SDK wrapped has none
         if carry is not None:
@@ -124,20 +148,20 @@ class DownstreamCall:
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """The client's session hears it: the request itself may have ended long before."""
-        await self.peer.url_completed(params)
+        await SessionTarget(self.peer).url_completed(params)
 
 
-def peer_for(ctx: ServerRequestContext[Any, Any], on_new: Any) -> DownstreamPeer:
+def peer_for(ctx: ServerRequestContext[Any, Any], on_new: Callable[[DownstreamPeer], object]) -> DownstreamPeer:
     """The peer for this request's connection, created (and `on_new` called) the first time."""
     connection = connection_of(ctx)
-    peer = connection.state.get(_PEER_KEY)
+    peer = PEER.get(connection.state)
     if peer is None:
         peer = DownstreamPeer(id=f"c{next(_peer_ids)}", connection=connection)
-        connection.state[_PEER_KEY] = peer
+        PEER.set(connection.state, peer)
         on_new(peer)
     return peer
 
 
 def known_peer(ctx: ServerRequestContext[Any, Any]) -> DownstreamPeer | None:
     """The peer of this request's connection if one was made already (never makes one)."""
-    return connection_of(ctx).state.get(_PEER_KEY)
+    return PEER.get(connection_of(ctx).state)

@@ -22,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import __version__
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
+from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler
 from elicitgate.faces.observe import RequestObserver
@@ -30,7 +31,6 @@ from elicitgate.faces.task_relay import TaskRelay
 from elicitgate.gateway import Gateway
 from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
-from elicitgate.seams import DownstreamPeer
 
 LISTS = {
     "tools/list": "tools",

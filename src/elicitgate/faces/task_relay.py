@@ -15,10 +15,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp.server.context import HandlerResult, ServerRequestContext
 
+from elicitgate.contracts import DownstreamPeer
 from elicitgate.faces.peer import DownstreamCall
 from elicitgate.gateway import Gateway
 from elicitgate.router.tasks import TASK_METHODS
-from elicitgate.seams import DownstreamPeer
 
 
 def is_task_request(method: str, params: Mapping[str, Any] | None) -> bool:

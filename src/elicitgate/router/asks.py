@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.config import GatewayConfig
+from elicitgate.contracts import Origin
 from elicitgate.elicitation.argument_forms import (
     confirmation_form,
     missing_arguments_form,
@@ -29,7 +30,6 @@ from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.model import GatewayReason
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.router.catalog import Catalog
-from elicitgate.seams import Origin
 from elicitgate.upstreams.link import UpstreamLink
 
 logger = logging.getLogger(__name__)

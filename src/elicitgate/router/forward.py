@@ -15,8 +15,8 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.bridging.envelope import modern_capabilities, upstream_params, without_upstream_identity
 from elicitgate.bridging.input_requests import answer_input_requests, complete_minted
+from elicitgate.contracts import Origin
 from elicitgate.elicitation.broker import Broker
-from elicitgate.seams import Origin
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.dual_era import CallKey, call_key
 from elicitgate.upstreams.link import UpstreamLink, forgot_session

@@ -19,8 +19,8 @@ from mcp_types import INVALID_PARAMS, ServerTasksCapability
 
 from elicitgate import errors
 from elicitgate.config import GatewayConfig
+from elicitgate.contracts import DownstreamPeer
 from elicitgate.json_shapes import is_mapping
-from elicitgate.seams import DownstreamPeer
 from elicitgate.upstreams.connection import UpstreamConnection
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"

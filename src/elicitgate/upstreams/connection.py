@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -38,9 +38,9 @@ from mcp.shared.inbound import (
 
 from elicitgate import __version__
 from elicitgate.config import HttpServer, StdioServer
+from elicitgate.contracts import DownstreamPeer, Era, InboundHandler, Origin
 from elicitgate.json_shapes import is_array, is_mapping, is_object
 from elicitgate.logs import forget_request
-from elicitgate.seams import DownstreamPeer, Era, Origin
 from elicitgate.upstreams.clock import PausableDeadline
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 from elicitgate.wire.base import Inbound
@@ -53,22 +53,6 @@ DISCOVER_TIMEOUT = 10.0
 ENDING_WAIT = 5.0
 """Seconds `UpstreamConnection.unreachable` waits for a failed transport to end (its DELETE and its tasks'
 ends are bounded to 2 s each)."""
-
-class InboundHandler(Protocol):
-    async def on_server_request(
-        self,
-        connection: UpstreamConnection,
-        origin: Origin | None,
-        method: str,
-        params: Mapping[str, Any] | None,
-        *,
-        named: bool,
-    ) -> dict[str, Any]: ...
-
-    async def on_server_notification(
-        self, connection: UpstreamConnection, origin: Origin | None, method: str, params: Mapping[str, Any] | None
-    ) -> None: ...
-
 
 @dataclass
 class Negotiated:
@@ -251,7 +235,7 @@ class UpstreamConnection:
         cls,
         server: str,
         config: StdioServer | HttpServer,
-        handler: InboundHandler,
+        handler: InboundHandler[UpstreamConnection],
         task_group: anyio.abc.TaskGroup,
         *,
         advertised_capabilities: dict[str, Any],

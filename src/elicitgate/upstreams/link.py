@@ -23,6 +23,7 @@ import enum
 import json
 import logging
 import time
+import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
@@ -32,11 +33,12 @@ import anyio.abc
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
+from elicitgate.capabilities import capabilities_dict, declared_capabilities, elicitation_modes
 from elicitgate.config import HttpServer, StdioServer, UpstreamRetryConfig
+from elicitgate.contracts import DownstreamPeer, HostedModes, InboundHandler
 from elicitgate.fixable import warn_once
 from elicitgate.metrics import UPSTREAM_UP
-from elicitgate.seams import DownstreamPeer, HostedModes, declared_capabilities
-from elicitgate.upstreams.connection import ConnectError, InboundHandler, UpstreamConnection
+from elicitgate.upstreams.connection import ConnectError, UpstreamConnection
 from elicitgate.upstreams.dual_era import DualEra, era_reason
 from elicitgate.upstreams.transports import STANDALONE_WAIT
 from elicitgate.wire.endpoint import SESSION_LOST, PeerLost
@@ -61,13 +63,17 @@ class UpstreamLink:
         name: str,
         config: StdioServer | HttpServer,
         retry: UpstreamRetryConfig,
-        handler: InboundHandler,
+        handler: InboundHandler[UpstreamConnection],
         on_connected: Callable[[UpstreamLink], Awaitable[None]],
         hosting: HostedModes | None = None,
+        *,
+        asking: Callable[[DownstreamPeer], bool],
     ) -> None:
         self.name = name
         self.hosting = hosting
         """The gateway's own hosting, if it has a web server: per-client connections declare its modes."""
+        self.asking = asking
+        """Whether a client has a question open (`Broker.asking`): its connection is not idle meanwhile."""
         self.config = config
         self.retry = retry
         self.handler = handler
@@ -85,6 +91,11 @@ class UpstreamLink:
         """Every open per-client connection (owned or idle in the pool); never more than the cap."""
         self._idle: dict[str, list[UpstreamConnection]] = {}
         """The pool: free connections by what they declared to the server, oldest first."""
+        self._owned: weakref.WeakKeyDictionary[DownstreamPeer, UpstreamConnection] = weakref.WeakKeyDictionary()
+        """The connection each client's calls travel on (`connection_for`), while it has one; an entry goes
+        with its client."""
+        self._owning: weakref.WeakKeyDictionary[DownstreamPeer, anyio.Lock] = weakref.WeakKeyDictionary()
+        """Held while a client's connection is being found or opened: one per client at a time."""
         self._opening = 0
         self._opening_for: dict[str, int] = {}
         """Connections being opened, per principal (`_opening` counts them all)."""
@@ -270,12 +281,14 @@ class UpstreamLink:
         primary = await self._ready_primary()
         if peer is None or not self.per_client:
             return primary
-        existing = peer.upstreams.get(self.name)
+        existing = self._owned.get(peer)
         if existing is not None and not existing.closed.is_set():
             return existing
-        lock = peer.upstream_locks.setdefault(self.name, anyio.Lock())
+        lock = self._owning.get(peer)
+        if lock is None:
+            lock = self._owning[peer] = anyio.Lock()
         async with lock:
-            existing = peer.upstreams.get(self.name)
+            existing = self._owned.get(peer)
             if existing is not None and not existing.closed.is_set():
                 return existing
             capabilities = capabilities_for(peer, self._hosted(peer))
@@ -283,8 +296,19 @@ class UpstreamLink:
             if conn is None:
                 conn = await self._open_for(peer, capabilities)
             conn.owner = peer
-            peer.upstreams[self.name] = conn
+            self._owned[peer] = conn
             return conn
+
+    def connection_of(self, peer: DownstreamPeer) -> UpstreamConnection | None:
+        """The connection of `peer`'s own (under `per_session`), if it has one now."""
+        return self._owned.get(peer)
+
+    async def release_peer(self, peer: DownstreamPeer) -> None:
+        """`peer` is done with its connection: a per-call client's goes back to the pool, the others' is closed
+        (its upstream session state was that client's)."""
+        conn = self._owned.pop(peer, None)
+        if conn is not None:
+            await self.release(conn, reuse=peer.per_call)
 
     async def _ready_primary(self) -> UpstreamConnection:
         """The primary connection if the link is up. An HTTP or SSE link that is down (or just lost its
@@ -438,7 +462,7 @@ class UpstreamLink:
         self._forget_closed()
         if len(self.sessions) + self._opening < cap:
             return
-        idle = [c for c in self.sessions if _idle(c)]
+        idle = [c for c in self.sessions if _idle(c, self.asking)]
         if idle:
             self._evict(min(idle, key=lambda c: c.last_active))
             return
@@ -463,7 +487,7 @@ class UpstreamLink:
         owned = [c for c in self.sessions if c.owner is not None and c.owner.principal == principal]
         if len(owned) + self._opening_for.get(principal, 0) < share:
             return
-        idle = [c for c in owned if _idle(c)]
+        idle = [c for c in owned if _idle(c, self.asking)]
         if idle:
             self._evict(min(idle, key=lambda c: c.last_active))
             return
@@ -497,7 +521,7 @@ class UpstreamLink:
                 now = anyio.current_time()
                 self._forget_closed()
                 for conn in list(self.sessions):
-                    if now - conn.last_active > timeout and _idle(conn):
+                    if now - conn.last_active > timeout and _idle(conn, self.asking):
                         logger.info(
                             "upstream %r: closing a connection idle for %.0fs", self.name, now - conn.last_active
                         )
@@ -509,8 +533,8 @@ class UpstreamLink:
         if free is not None and conn in free:
             free.remove(conn)
         owner, conn.owner = conn.owner, None
-        if owner is not None and owner.upstreams.get(self.name) is conn:
-            del owner.upstreams[self.name]
+        if owner is not None and self._owned.get(owner) is conn:
+            del self._owned[owner]
 
     async def _close(self, conn: UpstreamConnection) -> None:
         self._detach(conn)
@@ -544,19 +568,15 @@ def forgot_session(exc: BaseException) -> bool:
 def capabilities_for(peer: DownstreamPeer, hosted: frozenset[str] = frozenset()) -> dict[str, Any]:
     """What the gateway can deliver to an upstream on behalf of this one client (`hosted`: the modes its
     own hosted page / inbox takes for this client, see docs/hosting.md)."""
-    return declared_capabilities(peer.modes | hosted, peer.raw_capabilities())
+    return declared_capabilities(elicitation_modes(peer.capabilities) | hosted, capabilities_dict(peer.capabilities))
 
 
 def _pool_key(capabilities: dict[str, Any]) -> str:
     return json.dumps(capabilities, sort_keys=True, separators=(",", ":"))
 
 
-def _has_open_elicitations(conn: UpstreamConnection) -> bool:
+def _idle(conn: UpstreamConnection, asking: Callable[[DownstreamPeer], bool]) -> bool:
+    """Nothing holds `conn`: no call in flight, no question of its client open (`asking`), no task alive on it;
+    it may be closed to make room."""
     owner = conn.owner
-    return owner is not None and bool(owner.elicitations)
-
-
-def _idle(conn: UpstreamConnection) -> bool:
-    """Nothing holds `conn`: no call in flight, no question of its client open, no task alive on it; it may be
-    closed to make room."""
-    return not conn.in_flight_origins() and not _has_open_elicitations(conn) and not conn.runs_tasks()
+    return not conn.in_flight_origins() and not (owner is not None and asking(owner)) and not conn.runs_tasks()

@@ -16,7 +16,7 @@ import json
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import anyio
@@ -32,6 +32,9 @@ from elicitgate.web import claims, forms
 from elicitgate.web.forms import e
 from elicitgate.web.responses import UI_CSP, secure
 from elicitgate.wire import codec
+
+if TYPE_CHECKING:
+    from elicitgate.elicitation.hosting import Hosting
 
 SETTLE_WAIT = 30.0
 CSRF_COOKIE = "eg_csrf"
@@ -283,7 +286,7 @@ async def deliver(entry: HostedEntry, raw: Mapping[str, Any]) -> bool:
 
 
 class PageRoutes:
-    def __init__(self, hosting: Any) -> None:
+    def __init__(self, hosting: Hosting) -> None:
         self.hosting = hosting
         self.registry = hosting.registry
 

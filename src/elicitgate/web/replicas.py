@@ -21,7 +21,7 @@ import base64
 import logging
 import re
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 from redis.exceptions import RedisError
@@ -43,6 +43,10 @@ from elicitgate.web.forms import e
 from elicitgate.web.pages import CSRF_COOKIE, ended_page, page
 from elicitgate.web.responses import secure
 
+if TYPE_CHECKING:
+    from elicitgate.elicitation.broker import Broker
+    from elicitgate.elicitation.hosting import Hosting
+
 logger = logging.getLogger(__name__)
 
 PAGE_PATH = re.compile(r"^/e/([^/]+)(?:/[^/]*)?$")
@@ -61,7 +65,7 @@ they are URL-safe base64)."""
 class WebReplica:
     """This replica's part: its snapshot for the board, the others' pending items, and serving forwarded requests."""
 
-    def __init__(self, replicas: Replicas, hosting: Any, broker: Any) -> None:
+    def __init__(self, replicas: Replicas, hosting: Hosting, broker: Broker) -> None:
         self.replicas = replicas
         self.hosting = hosting
         self.broker = broker
