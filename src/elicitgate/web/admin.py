@@ -32,7 +32,8 @@ from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.web import claims
 from elicitgate.web.admin_auth import VOUCHED, AdminAuth
 from elicitgate.web.admin_openapi import AUDIT_MAX, AUDIT_PAGE, openapi_document
-from elicitgate.web.pages import check_answer, deliver, iso
+from elicitgate.web.hosted_html import iso
+from elicitgate.web.pages import check_answer, deliver
 from elicitgate.web.responses import nosniff, problem, secure
 
 HEARTBEAT = 15.0

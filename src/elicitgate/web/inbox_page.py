@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from elicitgate.web.admin import AdminRoutes
 from elicitgate.web.admin_auth import ADMIN_COOKIE
 from elicitgate.web.forms import e
-from elicitgate.web.pages import page
+from elicitgate.web.hosted_html import page
 from elicitgate.web.responses import problem, secure
 
 
