@@ -63,9 +63,10 @@ def _has_audit_open_at_start(src: Path | None) -> bool:
     sources += [Path(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     sources.append(Path(__file__).resolve().parent.parent / "src")
     for source in sources:
-        config = source / "elicitgate" / "config.py"
-        if config.is_file():
-            return "open_at_start" in config.read_text()
+        package = source / "elicitgate"  # config.py, or the config/ package since it was split
+        configs = [path for path in (package / "config.py", *sorted(package.glob("config/*.py"))) if path.is_file()]
+        if configs:
+            return any("open_at_start" in path.read_text() for path in configs)
     return False
 
 

@@ -1,7 +1,7 @@
 """`elicitgate serve --config CONFIG` (stdio face) with a probe for the scale bench.
 
 Run: `python -m bench.gateway_probe CONFIG PROBE_FILE`. The gateway is the real one, built and
-served as `elicitgate.cli.run_gateway` does for stdio; on SIGUSR1 it writes what the broker holds
+served as `elicitgate.cli_serve.run_gateway` does for stdio; on SIGUSR1 it writes what the broker holds
 (`pending`), the connected clients, the asyncio task count and whether the audit store is open
 (`audit_open`; it opens at the first record) as JSON to PROBE_FILE, so the bench
 can check that every elicitation it counts is really pending in the broker, and that nothing is
@@ -24,7 +24,7 @@ from types import FrameType
 
 import anyio
 
-from elicitgate.cli import _setup_logging
+from elicitgate.cli_serve import _setup_logging
 from elicitgate.config import load_config
 from elicitgate.faces.stdio import serve_stdio
 from elicitgate.gateway import Gateway

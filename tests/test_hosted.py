@@ -328,7 +328,7 @@ async def test_sensitive_fields_host_without_a_way_to_host_refuses(form_only_cap
 
 
 async def test_openapi_document_describes_every_route_and_is_valid_json():
-    from elicitgate.web.admin import openapi_document
+    from elicitgate.web.admin_openapi import openapi_document
 
     doc = json.loads(json.dumps(openapi_document()))
     answer = doc["paths"]["/api/elicitations/{id}/answer"]["post"]

@@ -34,7 +34,7 @@ async def test_the_http_face_turns_nagle_off_on_accepted_connections():
     import asyncio
     import socket
 
-    from elicitgate.cli import claim_port
+    from elicitgate.cli_serve import claim_port
 
     sock = claim_port("127.0.0.1", 0)
     accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()

@@ -27,6 +27,7 @@ from elicitgate.web.body_limit import BodyLimit
 from elicitgate.web.client_address import ClientAddress
 from elicitgate.web.guard import HostGuard, security_settings
 from elicitgate.web.http_protocol import HttpLimits, limited_protocol
+from elicitgate.web.inbox_page import InboxPage
 from elicitgate.web.pages import PageRoutes
 from elicitgate.web.responses import nosniff
 
@@ -51,6 +52,7 @@ def web_routes(gateway: Gateway) -> list[Route]:
     auth = AdminAuth(hosting.admin_token, gateway.config.http.public_url)
     pages = PageRoutes(hosting)
     admin = hosting.admin = AdminRoutes(hosting, gateway.broker, gateway.audit, auth)
+    inbox = InboxPage(admin)
     files = _static_files()
 
     async def static(request: Request) -> Response:
@@ -65,8 +67,8 @@ def web_routes(gateway: Gateway) -> list[Route]:
         Route("/e/{token}", pages.post, methods=["POST"]),
         Route("/e/{token}/ui", pages.ui_resource, methods=["GET"]),
         Route("/e/{token}/ui-answer", pages.ui_answer, methods=["POST"]),
-        Route("/inbox", admin.inbox, methods=["GET"]),
-        Route("/inbox", admin.login, methods=["POST"]),
+        Route("/inbox", inbox.inbox, methods=["GET"]),
+        Route("/inbox", inbox.login, methods=["POST"]),
         Route("/api/openapi.json", admin.openapi, methods=["GET"]),
         Route("/api/audit", admin.audit, methods=["GET"]),
         Route("/api/elicitations", admin.list, methods=["GET"]),
@@ -75,7 +77,7 @@ def web_routes(gateway: Gateway) -> list[Route]:
         Route("/api/elicitations/{id}/answer", admin.answer, methods=["POST"]),
         Route("/api/elicitations/{id}/cancel", admin.cancel, methods=["POST"]),
         Route("/api/elicitations/{id}/release", admin.release, methods=["POST"]),
-        Route("/inbox/release/{id}", admin.inbox_release, methods=["POST"]),
+        Route("/inbox/release/{id}", inbox.inbox_release, methods=["POST"]),
     ]
 
 

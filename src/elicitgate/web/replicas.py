@@ -40,7 +40,8 @@ from elicitgate.elicitation.hosted_registry import token_digest
 from elicitgate.web.admin_auth import VOUCHED
 from elicitgate.web.claims import CLAIM_COOKIE, CLAIM_DIGEST, CLAIM_OFFER, CLAIM_SLOT, cookie_digest
 from elicitgate.web.forms import e
-from elicitgate.web.pages import CSRF_COOKIE, ended_page, page
+from elicitgate.web.hosted_html import ended_page, page
+from elicitgate.web.pages import CSRF_COOKIE
 from elicitgate.web.responses import secure
 
 if TYPE_CHECKING:
