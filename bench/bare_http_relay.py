@@ -4,7 +4,7 @@ Every request that reaches it (any path, any method) goes to URL with the same h
 upstream's response comes back as it streams: a JSON body, and each `data:` line of an SSE stream, parsed
 and serialised again on the way (in both directions), and nothing else: no routing, no ids rewritten, no
 checks, no sessions of its own. It runs the way the gateway's HTTP side runs: uvicorn on uvloop and
-httptools in front, httpx2 on the gateway's own network layer (`upstreams/network.py`) behind, connections
+httptools in front, httpx2 on the gateway's own network layer (`wire/network.py`) behind, connections
 kept alive both ways. It is the floor for anything written on those libraries that sits between a client
 and a server over streamable HTTP (`bench.floor` and `bench.latency` measure it beside the direct call and
 elicitgate).
@@ -22,7 +22,7 @@ import uvicorn
 from starlette.types import Receive, Scope, Send
 
 from elicitgate import sdk
-from elicitgate.upstreams.network import AsyncioBackend
+from elicitgate.wire.network import AsyncioBackend
 
 HOP_BY_HOP = frozenset({b"host", b"connection", b"keep-alive", b"content-length", b"transfer-encoding", b"te",
                         b"upgrade", b"proxy-connection"})

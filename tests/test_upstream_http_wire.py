@@ -1,4 +1,4 @@
-"""Streamable HTTP upstreams on the gateway's own wire (`upstreams.http_wire.HttpWire`), against a real
+"""Streamable HTTP upstreams on the gateway's own wire (`wire.http.HttpWire`), against a real
 server (the official `mcp` SDK's, tests/peers/py_server.py): what the wire itself promises the endpoint.
 
 - a server request on a POST's response stream names that POST's request (design invariant 1), and one
@@ -31,7 +31,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.jsonrpc import Endpoint, Inbound, PeerLost
-from elicitgate.upstreams.http_wire import HttpWire, SseEventTooLarge, SseParser
+from elicitgate.wire.http import HttpWire
+from elicitgate.wire.sse import SseEventTooLarge, SseParser
 from tests.conftest import PY, Process, free_port, inprocess_gateway
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""The network layer under the gateway's HTTP upstream connections (`upstreams.network.AsyncioBackend`,
+"""The network layer under the gateway's HTTP upstream connections (`wire.network.AsyncioBackend`,
 httpcore2's pool on asyncio's own transports), on real sockets:
 
 - an https upstream (the official `mcp` SDK's server under uvicorn with TLS) is reached through a gateway
@@ -35,9 +35,9 @@ from cryptography.x509.oid import NameOID
 from mcp import Client
 
 from elicitgate import sdk
-from elicitgate.upstreams.http_wire import UPSTREAM_HTTP_LIMITS as LIMITS
-from elicitgate.upstreams.http_wire import HttpWire
-from elicitgate.upstreams.network import HIGH_WATER, AsyncioBackend
+from elicitgate.wire.http import UPSTREAM_HTTP_LIMITS as LIMITS
+from elicitgate.wire.http import HttpWire
+from elicitgate.wire.network import HIGH_WATER, AsyncioBackend
 from tests.conftest import PY, Process, free_port, write_config
 
 pytestmark = pytest.mark.anyio

@@ -1,7 +1,7 @@
 """Opening the wire to one upstream server: stdio, streamable HTTP or legacy SSE.
 
 Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`jsonrpc.MessageWire`). Stdio
-(`StdioWire`) and streamable HTTP (`http_wire.HttpWire`) run on the gateway's own wires; the SDK's
+(`StdioWire`) and streamable HTTP (`wire.http.HttpWire`) run on the gateway's own wires; the SDK's
 legacy SSE transport is adapted by `SessionWire`. On streamable HTTP a request or notification that the
 server sends on the response stream of one of our POSTs is tagged with that POST's request id, so an
 upstream `elicitation/create` can be traced to the exact call that caused it (design invariant 1).
@@ -122,7 +122,7 @@ class Wire:
 
 @asynccontextmanager
 async def _streamable_http(url: str, headers: dict[str, str], max_event_bytes: int) -> AsyncGenerator[Wire]:
-    from elicitgate.upstreams.http_wire import HttpWire  # see `open_transport`
+    from elicitgate.wire.http import HttpWire  # see `open_transport`
 
     wire = HttpWire(url, headers, max_event_bytes=max_event_bytes)
     async with anyio.create_task_group() as watching:

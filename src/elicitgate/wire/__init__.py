@@ -1,0 +1,1 @@
+"""How messages travel, for faces and upstreams alike: framing, codecs, and the stdio and HTTP wires."""
