@@ -416,7 +416,7 @@ async def test_a_body_read_more_slowly_than_it_comes_pauses_reading_and_arrives_
         client = HttpClient()
         try:
             response = await client.request("GET", server.url(), {})
-            connection = response._connection  # noqa: SLF001
+            connection = response.connection
             assert connection is not None
             received = bytearray()
             paused = False
@@ -497,7 +497,7 @@ async def _parse(pieces: list[bytes], *, eof: bool) -> tuple[Response, bytes | T
     response, and its body or the error that ended it."""
     client = HttpClient()
     url = Url.parse("http://upstream.test/mcp")
-    connection = http_client._Connection(client, url.origin)  # noqa: SLF001
+    connection = http_client._Connection(client, url.origin)  # pyright: ignore[reportPrivateUsage]
     connection.connection_made(_Socket())
     response = Response(url, None)
     head = connection.start(b"GET /mcp HTTP/1.1\r\n\r\n", response)
@@ -509,7 +509,7 @@ async def _parse(pieces: list[bytes], *, eof: bool) -> tuple[Response, bytes | T
     assert head.done() or not eof  # the end of the connection settles a response that never got its head
     if not response.status:
         return response, connection.failure or ReadError("no head")
-    if not response._ended:  # noqa: SLF001
+    if not response.finished:
         return response, ReadError("not ended")
     try:
         return response, await response.read()

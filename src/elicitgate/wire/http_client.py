@@ -160,7 +160,7 @@ class Response:
     response not read to its end closes its connection; one that ended already gave it back to the pool."""
 
     __slots__ = (
-        "status", "headers", "url", "_connection", "_chunks", "_buffered", "_ended", "_error", "_waiter",
+        "status", "headers", "url", "connection", "_chunks", "_buffered", "_ended", "_error", "_waiter",
         "_read_timeout",
     )
 
@@ -169,7 +169,7 @@ class Response:
         self.headers: dict[str, str] = {}
         """Names in lower case; a repeated header's values joined with ", "."""
         self.url = url
-        self._connection: _Connection | None = None
+        self.connection: _Connection | None = None
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
         self._ended = False
@@ -177,21 +177,21 @@ class Response:
         self._waiter: asyncio.Future[bool] | None = None
         self._read_timeout = read_timeout
 
-    # -- the connection's side (callbacks) ----------------------------------------------------------
+    # -- the connection's side (from its callbacks) -------------------------------------------------
 
-    def _feed(self, chunk: bytes) -> None:
+    def receive(self, chunk: bytes) -> None:
         self._chunks.append(chunk)
         self._buffered += len(chunk)
-        connection = self._connection
+        connection = self.connection
         if self._buffered >= HIGH_WATER and connection is not None:
             connection.pause()
         self._wake()
 
-    def _end(self, error: TransportError | None = None) -> None:
+    def finish(self, error: TransportError | None = None) -> None:
         if not self._ended:
             self._ended = True
             self._error = error
-            self._connection = None
+            self.connection = None
             self._wake()
 
     def _wake(self) -> None:
@@ -208,7 +208,7 @@ class Response:
             while self._chunks:
                 chunk = self._chunks.popleft()
                 self._buffered -= len(chunk)
-                connection = self._connection
+                connection = self.connection
                 if connection is not None and connection.paused and self._buffered < HIGH_WATER // 2:
                     connection.resume()
                 yield chunk
@@ -246,17 +246,22 @@ class Response:
         return b"".join(parts)
 
     @property
+    def finished(self) -> bool:
+        """Whether the body ended, whole or not (nothing more will come)."""
+        return self._ended
+
+    @property
     def complete(self) -> bool:
         """Whether the whole body was received (read or not)."""
         return self._ended and self._error is None
 
     def close(self) -> None:
         """Done with the response: a body still coming closes its connection (its rest would come first on it)."""
-        connection = self._connection
+        connection = self.connection
         self._chunks.clear()
         self._buffered = 0
         if connection is not None:
-            self._end(ReadError("the response was closed"))
+            self.finish(ReadError("the response was closed"))
             connection.close()
 
 
@@ -305,7 +310,7 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(ProtocolError(f"not an HTTP/1.1 response from {self._where()}: {exc}"))
             return
-        if self.in_head and self.head_bytes > MAX_HEAD_BYTES and self.response is not None:
+        if self.in_head and self.head_bytes > MAX_HEAD_BYTES:
             self._fail(ProtocolError(f"the response head from {self._where()} is over {MAX_HEAD_BYTES} bytes"))
 
     def eof_received(self) -> bool:
@@ -352,14 +357,14 @@ class _Connection(asyncio.Protocol):
             self.head_bytes = 0
             return
         response.status = status
-        response._connection = self  # noqa: SLF001
+        response.connection = self
         if self.head is not None and not self.head.done():
             self.head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
         response = self.response
         if response is not None and response.status:
-            response._feed(body)  # noqa: SLF001
+            response.receive(body)
 
     def on_message_complete(self) -> None:
         response = self.response
@@ -368,11 +373,11 @@ class _Connection(asyncio.Protocol):
         self.response = None
         self.head = None
         keep = self.parser.should_keep_alive() and not self.closed
-        response._end()  # noqa: SLF001
+        response.finish()
         if self.paused:  # the body's last chunk came with the buffer full: the next response reads again
             self.resume()
         if keep:
-            self.pool._release(self)  # noqa: SLF001
+            self.pool.release(self)
         else:
             self.close()
 
@@ -416,20 +421,20 @@ class _Connection(asyncio.Protocol):
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.pool._forget(self)  # noqa: SLF001
+            self.pool.forget(self)
             if self.transport is not None:
                 self.transport.close()
         response = self.response
         if response is not None:
             self.response = None
-            response._end(self.failure or ReadError(f"the connection to {self._where()} was closed"))  # noqa: SLF001
+            response.finish(self.failure or ReadError(f"the connection to {self._where()} was closed"))
         self._settle_head()
 
     def _lost(self, exc: Exception | None) -> None:
         response = self.response
         if response is not None and response.status and not self.in_head and _ends_at_eof(response):
             self.response = None  # a body framed by the end of the connection: this is its end
-            response._end()  # noqa: SLF001
+            response.finish()
         elif response is not None:
             why = f": {exc}" if exc else ""
             self.failure = ReadError(f"the connection to {self._where()} ended before the response did{why}")
@@ -440,7 +445,7 @@ class _Connection(asyncio.Protocol):
         response = self.response
         if response is not None and response.status:
             self.response = None
-            response._end(error)  # noqa: SLF001
+            response.finish(error)
         self.close()
 
     def _settle_head(self) -> None:
@@ -498,7 +503,7 @@ class HttpClient:
         data = _request_head(method, url, headers, body)
         timeout = self._timeouts.read
         while True:
-            connection, reused = await self._connection(url)
+            connection, reused = await self._take(url)
             response = Response(url, timeout)
             try:
                 await self._exchange(connection, data, response, timeout)
@@ -523,7 +528,7 @@ class HttpClient:
         if not response.status:
             raise connection.failure or ReadError(f"the connection to {response.url.shown()} was closed")
 
-    async def _connection(self, url: Url) -> tuple[_Connection, bool]:
+    async def _take(self, url: Url) -> tuple[_Connection, bool]:
         idle = self._idle.get(url.origin)
         while idle:
             connection = idle.pop()
@@ -558,14 +563,14 @@ class HttpClient:
             raise TransportError("the client is closed")
         return connection
 
-    def _release(self, connection: _Connection) -> None:
+    def release(self, connection: _Connection) -> None:
         idle = self._idle.setdefault(connection.origin, [])
         if self._closed or len(idle) >= self._max_idle:
             connection.close()
         else:
             idle.append(connection)
 
-    def _forget(self, connection: _Connection) -> None:
+    def forget(self, connection: _Connection) -> None:
         self._open.discard(connection)
         idle = self._idle.get(connection.origin)
         if idle and connection in idle:
