@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elicitgate.wire import http_client
+from elicitgate.wire.http import HttpWire
 from elicitgate.wire.http_client import (
     HIGH_WATER,
     MAX_HEAD_BYTES,
@@ -573,3 +574,20 @@ async def test_any_bytes_end_in_a_response_or_a_transport_error(data: bytes, cut
     assert isinstance(read, bytes | TransportError)
     if eof:
         assert isinstance(read, bytes) or response.status == 0 or not response.complete
+
+
+async def test_a_json_answer_past_max_event_bytes_fails_that_request_saying_why() -> None:
+    """Through the wire (`wire.http.HttpWire`): an answer as one JSON body is bounded like an event of a stream."""
+    big = b'{"jsonrpc": "2.0", "id": 1, "result": {"text": "%s"}}' % (b"x" * 5000)
+    answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(big), big)
+    async with _server(_answering(answer)) as server:
+        wire = HttpWire(server.url().text, max_event_bytes=1000)
+        messages = wire.messages()
+        try:
+            await wire.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}})
+            inbound = await asyncio.wait_for(anext(messages), WAIT)
+            assert inbound.lost and isinstance(inbound.message, dict)
+            reason = inbound.message["error"]["message"]
+            assert "larger than 1000 bytes (max_event_bytes)" in reason, reason
+        finally:
+            await wire.aclose()

@@ -48,7 +48,7 @@ from elicitgate import __version__, sdk, wire_json
 from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
 from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.jsonrpc import SESSION_LOST, Inbound, parse_message
-from elicitgate.wire.http_client import HttpClient, HttpError, Response, Timeouts, TransportError, Url
+from elicitgate.wire.http_client import BodyTooLarge, HttpClient, HttpError, Response, Timeouts, TransportError, Url
 from elicitgate.wire.sse import SseEventTooLarge, SseParser
 
 logger = logging.getLogger(__name__)
@@ -250,6 +250,9 @@ class HttpWire:
     async def _read_json_answer(self, request_id: RequestId, response: Response) -> None:
         try:
             body = await response.read(self._max_event_bytes)
+        except BodyTooLarge as exc:
+            self._lose(request_id, f"JSON response failed: {exc} (max_event_bytes)")
+            return
         except TransportError as exc:
             self._lose(request_id, f"the response ended early: {_describe(exc)}")
             return

@@ -77,6 +77,10 @@ class ProtocolError(TransportError):
     """The server's bytes are not an HTTP/1.1 response, or one past a limit (its head, a body read whole)."""
 
 
+class BodyTooLarge(ProtocolError):
+    """A body read whole grew past the reader's limit."""
+
+
 class InvalidUrl(HttpError, ValueError):
     """A URL this client cannot reach (not http or https, no host, a bad port)."""
 
@@ -241,7 +245,7 @@ class Response:
             size += len(chunk)
             if limit is not None and size > limit:
                 self.close()
-                raise ProtocolError(f"the response from {self.url.shown()} is larger than {limit} bytes")
+                raise BodyTooLarge(f"the response from {self.url.shown()} is larger than {limit} bytes")
             parts.append(chunk)
         return b"".join(parts)
 
