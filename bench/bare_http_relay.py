@@ -3,10 +3,10 @@
 Every request that reaches it (any path, any method) goes to URL with the same headers and body, and the
 upstream's response comes back as it streams: a JSON body, and each `data:` line of an SSE stream, parsed
 and serialised again on the way (in both directions), and nothing else: no routing, no ids rewritten, no
-checks, no sessions of its own. It runs the way the gateway's HTTP side runs: uvicorn on uvloop and
-httptools in front, httpx2 on the gateway's own network layer (`upstreams/network.py`) behind, connections
-kept alive both ways. It is the floor for anything written on those libraries that sits between a client
-and a server over streamable HTTP (`bench.floor` and `bench.latency` measure it beside the direct call and
+checks, no sessions of its own. It runs the way the gateway's HTTP side ran until issue 34: uvicorn on uvloop
+and httptools in front, httpx2 behind on the network layer the gateway had then (`bench/httpcore_network.py`),
+connections kept alive both ways. It is the floor for anything written on those libraries that sits between a
+client and a server over streamable HTTP (`bench.floor` and `bench.latency` measure it beside the direct call and
 elicitgate).
 """
 
@@ -21,8 +21,7 @@ import httpx2
 import uvicorn
 from starlette.types import Receive, Scope, Send
 
-from elicitgate import sdk
-from elicitgate.upstreams.network import AsyncioBackend
+from bench.httpcore_network import AsyncioBackend, http_transport
 
 HOP_BY_HOP = frozenset({b"host", b"connection", b"keep-alive", b"content-length", b"transfer-encoding", b"te",
                         b"upgrade", b"proxy-connection"})
@@ -47,7 +46,7 @@ class Relay:
 
     def __init__(self, upstream: str) -> None:
         self.upstream = httpx2.URL(upstream)
-        self.transport = sdk.http_transport(
+        self.transport = http_transport(
             httpx2.Limits(max_connections=None, max_keepalive_connections=None), AsyncioBackend()
         )
 

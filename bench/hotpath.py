@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("SDK server runner", ("mcp/server/runner", "mcp/server/lowlevel")),
     ("JSON-RPC dispatcher", ("mcp/shared/jsonrpc_dispatcher",)),
     ("upstream: HTTP wire (elicitgate's, the SDK's before) + httpx2/httpcore2",
-     ("elicitgate/upstreams/http_wire", "mcp/client/streamable_http", "httpx2/", "httpcore2/")),
+     ("elicitgate/wire/http", "mcp/client/streamable_http", "httpx2/", "httpcore2/")),
     ("upstream: SDK stdio client", ("mcp/client/stdio",)),
     ("elicitgate's own code", ("elicitgate/",)),
     ("pydantic", ("pydantic/", "pydantic_core/")),

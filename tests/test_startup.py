@@ -28,7 +28,7 @@ SDK_PARTS_NEVER_NEEDED = {"mcp.server.mcpserver", "mcp.client.client", "mcp.clie
 HTTP_FACE_PARTS = {"elicitgate.faces.http", "elicitgate.faces.auth", "elicitgate.web.app", "elicitgate.web.admin"}
 STDIO_FACE_PARTS = {"elicitgate.faces.stdio", "elicitgate.faces.stdio_pipes", "mcp.server.stdio"}
 AUDIT_STORE = {"elicitgate.audit.store", "sqlalchemy", "alembic", "aiosqlite"}
-HTTP_CLIENT = {"httpx2", "elicitgate.upstreams.http_wire", "mcp.client.sse", "mcp.client.streamable_http"}
+HTTP_CLIENT = {"httpx2", "elicitgate.wire.http", "mcp.client.sse", "mcp.client.streamable_http"}
 ONLY_WHEN_USED = {"yaml", "jsonschema", "jwt", "cryptography", *HTTP_CLIENT}
 """A YAML config's parser; the answer checks, imported with the first answer; JWT checks (`http.auth` with an
 issuer); the requestState seal (`cryptography`), at a 2026-07-28 client's first round; the HTTP client, with

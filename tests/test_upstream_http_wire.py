@@ -1,4 +1,4 @@
-"""Streamable HTTP upstreams on the gateway's own wire (`upstreams.http_wire.HttpWire`), against a real
+"""Streamable HTTP upstreams on the gateway's own wire (`wire.http.HttpWire`), against a real
 server (the official `mcp` SDK's, tests/peers/py_server.py): what the wire itself promises the endpoint.
 
 - a server request on a POST's response stream names that POST's request (design invariant 1), and one
@@ -30,9 +30,10 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.upstreams.http_wire import HttpWire, SseEventTooLarge, SseParser
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import Endpoint, PeerLost
+from elicitgate.wire.http import HttpWire
+from elicitgate.wire.sse import SseEventTooLarge, SseParser
 from tests.conftest import PY, Process, free_port, inprocess_gateway
 
 pytestmark = pytest.mark.anyio

@@ -9,8 +9,6 @@ nowhere else, so an SDK upgrade that moves one of these has one place to mend.
 
 from __future__ import annotations
 
-import functools
-import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -26,9 +24,6 @@ from mcp.shared.dispatcher import DispatchContext
 from mcp.shared.transport_context import TransportContext
 
 if TYPE_CHECKING:
-    import httpcore2
-    import httpx2
-
     from mcp.server.lowlevel.server import Server
     from mcp.server.runner import ServerRunner
 
@@ -155,28 +150,3 @@ def without_server_requests(context: DispatchContext[TransportContext]) -> Dispa
     return runner._NoServerRequestsDispatchContext(context)  # noqa: SLF001
 
 
-def http_transport(limits: httpx2.Limits, network: httpcore2.AsyncNetworkBackend) -> httpx2.AsyncHTTPTransport:
-    """httpx2's transport on a connection pool that reaches the network through `network`: httpx2 takes no
-    network backend, its connection pool (httpcore2's, public) does. TLS is httpx2's default context (the
-    system's certificate authorities, or `SSL_CERT_FILE` / `SSL_CERT_DIR`), built once for the process:
-    building it reads the certificate store, ~16 ms with the event loop stopped."""
-    import httpcore2
-    import httpx2
-
-    tls = _default_tls()
-    transport = httpx2.AsyncHTTPTransport(verify=tls, limits=limits)
-    transport._pool = httpcore2.AsyncConnectionPool(  # noqa: SLF001
-        ssl_context=tls,
-        max_connections=limits.max_connections,
-        max_keepalive_connections=limits.max_keepalive_connections,
-        keepalive_expiry=limits.keepalive_expiry,
-        network_backend=network,
-    )
-    return transport
-
-
-@functools.cache
-def _default_tls() -> ssl.SSLContext:
-    import httpx2
-
-    return httpx2.create_ssl_context()

@@ -115,9 +115,9 @@ class UpstreamConnection:
         failure = self.failure
         if isinstance(failure, BaseExceptionGroup):
             failure = _first_leaf(cast("BaseExceptionGroup[BaseException]", failure))
-        import httpx2  # loaded already with the streamable HTTP transport (`transports.open_transport`)
+        from elicitgate.wire.http_client import ConnectError as Unreachable  # loaded already with the streamable HTTP wire
 
-        return describe_failure(failure) if isinstance(failure, httpx2.ConnectError) else None
+        return describe_failure(failure) if isinstance(failure, Unreachable) else None
 
     def runs_tasks(self) -> bool:
         now = anyio.current_time()

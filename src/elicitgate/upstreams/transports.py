@@ -1,7 +1,7 @@
 """Opening the wire to one upstream server: stdio, streamable HTTP or legacy SSE.
 
 Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`wire.base.MessageWire`). Stdio
-(`wire.stdio.StdioWire`, on the process started here) and streamable HTTP (`http_wire.HttpWire`) run on
+(`wire.stdio.StdioWire`, on the process started here) and streamable HTTP (`wire.http.HttpWire`) run on
 the gateway's own wires; the SDK's legacy SSE transport is adapted by `wire._compat.SdkStreamsWire`. On
 streamable HTTP a request or notification that the server sends on the response stream of one of our POSTs
 is tagged with that POST's request id, so an upstream `elicitation/create` can be traced to the exact call
@@ -58,7 +58,7 @@ class Wire:
 
 @asynccontextmanager
 async def _streamable_http(url: str, headers: dict[str, str], max_event_bytes: int) -> AsyncGenerator[Wire]:
-    from elicitgate.upstreams.http_wire import HttpWire  # see `open_transport`
+    from elicitgate.wire.http import HttpWire  # see `open_transport`
 
     wire = HttpWire(url, headers, max_event_bytes=max_event_bytes)
     async with anyio.create_task_group() as watching:
@@ -127,11 +127,11 @@ async def _discard(process: ServerProcess) -> None:
 async def open_transport(
     config: StdioServer | HttpServer, stderr_tail: deque[str] | None = None, *, server: str | None = None
 ) -> AsyncGenerator[Wire]:
-    """Open the wire to one upstream; raises `OSError` / httpx errors when it cannot. A stdio server's
+    """Open the wire to one upstream; raises `OSError` / `wire.http_client.HttpError` (httpx2's for legacy SSE) when it cannot. A stdio server's
     last lines of stderr are kept in `stderr_tail`; `server` names it, so its first attempt takes over the
     process `prespawn` started for it.
 
-    The HTTP client (httpx2 and the SDK's client transports) is imported with the first HTTP upstream:
+    The HTTP clients (`wire.http`; httpx2 and the SDK's SSE client) are imported with the first HTTP upstream:
     a gateway in front of stdio servers never loads it."""
     if isinstance(config, StdioServer):
         tail = stderr_tail if stderr_tail is not None else deque[str](maxlen=STDERR_TAIL_LINES)

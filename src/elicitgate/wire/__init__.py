@@ -6,6 +6,8 @@
 - `framing`: bytes to messages (one per line on stdio, one per body or event on HTTP).
 - `codec`: JSON to and from bytes (orjson, the standard library where orjson would change a message).
 - `stdio`: the wires on pipes, a stdio server's (`StdioWire`) and the stdio face's own (`PipeWire`).
+- `http`: streamable HTTP to one upstream (`HttpWire`), on `http_client`, the gateway's HTTP/1.1 client on
+  asyncio Protocols and httptools; `sse`: the event-stream parser.
 - `memory`: two connected wires in memory, for unit tests of the core.
 - `_compat`: the `mcp` SDK's transports (memory streams of `SessionMessage`) as a `MessageWire`.
 

@@ -1,5 +1,5 @@
 """What every wire is to the JSON-RPC endpoint (`wire.endpoint`): a peer's messages as JSON-RPC dicts,
-whatever carries them (`wire.stdio`, `wire._compat`, `wire.memory`, `upstreams.http_wire`, the HTTP face's
+whatever carries them (`wire.stdio`, `wire._compat`, `wire.memory`, `wire.http`, the HTTP face's
 sessions in `faces.streamable`)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from mcp_types import RequestId
 
 
 class MessageWire(Protocol):
-    """One peer's messages as JSON-RPC dicts, whatever carries them (`wire.stdio`, `upstreams.http_wire`)."""
+    """One peer's messages as JSON-RPC dicts, whatever carries them (`wire.stdio`, `wire.http`)."""
 
     async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
         """Write one message; `headers` are HTTP headers for it (ignored by pipes). Raises

@@ -1,5 +1,6 @@
-"""Streamable HTTP to one upstream on the gateway's own wire: JSON-RPC dicts straight onto httpx2's
-connection pool, with no SDK transport, memory stream or pydantic model between.
+"""Streamable HTTP to one upstream on the gateway's own wire: JSON-RPC dicts straight onto the gateway's own
+HTTP/1.1 client (`wire.http_client`: asyncio Protocols and httptools' parser), with no SDK transport, memory
+stream, pydantic model or httpx2 between.
 
 The SDK's client transport spent about 2 ms of gateway CPU per upstream request (a task group and a
 task per message, two memory streams, a pydantic validation of every message, three layers of SSE
@@ -19,7 +20,8 @@ top of it:
   the wire ends, so the link reconnects;
 - the standalone GET stream opens after `notifications/initialized` (its messages name no call);
   `standalone_answered` is set once it was answered or given up;
-- each response is read to its end, so its connection goes back to the pool.
+- each response is read to its end, so its connection goes back to the pool;
+- a response's JSON body, like each event of a stream, is at most `max_event_bytes`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import Any
 
 import anyio
-import httpx2
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RequestId
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -46,24 +47,20 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from elicitgate import __version__, sdk
 from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
 from elicitgate.json_shapes import is_mapping, is_object
-from elicitgate.upstreams.network import AsyncioBackend
 from elicitgate.wire import codec
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import SESSION_LOST
 from elicitgate.wire.framing import parse_message
+from elicitgate.wire.http_client import BodyTooLarge, HttpClient, HttpError, Response, Timeouts, TransportError, Url
+from elicitgate.wire.sse import SseEventTooLarge, SseParser
 
 logger = logging.getLogger(__name__)
 
-UPSTREAM_HTTP_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
-"""No cap on connections to one streamable HTTP upstream. Every call in flight holds a connection
-(its POST's response stream) and each answer to an elicitation needs one more, so with httpx2's
-default cap (100) the 100th concurrent eliciting call left no connection for any answer: every call
-hung until the 30 s pool timeout."""
-
 _TIMEOUT, _SSE_READ_TIMEOUT = sdk.http_client_timeouts()
-TIMEOUTS = httpx2.Timeout(_TIMEOUT, read=_SSE_READ_TIMEOUT).as_dict()
-"""The SDK client's: 30 s to connect, write or get a pooled connection; 5 minutes between two reads of a
-response, which may be a stream held open while a tool (or the person it asks) works."""
+TIMEOUTS = Timeouts(connect=_TIMEOUT, write=_TIMEOUT, read=_SSE_READ_TIMEOUT)
+"""The SDK client's: 30 s to connect or write; 5 minutes between two reads of a response, which may be a
+stream held open while a tool (or the person it asks) works. Connections are not capped (see
+`http_client.MAX_IDLE_PER_ORIGIN`)."""
 
 DRAIN_WAIT = 1.0
 """Seconds a POST's stream may take to end after it carried its answer. The server ends it right after;
@@ -74,20 +71,16 @@ CLOSE_WAIT = 2.0
 """Seconds the session's DELETE, and then the end of the wire's tasks, may take when the wire closes."""
 
 MAX_REDIRECTS = 20
-"""httpx2's own bound on redirects followed for one request."""
+"""Redirects followed for one request at most (httpx2's bound)."""
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 METHOD_KEEPING_REDIRECTS = frozenset({307, 308})
-"""A POST follows only these: httpx2 (and browsers) turn a POST into a body-less GET on the others,
+"""A POST follows only these: HTTP clients (and browsers) turn a POST into a body-less GET on the others,
 which would drop the message."""
 
 
-class SseEventTooLarge(Exception):
-    """One event of a stream grew past the server's `max_event_bytes`."""
-
-
 class HttpWire:
-    """One streamable HTTP session (or stateless 2026-07-28 connection) as a `jsonrpc.MessageWire`.
+    """One streamable HTTP session (or stateless 2026-07-28 connection) as a `wire.base.MessageWire`.
 
     `send` POSTs a message; what comes back is queued for `messages`, which the endpoint's read loop
     consumes. `aclose` DELETEs the session and stops the wire's tasks.
@@ -96,10 +89,11 @@ class HttpWire:
     def __init__(
         self, url: str, headers: Mapping[str, str] | None = None, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     ) -> None:
-        self._url = httpx2.URL(url)
+        self._url = Url.parse(url)
         self._max_event_bytes = max_event_bytes
-        """The largest event read from a stream (`mcpServers.<name>.max_event_bytes`)."""
-        self._transport = sdk.http_transport(UPSTREAM_HTTP_LIMITS, AsyncioBackend())
+        """The largest event read from a stream, and the largest body read whole
+        (`mcpServers.<name>.max_event_bytes`)."""
+        self._client = HttpClient(timeouts=TIMEOUTS)
         self._base: dict[str, str] = {"user-agent": f"elicitgate/{__version__}"}
         self._base.update({name.lower(): value for name, value in (headers or {}).items()})
         self._base["accept"] = "application/json, text/event-stream"
@@ -183,14 +177,14 @@ class HttpWire:
         a 404 to our session id ends the wire, as for a request."""
         try:
             response = await self._send("POST", headers, body)
-            await _read_to_end(response)
-        except (httpx2.HTTPError, OSError) as exc:
-            logger.warning("a message to %s was not delivered: %s", self._url, _describe(exc))
+            await self._read_to_end(response)
+        except (HttpError, OSError) as exc:
+            logger.warning("a message to %s was not delivered: %s", self._url.shown(), _describe(exc))
             return
-        if response.status_code == 404 and MCP_SESSION_ID in headers:
+        if response.status == 404 and MCP_SESSION_ID in headers:
             self._forget_session()
-        elif response.status_code >= 400:
-            logger.debug("%s refused a message with HTTP %s", self._url, response.status_code)
+        elif response.status >= 400:
+            logger.debug("%s refused a message with HTTP %s", self._url.shown(), response.status)
 
     async def _exchange(self, request_id: RequestId, body: bytes, headers: dict[str, str], initialize: bool) -> None:
         """One request's POST, read to its end. Failing to reach the server at all ends the wire (as the
@@ -200,11 +194,11 @@ class HttpWire:
             try:
                 await self._take_answer(request_id, response, headers, initialize)
             finally:
-                await response.aclose()
-        except (httpx2.HTTPError, OSError) as exc:
+                response.close()
+        except (HttpError, OSError) as exc:
             self._end(exc)
         except Exception as exc:  # a bug of ours must not leave the caller waiting for ever
-            logger.exception("the exchange of %r with %s failed", request_id, self._url)
+            logger.exception("the exchange of %r with %s failed", request_id, self._url.shown())
             self._lose(request_id, f"the gateway failed to read the answer: {_describe(exc)}")
         finally:
             post = self._posts.get(request_id)
@@ -212,15 +206,15 @@ class HttpWire:
                 del self._posts[request_id]
 
     async def _take_answer(
-        self, request_id: RequestId, response: httpx2.Response, headers: dict[str, str], initialize: bool
+        self, request_id: RequestId, response: Response, headers: dict[str, str], initialize: bool
     ) -> None:
-        status = response.status_code
+        status = response.status
         if status == 202:
             # A request's answer comes on this POST's body; 202 says none will.
             self._fail(request_id, INVALID_REQUEST, "server answered a request with 202 Accepted")
             return
         if status in REDIRECT_STATUSES:
-            await response.aread()
+            await self._read_body(response)
             self._fail(request_id, INVALID_REQUEST, _unfollowed(response))
             return
         if status >= 400:
@@ -234,14 +228,14 @@ class HttpWire:
         elif content_type.startswith("application/json"):
             await self._read_json_answer(request_id, response)
         else:
-            await response.aread()
+            await self._read_body(response)
             self._fail(request_id, INVALID_REQUEST, f"Unexpected content type: {content_type}")
 
-    async def _refused(self, request_id: RequestId, response: httpx2.Response, headers: dict[str, str]) -> None:
+    async def _refused(self, request_id: RequestId, response: Response, headers: dict[str, str]) -> None:
         """An HTTP error for a request: the JSON-RPC error in its body if it has one, else the SDK's
         stand-in for the status; a 404 to our session id ends the wire instead."""
-        body = await response.aread()
-        if response.status_code == 404 and MCP_SESSION_ID in headers:
+        body = await self._read_body(response)
+        if response.status == 404 and MCP_SESSION_ID in headers:
             self._lose(request_id, SESSION_LOST)
             self._forget_session()
             return
@@ -251,15 +245,18 @@ class HttpWire:
                 # The server may have set `id: null` (it refused before reading the id): ours it is.
                 self._deliver(Inbound({"jsonrpc": "2.0", "id": request_id, "error": error}))
                 return
-        if response.status_code == 404:  # no session yet: the HTTP spelling of "no such method"
+        if response.status == 404:  # no session yet: the HTTP spelling of "no such method"
             self._fail(request_id, METHOD_NOT_FOUND, "Not Found")
         else:
             self._fail(request_id, INTERNAL_ERROR, "Server returned an error response")
 
-    async def _read_json_answer(self, request_id: RequestId, response: httpx2.Response) -> None:
+    async def _read_json_answer(self, request_id: RequestId, response: Response) -> None:
         try:
-            body = await response.aread()
-        except httpx2.TransportError as exc:
+            body = await response.read(self._max_event_bytes)
+        except BodyTooLarge as exc:
+            self._lose(request_id, f"JSON response failed: {exc} (max_event_bytes)")
+            return
+        except TransportError as exc:
             self._lose(request_id, f"the response ended early: {_describe(exc)}")
             return
         message = parse_message(body)
@@ -271,7 +268,7 @@ class HttpWire:
         self._deliver(Inbound(message))
 
     async def _read_post_stream(
-        self, request_id: RequestId, response: httpx2.Response, headers: dict[str, str]
+        self, request_id: RequestId, response: Response, headers: dict[str, str]
     ) -> None:
         """A POST's event stream: server messages (tagged with `request_id`), then the answer. One that
         ends first is resumed with `Last-Event-ID` if its events had ids, else the answer is lost."""
@@ -282,17 +279,17 @@ class HttpWire:
         except SseEventTooLarge as exc:
             self._lose(request_id, f"SSE stream failed: {exc}")
             return
-        except httpx2.TransportError as exc:
+        except TransportError as exc:
             logger.debug("the response stream of %r ended: %s", request_id, _describe(exc))
         if events.last_id is None:
             self._lose(request_id, "SSE stream ended without a response")
         else:
             await self._resume(request_id, events, headers)
 
-    async def _relay_until_answer(self, request_id: RequestId, response: httpx2.Response, events: SseParser) -> bool:
+    async def _relay_until_answer(self, request_id: RequestId, response: Response, events: SseParser) -> bool:
         """Deliver the stream's messages until its answer; True once the answer came (the rest of the
         stream is read, briefly, so the connection can be reused)."""
-        chunks = _body(response)
+        chunks = response.chunks()
         async for chunk in chunks:
             for data in events.feed(chunk):
                 if self._relay(request_id, data):
@@ -325,17 +322,17 @@ class HttpWire:
             try:
                 response = await self._send("GET", self._stream_headers(headers, events.last_id))
                 try:
-                    if response.status_code >= 300 or not _is_event_stream(response):
+                    if response.status >= 300 or not _is_event_stream(response):
                         attempt += 1
                         continue
                     if await self._relay_until_answer(request_id, response, events):
                         return
                 finally:
-                    await response.aclose()
+                    response.close()
             except SseEventTooLarge as exc:
                 self._lose(request_id, f"SSE stream failed: {exc}")
                 return
-            except (httpx2.HTTPError, OSError) as exc:
+            except (HttpError, OSError) as exc:
                 logger.debug("resuming the stream of %r failed: %s", request_id, _describe(exc))
                 attempt += 1
                 continue
@@ -367,8 +364,8 @@ class HttpWire:
                     if not await self._listen_once(events):
                         return
                     attempt = 0
-                except (httpx2.HTTPError, OSError, SseEventTooLarge) as exc:
-                    logger.debug("the standalone stream of %s failed: %s", self._url, _describe(exc))
+                except (HttpError, OSError, SseEventTooLarge) as exc:
+                    logger.debug("the standalone stream of %s failed: %s", self._url.shown(), _describe(exc))
                     attempt += 1
                     if attempt >= MAX_RECONNECTION_ATTEMPTS:
                         return
@@ -381,21 +378,22 @@ class HttpWire:
         response = await self._send("GET", self._stream_headers(None, events.last_id))
         try:
             self.standalone_answered.set()
-            if response.status_code == 405:
-                logger.debug("%s has no standalone stream", self._url)
+            if response.status == 405:
+                logger.debug("%s has no standalone stream", self._url.shown())
                 return False
-            if response.status_code in REDIRECT_STATUSES:
+            if response.status in REDIRECT_STATUSES:
                 logger.warning("standalone stream not opened: %s", _unfollowed(response))
                 return False
-            response.raise_for_status()
+            if response.status >= 400:
+                raise HttpError(f"the standalone stream was refused with HTTP {response.status}")
             if not _is_event_stream(response):
-                raise httpx2.HTTPError(f"the standalone stream is {response.headers.get('content-type')!r}")
-            async for chunk in _body(response):
+                raise HttpError(f"the standalone stream is {response.headers.get('content-type')!r}")
+            async for chunk in response.chunks():
                 for data in events.feed(chunk):
                     self._deliver(Inbound(parse_message(data)))
             return True
         finally:
-            await response.aclose()
+            response.close()
 
     # -- from the server ----------------------------------------------------------------------
 
@@ -467,21 +465,31 @@ class HttpWire:
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    async def _send(self, method: str, headers: dict[str, str], body: bytes | None = None) -> httpx2.Response:
+    async def _send(self, method: str, headers: dict[str, str], body: bytes | None = None) -> Response:
         """One HTTP exchange on the pool, following a redirect only within the endpoint's origin and only
         where it keeps the method (`mcp.shared._httpx_utils.stream_within_origin`'s rule); any other
         redirect is returned as it is."""
-        request = httpx2.Request(method, self._url, headers=headers, content=body, extensions={"timeout": TIMEOUTS})
+        url = self._url
         redirects = 0
         while True:
-            response = await self._transport.handle_async_request(request)
-            response.request = request
-            target = _redirect_target(request, response)
+            response = await self._client.request(method, url, headers, body)
+            target = _redirect_target(method, response)
             if target is None or redirects == MAX_REDIRECTS:
                 return response
             redirects += 1
-            await _read_to_end(response)
-            request = httpx2.Request(method, target, headers=headers, content=body, extensions={"timeout": TIMEOUTS})
+            await self._read_to_end(response)
+            url = target
+
+    async def _read_body(self, response: Response) -> bytes:
+        """A response's body read whole, at most `max_event_bytes` (`ProtocolError` past it)."""
+        return await response.read(self._max_event_bytes)
+
+    async def _read_to_end(self, response: Response) -> None:
+        """Read a response whole and close it: its connection goes back to the pool."""
+        try:
+            await response.read(self._max_event_bytes)
+        finally:
+            response.close()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
@@ -500,150 +508,51 @@ class HttpWire:
                 task.cancel()
             if self._tasks:
                 await asyncio.wait(self._tasks)
-        with anyio.move_on_after(CLOSE_WAIT, shield=True):
-            await self._transport.aclose()
+        await self._client.aclose()
 
     async def _terminate(self) -> None:
         try:
             response = await self._send("DELETE", self._headers(None, body=False))
-            await _read_to_end(response)
-        except (httpx2.HTTPError, OSError) as exc:
-            logger.warning("ending the session with %s failed: %s", self._url, _describe(exc))
+            await self._read_to_end(response)
+        except (HttpError, OSError) as exc:
+            logger.warning("ending the session with %s failed: %s", self._url.shown(), _describe(exc))
             return
-        if response.status_code not in (200, 204, 405):
-            logger.warning("ending the session with %s failed: HTTP %s", self._url, response.status_code)
+        if response.status not in (200, 204, 405):
+            logger.warning("ending the session with %s failed: HTTP %s", self._url.shown(), response.status)
 
 
-class SseParser:
-    """An event stream (`text/event-stream`) parsed from bytes as they come, keeping what a reconnect
-    needs (the last event id, the server's retry delay). `feed` returns the data of each complete
-    `message` event that has any (an event with an id and no data only primes resumption)."""
-
-    __slots__ = (
-        "_max_size", "_pending", "_pending_size", "_after_cr", "_data", "_size", "_event", "last_id", "retry"
-    )
-
-    def __init__(self, max_size: int) -> None:
-        self._max_size = max_size
-        """The largest event's data, in bytes."""
-        self._pending: list[bytes] = []
-        """The line read so far, its end still to come: joined once when it comes (see `jsonrpc.LineBuffer`)."""
-        self._pending_size = 0
-        self._after_cr = False
-        """The last chunk ended with a CR: an LF that begins the next one is the rest of that CRLF."""
-        self._data: list[bytes] = []
-        self._size = 0
-        self._event = b""
-        self.last_id: str | None = None
-        self.retry: float | None = None
-        """Seconds, as the server's last `retry:` field said."""
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        if self._after_cr and chunk:
-            self._after_cr = False
-            if chunk.startswith(b"\n"):
-                chunk = chunk[1:]
-                if not chunk:
-                    return []
-        if b"\n" not in chunk and b"\r" not in chunk:  # the line goes on
-            self._pending.append(chunk)
-            self._pending_size += len(chunk)
-            self._check_size()
-            return []
-        buffer = b"".join([*self._pending, chunk]) if self._pending else chunk
-        if b"\r" in buffer:
-            # A CR ends its line now, even at the end of the chunk (a stream's last event may end so).
-            self._after_cr = buffer.endswith(b"\r")
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *lines, rest = buffer.split(b"\n")
-        self._pending = [rest] if rest else []
-        self._pending_size = len(rest)
-        found: list[bytes] = []
-        for line in lines:
-            if line:
-                self._field(line)
-            elif self._data:
-                data = b"\n".join(self._data)
-                if data and self._event in (b"", b"message"):  # empty: a priming event (its id is kept)
-                    found.append(data)
-                self._data = []
-                self._size = 0
-                self._event = b""
-            else:
-                self._event = b""
-        self._check_size()
-        return found
-
-    def _check_size(self) -> None:
-        if self._size + self._pending_size > self._max_size:
-            raise SseEventTooLarge(f"Server-sent event exceeded the {self._max_size} byte limit (max_event_bytes).")
-
-    def _field(self, line: bytes) -> None:
-        name, _, value = line.partition(b":")
-        if value.startswith(b" "):
-            value = value[1:]
-        if name == b"data":
-            self._data.append(value)
-            self._size += len(value)
-        elif name == b"event":
-            self._event = value
-        elif name == b"id":
-            if b"\0" not in value:
-                self.last_id = value.decode(errors="replace")
-        elif name == b"retry":
-            if value.isdigit():
-                self.retry = int(value) / 1000
-
-
-async def _read_to_end(response: httpx2.Response) -> None:
-    """Read a response whole and close it: its connection goes back to the pool."""
-    try:
-        await response.aread()
-    finally:
-        await response.aclose()
-
-
-def _body(response: httpx2.Response) -> AsyncIterator[bytes]:
-    """The response body's chunks: straight from the connection unless it is content-encoded."""
-    stream = response.stream
-    identity = response.headers.get("content-encoding", "identity") == "identity"
-    if isinstance(stream, httpx2.AsyncByteStream) and identity:
-        return aiter(stream)
-    return response.aiter_bytes()
-
-
-def _is_event_stream(response: httpx2.Response) -> bool:
+def _is_event_stream(response: Response) -> bool:
     return response.headers.get("content-type", "").partition(";")[0].strip().lower() == "text/event-stream"
 
 
-def _redirect_target(request: httpx2.Request, response: httpx2.Response) -> httpx2.URL | None:
+def _redirect_target(method: str, response: Response) -> Url | None:
     """Where to follow `response`, if it is a redirect the MCP transports follow: one that keeps the
     method (any for a GET, 307/308 for the rest), stays within the origin (or upgrades it to https on
     the default ports) and brings no userinfo of its own."""
-    if response.status_code not in REDIRECT_STATUSES or "location" not in response.headers:
+    if response.status not in REDIRECT_STATUSES or "location" not in response.headers:
         return None
-    if request.method != "GET" and response.status_code not in METHOD_KEEPING_REDIRECTS:
+    if method != "GET" and response.status not in METHOD_KEEPING_REDIRECTS:
         return None
     try:
-        target = request.url.join(response.headers["location"])
-    except httpx2.InvalidURL:
+        target = response.url.join(response.headers["location"])
+    except ValueError:
         return None
-    sent = request.url
+    sent = response.url
     if target.userinfo and target.userinfo != sent.userinfo:
         return None
-    same = (sent.scheme, sent.host, sent.port) == (target.scheme, target.host, target.port)
+    same = sent.origin == target.origin
     upgrade = (
         sent.host == target.host and sent.scheme == "http" and target.scheme == "https"
-        and not sent.port and not target.port
+        and not sent.explicit_port and not target.explicit_port
     )
     return target if same or upgrade else None
 
 
-def _unfollowed(response: httpx2.Response) -> str:
+def _unfollowed(response: Response) -> str:
     location = response.headers.get("location", "")
     try:
-        shown = str(response.request.url.join(location).copy_with(userinfo=b"", query=None, fragment=None))
-    except httpx2.InvalidURL:
+        shown = response.url.join(location).shown()
+    except ValueError:
         shown = "an invalid location"
     return f"Redirect to {shown} not followed; use that URL as the endpoint if it is the intended server"
 

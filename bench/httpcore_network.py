@@ -1,5 +1,6 @@
-"""httpcore2's network layer on asyncio's own transports, for the gateway's connections to its streamable
-HTTP upstreams.
+"""httpcore2's network layer on asyncio's own transports: what the gateway's connections to its streamable HTTP
+upstreams ran on before its own client (`elicitgate.wire.http_client`), kept for `bench.bare_http_relay`, the
+relay on uvicorn and httpx2.
 
 httpcore2's default backend reaches the network through anyio: each read and each write of a connection
 is an anyio stream call under a `fail_after` cancel scope, and the socket's reading is resumed before and
@@ -12,6 +13,7 @@ exceptions, `b""` at the end, the `get_extra_info` keys it asks for) is the anyi
 from __future__ import annotations
 
 import asyncio
+import functools
 import select
 import socket
 import ssl
@@ -19,6 +21,7 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 import httpcore2
+import httpx2
 
 HIGH_WATER = 256 * 1024
 """Bytes received and not yet read past which the connection stops reading from its socket."""
@@ -233,3 +236,25 @@ def _set_options(transport: asyncio.Transport, options: Iterable[SocketOption]) 
     sock = transport.get_extra_info("socket")
     for option in options:
         sock.setsockopt(*option)
+
+
+def http_transport(limits: httpx2.Limits, network: httpcore2.AsyncNetworkBackend) -> httpx2.AsyncHTTPTransport:
+    """httpx2's transport on a connection pool that reaches the network through `network`: httpx2 takes no
+    network backend, its connection pool (httpcore2's, public) does. TLS is httpx2's default context (the
+    system's certificate authorities, or `SSL_CERT_FILE` / `SSL_CERT_DIR`), built once for the process:
+    building it reads the certificate store, ~16 ms with the event loop stopped."""
+    tls = _default_tls()
+    transport = httpx2.AsyncHTTPTransport(verify=tls, limits=limits)
+    transport._pool = httpcore2.AsyncConnectionPool(  # noqa: SLF001
+        ssl_context=tls,
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=network,
+    )
+    return transport
+
+
+@functools.cache
+def _default_tls() -> ssl.SSLContext:
+    return httpx2.create_ssl_context()

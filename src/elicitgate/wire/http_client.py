@@ -1,0 +1,594 @@
+"""A lean HTTP/1.1 client for the gateway's upstream wires: asyncio Protocols and httptools' response parser.
+
+httpx2 + httpcore2 + h11 were over a third of a relay's CPU per call (issue 34's profile: httpcore2 17%, h11 16%,
+httpx2 10%). Here a connection is an asyncio `Protocol` whose `data_received` feeds httptools' (llhttp's) parser;
+its callbacks build the response in place: the head settles one future, each body chunk lands in the response's
+buffer and wakes its reader, the end of the message hands the connection back to its origin's keep-alive pool at
+once, whether or not the body was read yet. No task per connection, response or read.
+
+What a network-facing parser needs, each bounded: the response head (`MAX_HEAD_BYTES`), a whole body read
+(`Response.read`'s `limit`), the connect, write and read timeouts (each a timer), and backpressure (reading from
+the socket pauses once `HIGH_WATER` bytes of a body wait unread, and resumes below half of it). Bodies framed by
+Content-Length, chunked (trailers read and dropped), or by the end of the connection. TLS is asyncio's (`ssl`):
+verified by default against the system's certificate authorities, or `SSL_CERT_FILE` / `SSL_CERT_DIR`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import platform
+import socket
+import ssl
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import cast
+from urllib.parse import urljoin, urlsplit
+
+import httptools  # pyright: ignore[reportMissingTypeStubs]
+
+MAX_HEAD_BYTES = 64 * 1024
+"""The largest response head (status line and headers) read: a server that sends more is refused."""
+
+HIGH_WATER = 256 * 1024
+"""Bytes of a body received and not yet read past which the connection stops reading from its socket."""
+
+MAX_IDLE_PER_ORIGIN = 64
+"""Kept-alive connections kept idle per origin; one more that comes free is closed. Connections in use are not
+capped: every call in flight holds one (its POST's response stream) and each answer to an elicitation needs
+one more, so a cap would leave the answers none (bench/README.md, "Changes made to the gateway")."""
+
+
+class HttpError(Exception):
+    """An HTTP exchange failed: the base of every error this client raises."""
+
+
+class TransportError(HttpError):
+    """The connection failed, or what came on it was not HTTP."""
+
+
+class ConnectError(TransportError):
+    """No connection: refused, no such host, or a TLS handshake that failed (an untrusted certificate)."""
+
+
+class ConnectTimeout(TransportError):
+    """No connection (or TLS handshake) within the connect timeout."""
+
+
+class ReadTimeout(TransportError):
+    """Nothing received within the read timeout while waiting for a response's head or body."""
+
+
+class WriteTimeout(TransportError):
+    """The server took none of the request within the write timeout."""
+
+
+class ReadError(TransportError):
+    """The connection ended before the response did."""
+
+
+class WriteError(TransportError):
+    """The request could not be written: the connection was closed."""
+
+
+class ProtocolError(TransportError):
+    """The server's bytes are not an HTTP/1.1 response, or one past a limit (its head, a body read whole)."""
+
+
+class BodyTooLarge(ProtocolError):
+    """A body read whole grew past the reader's limit."""
+
+
+class InvalidUrl(HttpError, ValueError):
+    """A URL this client cannot reach (not http or https, no host, a bad port)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds: to connect (and finish TLS), to have a write taken, between two reads of a response."""
+
+    connect: float | None = 30.0
+    write: float | None = 30.0
+    read: float | None = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Url:
+    """An absolute http(s) URL, split once."""
+
+    scheme: str
+    host: str
+    port: int
+    target: str
+    """The request target: path and query."""
+    userinfo: str
+    explicit_port: bool
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> Url:
+        try:
+            parts = urlsplit(text)
+            port = parts.port
+        except ValueError as exc:
+            raise InvalidUrl(f"{text!r}: {exc}") from None
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidUrl(f"{text!r} is not an http or https URL with a host")
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+        default = 443 if scheme == "https" else 80
+        return cls(scheme, parts.hostname, port or default, target, userinfo, port is not None, text)
+
+    def join(self, location: str) -> Url:
+        return Url.parse(urljoin(self.text, location))
+
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        return self.scheme, self.host, self.port
+
+    def shown(self) -> str:
+        """The URL without its userinfo, query or fragment (for messages and logs)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        port = f":{self.port}" if self.explicit_port else ""
+        return f"{self.scheme}://{host}{port}{self.target.partition('?')[0]}"
+
+    def host_header(self) -> bytes:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return (f"{host}:{self.port}" if self.explicit_port else host).encode("idna" if not host.isascii() else "ascii")
+
+
+@functools.cache
+def default_tls() -> ssl.SSLContext:
+    """The TLS context of every https upstream, built once per process (reading the certificate store takes
+    ~16 ms with the event loop stopped): certificates verified against `SSL_CERT_FILE` or `SSL_CERT_DIR` when
+    set, else the system's store (through truststore on Windows and macOS, as httpx2 did)."""
+    if cafile := os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=cafile)
+    if capath := os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=capath)
+    if platform.system() in ("Windows", "Darwin"):
+        try:
+            import truststore  # pyright: ignore[reportMissingImports]
+        except ImportError:
+            pass
+        else:
+            return cast(ssl.SSLContext, truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT))  # pyright: ignore
+    return ssl.create_default_context()
+
+
+class Response:
+    """One response: its head, then its body as it arrives (`chunks`, or `read` whole). `close` when done: a
+    response not read to its end closes its connection; one that ended already gave it back to the pool."""
+
+    __slots__ = (
+        "status", "headers", "url", "connection", "_chunks", "_buffered", "_ended", "_error", "_waiter",
+        "_read_timeout",
+    )
+
+    def __init__(self, url: Url, read_timeout: float | None) -> None:
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        """Names in lower case; a repeated header's values joined with ", "."""
+        self.url = url
+        self.connection: _Connection | None = None
+        self._chunks: deque[bytes] = deque()
+        self._buffered = 0
+        self._ended = False
+        self._error: TransportError | None = None
+        self._waiter: asyncio.Future[bool] | None = None
+        self._read_timeout = read_timeout
+
+    # -- the connection's side (from its callbacks) -------------------------------------------------
+
+    def receive(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+        self._buffered += len(chunk)
+        connection = self.connection
+        if self._buffered >= HIGH_WATER and connection is not None:
+            connection.pause()
+        self._wake()
+
+    def finish(self, error: TransportError | None = None) -> None:
+        if not self._ended:
+            self._ended = True
+            self._error = error
+            self.connection = None
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(True)
+
+    # -- the reader's side ---------------------------------------------------------------------------
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's chunks as they come, until its end; raises `ReadError` if the connection ends first,
+        `ReadTimeout` if nothing comes for the read timeout."""
+        while True:
+            while self._chunks:
+                chunk = self._chunks.popleft()
+                self._buffered -= len(chunk)
+                connection = self.connection
+                if connection is not None and connection.paused and self._buffered < HIGH_WATER // 2:
+                    connection.resume()
+                yield chunk
+            if self._ended:
+                if self._error is not None:
+                    raise self._error
+                return
+            await self._wait()
+
+    async def _wait(self) -> None:
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timeout = self._read_timeout
+        timer = loop.call_later(timeout, _expire, waiter) if timeout is not None else None
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+        if not waiter.result() and not self._chunks and not self._ended:  # the timer fired
+            self.close()
+            raise ReadTimeout(f"nothing received from {self.url.shown()} for {timeout} s")
+
+    async def read(self, limit: int | None = None) -> bytes:
+        """The whole body (what is left of it); `ProtocolError` once it grows past `limit` bytes."""
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self.chunks():
+            size += len(chunk)
+            if limit is not None and size > limit:
+                self.close()
+                raise BodyTooLarge(f"the response from {self.url.shown()} is larger than {limit} bytes")
+            parts.append(chunk)
+        return b"".join(parts)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the body ended, whole or not (nothing more will come)."""
+        return self._ended
+
+    @property
+    def complete(self) -> bool:
+        """Whether the whole body was received (read or not)."""
+        return self._ended and self._error is None
+
+    def close(self) -> None:
+        """Done with the response: a body still coming closes its connection (its rest would come first on it)."""
+        connection = self.connection
+        self._chunks.clear()
+        self._buffered = 0
+        if connection is not None:
+            self.finish(ReadError("the response was closed"))
+            connection.close()
+
+
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection to an origin: writes a request, parses its response in the parser's callbacks."""
+
+    def __init__(self, pool: HttpClient, origin: tuple[str, str, int]) -> None:
+        self.pool = pool
+        self.origin = origin
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.response: Response | None = None
+        """The response being received; None while idle."""
+        self.head: asyncio.Future[None] | None = None
+        """Settled once the response's head came (or the connection failed first)."""
+        self.head_bytes = 0
+        self.in_head = False
+        self.received = False
+        """Whether any byte of the current response came (a reused connection that ends before is retried)."""
+        self.paused = False
+        self.writing_paused = False
+        self.drained: asyncio.Future[None] | None = None
+        self.closed = False
+        self.failure: TransportError | None = None
+        self.uses = 0
+
+    # -- asyncio --------------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.response is None:  # bytes on an idle connection: nothing they could answer, so not reusable
+            self.close()
+            return
+        self.received = True
+        if self.in_head:
+            self.head_bytes += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(ProtocolError(f"not an HTTP/1.1 response from {self._where()}: {exc}"))
+            return
+        if self.in_head and self.head_bytes > MAX_HEAD_BYTES:
+            self._fail(ProtocolError(f"the response head from {self._where()} is over {MAX_HEAD_BYTES} bytes"))
+
+    def eof_received(self) -> bool:
+        self._lost(None)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost(exc)
+        drained = self.drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        drained = self.drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    # -- httptools' callbacks --------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self.in_head = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        response = self.response
+        if response is None or not self.in_head:
+            return  # a chunked body's trailers: dropped
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        headers = response.headers
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        response = self.response
+        self.in_head = False
+        if response is None:
+            return
+        status = self.parser.get_status_code()
+        if 100 <= status < 200 and status != 101:  # informational (100 Continue): the real head follows
+            response.headers.clear()
+            self.head_bytes = 0
+            return
+        response.status = status
+        response.connection = self
+        if self.head is not None and not self.head.done():
+            self.head.set_result(None)
+
+    def on_body(self, body: bytes) -> None:
+        response = self.response
+        if response is not None and response.status:
+            response.receive(body)
+
+    def on_message_complete(self) -> None:
+        response = self.response
+        if response is None or not response.status:
+            return  # the end of an informational response
+        self.response = None
+        self.head = None
+        keep = self.parser.should_keep_alive() and not self.closed
+        response.finish()
+        if self.paused:  # the body's last chunk came with the buffer full: the next response reads again
+            self.resume()
+        if keep:
+            self.pool.release(self)
+        else:
+            self.close()
+
+    # -- the client's side -------------------------------------------------------------------------------
+
+    def start(self, request: bytes, response: Response) -> asyncio.Future[None]:
+        """Write one request; the future settles when its response's head came."""
+        assert self.transport is not None
+        self.response = response
+        self.received = False
+        self.head_bytes = 0
+        self.in_head = True
+        self.uses += 1
+        head = self.head = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return head
+
+    async def drain(self, timeout: float | None) -> None:
+        """Wait until the transport takes writes again (the request is in the socket's buffers)."""
+        if not self.writing_paused or self.closed:
+            return
+        drained = self.drained = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(timeout):
+                await drained
+        except TimeoutError:
+            self._fail(WriteTimeout(f"{self._where()} took none of the request for {timeout} s"))
+        finally:
+            self.drained = None
+
+    def pause(self) -> None:
+        if not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self.paused and self.transport is not None and not self.closed:
+            self.paused = False
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.pool.forget(self)
+            if self.transport is not None:
+                self.transport.close()
+        response = self.response
+        if response is not None:
+            self.response = None
+            response.finish(self.failure or ReadError(f"the connection to {self._where()} was closed"))
+        self._settle_head()
+
+    def _lost(self, exc: Exception | None) -> None:
+        response = self.response
+        if response is not None and response.status and not self.in_head and _ends_at_eof(response):
+            self.response = None  # a body framed by the end of the connection: this is its end
+            response.finish()
+        elif response is not None:
+            why = f": {exc}" if exc else ""
+            self.failure = ReadError(f"the connection to {self._where()} ended before the response did{why}")
+        self.close()
+
+    def _fail(self, error: TransportError) -> None:
+        self.failure = error
+        response = self.response
+        if response is not None and response.status:
+            self.response = None
+            response.finish(error)
+        self.close()
+
+    def _settle_head(self) -> None:
+        head = self.head
+        if head is not None and not head.done():
+            head.set_result(None)
+        self.head = None
+
+    def _where(self) -> str:
+        scheme, host, port = self.origin
+        return f"{scheme}://{host}:{port}"
+
+
+def _ends_at_eof(response: Response) -> bool:
+    """Whether the body is framed by the end of the connection (no Content-Length, not chunked)."""
+    headers = response.headers
+    if response.status in (204, 304) or "content-length" in headers:
+        return False
+    return "chunked" not in headers.get("transfer-encoding", "").lower()
+
+
+def _request_head(method: str, url: Url, headers: Mapping[str, str], body: bytes | None) -> bytes:
+    lines = [f"{method} {url.target} HTTP/1.1", f"host: {url.host_header().decode('ascii')}"]
+    for name, value in headers.items():
+        if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:
+            raise HttpError(f"the header {name!r} has a line break or colon where none may be")
+        if name.lower() not in ("host", "content-length", "transfer-encoding", "connection"):
+            lines.append(f"{name}: {value}")
+    if body is not None:
+        lines.append(f"content-length: {len(body)}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head + body if body else head
+
+
+class HttpClient:
+    """Requests to one upstream's origins, on kept-alive connections (at most `max_idle` idle per origin)."""
+
+    def __init__(
+        self, *, timeouts: Timeouts = Timeouts(), tls: ssl.SSLContext | None = None,
+        max_idle: int = MAX_IDLE_PER_ORIGIN,
+    ) -> None:
+        self._timeouts = timeouts
+        self._tls = tls
+        self._max_idle = max_idle
+        self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        self._open: set[_Connection] = set()
+        self._closed = False
+
+    async def request(
+        self, method: str, url: Url, headers: Mapping[str, str], body: bytes | None = None
+    ) -> Response:
+        """Send one request and return its response once its head came (read its body, then `close` it)."""
+        if self._closed:
+            raise TransportError("the client is closed")
+        data = _request_head(method, url, headers, body)
+        timeout = self._timeouts.read
+        while True:
+            connection, reused = await self._take(url)
+            response = Response(url, timeout)
+            try:
+                await self._exchange(connection, data, response, timeout)
+            except ReadError:
+                if reused and not connection.received:
+                    continue  # the server closed it as idle as we wrote: once more, on a new connection
+                raise
+            return response
+
+    async def _exchange(self, connection: _Connection, data: bytes, response: Response, timeout: float | None) -> None:
+        head = connection.start(data, response)
+        try:
+            await connection.drain(self._timeouts.write)
+            async with asyncio.timeout(timeout):
+                await head
+        except TimeoutError:
+            connection.close()
+            raise ReadTimeout(f"no response from {response.url.shown()} within {timeout} s") from None
+        except BaseException:
+            connection.close()  # cancelled: its response would come first on it
+            raise
+        if not response.status:
+            raise connection.failure or ReadError(f"the connection to {response.url.shown()} was closed")
+
+    async def _take(self, url: Url) -> tuple[_Connection, bool]:
+        idle = self._idle.get(url.origin)
+        while idle:
+            connection = idle.pop()
+            if not connection.closed and connection.transport is not None and not connection.transport.is_closing():
+                return connection, True
+        return await self._connect(url), False
+
+    async def _connect(self, url: Url) -> _Connection:
+        loop = asyncio.get_running_loop()
+        tls: ssl.SSLContext | None = None
+        if url.scheme == "https":
+            tls = self._tls or default_tls()
+        timeout = self._timeouts.connect
+        origin = url.origin
+        try:
+            async with asyncio.timeout(timeout):
+                _, connection = await loop.create_connection(
+                    lambda: _Connection(self, origin), url.host, url.port, ssl=tls,
+                    server_hostname=url.host if tls is not None else None,
+                )
+        except TimeoutError:
+            raise ConnectTimeout(f"no connection to {url.host}:{url.port} within {timeout} s") from None
+        except (OSError, ssl.SSLError) as exc:
+            raise ConnectError(str(exc) or type(exc).__name__) from exc
+        assert connection.transport is not None
+        sock = connection.transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._open.add(connection)
+        if self._closed:
+            connection.close()
+            raise TransportError("the client is closed")
+        return connection
+
+    def release(self, connection: _Connection) -> None:
+        idle = self._idle.setdefault(connection.origin, [])
+        if self._closed or len(idle) >= self._max_idle:
+            connection.close()
+        else:
+            idle.append(connection)
+
+    def forget(self, connection: _Connection) -> None:
+        self._open.discard(connection)
+        idle = self._idle.get(connection.origin)
+        if idle and connection in idle:
+            idle.remove(connection)
+
+    @property
+    def connections(self) -> int:
+        """Connections open now, idle or in use."""
+        return len(self._open)
+
+    async def aclose(self) -> None:
+        """Close every connection; a response still coming ends with `ReadError`."""
+        self._closed = True
+        for connection in list(self._open):
+            connection.close()
+        self._idle.clear()
+

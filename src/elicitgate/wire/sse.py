@@ -1,0 +1,88 @@
+"""An event stream (`text/event-stream`) parsed from bytes as they come, for the HTTP wires."""
+
+from __future__ import annotations
+
+
+class SseEventTooLarge(Exception):
+    """One event of a stream grew past the server's `max_event_bytes`."""
+
+
+class SseParser:
+    """An event stream (`text/event-stream`) parsed from bytes as they come, keeping what a reconnect
+    needs (the last event id, the server's retry delay). `feed` returns the data of each complete
+    `message` event that has any (an event with an id and no data only primes resumption)."""
+
+    __slots__ = (
+        "_max_size", "_pending", "_pending_size", "_after_cr", "_data", "_size", "_event", "last_id", "retry"
+    )
+
+    def __init__(self, max_size: int) -> None:
+        self._max_size = max_size
+        """The largest event's data, in bytes."""
+        self._pending: list[bytes] = []
+        """The line read so far, its end still to come: joined once when it comes (see `wire.framing.LineBuffer`)."""
+        self._pending_size = 0
+        self._after_cr = False
+        """The last chunk ended with a CR: an LF that begins the next one is the rest of that CRLF."""
+        self._data: list[bytes] = []
+        self._size = 0
+        self._event = b""
+        self.last_id: str | None = None
+        self.retry: float | None = None
+        """Seconds, as the server's last `retry:` field said."""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if self._after_cr and chunk:
+            self._after_cr = False
+            if chunk.startswith(b"\n"):
+                chunk = chunk[1:]
+                if not chunk:
+                    return []
+        if b"\n" not in chunk and b"\r" not in chunk:  # the line goes on
+            self._pending.append(chunk)
+            self._pending_size += len(chunk)
+            self._check_size()
+            return []
+        buffer = b"".join([*self._pending, chunk]) if self._pending else chunk
+        if b"\r" in buffer:
+            # A CR ends its line now, even at the end of the chunk (a stream's last event may end so).
+            self._after_cr = buffer.endswith(b"\r")
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, rest = buffer.split(b"\n")
+        self._pending = [rest] if rest else []
+        self._pending_size = len(rest)
+        found: list[bytes] = []
+        for line in lines:
+            if line:
+                self._field(line)
+            elif self._data:
+                data = b"\n".join(self._data)
+                if data and self._event in (b"", b"message"):  # empty: a priming event (its id is kept)
+                    found.append(data)
+                self._data = []
+                self._size = 0
+                self._event = b""
+            else:
+                self._event = b""
+        self._check_size()
+        return found
+
+    def _check_size(self) -> None:
+        if self._size + self._pending_size > self._max_size:
+            raise SseEventTooLarge(f"Server-sent event exceeded the {self._max_size} byte limit (max_event_bytes).")
+
+    def _field(self, line: bytes) -> None:
+        name, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value)
+            self._size += len(value)
+        elif name == b"event":
+            self._event = value
+        elif name == b"id":
+            if b"\0" not in value:
+                self.last_id = value.decode(errors="replace")
+        elif name == b"retry":
+            if value.isdigit():
+                self.retry = int(value) / 1000
