@@ -9,7 +9,7 @@ import importlib.util
 import logging
 import socket
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import typer
