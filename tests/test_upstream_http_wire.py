@@ -30,9 +30,10 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from elicitgate.errors import PeerLost
 from elicitgate.upstreams.http_wire import HttpWire, SseEventTooLarge, SseParser
 from elicitgate.wire.base import Inbound
-from elicitgate.wire.endpoint import Endpoint, PeerLost
+from elicitgate.wire.endpoint import Endpoint
 from tests.conftest import PY, Process, free_port, inprocess_gateway
 
 pytestmark = pytest.mark.anyio

@@ -17,8 +17,9 @@ import anyio
 import typer
 
 from elicitgate import heap
-from elicitgate.config import ConfigError, GatewayConfig, build_config, load_config
+from elicitgate.config import GatewayConfig, build_config, load_config
 from elicitgate.console import say
+from elicitgate.errors import ConfigError
 from elicitgate.hostport import http_url, parse_hostport, url_host
 from elicitgate.upstreams import prespawn
 
@@ -199,7 +200,8 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
         _announce(
             cfg, f"elicitgate: inbox at {cfg.http.public_url or base}/inbox  admin API at {base}/api/elicitations"
         )
-    from elicitgate.faces.auth import AuthConfigError, exposure_warning
+    from elicitgate.errors import AuthConfigError
+    from elicitgate.faces.auth import exposure_warning
     from elicitgate.web.access_log import redact_access_log, uvicorn_log_config
     from elicitgate.web.client_address import ClientAddress
     from elicitgate.web.http_protocol import HttpLimits, limited_protocol
@@ -444,7 +446,8 @@ def inbox(
     """Answer the gateway's hosted elicitations in the terminal (the admin API's inbox)."""
     import httpx2
 
-    from elicitgate.web.terminal import InboxError, TerminalInbox
+    from elicitgate.errors import InboxError
+    from elicitgate.web.terminal import TerminalInbox
 
     if not token:
         say("elicitgate inbox needs the admin token: --token or ELICITGATE_ADMIN_TOKEN", "red")
@@ -479,7 +482,8 @@ def check_config(config: ConfigOption) -> None:
     """
     cfg = _load(config)
     if cfg.http.auth.tokens_file is not None:  # its tokens are checked as the file's own (strength included)
-        from elicitgate.faces.auth import AuthConfigError, load_tokens
+        from elicitgate.errors import AuthConfigError
+        from elicitgate.faces.auth import load_tokens
 
         try:
             load_tokens(cfg.http.auth)

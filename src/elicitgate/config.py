@@ -28,6 +28,7 @@ from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from elicitgate.client_files import adapt, close_match, expand_placeholders, parse_jsonc
+from elicitgate.errors import ConfigError
 from elicitgate.hostport import parse_hostport
 from elicitgate.json_shapes import is_object
 from elicitgate.token_strength import GENERATE, weakness
@@ -668,20 +669,6 @@ class GatewayConfig(BaseSettings):
 
     def upstreams(self) -> dict[str, StdioServer | HttpServer]:
         return {name: cfg for name, cfg in self.mcp_servers.items() if cfg.enabled}
-
-
-class ConfigError(Exception):
-    """A configuration problem, phrased for the person who wrote the file."""
-
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        super().__init__(f"{source}: " + "; ".join(problems))
-
-    def render(self) -> str:
-        lines = [f"invalid configuration in {self.source}:"]
-        lines += [f"  - {p}" for p in self.problems]
-        return "\n".join(lines)
 
 
 def _key_path(loc: tuple[int | str, ...]) -> str:

@@ -27,7 +27,7 @@ import anyio
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.hosted_registry import HostedEntry, HostedRegistry
 from elicitgate.elicitation.model import Elicitation
-from elicitgate.elicitation.responders import HumanGone, Responder, to_client
+from elicitgate.elicitation.responders import Responder, to_client
 from elicitgate.elicitation.sensitive import sensitive_words
 from elicitgate.hostport import http_url
 from elicitgate.json_shapes import is_array, is_mapping
@@ -269,4 +269,4 @@ class HostedPage:
         self.hosting.ended(el)
 
 
-__all__ = ["HumanGone", "Hosting", "HostedPage", "InInbox"]
+__all__ = ["Hosting", "HostedPage", "InInbox"]

@@ -12,18 +12,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.errors import ClientGone
+from elicitgate.errors import ClientGone, HumanGone
 
 if TYPE_CHECKING:
     from elicitgate.elicitation.model import Elicitation
     from elicitgate.seams import Origin
-
-
-class HumanGone(Exception):
-    """The human's side went away with the elicitation open (client disconnected, page closed for good).
-
-    The broker ends the elicitation `cancelled` and tells the upstream `{"action": "cancel"}`.
-    """
 
 
 class Responder(Protocol):

@@ -33,13 +33,14 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.config import HttpServer, StdioServer, UpstreamRetryConfig
+from elicitgate.errors import ConnectError, PeerLost
 from elicitgate.fixable import warn_once
 from elicitgate.metrics import UPSTREAM_UP
 from elicitgate.seams import DownstreamPeer, HostedModes, declared_capabilities
-from elicitgate.upstreams.connection import ConnectError, InboundHandler, UpstreamConnection
+from elicitgate.upstreams.connection import InboundHandler, UpstreamConnection
 from elicitgate.upstreams.dual_era import DualEra, era_reason
 from elicitgate.upstreams.transports import STANDALONE_WAIT
-from elicitgate.wire.endpoint import SESSION_LOST, PeerLost
+from elicitgate.wire.endpoint import SESSION_LOST
 
 logger = logging.getLogger(__name__)
 

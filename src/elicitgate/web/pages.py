@@ -27,6 +27,7 @@ from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords
 from elicitgate.elicitation.url_policy import browser_host
+from elicitgate.errors import NotFinite
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.web import claims, forms
 from elicitgate.web.forms import e
@@ -377,9 +378,9 @@ class PageRoutes:
             return secure(JSONResponse({"ended": True, "state": tomb["state"] if tomb else None}, status_code=410))
         try:
             body = codec.loads(await request.body())
-        except codec.NotFinite as exc:  # NaN in the content: the answer check names the field
+        except NotFinite as exc:  # NaN in the content: the answer check names the field
             body = exc.value
-        except ValueError:  # not JSON, or nested too deep (`codec.TooDeep`)
+        except ValueError:  # not JSON, or nested too deep (`TooDeep`)
             body = None
         if not is_mapping(body) or not csrf_ok(request, entry, request.headers.get("x-elicitgate-csrf")):
             return secure(JSONResponse({"error": "bad request"}, status_code=403))
