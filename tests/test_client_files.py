@@ -14,7 +14,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from elicitgate.config import ConfigError, load_config
+from elicitgate.config import load_config
+from elicitgate.errors import ConfigError
 from tests.conftest import PY, ROOT, Process, free_port
 
 TS_SERVER = str(ROOT / "tests" / "peers" / "ts" / "elicit_server.mjs")

@@ -5,7 +5,8 @@ import subprocess
 
 import pytest
 
-from elicitgate.config import ConfigError, HttpServer, StdioServer, load_config
+from elicitgate.config import HttpServer, StdioServer, load_config
+from elicitgate.errors import ConfigError
 from tests.conftest import PY
 
 

@@ -177,7 +177,8 @@ def test_the_documented_fair_shares_configuration_is_valid():
      "elicitation: Value error, max_pending_per_session (32) must be less than max_pending_total (32)"),
 ])
 def test_a_share_that_leaves_no_room_for_others_is_refused_naming_both_keys(data, says):
-    from elicitgate.config import ConfigError, build_config
+    from elicitgate.config import build_config
+    from elicitgate.errors import ConfigError
 
     with pytest.raises(ConfigError) as refused:
         build_config(data, "test config", environ={})

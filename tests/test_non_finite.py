@@ -21,8 +21,9 @@ from mcp import Client
 
 from elicitgate.elicitation.meta import ERRORS_META_KEY
 from elicitgate.elicitation.schema import NON_FINITE_TEXT, answer_problems, check_requested_schema
+from elicitgate.errors import NonFiniteParams, NotFinite
 from elicitgate.wire import codec
-from elicitgate.wire.framing import NonFiniteParams, parse_message
+from elicitgate.wire.framing import parse_message
 from tests.conftest import stdio_server, write_config
 from tests.hosted_helpers import AUTH, next_pending
 from tests.test_broker import gateway, stdio_upstream, text
@@ -63,7 +64,7 @@ def test_a_schema_with_a_non_finite_bound_is_not_a_form_mode_schema():
 
 @pytest.mark.parametrize("text", [b'{"n": NaN}', b'{"n": Infinity}', b'{"n": -Infinity}', b'{"n": [1e400]}'])
 def test_the_codec_says_when_json_holds_a_number_json_does_not_have(text):
-    with pytest.raises(codec.NotFinite) as caught:
+    with pytest.raises(NotFinite) as caught:
         codec.loads(text)
     assert codec.first_non_finite(caught.value.value) in ("n", "n[0]")
     assert codec.loads(b'{"n": 1e300, "big": 123456789012345678901234}') == {

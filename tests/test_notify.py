@@ -28,8 +28,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from elicitgate.client_files import parse_jsonc
-from elicitgate.config import ConfigError, build_config
+from elicitgate.config import build_config
 from elicitgate.elicitation.notice_rules import rule_for, unattended_for
+from elicitgate.errors import ConfigError
 from tests.conftest import PY, ROOT, free_port, write_config
 from tests.hosted_helpers import TOKEN, PlainPage
 from tests.notify_helpers import closed_port_url, link_in, receiver, silent_receiver, text_of

@@ -23,9 +23,10 @@ from mcp import Client
 
 from elicitgate.config import StdioServer
 from elicitgate.contracts import Origin
+from elicitgate.errors import ConnectError
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import AdoptedProcess
-from elicitgate.upstreams.connection import ConnectError, UpstreamConnection
+from elicitgate.upstreams.connection import UpstreamConnection
 from tests.conftest import PEERS, PY, Process, free_port, inprocess_gateway, wait_healthy, write_config
 
 pytestmark = pytest.mark.anyio

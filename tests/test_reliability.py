@@ -27,7 +27,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from elicitgate.config import ConfigError, build_config
+from elicitgate.config import build_config
+from elicitgate.errors import ConfigError
 from tests.conftest import ROOT, inprocess_gateway, stdio_server
 from tests.replicas_helpers import redis_server, replicas  # noqa: F401 (fixtures)
 from tests.test_docs_commands import _blocks

@@ -21,8 +21,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from elicitgate.config import ConfigError, load_config
+from elicitgate.config import load_config
 from elicitgate.elicitation.hosted_registry import token_digest
+from elicitgate.errors import ConfigError
 from tests.conftest import PEERS, PY, free_port, write_config
 from tests.hosted_helpers import AUTH, TOKEN, PlainPage, csrf_of, next_pending
 from tests.replicas_helpers import (  # noqa: F401

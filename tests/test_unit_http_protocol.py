@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from elicitgate.config import ConfigError, build_config
-from elicitgate.web.http_protocol import HeadScanner, HeadTooLarge, HttpLimits, limited_protocol
+from elicitgate.config import build_config
+from elicitgate.errors import ConfigError, HeadTooLarge
+from elicitgate.web.http_protocol import HeadScanner, HttpLimits, limited_protocol
 
 LONG_RUN = "FUZZ_EXAMPLES" in os.environ
 MAX_LINE = 200

@@ -12,9 +12,10 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUES
 
 from mcp.shared.exceptions import MCPError
 
+from elicitgate.errors import MethodNotFound, PeerLost, UrlElicitationRequired
 from elicitgate.wire import codec
 from elicitgate.wire.base import Inbound, MessageWire
-from elicitgate.wire.endpoint import Endpoint, MethodNotFound, PeerLost, UrlElicitationRequired
+from elicitgate.wire.endpoint import Endpoint
 from elicitgate.wire.framing import LineBuffer
 from elicitgate.wire.memory import MemoryWire, memory_wires
 

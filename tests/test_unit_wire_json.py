@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from elicitgate.errors import LoneSurrogate, NotFinite, TooDeep
 from elicitgate.wire import codec
 from elicitgate.wire.framing import parse_message
 
@@ -41,7 +42,7 @@ def test_integers_beyond_64_bits_pass_exactly_both_ways() -> None:
 def test_numbers_json_does_not_have_are_refused_with_what_was_read(data: bytes, expected: str) -> None:
     """Python's `json` accepts them and orjson refuses them; RFC 8259 has none: `NotFinite`, holding the value
     read so that a reader can still name the request (tests/test_non_finite.py)."""
-    with pytest.raises(codec.NotFinite) as caught:
+    with pytest.raises(NotFinite) as caught:
         codec.loads(data)
     assert str(caught.value.value["a"]) == expected
 
@@ -80,7 +81,7 @@ def test_keys_that_are_not_strings_are_written_as_python_json_writes_them() -> N
 @pytest.mark.parametrize("depth", [1500, 100_000])
 def test_json_nested_too_deep_to_read_is_a_value_error_that_says_so(depth: int) -> None:
     data = b'{"a":' + b"[" * depth + b"]" * depth + b"}"
-    with pytest.raises(codec.TooDeep, match="nested more than 1024 deep"):
+    with pytest.raises(TooDeep, match="nested more than 1024 deep"):
         codec.loads(data)
     assert "nested more than 1024 deep" in str(parse_message(data))  # a reader answers it, and reads on
 
@@ -93,13 +94,13 @@ def test_nesting_beyond_orjsons_writer_is_written_and_beyond_pythons_is_too_deep
         return value
 
     assert codec.loads(codec.dumps(nested(500))) == nested(500)  # orjson writes 254 levels at most
-    with pytest.raises(codec.TooDeep):
+    with pytest.raises(TooDeep):
         codec.dumps_line(nested(5000))
 
 
 @pytest.mark.parametrize("data", [b'{"a":"x\\ud800y"}', b'{"\\udc00":1}', b'{"n":%d,"a":"\\ud800"}' % BEYOND_64_BITS])
 def test_a_lone_surrogate_is_refused_as_the_sdk_refuses_it(data: bytes) -> None:
-    with pytest.raises(codec.LoneSurrogate, match="lone surrogate"):
+    with pytest.raises(LoneSurrogate, match="lone surrogate"):
         codec.loads(data)
     assert "lone surrogate" in str(parse_message(data))
 

@@ -30,10 +30,11 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from elicitgate.errors import PeerLost, SseEventTooLarge
 from elicitgate.wire.base import Inbound
-from elicitgate.wire.endpoint import Endpoint, PeerLost
+from elicitgate.wire.endpoint import Endpoint
 from elicitgate.wire.http import HttpWire
-from elicitgate.wire.sse import SseEventTooLarge, SseParser
+from elicitgate.wire.sse import SseParser
 from tests.conftest import PY, Process, free_port, inprocess_gateway
 
 pytestmark = pytest.mark.anyio

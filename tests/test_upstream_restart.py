@@ -17,8 +17,8 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.config import ConfigError, HttpServer, build_config
-from elicitgate.errors import UPSTREAM_UNAVAILABLE
+from elicitgate.config import HttpServer, build_config
+from elicitgate.errors import UPSTREAM_UNAVAILABLE, ConfigError
 from tests.audit_helpers import scrape, value
 from tests.conftest import PY, ROOT, Process, free_port, inprocess_gateway, serve_http, write_config
 

@@ -11,8 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from elicitgate.cli_serve import claim_port, parse_http_option, run_gateway
-from elicitgate.config import ConfigError, GatewayConfig, build_config, load_config
+from elicitgate.config import GatewayConfig, build_config, load_config
 from elicitgate.console import say
+from elicitgate.errors import ConfigError
 from elicitgate.hostport import url_host
 
 app = typer.Typer(
@@ -201,7 +202,8 @@ def inbox(
     """Answer the gateway's hosted elicitations in the terminal (the admin API's inbox)."""
     import httpx2
 
-    from elicitgate.web.terminal import InboxError, TerminalInbox
+    from elicitgate.errors import InboxError
+    from elicitgate.web.terminal import TerminalInbox
 
     if not token:
         say("elicitgate inbox needs the admin token: --token or ELICITGATE_ADMIN_TOKEN", "red")
@@ -236,7 +238,8 @@ def check_config(config: ConfigOption) -> None:
     """
     cfg = _load(config)
     if cfg.http.auth.tokens_file is not None:  # its tokens are checked as the file's own (strength included)
-        from elicitgate.faces.auth import AuthConfigError, load_tokens
+        from elicitgate.errors import AuthConfigError
+        from elicitgate.faces.auth import load_tokens
 
         try:
             load_tokens(cfg.http.auth)

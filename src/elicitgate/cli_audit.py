@@ -12,8 +12,9 @@ import anyio
 import typer
 
 from elicitgate.audit.record import FIELDS, as_json, parse_filters
-from elicitgate.config import ConfigError, load_config
+from elicitgate.config import load_config
 from elicitgate.console import err, say
+from elicitgate.errors import ConfigError
 
 audit_app = typer.Typer(help="Read the audit trail (works without a running gateway).", no_args_is_help=True)
 
@@ -40,7 +41,8 @@ def _rows(
         filters = parse_filters(state, server, since)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    from elicitgate.audit.store import AuditStore, AuditStoreError
+    from elicitgate.audit.store import AuditStore
+    from elicitgate.errors import AuditStoreError
 
     async def read() -> list[dict[str, Any]]:
         store = await AuditStore.open(cfg.audit.url)

@@ -15,8 +15,9 @@ import anyio
 import typer
 
 from elicitgate import heap
-from elicitgate.config import ConfigError, GatewayConfig
+from elicitgate.config import GatewayConfig
 from elicitgate.console import say
+from elicitgate.errors import ConfigError
 from elicitgate.hostport import http_url, parse_hostport, url_host
 from elicitgate.upstreams import prespawn
 

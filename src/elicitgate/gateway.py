@@ -28,6 +28,7 @@ from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.notice_rules import every_target, unattended_for
 from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.url_policy import UrlPolicy, local_upstreams
+from elicitgate.errors import PeerLost
 from elicitgate.fixable import warn_once
 from elicitgate.json_shapes import is_mapping
 from elicitgate.router.asks import Answered, GatewayAsks
@@ -36,7 +37,6 @@ from elicitgate.router.forward import forward
 from elicitgate.router.tasks import RelayedTask, TaskTable, face_capability
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
-from elicitgate.wire.endpoint import PeerLost
 
 if TYPE_CHECKING:
     from elicitgate.cluster.bus import Replicas

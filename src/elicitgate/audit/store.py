@@ -19,13 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from elicitgate.audit.record import AuditRecord
 from elicitgate.audit.schema import HEAD_REVISION, VERSION_TABLE, records
+from elicitgate.errors import AuditStoreError
 
 _MIGRATION_LOCK = 0x656C6963  # a PostgreSQL advisory lock: two gateways starting at once migrate in turn
 _MIGRATION_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.Lock] = weakref.WeakKeyDictionary()
-
-
-class AuditStoreError(Exception):
-    """The store cannot be opened or read; the message says which and why (never the password)."""
 
 
 def async_url(url: str) -> str:

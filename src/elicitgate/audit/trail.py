@@ -20,6 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from elicitgate import heap
 from elicitgate.audit.record import AuditRecord
 from elicitgate.config import AuditConfig
+from elicitgate.errors import AuditStoreError
 from elicitgate.metrics import AUDIT_DROPPED, AUDIT_WRITTEN
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ class AuditTrail:
         while True:
             try:
                 store = await module.AuditStore.open(self.config.url)
-            except module.AuditStoreError as exc:
+            except AuditStoreError as exc:
                 logger.error("%s; retrying in %.0f s (records queue up to audit.queue_size)", exc, backoff)
                 with anyio.move_on_after(backoff):
                     await closing.wait()

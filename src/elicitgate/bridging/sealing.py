@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from mcp.server.request_state import RequestStateBoundary
 
 from elicitgate import heap
-from elicitgate.config import BridgingConfig, ConfigError
+from elicitgate.config import BridgingConfig
+from elicitgate.errors import ConfigError
 from elicitgate.json_shapes import is_object
 from elicitgate.sdk import connection_of
 

@@ -16,7 +16,8 @@ from pydantic import SecretStr
 
 from elicitgate.cluster.bus import CONNECT_TIMEOUT, PREFIX, Replicas, where
 from elicitgate.cluster.redis_client import Pipeline
-from elicitgate.config import ConfigError, GatewayConfig
+from elicitgate.config import GatewayConfig
+from elicitgate.errors import ConfigError
 
 STATE_KEY = PREFIX + "state-key"
 START_WAIT = 15.0

@@ -12,7 +12,7 @@ from elicitgate.config.base import default_share
 from elicitgate.config.bridging import BridgingConfig
 from elicitgate.config.elicitation import ElicitationConfig, UrlPolicyConfig
 from elicitgate.config.http import BearerToken, HttpAuthConfig, HttpFaceConfig, OAuthResourceConfig
-from elicitgate.config.loading import ConfigError, build_config, load_config, parse_config_text
+from elicitgate.config.loading import build_config, load_config, parse_config_text
 from elicitgate.config.notices import (
     HeadlessConfig,
     NotifyConfig,
@@ -40,7 +40,6 @@ __all__ = [
     "AuditConfig",
     "BearerToken",
     "BridgingConfig",
-    "ConfigError",
     "ElicitationConfig",
     "GatewayConfig",
     "HeadlessConfig",

@@ -16,21 +16,8 @@ from pydantic_core import ErrorDetails
 from elicitgate.client_files import adapt, close_match, expand_placeholders, parse_jsonc
 from elicitgate.config.servers import HttpServer, StdioServer
 from elicitgate.config.settings import ENV_PREFIX, GatewayConfig
+from elicitgate.errors import ConfigError
 from elicitgate.json_shapes import is_object
-
-
-class ConfigError(Exception):
-    """A configuration problem, phrased for the person who wrote the file."""
-
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        super().__init__(f"{source}: " + "; ".join(problems))
-
-    def render(self) -> str:
-        lines = [f"invalid configuration in {self.source}:"]
-        lines += [f"  - {p}" for p in self.problems]
-        return "\n".join(lines)
 
 
 def _key_path(loc: tuple[int | str, ...]) -> str:

@@ -38,11 +38,12 @@ from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limit
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Responder, Source, State
 from elicitgate.elicitation.notify import Notifier
-from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, HumanGone, to_client
+from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, to_client
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.sensitive import sensitive_fields, sensitive_words
 from elicitgate.elicitation.url_policy import UrlPolicy
 from elicitgate.elicitation.url_routes import SessionTarget, UrlRoutes
+from elicitgate.errors import HumanGone
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.logs import log_event, request_context
 from elicitgate.metrics import (

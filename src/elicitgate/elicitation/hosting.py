@@ -29,7 +29,7 @@ from elicitgate.config import GatewayConfig
 from elicitgate.contracts import Announces, DownstreamPeer, Origin
 from elicitgate.elicitation.hosted_registry import HostedEntry, HostedRegistry
 from elicitgate.elicitation.model import Elicitation, Responder
-from elicitgate.elicitation.responders import HumanGone, to_client
+from elicitgate.elicitation.responders import to_client
 from elicitgate.elicitation.sensitive import sensitive_words
 from elicitgate.elicitation.url_routes import SessionTarget
 from elicitgate.hostport import http_url
@@ -263,4 +263,4 @@ class HostedPage:
         self.hosting.ended(el)
 
 
-__all__ = ["HumanGone", "Hosting", "HostedPage", "InInbox"]
+__all__ = ["Hosting", "HostedPage", "InInbox"]

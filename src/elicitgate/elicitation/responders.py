@@ -13,17 +13,12 @@ from typing import TYPE_CHECKING, Any
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.elicitation.model import Elicitation, Responder
-from elicitgate.errors import ClientGone
+from elicitgate.errors import ClientGone, HumanGone
 
 if TYPE_CHECKING:
     from elicitgate.contracts import Origin
 
 
-class HumanGone(Exception):
-    """The human's side went away with the elicitation open (client disconnected, page closed for good).
-
-    The broker ends the elicitation `cancelled` and tells the upstream `{"action": "cancel"}`.
-    """
 
 
 class PushToClient:

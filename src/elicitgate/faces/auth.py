@@ -30,6 +30,7 @@ from mcp.server.auth.routes import build_resource_metadata_url
 
 from elicitgate.config import BearerToken, HttpAuthConfig, OAuthResourceConfig
 from elicitgate.elicitation.url_policy import is_loopback_host
+from elicitgate.errors import AuthConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +38,6 @@ MCP_PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 STATIC_ISSUER = "elicitgate:tokens"
 """The `iss` of a static token's principal, so a static principal never equals an OAuth subject."""
-
-
-class AuthConfigError(ValueError):
-    """`http.auth` cannot be used as written (a tokens file that is missing or malformed)."""
 
 
 class StaticTokens:

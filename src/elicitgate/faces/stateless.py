@@ -44,6 +44,7 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.transport_context import TransportContext
 
 from elicitgate import sdk
+from elicitgate.errors import NonFiniteParams, NotFinite
 from elicitgate.faces.http_answers import (
     JSON_WINDOW,
     LATE,
@@ -58,7 +59,7 @@ from elicitgate.faces.server import GatewayServer
 from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.wire import codec
 from elicitgate.wire.endpoint import is_request_id, progress_params
-from elicitgate.wire.framing import NonFiniteParams, with_non_finite
+from elicitgate.wire.framing import with_non_finite
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class StatelessRequests:
         """One POST whose body has been read: its answer."""
         try:
             decoded = codec.loads(body)
-        except codec.NotFinite as exc:  # passes only in the answers of inputResponses: the answer check refuses it
+        except NotFinite as exc:  # passes only in the answers of inputResponses: the answer check refuses it
             decoded = with_non_finite(exc.value, "message", body)
             if isinstance(decoded, NonFiniteParams):
                 named = decoded.request_id if is_request_id(decoded.request_id) else None
@@ -138,7 +139,7 @@ class StatelessRequests:
             if isinstance(decoded, Exception):
                 await _refuse(send, None, PARSE_ERROR, "Parse error", reason=str(decoded)[:200])
                 return
-        except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`codec.TooDeep`)
+        except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`TooDeep`)
             await _refuse(send, None, PARSE_ERROR, "Parse error", reason=str(exc)[:200])
             return
         if is_object(decoded) and "id" not in decoded:

@@ -41,6 +41,7 @@ from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.transport_context import TransportContext
 
+from elicitgate.errors import NonFiniteParams, NotAMessage
 from elicitgate.faces.dispatch import RequestContext, serve_handshake
 from elicitgate.faces.elsewhere import FORWARD_OP, READER_OP, ElsewhereSessions, serve_forwarded
 from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEvents, protocol_at_least_2025_11_25
@@ -51,7 +52,7 @@ from elicitgate.json_shapes import is_object
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import is_request_id
-from elicitgate.wire.framing import NonFiniteParams, NotAMessage, parse_message
+from elicitgate.wire.framing import parse_message
 
 if TYPE_CHECKING:
     from elicitgate.cluster.streams import SharedStreams  # redis-py only with replicas (test_startup)

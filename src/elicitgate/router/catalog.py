@@ -17,9 +17,9 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.config import NamespacingConfig
+from elicitgate.errors import MethodNotFound
 from elicitgate.json_shapes import is_array, is_object
 from elicitgate.upstreams.connection import UpstreamConnection
-from elicitgate.wire.endpoint import MethodNotFound
 
 logger = logging.getLogger(__name__)
 

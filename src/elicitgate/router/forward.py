@@ -17,10 +17,11 @@ from elicitgate.bridging.envelope import modern_capabilities, upstream_params, w
 from elicitgate.bridging.input_requests import answer_input_requests, complete_minted
 from elicitgate.contracts import Origin
 from elicitgate.elicitation.broker import Broker
+from elicitgate.errors import PeerLost, UrlElicitationRequired
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.dual_era import CallKey, call_key
 from elicitgate.upstreams.link import UpstreamLink, forgot_session
-from elicitgate.wire.endpoint import CLOSED, PeerLost, UrlElicitationRequired, progress_params
+from elicitgate.wire.endpoint import CLOSED, progress_params
 
 
 async def forward(

@@ -39,12 +39,13 @@ from mcp.shared.inbound import (
 from elicitgate import __version__
 from elicitgate.config import HttpServer, StdioServer
 from elicitgate.contracts import DownstreamPeer, Era, InboundHandler, Origin
+from elicitgate.errors import ConnectError, describe_failure
 from elicitgate.json_shapes import is_array, is_mapping, is_object
 from elicitgate.logs import forget_request
 from elicitgate.upstreams.clock import PausableDeadline
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 from elicitgate.wire.base import Inbound
-from elicitgate.wire.endpoint import Endpoint, MethodNotFound, ProgressCallback
+from elicitgate.wire.endpoint import Endpoint, ProgressCallback
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +116,9 @@ class UpstreamConnection:
         failure = self.failure
         if isinstance(failure, BaseExceptionGroup):
             failure = _first_leaf(cast("BaseExceptionGroup[BaseException]", failure))
-        from elicitgate.wire.http_client import ConnectError as Unreachable  # loaded already with the streamable HTTP wire
+        from elicitgate.wire.http_client import (
+            ConnectError as Unreachable,  # loaded already with the streamable HTTP wire
+        )
 
         return describe_failure(failure) if isinstance(failure, Unreachable) else None
 
@@ -308,7 +311,8 @@ class UpstreamConnection:
                 )
                 conn.config = config
                 return conn
-            raise ConnectError(server, error, config=config, stderr_tail=list(stderr_tail))
+            url = config.url if isinstance(config, HttpServer) else None
+            raise ConnectError(server, error, url=url, stderr_tail=list(stderr_tail))
         conn._cancel = holder.scope
         conn.stderr_tail = stderr_tail
         return conn
@@ -334,50 +338,6 @@ class _Opening:
     scope: anyio.CancelScope | None = None
     """Cancels the transport's task (`UpstreamConnection.close`)."""
     error: BaseException | None = None
-
-
-class ConnectError(Exception):
-    """An upstream could not be started or did not complete negotiation.
-
-    The message names the URL of an HTTP server, and ends with the last line a stdio server wrote to
-    stderr (all of `stderr_tail` is kept for `doctor`)."""
-
-    def __init__(
-        self,
-        server: str,
-        cause: BaseException | None,
-        *,
-        config: StdioServer | HttpServer | None = None,
-        stderr_tail: list[str] | None = None,
-    ) -> None:
-        self.server = server
-        self.cause = cause
-        self.stderr_tail = stderr_tail or []
-        detail = describe_failure(cause) if cause is not None else "the connection closed during negotiation"
-        if isinstance(config, HttpServer):
-            detail = f"{config.url}: {detail}{_http_hint(cause)}"
-        said = next((line.strip() for line in reversed(self.stderr_tail) if line.strip()), None)
-        if said:
-            detail += f"; its stderr ended with: {said}"
-        super().__init__(f"upstream {server!r}: {detail}")
-
-
-def _http_hint(cause: BaseException | None) -> str:
-    # "Not Found" is how the SDK's streamable HTTP client spells a 404 to a POST before any session.
-    if isinstance(cause, MethodNotFound) and cause.error.message == "Not Found":
-        return " (the URL's path may be wrong: streamable HTTP servers usually answer at /mcp, SSE ones at /sse)"
-    return ""
-
-
-def describe_failure(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "no answer to server/discover or initialize in time"
-    if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
-    if isinstance(exc, MCPError):
-        return f"negotiation failed: {exc.error.message} (code {exc.error.code})"
-    text = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
 
 
 class HandshakeRefused(Exception):

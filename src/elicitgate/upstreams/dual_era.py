@@ -29,7 +29,8 @@ from mcp_types import INTERNAL_ERROR
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
-from elicitgate.upstreams.connection import ConnectError, UpstreamConnection
+from elicitgate.errors import ConnectError
+from elicitgate.upstreams.connection import UpstreamConnection
 
 logger = logging.getLogger(__name__)
 

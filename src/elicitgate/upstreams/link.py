@@ -36,12 +36,13 @@ from elicitgate import errors
 from elicitgate.capabilities import capabilities_dict, declared_capabilities, elicitation_modes
 from elicitgate.config import HttpServer, StdioServer, UpstreamRetryConfig
 from elicitgate.contracts import DownstreamPeer, HostedModes, InboundHandler
+from elicitgate.errors import ConnectError, PeerLost
 from elicitgate.fixable import warn_once
 from elicitgate.metrics import UPSTREAM_UP
-from elicitgate.upstreams.connection import ConnectError, UpstreamConnection
+from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.dual_era import DualEra, era_reason
 from elicitgate.upstreams.transports import STANDALONE_WAIT
-from elicitgate.wire.endpoint import SESSION_LOST, PeerLost
+from elicitgate.wire.endpoint import SESSION_LOST
 
 logger = logging.getLogger(__name__)
 

@@ -27,6 +27,7 @@ from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
+from elicitgate.errors import NotFinite
 from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.web import claims
 from elicitgate.web.admin_auth import VOUCHED, AdminAuth
@@ -163,9 +164,9 @@ class AdminRoutes:
             return el
         try:
             body = codec.loads(await request.body())
-        except codec.NotFinite as exc:  # NaN in the content: the answer check names the field
+        except NotFinite as exc:  # NaN in the content: the answer check names the field
             body = exc.value
-        except ValueError:  # not JSON, or nested too deep (`codec.TooDeep`)
+        except ValueError:  # not JSON, or nested too deep (`TooDeep`)
             return problem(422, "the body must be an ElicitResult: {\"action\": ..., \"content\": {...}}")
         action = body.get("action") if is_mapping(body) else None
         if action not in ACTION_STATES:

@@ -23,6 +23,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 from uvicorn.server import ServerState
 
 from elicitgate.config import HttpFaceConfig
+from elicitgate.errors import HeadTooLarge
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +48,6 @@ class HttpLimits:
     @classmethod
     def of(cls, http: HttpFaceConfig) -> HttpLimits:
         return cls(http.max_request_line_bytes, http.max_header_bytes, http.head_timeout, http.body_timeout)
-
-
-class HeadTooLarge(Exception):
-    """A request head over a limit: the status and the text that answer it."""
-
-    def __init__(self, status: int, text: str) -> None:
-        super().__init__(text)
-        self.status = status
-        self.text = text
 
 
 class HeadScanner:

@@ -21,6 +21,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.schema import answer_problems
+from elicitgate.errors import NotFinite
 from elicitgate.json_shapes import is_mapping
 from elicitgate.web import claims, forms
 from elicitgate.web.hosted_html import elsewhere_page, ended_page, page, render_entry
@@ -163,9 +164,9 @@ class PageRoutes:
             return secure(JSONResponse({"ended": True, "state": tomb["state"] if tomb else None}, status_code=410))
         try:
             body = codec.loads(await request.body())
-        except codec.NotFinite as exc:  # NaN in the content: the answer check names the field
+        except NotFinite as exc:  # NaN in the content: the answer check names the field
             body = exc.value
-        except ValueError:  # not JSON, or nested too deep (`codec.TooDeep`)
+        except ValueError:  # not JSON, or nested too deep (`TooDeep`)
             body = None
         if not is_mapping(body) or not csrf_ok(request, entry, request.headers.get("x-elicitgate-csrf")):
             return secure(JSONResponse({"error": "bad request"}, status_code=403))

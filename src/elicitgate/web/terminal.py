@@ -25,13 +25,10 @@ from rich.prompt import Confirm, Prompt
 from rich.table import Table
 from rich.text import Text
 
+from elicitgate.errors import InboxError
 from elicitgate.json_shapes import is_array
 from elicitgate.logs import strip_controls
 from elicitgate.web import forms
-
-
-class InboxError(Exception):
-    pass
 
 
 def plain(value: Any, style: str = "", *, multiline: bool = False) -> Text:

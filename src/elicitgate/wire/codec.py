@@ -23,28 +23,13 @@ from typing import Any, cast
 
 import orjson
 
+from elicitgate.errors import LoneSurrogate, NotFinite, TooDeep
+
 _LONG_DIGITS = re.compile(rb"\d{20}")
 """Twenty digits in a row: maybe an integer beyond 64 bits (the largest unsigned one has twenty)."""
 
 MAX_DEPTH = 1024
 """orjson's limit of nested arrays and objects (Python's `json` stops near its recursion limit, 1,000)."""
-
-
-class TooDeep(ValueError):
-    """JSON nested deeper than the parsers go."""
-
-
-class LoneSurrogate(ValueError):
-    """A string escape that is half of a UTF-16 pair: JSON's grammar allows it, Unicode does not."""
-
-
-class NotFinite(ValueError):
-    """`NaN`, `Infinity`, `-Infinity` or a number beyond a double's range: not a JSON number (RFC 8259).
-    `value` is what was read, with those numbers as non-finite floats."""
-
-    def __init__(self, value: Any) -> None:
-        super().__init__("NaN and Infinity are not JSON numbers (RFC 8259)")
-        self.value = value
 
 
 def first_non_finite(value: Any, path: str = "") -> str | None:

@@ -35,10 +35,9 @@ from pydantic import ValidationError
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.json_shapes import is_array, is_mapping, is_object
-from elicitgate.wire import codec
+from elicitgate.errors import MethodNotFound, NonFiniteParams, NotAMessage, PeerLost, TooDeep, UrlElicitationRequired
+from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.wire.base import Inbound, MessageWire
-from elicitgate.wire.framing import NonFiniteParams, NotAMessage
 
 logger = logging.getLogger(__name__)
 
@@ -54,27 +53,6 @@ CLOSED = "Connection closed"
 SESSION_LOST = "the upstream no longer knows this session (it restarted)"
 """The message of `CONNECTION_CLOSED` when a streamable HTTP server answered 404 to our session id: it
 refused the request unread, so sending it again on a new session is safe (`upstreams.link.forgot_session`)."""
-
-
-class PeerLost(MCPError):
-    """The connection ended before the answer came: the wire closed (the peer exited, the gateway closed
-    it) or, over HTTP, the request's response stream ended without one. Never an answer of the peer's,
-    even one with the same code."""
-
-
-class MethodNotFound(MCPError):
-    """The peer's -32601: it does not serve the method."""
-
-
-class UrlElicitationRequired(MCPError):
-    """A server's -32042: the call needs URL elicitations first. The error goes on to the client as
-    the server said it; `elicitations` are its raw items, for the gateway's own checks."""
-
-    @property
-    def elicitations(self) -> list[Any]:
-        data = self.error.data
-        items = data.get("elicitations") if is_mapping(data) else None
-        return list(items) if is_array(items) else []
 
 
 def progress_params(
@@ -398,7 +376,7 @@ class Endpoint:
         await self._write_answer(error, fallback=fallback)
 
     async def _write_answer(self, response: dict[str, Any], *, fallback: bool = True) -> None:
-        """Send an answer; one the wire refuses with a `ValueError` (`codec.TooDeep`, or a wire that could not
+        """Send an answer; one the wire refuses with a `ValueError` (`TooDeep`, or a wire that could not
         send it) is answered with an error instead, once."""
         try:
             await self._wire.send(response)
@@ -408,7 +386,7 @@ class Endpoint:
             if not fallback:  # the error in its place failed too: the wire cannot send at all
                 logger.error("dropped the answer to %r of %s: %s", response["id"], self._peer, exc)
                 return
-            why = "cannot be written as JSON" if isinstance(exc, codec.TooDeep) else "could not be sent"
+            why = "cannot be written as JSON" if isinstance(exc, TooDeep) else "could not be sent"
             logger.warning("the answer to %r of %s %s: %s", response["id"], self._peer, why, exc)
             await self._answer_error(response["id"], INTERNAL_ERROR, f"the answer {why}: {exc}", fallback=False)
 

@@ -8,12 +8,9 @@ from typing import Any
 
 from mcp_types import INTERNAL_ERROR
 
+from elicitgate.errors import NonFiniteParams, NotAMessage, NotFinite
 from elicitgate.json_shapes import is_object
 from elicitgate.wire import codec
-
-
-class NotAMessage(ValueError):
-    """Valid JSON, but not a JSON-RPC message (an object)."""
 
 
 def parse_lines(buffer: bytes) -> tuple[list[dict[str, Any] | Exception], bytes]:
@@ -57,22 +54,13 @@ def parse_message(data: bytes, what: str = "message") -> dict[str, Any] | Except
     them in it: a stdio wire's "line", an HTTP body's "message")."""
     try:
         message = codec.loads(data)
-    except codec.NotFinite as exc:
+    except NotFinite as exc:
         return with_non_finite(exc.value, what, data)
-    except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`codec.TooDeep`)
+    except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`TooDeep`)
         return ValueError(f"a {what} that is not JSON ({exc}): {data[:200]!r}")
     if not is_object(message):
         return NotAMessage(f"a {what} that is not a JSON-RPC message (a JSON object): {data[:200]!r}")
     return message
-
-
-class NonFiniteParams(ValueError):
-    """A request or notification whose params hold NaN or Infinity (not JSON, RFC 8259) outside the answers
-    it carries; `request_id` is its id (None for a notification), so that the refusal can name it."""
-
-    def __init__(self, message: dict[str, Any], where: str) -> None:
-        super().__init__(f"{message.get('method')} holds a number JSON does not have (NaN or Infinity) at {where}")
-        self.request_id: Any = message.get("id")
 
 
 def with_non_finite(message: Any, what: str, data: bytes) -> dict[str, Any] | Exception:

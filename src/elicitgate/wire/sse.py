@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
-class SseEventTooLarge(Exception):
-    """One event of a stream grew past the server's `max_event_bytes`."""
+from elicitgate.errors import SseEventTooLarge
 
 
 class SseParser:
