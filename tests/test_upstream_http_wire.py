@@ -307,6 +307,12 @@ def test_an_event_past_the_size_bound_is_refused():
     with pytest.raises(SseEventTooLarge):
         for _ in range(17):
             events.feed(b"x" * 65536)
+    events = SseParser(MIB)  # a whole event, ended in the same chunk that carries it
+    with pytest.raises(SseEventTooLarge):
+        events.feed(b"data: " + b"x" * (1024 * 1024 + 1) + b"\n\n")
+    events = SseParser(MIB)  # or split over several data lines, each under the bound
+    with pytest.raises(SseEventTooLarge):
+        events.feed(b"data: " + b"x" * 600_000 + b"\ndata: " + b"x" * 600_000 + b"\n\n")
 
 
 def test_a_long_line_in_many_chunks_and_one_byte_at_a_time_parse_as_one():

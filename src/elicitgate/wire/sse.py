@@ -76,6 +76,7 @@ class SseParser:
         if name == b"data":
             self._data.append(value)
             self._size += len(value)
+            self._check_size()  # here too: a whole event may come and end within one chunk
         elif name == b"event":
             self._event = value
         elif name == b"id":
