@@ -21,6 +21,7 @@ from elicitgate.audit.trail import AuditTrail
 from elicitgate.bridging import subscriptions
 from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay_input_request
 from elicitgate.bridging.rounds import Rounds
+from elicitgate.bridging.task_extension import ModernTasks
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.hosting import Hosting
@@ -33,6 +34,7 @@ from elicitgate.jsonrpc import PeerLost
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.forward import forward
+from elicitgate.router.task_bridge import bridged, run_upstream_task
 from elicitgate.router.tasks import RelayedTask, TaskTable, face_capability
 from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.connection import UpstreamConnection
@@ -90,6 +92,9 @@ class Gateway:
         self.modern_peers: dict[str, DownstreamPeer] = {}
         """2026-07-28 clients, by principal (they have no connection that could end)."""
         self.rounds = Rounds(config.bridging)
+        self.modern_tasks = ModernTasks(config)
+        """Tasks of the 2026-07-28 extension (`io.modelcontextprotocol/tasks`), views of parked calls."""
+        self.rounds.tasks = self.modern_tasks
         self._modern_ids = itertools.count(1)
         self.links.update(
             (name, UpstreamLink(name, cfg, config.upstream_retry, self, self._on_link_connected, self.hosting))
@@ -239,6 +244,10 @@ class Gateway:
                 params = asked
             if as_task:
                 return await self._create_task(call, server, params)
+            if method == "tools/call" and (park := bridged(call, self.links[server],
+                                                           self.catalog.find("tools", server, name))) is not None:
+                return await run_upstream_task(self.broker, self.links[server], self.tasks, park, params,
+                                               max_rounds=self.config.bridging.max_rounds)
         elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
             server, uri = self.catalog.resolve_uri(params.get("uri"))
             params = {**params, "uri": uri}
@@ -268,6 +277,11 @@ class Gateway:
             for link in self.links.values()
             if link.primary is not None and link.primary.negotiated is not None and link.primary.era == "handshake"
         )
+
+    def task_extension_served(self) -> bool:
+        """Whether a 2026-07-28 client may use the tasks extension here: the gateway makes tasks itself
+        (`tasks.hand_over_after`), or a connected 2025-11-25 upstream runs task-augmented calls."""
+        return self.config.tasks.hand_over_after is not None or self.tasks_capability() is not None
 
     async def _create_task(self, call: Origin, server: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """A task-augmented `tools/call`: sent on the client's connection to `server`, which keeps the task."""
