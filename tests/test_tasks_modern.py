@@ -10,6 +10,7 @@ use it directly: what the client gets is compared with what its own 2025-11-25 t
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -300,19 +301,12 @@ async def test_a_question_sent_to_the_hosted_inbox_hands_the_client_a_task_at_on
             task_id = await create(client, "trigger-elicitation-request", {})
         (item,) = await next_pending(gw.url)
         async with httpx2.AsyncClient(base_url=gw.url, headers=AUTH) as http:
-            answered = await http.post(f"/api/elicitations/{item['id']}/answer", json={
-                "action": "accept", "content": {"name": "Ada", "check": True, "email": "ada@example.com",
-                                                "homepage": "https://example.com", "birthdate": "1815-12-10",
-                                                "integer": 3, "number": 1.5, "enum": "ok1",
-                                                "untitledSingleSelectEnum": "option1",
-                                                "titledSingleSelectEnum": "value1",
-                                                "legacyTitledEnum": "opt1",
-                                                "untitledMultipleSelectEnum": ["option1"],
-                                                "titledMultipleSelectEnum": ["value1"]}})
+            answered = await http.post(f"/api/elicitations/{item['id']}/answer",
+                                       json={"action": "accept", "content": {"name": "Ada"}})
         final = await follow(client.session, task_id)
     assert task_id.startswith("elicitgate/")
     assert answered.status_code == 200, answered.text
-    assert final["status"] == "completed"
+    assert final["status"] == "completed" and "Ada" in json.dumps(final["result"])
 
 
 # -- notifications/tasks through subscriptions/listen ---------------------------------------------------------
