@@ -129,8 +129,7 @@ async def test_the_research_query_is_a_task_whose_question_is_an_input_request(t
             target, gateway = gw.mcp_url, gw.gateway
         async with modern_client(target, human=answering("snake", asked)) as client:
             task_id = await create(client)
-            final = await follow(client.session, task_id,
-                                 seen=lambda t: statuses.append(t["status"]) if statuses[-1:] != [t["status"]] else None)
+            final = await follow(client.session, task_id, seen=lambda t: changed(statuses, t["status"]))
             # The SDK client with the extension finishes a task itself: call_tool returns the tool's result.
             again = await client.call_tool(RESEARCH, AMBIGUOUS)
     assert task_id.startswith("everything/")
@@ -146,6 +145,11 @@ async def test_the_research_query_is_a_task_whose_question_is_an_input_request(t
     assert first["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == task_id
     if gateway is not None:
         assert not gateway.broker.pending and not gateway.tasks._by_id  # the relayed upstream task is forgotten
+
+
+def changed(statuses: list[str], status: str) -> None:
+    if statuses[-1:] != [status]:
+        statuses.append(status)
 
 
 @asynccontextmanager

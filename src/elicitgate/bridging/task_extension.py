@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -299,7 +299,7 @@ class ModernTasks:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def changes(self, peer: DownstreamPeer, task_ids: list[str]) -> Any:
+    async def changes(self, peer: DownstreamPeer, task_ids: list[str]) -> AsyncIterator[dict[str, Any]]:
         """For `subscriptions/listen`: each `DetailedTask` of `task_ids` (those `peer` owns) when it changes,
         the first time at once; ends when all of them are over."""
         last: dict[str, tuple[str, tuple[str, ...]]] = {}
@@ -318,5 +318,5 @@ class ModernTasks:
     def honored(self, peer: DownstreamPeer, task_ids: Any) -> list[str]:
         """The ids of a `subscriptions/listen` the gateway will notify of: the caller's own tasks."""
         self._purge()
-        wanted = [i for i in task_ids if isinstance(i, str)] if isinstance(task_ids, list) else []
+        wanted = [i for i in cast("list[Any]", task_ids) if isinstance(i, str)] if isinstance(task_ids, list) else []
         return [i for i in wanted if (t := self._by_id.get(i)) is not None and t.owned_by(peer)]
