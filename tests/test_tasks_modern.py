@@ -347,3 +347,62 @@ def test_hand_over_after_defaults_to_ten_seconds_and_must_be_positive_or_null():
     assert build_config({"tasks": {"hand_over_after": None}}, "test").tasks.hand_over_after is None
     with pytest.raises(Exception, match="hand_over_after"):
         build_config({"tasks": {"hand_over_after": 0}}, "test")
+
+
+# -- the task table (unit) ------------------------------------------------------------------------------------
+
+
+class _FirstRequest:
+    request_id = 1
+
+
+def _park(peer: Any, cfg: Any) -> Any:
+    from elicitgate.bridging.rounds import ParkedCall
+
+    return ParkedCall(peer, "tools/call", _FirstRequest(), cfg.bridging)  # type: ignore[arg-type]
+
+
+async def test_a_task_is_its_principals_and_without_one_its_ids():
+    from elicitgate.bridging.task_extension import ModernTasks
+    from elicitgate.seams import DownstreamPeer
+
+    cfg = build_config({}, "test")
+    table = ModernTasks(cfg)
+    alice, alice_again, bob = (DownstreamPeer(id=i, connection=None, principal=p)  # type: ignore[arg-type]
+                               for i, p in (("a1", "alice"), ("a2", "alice"), ("b1", "bob")))
+    anonymous, other_anonymous = (DownstreamPeer(id=i, connection=None) for i in ("m1", "m2"))  # type: ignore[arg-type]
+    owned = table.create(_park(alice, cfg))
+    bearer = table.create(_park(anonymous, cfg))
+    assert table.find(alice_again, owned.id) is owned
+    assert table.find(other_anonymous, bearer.id) is bearer  # no identity: the unguessable id is the bearer
+    for peer, task in ((bob, owned), (anonymous, owned), (alice, bearer)):
+        with pytest.raises(MCPError) as refused:
+            table.find(peer, task.id)
+        assert refused.value.error.code == INVALID_PARAMS
+    assert owned.id.startswith("elicitgate/") and len(owned.id) > 30
+
+
+async def test_a_task_past_its_ttl_is_forgotten_and_its_call_cancelled():
+    from elicitgate.bridging.task_extension import ModernTasks
+    from elicitgate.seams import DownstreamPeer
+
+    cfg = build_config({"tasks": {"max_ttl": 0.05}}, "test")
+    table = ModernTasks(cfg)
+    peer = DownstreamPeer(id="m1", connection=None)  # type: ignore[arg-type]
+    park = _park(peer, cfg)
+    started = anyio.Event()
+
+    async def work() -> dict[str, Any]:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    task = table.create(park, ttl_ms=600_000)  # asked for more than tasks.max_ttl: lowered
+    assert task.ttl_ms == 50
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park.run, work)
+        await started.wait()
+        await anyio.sleep(0.1)  # past the ttl (a bound the table is asked about, not a synchronisation)
+        with pytest.raises(MCPError):
+            table.find(peer, task.id)
+    assert isinstance(park.outcome, MCPError)  # cancelled, not left running

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import __version__
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
-from elicitgate.bridging.task_extension import TASKS_EXTENSION
+from elicitgate.bridging.task_extension import EXTENSION_METHODS, TASKS_EXTENSION
 from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler
 from elicitgate.faces.observe import RequestObserver
@@ -128,7 +128,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     server.declared = []
     server.tasks_capability = gateway.tasks_capability
     gateway.face_listeners.append(server.refresh_tasks_capability)
-    observer = RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED, *TASK_METHODS})
+    observer = RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED, *TASK_METHODS, *EXTENSION_METHODS})
     server.middleware.append(observer)
     server.middleware.append(state_boundary(gateway.config.bridging))
     server.middleware.append(TaskRelay(gateway, lambda ctx: _handshake_peer(gateway, ctx)))
