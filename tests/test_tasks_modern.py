@@ -11,7 +11,9 @@ use it directly: what the client gets is compared with what its own 2025-11-25 t
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,11 +26,12 @@ import pytest
 
 from mcp import Client
 from mcp.client.extension import NotificationBinding
+from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.bridging.task_extension import TASKS_EXTENSION
 from elicitgate.config import build_config
-from tests.conftest import PEERS, gateway_stdio, inprocess_gateway, write_config
+from tests.conftest import PEERS, PY, gateway_stdio, inprocess_gateway, write_config
 from tests.hosted_helpers import AUTH, TOKEN, next_pending
 from tests.peers.task_extension_client import AnyResult, TasksExtension, follow, task_request
 
@@ -347,6 +350,55 @@ def test_hand_over_after_defaults_to_ten_seconds_and_must_be_positive_or_null():
     assert build_config({"tasks": {"hand_over_after": None}}, "test").tasks.hand_over_after is None
     with pytest.raises(Exception, match="hand_over_after"):
         build_config({"tasks": {"hand_over_after": 0}}, "test")
+
+
+# -- a handshake-era client's task on a 2026-07-28 task server ---------------------------------------------------
+
+
+def deploy_server() -> dict[str, Any]:
+    """tests/peers/modern_task_server.py: the SDK's server answers both eras, so the gateway is told which."""
+    return {"command": PY, "args": ["-m", "tests.peers.modern_task_server"], "era": "modern"}
+
+
+def ts_task_client(tmp_path: Path, *options: str) -> dict[str, Any]:
+    """The TypeScript SDK's 2025-11-25 task client (tests/peers/ts/task_client.mjs) through a stdio gateway."""
+    from tests.test_tasks import GATEWAY_ARGV, task_client
+
+    path = write_config(tmp_path, {"deploy": deploy_server()}, namespacing=SAME_NAMES)
+    return task_client("--call", "deploy", "--args", json.dumps({"service": "web"}), *options,
+                       command=[*GATEWAY_ARGV, str(path)])
+
+
+async def test_a_handshake_clients_task_runs_on_a_2026_task_server_as_the_2026_client_sees_it_directly():
+    async with Client(StdioServerParameters(command=PY, args=deploy_server()["args"], env=dict(os.environ)),
+                      mode=MODERN, elicitation_callback=approving, extensions=[TasksExtension()]) as direct:
+        directly = await direct.call_tool("deploy", {"service": "web"})
+    via = ts_task_client(Path(tempfile.mkdtemp()), "--answer", json.dumps({"approve": True}))
+    assert via["error"] is None
+    assert via["capabilities"]["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    task_id = via["created"]["task"]["taskId"]
+    assert task_id.startswith("deploy/") and via["created"]["task"]["ttl"] == 60_000
+    assert via["statuses"][-1] == "completed" and "input_required" in via["statuses"]
+    (asked,) = via["elicitations"]  # the task's inputRequest, pushed through the broker, naming the task
+    assert asked["message"] == "[deploy] Deploy web?"
+    assert asked["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == task_id
+    assert text_of(via["result"]) == text_of(directly) == "deployed web"
+    assert via["listed"] == [task_id]
+
+
+async def test_an_invalid_answer_to_a_2026_servers_task_question_is_asked_again_and_a_task_cancelled(tmp_path: Path):
+    invalid = ts_task_client(tmp_path, "--answer", json.dumps({"approve": "yes"}))
+    cancelled = ts_task_client(tmp_path, "--cancel")
+    first, again = invalid["elicitations"][:2]
+    assert "io.elicitgate/previousErrors" not in first["_meta"]
+    assert again["_meta"]["io.elicitgate/previousErrors"][0]["property"] == "approve"
+    assert text_of(invalid["result"]) == "not deployed"  # "yes" never reached the server: it heard "cancel"
+    assert cancelled["cancelled"]["taskId"] == cancelled["created"]["task"]["taskId"]
+    assert cancelled["statuses"][-1] == "cancelled"
+
+
+async def approving(_ctx: Any, _params: Any) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"approve": True})
 
 
 # -- the task table (unit) ------------------------------------------------------------------------------------

@@ -17,12 +17,16 @@ from typing import Any
 
 import anyio
 
+from mcp.shared.exceptions import MCPError
+
+from elicitgate import errors
+from elicitgate.bridging.envelope import modern_capabilities
 from elicitgate.bridging.rounds import ParkedCall
-from elicitgate.bridging.task_extension import declares_tasks
+from elicitgate.bridging.task_extension import TASKS_EXTENSION, declares_tasks
 from elicitgate.elicitation.broker import Broker
 from elicitgate.json_shapes import is_mapping
 from elicitgate.router.forward import forward
-from elicitgate.router.tasks import RelayedTask, TaskTable
+from elicitgate.router.tasks import RELATED_TASK, RelayedTask, TaskTable
 from elicitgate.seams import Origin
 from elicitgate.upstreams.link import UpstreamLink
 
@@ -76,3 +80,100 @@ async def run_upstream_task(
         broker.stop_for_call(park, "the task ended")
         table.forget(relayed)
     return table.with_public_meta(relayed, result)
+
+
+# -- the reverse: a handshake-era client's 2025-11-25 task on a 2026-07-28 task server ---------------------
+
+TERMINAL = ("completed", "failed", "cancelled")
+MAX_POLL = 1.0
+"""Seconds between two `tasks/get` of a 2026-07-28 upstream at most, whatever `pollIntervalMs` it suggests."""
+
+
+def serves_extension(link: UpstreamLink) -> bool:
+    """A 2026-07-28 upstream that declared the tasks extension in `server/discover`."""
+    primary = link.primary
+    negotiated = primary.negotiated if primary is not None else None
+    if primary is None or primary.era != "modern" or negotiated is None:
+        return False
+    extensions = negotiated.capabilities.get("extensions")
+    return is_mapping(extensions) and TASKS_EXTENSION in extensions
+
+
+def _with_extension(call: Origin) -> dict[str, Any]:
+    return {**modern_capabilities(call), "extensions": {TASKS_EXTENSION: {}}}
+
+
+def _as_core_task(task: Mapping[str, Any]) -> dict[str, Any]:
+    """An extension `Task` (or `DetailedTask`) as a 2025-11-25 `Task`: `ttl`, `pollInterval`, no payload."""
+    core = {k: task[k] for k in ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt") if k in task}
+    core["ttl"] = task.get("ttlMs")
+    if isinstance(task.get("pollIntervalMs"), int):
+        core["pollInterval"] = task["pollIntervalMs"]
+    return core
+
+
+async def create_on_modern(
+    link: UpstreamLink, table: TaskTable, call: Origin, params: Mapping[str, Any], *, timeout: float | None
+) -> dict[str, Any]:
+    """A task-augmented `tools/call` of a handshake-era client, to a 2026-07-28 upstream with the extension: the
+    call declares the extension instead of carrying `task`, and the flat `CreateTaskResult` becomes the core one."""
+    server = link.name
+    sent = {k: v for k, v in table.request_params(server, call.peer, params).items() if k != "task"}
+    conn = await link.connection_for(call.peer)
+    result = await conn.request("tools/call", sent, origin=call, timeout=timeout,
+                                client_capabilities=_with_extension(call))
+    if result.get("resultType") != "task":
+        return {k: v for k, v in result.items() if k != "resultType"}  # the server ran it at once
+    created, relayed = table.created(server, conn, call.peer, {"task": _as_core_task(result)})
+    if relayed is not None:
+        relayed.modern = True
+    return created
+
+
+async def modern_task_request(
+    broker: Broker, table: TaskTable, relayed: RelayedTask, call: Origin, method: str, timeout: float | None,
+) -> dict[str, Any]:
+    """`tasks/get`, `tasks/cancel`, `tasks/result` of a handshake-era client for a task of a 2026-07-28 upstream.
+    `tasks/result` follows the task with `tasks/get` until it ends: each of its `inputRequests` goes through the
+    broker to this client (`related-task` naming the client's id) and its answer back with `tasks/update`."""
+    conn = relayed.connection
+    caps = _with_extension(call)
+    upstream = {"taskId": relayed.upstream_id}
+
+    async def ask(name: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return await conn.request(name, {**upstream, **(extra or {})}, origin=call, timeout=timeout,
+                                  client_capabilities=caps)
+
+    if method == "tasks/cancel":
+        await ask("tasks/cancel")
+    if method != "tasks/result":
+        return table.public_task(relayed, _as_core_task(await ask("tasks/get")))
+    answered: set[str] = set()
+    related = {RELATED_TASK: {"taskId": relayed.id}}
+    while (task := await ask("tasks/get"))["status"] not in TERMINAL:
+        requests = task.get("inputRequests") if task["status"] == "input_required" else None
+        for key, request in (requests.items() if is_mapping(requests) else ()):
+            if key in answered or not is_mapping(request) or request.get("method") != "elicitation/create":
+                continue
+            asked = request.get("params")
+            params = {**(asked if is_mapping(asked) else {})}
+            params["_meta"] = {**(params.get("_meta") or {}), **related}
+            try:
+                answer = await broker.elicit(server=conn.server, origin=call, params=params,
+                                             timeout=conn.config.elicitation_timeout, url_ids=False)
+            except MCPError:
+                # Refused, or no valid answer in the attempts: the task hears "cancel" and goes on (an
+                # `inputResponses` value is a result, not an error); the audit trail has why.
+                answer = {"action": "cancel"}
+            answered.add(key)
+            await ask("tasks/update", {"inputResponses": {key: answer}})
+        poll = task.get("pollIntervalMs")
+        await anyio.sleep(min(poll / 1000, MAX_POLL) if isinstance(poll, int | float) and poll > 0 else MAX_POLL)
+    if task["status"] == "completed":
+        result = task.get("result")
+        return {**(result if is_mapping(result) else {}), "_meta": related}
+    error = task.get("error")
+    if task["status"] == "failed" and is_mapping(error) and isinstance(error.get("code"), int):
+        raise MCPError(code=error["code"], message=str(error.get("message", "")), data=error.get("data"))
+    raise errors.gateway_error(errors.ELICITATION_FAILED, f"the task was {task['status']}", taskId=relayed.id,
+                               status=task["status"])
