@@ -458,3 +458,21 @@ async def test_a_task_past_its_ttl_is_forgotten_and_its_call_cancelled():
         with pytest.raises(MCPError):
             table.find(peer, task.id)
     assert isinstance(park.outcome, MCPError)  # cancelled, not left running
+
+
+async def test_a_2026_clients_task_on_a_2026_task_server_is_followed_by_the_gateway(tmp_path: Path):
+    path = write_config(tmp_path, {"deploy": deploy_server()}, namespacing=SAME_NAMES)
+    async with modern_client(gateway_stdio(path)) as client:
+        task_id = await create(client, "deploy", {"service": "web"})
+        task = await until(client, task_id, "input_required")
+        (key,) = task["inputRequests"]
+        with pytest.raises(MCPError) as refused:
+            await task_request(client.session, "tasks/update", task_id,
+                               inputResponses={key: {"action": "accept", "content": {"approve": "yes"}}})
+        await task_request(client.session, "tasks/update", task_id,
+                           inputResponses={key: {"action": "accept", "content": {"approve": True}}})
+        final = await until(client, task_id, "completed")
+    assert task_id.startswith("deploy/")
+    assert task["inputRequests"][key]["params"]["message"] == "[deploy] Deploy web?"
+    assert refused.value.error.data["errors"][key][0]["property"] == "approve"
+    assert text_of(final["result"]) == "deployed web"

@@ -38,6 +38,8 @@ def bridged(call: Origin, link: UpstreamLink, tool: Mapping[str, Any] | None) ->
     """The parked call to run as an upstream task, when its client takes tasks and the tool runs as one."""
     if not isinstance(call, ParkedCall) or call.tasks is None or not declares_tasks(call.raw_capabilities()):
         return None
+    if serves_extension(link):
+        return call  # a 2026-07-28 task server decides itself, per call
     primary = link.primary
     if primary is None or primary.era != "handshake" or tool is None:
         return None
@@ -53,6 +55,8 @@ async def run_upstream_task(
     """The call made as an upstream task; its final result (the parked call's outcome)."""
     assert park.tasks is not None  # `bridged` said so
     park.tasks.admit(park.peer)
+    if serves_extension(link):
+        return await _follow_modern(broker, link, table, park, params)
     server = link.name
     sent = table.request_params(server, park.peer, {**params, "task": {}})
     conn = await link.connection_for(park.peer)
@@ -80,6 +84,30 @@ async def run_upstream_task(
         broker.stop_for_call(park, "the task ended")
         table.forget(relayed)
     return table.with_public_meta(relayed, result)
+
+
+async def _follow_modern(
+    broker: Broker, link: UpstreamLink, table: TaskTable, park: ParkedCall, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The call on a 2026-07-28 task server: the upstream's task is followed as for a handshake-era client
+    (`modern_task_request`), its questions put to the parked call, which waits in the client's task."""
+    created, relayed = await _create_on_modern(link, table, park, {**params, "task": {}},
+                                               timeout=link.config.request_timeout)
+    task = created.get("task")
+    if relayed is None or not is_mapping(task):
+        return created  # the server ran it at once
+    park.task_seed = {"task_id": relayed.id, "ttl_ms": task.get("ttl") if isinstance(task.get("ttl"), int) else None}
+    park.hand_over()
+    try:
+        return await modern_task_request(broker, table, relayed, park, "tasks/result",
+                                         max(relayed.expires - anyio.current_time(), 0.001))
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT):
+            await relayed.connection.request("tasks/cancel", {"taskId": relayed.upstream_id}, timeout=CANCEL_TIMEOUT,
+                                             client_capabilities=_with_extension(park))
+        raise
+    finally:
+        table.forget(relayed)
 
 
 # -- the reverse: a handshake-era client's 2025-11-25 task on a 2026-07-28 task server ---------------------
@@ -115,6 +143,13 @@ def _as_core_task(task: Mapping[str, Any]) -> dict[str, Any]:
 async def create_on_modern(
     link: UpstreamLink, table: TaskTable, call: Origin, params: Mapping[str, Any], *, timeout: float | None
 ) -> dict[str, Any]:
+    """`_create_on_modern`'s result as the handshake-era client gets it."""
+    return (await _create_on_modern(link, table, call, params, timeout=timeout))[0]
+
+
+async def _create_on_modern(
+    link: UpstreamLink, table: TaskTable, call: Origin, params: Mapping[str, Any], *, timeout: float | None
+) -> tuple[dict[str, Any], RelayedTask | None]:
     """A task-augmented `tools/call` of a handshake-era client, to a 2026-07-28 upstream with the extension: the
     call declares the extension instead of carrying `task`, and the flat `CreateTaskResult` becomes the core one."""
     server = link.name
@@ -123,11 +158,11 @@ async def create_on_modern(
     result = await conn.request("tools/call", sent, origin=call, timeout=timeout,
                                 client_capabilities=_with_extension(call))
     if result.get("resultType") != "task":
-        return {k: v for k, v in result.items() if k != "resultType"}  # the server ran it at once
+        return {k: v for k, v in result.items() if k != "resultType"}, None  # the server ran it at once
     created, relayed = table.created(server, conn, call.peer, {"task": _as_core_task(result)})
     if relayed is not None:
         relayed.modern = True
-    return created
+    return created, relayed
 
 
 async def modern_task_request(
