@@ -257,6 +257,15 @@ async def test_the_extensions_methods_need_the_extension_declared_on_the_request
     assert missing.value.error.data["requiredCapabilities"] == {"extensions": {TASKS_EXTENSION: {}}}
 
 
+async def test_listening_for_tasks_needs_the_extension_declared():
+    request = types.SubscriptionsListenRequest(params=types.SubscriptionsListenRequestParams(
+        notifications=types.SubscriptionFilter.model_validate({"taskIds": ["everything/whatever"]})))
+    async with inprocess_gateway(config()) as gw, Client(gw.mcp_url, mode=MODERN) as plain:
+        with pytest.raises(MCPError) as missing:
+            await plain.session.send_request(request, AnyResult)
+    assert missing.value.error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
+
+
 async def test_server_discover_declares_the_extension_when_something_can_serve_it():
     async with inprocess_gateway(config()) as gw, Client(gw.mcp_url, mode="auto") as client:
         assert TASKS_EXTENSION in (client.server_capabilities.extensions or {})
