@@ -73,3 +73,16 @@ def test_operations_example_runs_as_documented(tmp_path):
     assert [(e["state"], e["tool"], e["request"]["client"]) for e in ended] == [
         ("accepted", "demo__confirm", "c1"), ("declined", "demo__confirm", "c1")]
     assert [e["request"]["request_id"] for e in ended] == [int(e["request_id"]) for e in ended]
+
+
+def test_tasks_example_runs_as_documented():
+    """docs/tasks.md: a 2026-07-28 client's research task on server-everything, its question answered by
+    tasks/update. npx finds the pinned server-everything installed in tests/peers/ts (offline)."""
+    peers = ROOT / "tests" / "peers" / "ts"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "npm_config_offline": "true"}
+    done = subprocess.run([sys.executable, str(ROOT / "docs/examples/tasks_client.py")], cwd=peers, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    documented = (ROOT / "docs" / "tasks.md").read_text().split("python docs/examples/tasks_client.py\n", 1)[1]
+    assert done.stdout == documented.split("```", 1)[0]

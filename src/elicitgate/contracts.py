@@ -64,6 +64,11 @@ class Question(Protocol):
         """Set by the broker once the question is admitted."""
         ...
 
+    @property
+    def hosted(self) -> bool:
+        """A hosted page or the inbox shows it: it is answered elsewhere than on the call's client."""
+        ...
+
 
 # -- calls ---------------------------------------------------------------------------------------------
 

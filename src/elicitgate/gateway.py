@@ -21,6 +21,7 @@ from elicitgate.audit.trail import AuditTrail
 from elicitgate.bridging import subscriptions
 from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay_input_request
 from elicitgate.bridging.rounds import Rounds
+from elicitgate.bridging.task_extension import ModernTasks
 from elicitgate.config import GatewayConfig
 from elicitgate.contracts import DownstreamPeer, Origin
 from elicitgate.elicitation.broker import Broker
@@ -34,6 +35,13 @@ from elicitgate.json_shapes import is_mapping
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.forward import forward
+from elicitgate.router.task_bridge import (
+    bridged,
+    create_on_modern,
+    modern_task_request,
+    run_upstream_task,
+    serves_extension,
+)
 from elicitgate.router.tasks import RelayedTask, TaskTable, face_capability
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
@@ -48,6 +56,8 @@ LIST_CHANGED = {
     "notifications/prompts/list_changed": ("prompts",),
     "notifications/resources/list_changed": ("resources", "resourceTemplates"),
 }
+EXTENSION_AS_CORE: dict[str, Any] = {"tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}}
+"""What a 2026-07-28 upstream with the tasks extension offers a handshake-era client through the gateway."""
 STARTUP_WAIT = 30.0
 LIST_REFRESH_INTERVAL = 0.25
 """While a server's `list_changed` keep coming, its lists are refreshed at most this often."""
@@ -90,6 +100,9 @@ class Gateway:
         self.modern_peers: dict[str, DownstreamPeer] = {}
         """2026-07-28 clients, by principal (they have no connection that could end)."""
         self.rounds = Rounds(config.bridging)
+        self.modern_tasks = ModernTasks(config)
+        """Tasks of the 2026-07-28 extension (`io.modelcontextprotocol/tasks`), views of parked calls."""
+        self.rounds.tasks = self.modern_tasks
         self._modern_ids = itertools.count(1)
         self.links.update(
             (name, UpstreamLink(
@@ -240,6 +253,10 @@ class Gateway:
                 params = asked
             if as_task:
                 return await self._create_task(call, server, params)
+            if method == "tools/call" and (park := bridged(call, self.links[server],
+                                                           self.catalog.find("tools", server, name))) is not None:
+                return await run_upstream_task(self.broker, self.links[server], self.tasks, park, params,
+                                               max_rounds=self.config.bridging.max_rounds)
         elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
             server, uri = self.catalog.resolve_uri(params.get("uri"))
             params = {**params, "uri": uri}
@@ -264,15 +281,25 @@ class Gateway:
 
     def tasks_capability(self) -> ServerTasksCapability | None:
         """What the face declares under `tasks`, from what the connected upstreams declared."""
-        return face_capability(
+        offered = [
             link.primary.negotiated.capabilities
             for link in self.links.values()
             if link.primary is not None and link.primary.negotiated is not None and link.primary.era == "handshake"
-        )
+        ]
+        # A 2026-07-28 upstream with the extension runs task-augmented calls too (`router.task_bridge`).
+        offered += [EXTENSION_AS_CORE for link in self.links.values() if serves_extension(link)]
+        return face_capability(offered)
+
+    def task_extension_served(self) -> bool:
+        """Whether a 2026-07-28 client may use the tasks extension here: the gateway makes tasks itself
+        (`tasks.hand_over_after`), or a connected 2025-11-25 upstream runs task-augmented calls."""
+        return self.config.tasks.hand_over_after is not None or self.tasks_capability() is not None
 
     async def _create_task(self, call: Origin, server: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """A task-augmented `tools/call`: sent on the client's connection to `server`, which keeps the task."""
         link = self.links[server]
+        if serves_extension(link):
+            return await create_on_modern(link, self.tasks, call, params, timeout=link.config.request_timeout)
         sent = self.tasks.request_params(server, call.peer, params)
         # The connection the call goes on: the client's own under per_session, else the shared one.
         conn = await link.connection_for(call.peer)
@@ -293,8 +320,17 @@ class Gateway:
         """`tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/list` of a client, each to the task's upstream."""
         if method == "tasks/list":
             return {"tasks": [task for relayed in self.tasks.owned(call.peer)
-                              if (task := await self._task_status(relayed)) is not None]}
+                              if (task := await self._task_status(relayed, call)) is not None]}
         relayed = self.tasks.find(call.peer, params.get("taskId"))
+        if relayed.modern:
+            last = method == "tasks/result"
+            timeout = max(relayed.expires - anyio.current_time(), 0.001) if last else None
+            try:
+                return await modern_task_request(self.broker, self.tasks, relayed, call, method,
+                                                 timeout or relayed.connection.config.request_timeout)
+            finally:
+                if last:
+                    self.broker.stop_for_call(call, "the call that caused it ended")
         sent = {**params, "taskId": relayed.upstream_id}
         if method == "tasks/result":
             # Blocks until the task ends: bounded by the task's life, not by the server's request_timeout. The
@@ -309,9 +345,12 @@ class Gateway:
         result = await self._on_task_connection(relayed, method, sent)
         return self.tasks.public_task(relayed, result)
 
-    async def _task_status(self, relayed: RelayedTask) -> dict[str, Any] | None:
+    async def _task_status(self, relayed: RelayedTask, call: Origin) -> dict[str, Any] | None:
         """A task's current state for `tasks/list`; None (and forgotten) when its upstream no longer has it."""
         try:
+            if relayed.modern:
+                return await modern_task_request(self.broker, self.tasks, relayed, call, "tasks/get",
+                                                 relayed.connection.config.request_timeout)
             result = await self._on_task_connection(relayed, "tasks/get", {"taskId": relayed.upstream_id})
         except MCPError as exc:
             if exc.error.code == INVALID_PARAMS:

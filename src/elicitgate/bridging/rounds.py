@@ -27,6 +27,7 @@ from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reques
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import contracts, errors
+from elicitgate.bridging.task_extension import ModernTask, ModernTasks, declares_tasks
 from elicitgate.config import BridgingConfig
 from elicitgate.contracts import ClientRequest, DownstreamPeer, Era
 from elicitgate.json_shapes import is_mapping, is_object
@@ -88,6 +89,15 @@ class ParkedCall:
         """Set when anything a waiting request looks at changed, then replaced (asyncio's own: one is made
         per change, and anyio's wrapper costs more than the event)."""
         self._failure: MCPError | None = None
+        self.tasks: ModernTasks | None = None
+        """Where the call may become a task of the extension (a `tools/call` whose request declared it)."""
+        self.task: ModernTask | None = None
+        """The task it became: its questions wait there, not in rounds."""
+        self._hand_over = False
+        """Become a task at once (the upstream made one, or a question went to a hosted page)."""
+        self.on_change: Callable[[], None] | None = None
+        self.task_seed: dict[str, Any] = {}
+        """The id and ttl of the task an upstream made (`router.task_bridge`); empty: a task of the gateway's."""
 
     # -- what the broker and router see (the `Origin` surface) ------------------------------------
 
@@ -154,7 +164,19 @@ class ParkedCall:
         self._signal()
 
     def carry(self, elicitation: contracts.Question) -> None:
-        """A parked call's questions travel in its rounds, which its own deadline bounds: nothing to attach."""
+        """A parked call's questions travel in its rounds, which its own deadline bounds: nothing to attach.
+        One a hosted page shows is answered elsewhere: a client that takes tasks gets one instead of waiting."""
+        if elicitation.hosted:
+            self.hand_over()
+
+    def hand_over(self) -> None:
+        """Answer the waiting request with a task (when its client declared the extension)."""
+        self._hand_over = True
+        self._signal()
+
+    def issued(self, key: str) -> bool:
+        """Whether `key` names a question this call asked (open or answered)."""
+        return key.startswith("q") and key[1:].isdigit() and 1 <= int(key[1:]) <= self._keys
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """The upstream finished a URL-mode interaction of this call: the waiting retry may return."""
@@ -186,11 +208,26 @@ class ParkedCall:
     def _signal(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+        if self.on_change is not None:
+            self.on_change()
 
     def _ready(self) -> bool:
         if self.outcome is not None:
             return True
+        if self.task is not None:
+            return False  # its questions wait in the task
         return bool(self.open) and not self._processing and self._registering == 0
+
+    def _may_become_task(self, call: ClientRequest) -> bool:
+        return (self.tasks is not None and self.task is None and self.method == "tools/call"
+                and declares_tasks(call.raw_capabilities()) and self.tasks.has_room(self.peer))
+
+    def _become_task(self) -> dict[str, Any]:
+        """The request waiting now gets a `CreateTaskResult`; no retry may resume the call any more."""
+        assert self.tasks is not None
+        self.task = self.tasks.create(self, **self.task_seed)
+        self.claimed, self.round_nonce = True, None
+        return {**self.task.handle(), "resultType": "task"}
 
     def supersede(self) -> None:
         """A retry with the state of the one now waiting: that one was lost; the new one takes its place."""
@@ -210,8 +247,13 @@ class ParkedCall:
                         while self.outcome is None and not all(e.is_set() for e in self._url_waits.values()):
                             await self._changed.wait()
                     self._url_waits.clear()
-                while not self._ready():
-                    await self._changed.wait()
+                handing = self._may_become_task(call)
+                after = self.tasks.hand_over_after if handing and self.tasks is not None else None
+                with anyio.move_on_after(after if after is not None else float("inf")) as held:
+                    while not self._ready() and not (handing and self._hand_over):
+                        await self._changed.wait()
+                if handing and self.outcome is None and (self._hand_over or held.cancelled_caught):
+                    return self._become_task()
         except anyio.get_cancelled_exc_class():
             # The request the client waited with is gone. A first request leaves it nothing to retry
             # with, and a cancel it asked for means it will not: the call ends. A retry that was merely
@@ -280,6 +322,8 @@ class Rounds:
         """Prefix of this gateway's parked-call ids: with `redis_url`, `<replica id>.` (cluster.retries)."""
         self._tasks: dict[asyncio.Task[None], ParkedCall] = {}
         self._expiries: dict[str, asyncio.TimerHandle] = {}
+        self.tasks: ModernTasks | None = None
+        """The extension's tasks a `tools/call` may become (set by the gateway)."""
 
     async def start(
         self,
@@ -295,6 +339,7 @@ class Rounds:
                 value=self.config.max_parked_calls,
             )
         park = ParkedCall(call.peer, method, call, self.config)
+        park.tasks = self.tasks
         park.id = self.home + park.id
         self.parked[park.id] = park
         task = asyncio.get_running_loop().create_task(self._run(park, work))

@@ -8,8 +8,13 @@ from elicitgate.config.base import Strict
 
 
 class TasksConfig(Strict):
-    """2025-11-25 tasks relayed between clients and the upstreams that run them (docs/tasks.md)."""
+    """Tasks relayed between clients and the upstreams that run them, and the gateway's own (docs/tasks.md)."""
 
     max_ttl: float = Field(default=3600.0, gt=0)
     """Seconds a task may be kept: a `task.ttl` asked for above it is lowered to it (the spec lets the
     receiver choose), and the gateway forgets a task this long after it was created at the latest."""
+    hand_over_after: float | None = Field(default=10.0, gt=0)
+    """Seconds a 2026-07-28 `tools/call` that declared the `io.modelcontextprotocol/tasks` extension may wait
+    with nothing to return (its upstream still working, its question on a hosted page) before the gateway
+    answers it with a task instead; a question sent to a hosted page hands one over at once. `null`: the
+    gateway makes no tasks itself (upstream tasks are still bridged)."""

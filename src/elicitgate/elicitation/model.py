@@ -110,6 +110,10 @@ class Elicitation:
         return self.origin
 
     @property
+    def hosted(self) -> bool:
+        return self.responder is not None and self.responder.name.startswith("hosted")
+
+    @property
     def requested_schema(self) -> dict[str, Any]:
         return self.params.get("requestedSchema") or {}
 

@@ -22,11 +22,13 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import __version__
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
+from elicitgate.bridging.task_extension import EXTENSION_METHODS, TASKS_EXTENSION
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler
 from elicitgate.faces.observe import RequestObserver
 from elicitgate.faces.peer import DownstreamCall, peer_for
+from elicitgate.faces.task_extension import TaskExtension
 from elicitgate.faces.task_relay import TaskRelay
 from elicitgate.gateway import Gateway
 from elicitgate.router.tasks import TASK_METHODS
@@ -67,6 +69,23 @@ class GatewayServer(Server[Any]):
     """What the face declares under `tasks` (2025-11-25) now; read at each `initialize`."""
     declared: list[ServerCapabilities]
     """The capabilities of every initialization options made (one per face), kept to follow the upstreams."""
+    task_extension: Callable[[], bool] = staticmethod(lambda: False)
+    """Whether `server/discover` declares the tasks extension now (something behind the face serves it)."""
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> ServerCapabilities:
+        capabilities = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        if protocol_version in MODERN_PROTOCOL_VERSIONS and self.task_extension():
+            capabilities.extensions = {**(capabilities.extensions or {}), TASKS_EXTENSION: {}}
+        return capabilities
 
     def refresh_tasks_capability(self) -> None:
         """An upstream connected: the `tasks` of every face's initialization options follows what is up."""
@@ -109,10 +128,12 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     server.declared = []
     server.tasks_capability = gateway.tasks_capability
     gateway.face_listeners.append(server.refresh_tasks_capability)
-    observer = RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED, *TASK_METHODS})
+    observer = RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED, *TASK_METHODS, *EXTENSION_METHODS})
     server.middleware.append(observer)
     server.middleware.append(state_boundary(gateway.config.bridging))
     server.middleware.append(TaskRelay(gateway, lambda ctx: _handshake_peer(gateway, ctx)))
+    server.middleware.append(TaskExtension(gateway))
+    server.task_extension = gateway.task_extension_served
     if gateway.replicas is not None:
         from elicitgate.cluster import retries
 

@@ -42,6 +42,8 @@ class RelayedTask:
     owner: DownstreamPeer
     expires: float
     """anyio clock: when the gateway forgets it (its ttl, at most `tasks.max_ttl`)."""
+    modern: bool = False
+    """A task of a 2026-07-28 upstream's extension, followed for a handshake-era client (`router.task_bridge`)."""
 
     def owned_by(self, peer: DownstreamPeer) -> bool:
         """The client that created it, or another session of the same principal."""

@@ -1,0 +1,79 @@
+"""The tasks extension on the face: a 2026-07-28 client's `tasks/get`, `tasks/update`, `tasks/cancel`, and its
+`subscriptions/listen` for `notifications/tasks` (bridging.task_extension has the tasks themselves).
+
+The `mcp` SDK's runner refuses `tasks/get` and `tasks/cancel` on a 2026-07-28 request (they are 2025-11-25
+methods to it), so this is a middleware, served before the runner's method table, as `TaskRelay` is for
+handshake-era clients; a middleware that does not call the rest of the chain owns its result, envelope
+included. A `subscriptions/listen` that names no `taskIds` passes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from mcp.server.context import HandlerResult, ServerRequestContext
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+
+from elicitgate.bridging.sealing import authenticated_principal_of
+from elicitgate.bridging.task_extension import EXTENSION_METHODS, declares_tasks, missing_extension
+from elicitgate.capabilities import capabilities_dict
+from elicitgate.gateway import Gateway
+from elicitgate.json_shapes import is_mapping
+from elicitgate.sdk import connection_of, request_outbound
+
+
+def listens_for_tasks(params: Mapping[str, Any] | None) -> bool:
+    notifications = (params or {}).get("notifications")
+    return is_mapping(notifications) and "taskIds" in notifications
+
+
+class TaskExtension:
+    """Server middleware serving the extension's requests of 2026-07-28 clients."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> HandlerResult:
+        if ctx.request_id is None or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return await call_next(ctx)
+        if ctx.method in EXTENSION_METHODS:
+            return await self.serve(ctx)
+        if ctx.method == "subscriptions/listen" and listens_for_tasks(ctx.params):
+            return await self.listen(ctx)
+        return await call_next(ctx)
+
+    def _checked(self, ctx: ServerRequestContext[Any, Any]) -> Any:
+        """The client's peer, once the request declared the extension (-32021 otherwise)."""
+        if not declares_tasks(capabilities_dict(connection_of(ctx).client_capabilities)):
+            raise missing_extension(ctx.method)
+        return self._gateway.modern_peer(authenticated_principal_of(ctx), connection_of(ctx))
+
+    async def serve(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        peer = self._checked(ctx)
+        params = ctx.params or {}
+        tasks = self._gateway.modern_tasks
+        task = tasks.find(peer, params.get("taskId"))
+        if ctx.method == "tasks/get":
+            return {**task.detailed(), "resultType": "complete"}
+        if ctx.method == "tasks/update":
+            tasks.update(task, params.get("inputResponses"))
+        else:
+            tasks.cancel(task)
+        return {"resultType": "complete"}
+
+    async def listen(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        """Acknowledge the caller's own tasks among `taskIds`, then send `notifications/tasks` as each changes;
+        the stream ends (gracefully) once every one of them is over."""
+        peer = self._checked(ctx)
+        tasks = self._gateway.modern_tasks
+        honored = tasks.honored(peer, (ctx.params or {})["notifications"].get("taskIds"))
+        meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+        outbound = request_outbound(ctx)
+        await outbound.notify("notifications/subscriptions/acknowledged",
+                              {"notifications": {"taskIds": honored}, "_meta": meta})
+        async for task in tasks.changes(peer, honored):
+            await outbound.notify("notifications/tasks", {**task, "_meta": meta})
+        return {"_meta": meta, "resultType": "complete"}
