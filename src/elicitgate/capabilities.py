@@ -33,3 +33,13 @@ def declared_capabilities(modes: frozenset[str], raw: Mapping[str, Any] | None =
 def capabilities_dict(capabilities: ClientCapabilities | None) -> dict[str, Any]:
     """Declared capabilities as JSON, the way the client sent them."""
     return capabilities.model_dump(by_alias=True, mode="json", exclude_none=True) if capabilities is not None else {}
+
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+"""The 2026-07-28 tasks extension (SEP-2663), declared per request under `capabilities.extensions`."""
+
+
+def declares_tasks(capabilities: Mapping[str, Any]) -> bool:
+    """Whether a request's client capabilities declare the tasks extension."""
+    extensions = capabilities.get("extensions")
+    return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions

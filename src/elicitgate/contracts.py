@@ -70,6 +70,37 @@ class Question(Protocol):
         ...
 
 
+# -- tasks ---------------------------------------------------------------------------------------------
+
+
+class CallTask(Protocol):
+    """A call handed to its client as a task (`bridging.task_extension.ModernTask`)."""
+
+    def handle(self) -> dict[str, Any]:
+        """The `CreateTaskResult` fields the client is answered with."""
+        ...
+
+
+Call_contra = TypeVar("Call_contra", contravariant=True)
+
+
+class CallTasks(Protocol[Call_contra]):
+    """Where a 2026-07-28 client's parked call becomes a task (`bridging.task_extension.ModernTasks`)."""
+
+    @property
+    def hand_over_after(self) -> float | None:
+        """Seconds a call may wait with nothing to return before it is handed over (`tasks.hand_over_after`)."""
+        ...
+
+    def has_room(self, peer: DownstreamPeer) -> bool:
+        """`peer` may hold one more task (its pending limit)."""
+        ...
+
+    def create(self, park: Call_contra, *, task_id: str | None = None, ttl_ms: float | None = None) -> CallTask:
+        """`park` runs on as a task; its questions wait in the task's `inputRequests`."""
+        ...
+
+
 # -- calls ---------------------------------------------------------------------------------------------
 
 

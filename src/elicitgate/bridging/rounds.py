@@ -27,7 +27,7 @@ from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, Reques
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import contracts, errors
-from elicitgate.bridging.task_extension import ModernTask, ModernTasks, declares_tasks
+from elicitgate.capabilities import declares_tasks
 from elicitgate.config import BridgingConfig
 from elicitgate.contracts import ClientRequest, DownstreamPeer, Era
 from elicitgate.json_shapes import is_mapping, is_object
@@ -89,9 +89,9 @@ class ParkedCall:
         """Set when anything a waiting request looks at changed, then replaced (asyncio's own: one is made
         per change, and anyio's wrapper costs more than the event)."""
         self._failure: MCPError | None = None
-        self.tasks: ModernTasks | None = None
+        self.tasks: contracts.CallTasks[ParkedCall] | None = None
         """Where the call may become a task of the extension (a `tools/call` whose request declared it)."""
-        self.task: ModernTask | None = None
+        self.task: contracts.CallTask | None = None
         """The task it became: its questions wait there, not in rounds."""
         self._hand_over = False
         """Become a task at once (the upstream made one, or a question went to a hosted page)."""
@@ -322,7 +322,7 @@ class Rounds:
         """Prefix of this gateway's parked-call ids: with `redis_url`, `<replica id>.` (cluster.retries)."""
         self._tasks: dict[asyncio.Task[None], ParkedCall] = {}
         self._expiries: dict[str, asyncio.TimerHandle] = {}
-        self.tasks: ModernTasks | None = None
+        self.tasks: contracts.CallTasks[ParkedCall] | None = None
         """The extension's tasks a `tools/call` may become (set by the gateway)."""
 
     async def start(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -29,6 +29,7 @@ from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
+from elicitgate.capabilities import TASKS_EXTENSION
 from elicitgate.config import GatewayConfig
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.meta import ERRORS_META_KEY
@@ -38,18 +39,11 @@ from elicitgate.json_shapes import is_mapping
 if TYPE_CHECKING:
     from elicitgate.bridging.rounds import ParkedCall
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 EXTENSION_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 POLL_INTERVAL_MS = 1000
 """What the gateway suggests as `pollIntervalMs`: a person's answer is what most of its tasks wait for."""
 GATEWAY_TASK_PREFIX = "elicitgate/"
 """Ids of tasks the gateway made itself (a bridged upstream task keeps the id `<server>/<random>`)."""
-
-
-def declares_tasks(capabilities: Mapping[str, Any]) -> bool:
-    """Whether a request's client capabilities declare the extension."""
-    extensions = capabilities.get("extensions")
-    return is_mapping(extensions) and TASKS_EXTENSION in extensions
 
 
 def missing_extension(method: str) -> MCPError:

@@ -22,7 +22,8 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import __version__
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
-from elicitgate.bridging.task_extension import EXTENSION_METHODS, TASKS_EXTENSION
+from elicitgate.bridging.task_extension import EXTENSION_METHODS
+from elicitgate.capabilities import TASKS_EXTENSION
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler

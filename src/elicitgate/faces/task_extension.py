@@ -18,8 +18,8 @@ from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
 from elicitgate.bridging.sealing import authenticated_principal_of
-from elicitgate.bridging.task_extension import EXTENSION_METHODS, declares_tasks, missing_extension
-from elicitgate.capabilities import capabilities_dict
+from elicitgate.bridging.task_extension import EXTENSION_METHODS, missing_extension
+from elicitgate.capabilities import capabilities_dict, declares_tasks
 from elicitgate.gateway import Gateway
 from elicitgate.json_shapes import is_mapping
 from elicitgate.sdk import connection_of, request_outbound

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.bridging.envelope import modern_capabilities
 from elicitgate.bridging.rounds import ParkedCall
-from elicitgate.bridging.task_extension import TASKS_EXTENSION, declares_tasks
+from elicitgate.capabilities import TASKS_EXTENSION, declares_tasks
 from elicitgate.contracts import Origin
 from elicitgate.elicitation.broker import Broker
 from elicitgate.json_shapes import is_mapping
