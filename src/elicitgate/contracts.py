@@ -96,6 +96,10 @@ class CallTasks(Protocol[Call_contra]):
         """`peer` may hold one more task (its pending limit)."""
         ...
 
+    def admit(self, peer: DownstreamPeer) -> None:
+        """Raise the pending limit's error (-32014) when `peer` may not hold one more task."""
+        ...
+
     def create(self, park: Call_contra, *, task_id: str | None = None, ttl_ms: float | None = None) -> CallTask:
         """`park` runs on as a task; its questions wait in the task's `inputRequests`."""
         ...
