@@ -33,6 +33,7 @@ from elicitgate.jsonrpc import PeerLost
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.forward import forward
+from elicitgate.router.task_runner import TaskRunner, task_required
 from elicitgate.router.tasks import RelayedTask, TaskTable, face_capability
 from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.connection import UpstreamConnection
@@ -84,6 +85,8 @@ class Gateway:
         self.asks = GatewayAsks(config, self.catalog, self.broker)
         self.tasks = TaskTable(config)
         """2025-11-25 tasks the clients run on upstreams through the gateway (docs/tasks.md)."""
+        self.task_runner = TaskRunner(config, self.broker, self.tasks)
+        """Tasks the gateway runs for a plain call of a tool whose `taskSupport` is `required`."""
         self.face_listeners: list[Callable[[], None]] = []
         """Called when what the face declares may have changed (an upstream connected)."""
         self.peers: set[DownstreamPeer] = set()
@@ -239,6 +242,8 @@ class Gateway:
                 params = asked
             if as_task:
                 return await self._create_task(call, server, params)
+            if method == "tools/call" and "task" not in params and self._runs_as_task(server, name):
+                return await self.task_runner.run(call, self.links[server], params)
         elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
             server, uri = self.catalog.resolve_uri(params.get("uri"))
             params = {**params, "uri": uri}
@@ -268,6 +273,12 @@ class Gateway:
             for link in self.links.values()
             if link.primary is not None and link.primary.negotiated is not None and link.primary.era == "handshake"
         )
+
+    def _runs_as_task(self, server: str, name: str) -> bool:
+        """A tool of a 2025-11-25 upstream that can only be called as a task (`router.task_runner`)."""
+        primary = self.links[server].primary
+        return primary is not None and primary.era == "handshake" and task_required(
+            self.catalog.find("tools", server, name))
 
     async def _create_task(self, call: Origin, server: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """A task-augmented `tools/call`: sent on the client's connection to `server`, which keeps the task."""
@@ -469,7 +480,10 @@ class Gateway:
                 await target.url_completed(params or {})
         elif method == "notifications/tasks/status":
             relayed = self.tasks.of_upstream(connection, (params or {}).get("taskId"))
-            if relayed is not None and not relayed.owner.closed:  # only to the task's owner
+            if relayed is not None and relayed.on_status is not None:  # a task run for a plain call: its progress
+                relayed.saw(params or {})
+                await relayed.on_status(params or {})
+            elif relayed is not None and not relayed.owner.closed:  # only to the task's owner
                 await self._notify(relayed.owner, method, self.tasks.public_task(relayed, params or {}))
             elif relayed is None:
                 self.tasks.early(connection, params or {})

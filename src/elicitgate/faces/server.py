@@ -28,9 +28,10 @@ from elicitgate.faces.observe import RequestObserver
 from elicitgate.faces.peer import DownstreamCall, peer_for
 from elicitgate.faces.task_relay import TaskRelay
 from elicitgate.gateway import Gateway
+from elicitgate.router.task_runner import declares_tasks, seen_by
 from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
-from elicitgate.seams import DownstreamPeer
+from elicitgate.seams import DownstreamPeer, capabilities_dict
 
 LISTS = {
     "tools/list": "tools",
@@ -120,10 +121,14 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
 
     def make_list(kind: str) -> Any:
         async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
+            items = gateway.catalog.merged(kind)
+            if kind == "tools":  # a `required` tool is `optional` to a client that knows no tasks (task_runner)
+                capabilities = capabilities_dict(connection_of(ctx).client_capabilities)
+                items = seen_by(items, knows_tasks=declares_tasks(capabilities))
             if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
                 _handshake_peer(gateway, ctx)
-                return {kind: gateway.catalog.merged(kind)}
-            return {kind: gateway.catalog.merged(kind), "resultType": "complete"}
+                return {kind: items}
+            return {kind: items, "resultType": "complete"}
 
         return handle
 

@@ -19,12 +19,16 @@
 //   --more N                  after the first task, ask for N more the same way (prints `more`: each
 //                             CreateTaskResult or error), then go on with the first
 //   --get ID                  also ask tasks/get for ID (prints `got`: its result or error)
+//   --plain                   a client that knows no tasks: declares no `tasks` capability and calls the tool
+//                             with callTool (no task), following its progress (prints `progress`)
+//
+// Unless --plain, the client declares tasks: {list, cancel} (it knows tasks).
 //
 // Prints one JSON line: {"capabilities": server capabilities, "tools": [{name, execution}], "created":
 // CreateTaskResult | null, "statuses": [status seen by tasks/get polls, in order], "result": the
 // tasks/result result | null, "error": {code, message, data} | null, "elicitations": [params received],
 // "listed": [task ids of tasks/list], "cancelled": tasks/cancel result | null, "foreign": {...} | null,
-// "more": [...], "got": {...} | null, "notified": [notifications/tasks/status params]}.
+// "more": [...], "got": {...} | null, "notified": [notifications/tasks/status params], "progress": [...]}.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -38,7 +42,7 @@ function parseArgs(argv) {
   const own = dash >= 0 ? argv.slice(0, dash) : argv;
   for (let i = 0; i < own.length; i++) {
     const key = own[i].replace(/^--/, '');
-    if (['async-elicitation', 'cancel', 'foreign', 'no-elicitation'].includes(key)) opts.flags.add(key);
+    if (['async-elicitation', 'cancel', 'foreign', 'no-elicitation', 'plain'].includes(key)) opts.flags.add(key);
     else opts[key] = own[++i];
   }
   return opts;
@@ -53,6 +57,7 @@ function errorOf(error) {
 
 async function connect(name, elicitations, token, notified = []) {
   const capabilities = opts.flags.has('no-elicitation') ? {} : { elicitation: { form: {} } };
+  if (!opts.flags.has('plain')) capabilities.tasks = { list: {}, cancel: {} };
   if (opts.flags.has('async-elicitation')) capabilities.tasks = { requests: { elicitation: { create: {} } } };
   const client = new Client({ name, version: '1.0.0' }, { capabilities });
   if (capabilities.elicitation) client.setRequestHandler(ElicitRequestSchema, async (request) => {
@@ -86,7 +91,7 @@ const client = await connect('ts-task-client', elicitations, opts.token, notifie
 const output = {
   capabilities: client.getServerCapabilities() ?? null,
   tools: [], created: null, statuses: [], result: null, error: null, elicitations, listed: [], cancelled: null,
-  foreign: null, more: [], got: null, notified,
+  foreign: null, more: [], got: null, notified, progress: [],
 };
 const callAsTask = () => client.request(
   { method: 'tools/call', params: { name: opts.call, arguments: JSON.parse(opts.args ?? '{}'), task: { ttl: Number(opts.ttl ?? 60000) } } },
@@ -94,7 +99,16 @@ const callAsTask = () => client.request(
 );
 if (opts.get) output.got = await attempt(() => client.experimental.tasks.getTask(opts.get));
 output.tools = (await client.listTools()).tools.map((tool) => ({ name: tool.name, execution: tool.execution ?? null }));
-if (opts.call) {
+if (opts.call && opts.flags.has('plain')) {
+  try {
+    output.result = await client.callTool(
+      { name: opts.call, arguments: JSON.parse(opts.args ?? '{}') }, CallToolResultSchema,
+      { onprogress: (progress) => output.progress.push(progress), timeout: 120000 },
+    );
+  } catch (error) {
+    output.error = errorOf(error);
+  }
+} else if (opts.call) {
   try {
     const created = await callAsTask();
     output.created = created;
