@@ -20,9 +20,18 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import gateway_stdio, write_config
-from tests.test_tasks import AMBIGUOUS, EVERYTHING, EVERYTHING_STDIO, PLAIN, SAME_NAMES, execution_of, report
+from tests.test_tasks import (
+    AMBIGUOUS,
+    EVERYTHING,
+    EVERYTHING_STDIO,
+    PLAIN,
+    SAME_NAMES,
+    directly,
+    execution_of,
+    report,
+    through_gateway,
+)
 from tests.test_tasks import _peers_installed as _peers_installed  # noqa: F401 (an autouse fixture)
-from tests.test_tasks import directly, through_gateway
 
 pytestmark = [pytest.mark.node]
 RESEARCH = "simulate-research-query"

@@ -41,6 +41,7 @@ from elicitgate.upstreams.link import LinkState, UpstreamLink
 
 if TYPE_CHECKING:
     from elicitgate.cluster.bus import Replicas
+    from elicitgate.cluster.tasks import SharedTasks
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +109,13 @@ class Gateway:
             self.broker.shared_limits = SharedLimits(
                 self.replicas, config.elicitation, self.broker.open_counts, self.broker.admit_here
             )
+        self.shared_tasks: SharedTasks | None = None
+        """With `redis_url`: tasks followed across replicas (`cluster.tasks`)."""
+        if self.replicas is not None:
+            from elicitgate.cluster.tasks import SharedTasks
+
+            self.shared_tasks = SharedTasks(self.replicas, self, max_ttl=config.tasks.max_ttl)
+            self.tasks.home = f"{self.replicas.id}."
         self._task_group: anyio.abc.TaskGroup | None = None
         self._list_changes: dict[str, set[str]] = {}
         """Per server, while a refresh of its lists runs: the `list_changed` methods that came meanwhile."""
@@ -295,15 +303,23 @@ class Gateway:
             result, relayed = self.tasks.created(server, conn, call.peer, result)
         finally:
             early = self.tasks.created_done(conn, relayed)
+        if relayed is not None and self.shared_tasks is not None:
+            await self.shared_tasks.created(relayed.id, call.peer.principal, result["task"],
+                                            keep=relayed.expires - anyio.current_time())
         for status in early:  # before the result, as the server sent them
             await self._notify(call.peer, "notifications/tasks/status", status)
         return result
 
     async def task_request(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """`tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/list` of a client, each to the task's upstream."""
+        """`tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/list` of a client, each to the task's upstream (on
+        the replica that holds it, with `redis_url`)."""
+        shared = self.shared_tasks
+        if shared is not None and method != "tasks/list" and shared.elsewhere(params.get("taskId")):
+            return await shared.request(call, call.peer.principal, method, params)
         if method == "tasks/list":
-            return {"tasks": [task for relayed in self.tasks.owned(call.peer)
-                              if (task := await self._task_status(relayed)) is not None]}
+            here = [task for relayed in self.tasks.owned(call.peer)
+                    if (task := await self._task_status(relayed)) is not None]
+            return {"tasks": here + (await shared.listed(call.peer.principal) if shared is not None else [])}
         relayed = self.tasks.find(call.peer, params.get("taskId"))
         sent = {**params, "taskId": relayed.upstream_id}
         if method == "tasks/result":
@@ -318,6 +334,11 @@ class Gateway:
             return self.tasks.with_public_meta(relayed, result)
         result = await self._on_task_connection(relayed, method, sent)
         return self.tasks.public_task(relayed, result)
+
+    def task_owner(self, task_id: str) -> DownstreamPeer | None:
+        """The client owning the live task `task_id` here (another replica's request is checked against it)."""
+        relayed = self.tasks.here(task_id)
+        return relayed.owner if relayed is not None else None
 
     async def _task_status(self, relayed: RelayedTask) -> dict[str, Any] | None:
         """A task's current state for `tasks/list`; None (and forgotten) when its upstream no longer has it."""

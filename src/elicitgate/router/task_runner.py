@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import anyio
+
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors

@@ -78,6 +78,8 @@ class TaskTable:
         """Per connection with a task-augmented `tools/call` in flight: the status notifications of tasks not
         known yet. A server may tell of its task before it answers the call that created it."""
         self._creating_calls: dict[UpstreamConnection, int] = {}
+        self.home = ""
+        """With `redis_url`: `<replica>.`, which starts every task id this replica makes (`cluster.tasks`)."""
 
     def creating(self, connection: UpstreamConnection) -> None:
         self._creating.setdefault(connection, [])
@@ -138,7 +140,7 @@ class TaskTable:
         ttl = task.get("ttl")
         keep = self.max_ttl if not isinstance(ttl, int | float) else min(ttl / 1000, self.max_ttl)
         relayed = RelayedTask(
-            id=f"{server}/{secrets.token_urlsafe(12)}",
+            id=f"{server}/{self.home}{secrets.token_urlsafe(12)}",
             server=server,
             upstream_id=upstream_id,
             connection=connection,
@@ -171,6 +173,12 @@ class TaskTable:
                 "or with the upstream session that ran it",
             )
         return relayed
+
+    def here(self, task_id: str) -> RelayedTask | None:
+        """The live task `task_id` names on this replica, whoever owns it (for another replica's request, whose
+        caller `cluster.tasks` checks)."""
+        relayed = self._by_id.get(task_id)
+        return relayed if relayed is not None and relayed.alive and not relayed.on_behalf else None
 
     def of_upstream(self, connection: UpstreamConnection, upstream_id: Any) -> RelayedTask | None:
         """The task an upstream's message names (its `related-task`), if the gateway relays it."""

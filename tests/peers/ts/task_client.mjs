@@ -16,6 +16,9 @@
 //                             and its own call of `echo`
 //   --token T                 a bearer token for --url (the first client's)
 //   --foreign-token T         the second client's bearer token
+//   --foreign-url URL         the second client connects there (another replica) instead of --url
+//   --foreign-ops LIST        what the second client does, in order (default get,result,cancel); it answers
+//                             the questions it gets like the first (prints them as foreign.elicitations)
 //   --more N                  after the first task, ask for N more the same way (prints `more`: each
 //                             CreateTaskResult or error), then go on with the first
 //   --get ID                  also ask tasks/get for ID (prints `got`: its result or error)
@@ -55,7 +58,7 @@ function errorOf(error) {
   return { code: error.code ?? null, message: error.message, data: error.data ?? null };
 }
 
-async function connect(name, elicitations, token, notified = []) {
+async function connect(name, elicitations, token, notified = [], url = opts.url) {
   const capabilities = opts.flags.has('no-elicitation') ? {} : { elicitation: { form: {} } };
   if (!opts.flags.has('plain')) capabilities.tasks = { list: {}, cancel: {} };
   if (opts.flags.has('async-elicitation')) capabilities.tasks = { requests: { elicitation: { create: {} } } };
@@ -70,8 +73,8 @@ async function connect(name, elicitations, token, notified = []) {
     notified.push(notification.params);
   });
   const headers = token ? { Authorization: `Bearer ${token}` } : {};
-  const transport = opts.url
-    ? new StreamableHTTPClientTransport(new URL(opts.url), { requestInit: { headers } })
+  const transport = url
+    ? new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } })
     : new StdioClientTransport({ command: opts.command[0], args: opts.command.slice(1), env: process.env });
   await client.connect(transport);
   return client;
@@ -116,15 +119,20 @@ if (opts.call && opts.flags.has('plain')) {
     const taskId = created.task.taskId;
     output.listed = (await client.experimental.tasks.listTasks()).tasks.map((task) => task.taskId);
     if (opts.flags.has('foreign')) {
-      const other = await connect('ts-task-intruder', [], opts['foreign-token']);
-      output.foreign = {
-        get: await attempt(() => other.experimental.tasks.getTask(taskId)),
-        result: await attempt(() => other.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)),
-        cancel: await attempt(() => other.experimental.tasks.cancelTask(taskId)),
-        listed: (await other.experimental.tasks.listTasks()).tasks.map((task) => task.taskId),
-        // A call of its own meanwhile (an upstream session of its own, through a gateway).
-        call: await attempt(() => other.callTool({ name: 'echo', arguments: { message: 'hi' } })),
+      const foreignElicitations = [];
+      const other = await connect('ts-task-intruder', foreignElicitations, opts['foreign-token'], [],
+        opts['foreign-url'] ?? opts.url);
+      const ops = {
+        get: () => other.experimental.tasks.getTask(taskId),
+        result: () => other.experimental.tasks.getTaskResult(taskId, CallToolResultSchema),
+        cancel: () => other.experimental.tasks.cancelTask(taskId),
       };
+      output.foreign = { elicitations: foreignElicitations };
+      for (const op of (opts['foreign-ops'] ?? 'get,result,cancel').split(',')) output.foreign[op] = await attempt(ops[op]);
+      output.foreign.listedTasks = (await other.experimental.tasks.listTasks()).tasks;
+      output.foreign.listed = output.foreign.listedTasks.map((task) => task.taskId);
+      // A call of its own meanwhile (an upstream session of its own, through a gateway).
+      output.foreign.call = await attempt(() => other.callTool({ name: 'echo', arguments: { message: 'hi' } }));
       await other.close();
     }
     if (opts.flags.has('cancel')) {
