@@ -186,3 +186,45 @@ def test_a_client_that_knows_tasks_still_sees_the_tool_as_required(tmp_path: Pat
     via = through_gateway(tmp_path, *PLAIN)
     assert execution_of(via, RESEARCH) == {"taskSupport": "required"}
     assert via["statuses"][-1] == "completed"
+
+
+# -- an upstream runs its elicitation as a task on the gateway (tasks.requests.elicitation.create) ----------
+
+ASYNC = "trigger-elicitation-request-async"
+ADA = {"name": "Ada", "favoriteColor": "Blue"}
+
+
+def test_an_upstream_asks_its_elicitation_as_a_task_and_the_client_answers_it(tmp_path: Path):
+    # server-everything offers the tool only to a client that runs elicitations as tasks: the gateway does (the
+    # broker owns the question), so every client sees it and answers the question as any other.
+    assert ASYNC not in [t["name"] for t in directly()["tools"]]
+    via = through_gateway(tmp_path, "--plain", "--call", ASYNC, "--answer", json.dumps(ADA))
+    assert ASYNC in [t["name"] for t in via["tools"]]
+    assert via["error"] is None, via["error"]
+    (question,) = via["elicitations"]
+    assert question["requestedSchema"]["required"] == ["name"] and "task" not in question
+    text = " ".join(block["text"] for block in via["result"]["content"])
+    assert "[COMPLETED] User provided the requested information!" in text
+    assert "- Name: Ada" in text and "- Favorite Color: Blue" in text
+    assert "Task created: " in text and "[SYNC]" not in text  # it ran as a task on the gateway
+
+
+def test_an_invalid_answer_to_an_elicitation_task_is_asked_again_and_never_reaches_the_server(tmp_path: Path):
+    via = through_gateway(tmp_path, "--plain", "--call", ASYNC, "--answer", json.dumps({"favoriteColor": "Blue"}),
+                          elicitation={"max_answer_attempts": 2})
+    first, again = via["elicitations"]
+    assert again["_meta"]["io.elicitgate/previousErrors"][0]["property"] == "name"
+    text = " ".join(block["text"] for block in via["result"]["content"])
+    assert "[FAILED]" in text and "User inputs" not in text  # the task failed; no answer reached the server
+
+
+@pytest.mark.anyio
+async def test_an_elicitation_task_declined_by_the_person_completes_with_the_decline(tmp_path: Path):
+    config = write_config(tmp_path, {"everything": EVERYTHING_STDIO}, namespacing=SAME_NAMES)
+
+    async def decline(ctx: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async with Client(gateway_stdio(config), mode="legacy", elicitation_callback=decline) as client:
+        result = await client.call_tool(ASYNC, {})
+    assert "[DECLINED] User declined" in str(result.content[0])

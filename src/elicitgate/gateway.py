@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import weakref
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,9 +32,10 @@ from elicitgate.json_shapes import is_mapping
 from elicitgate.jsonrpc import PeerLost
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
+from elicitgate.router.elicitation_tasks import ElicitationTasks
 from elicitgate.router.forward import forward
 from elicitgate.router.task_runner import TaskRunner, task_required
-from elicitgate.router.tasks import RelayedTask, TaskTable, face_capability
+from elicitgate.router.tasks import TASK_METHODS, RelayedTask, TaskTable, face_capability
 from elicitgate.seams import DownstreamPeer, Origin
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
@@ -88,6 +89,8 @@ class Gateway:
         """2025-11-25 tasks the clients run on upstreams through the gateway (docs/tasks.md)."""
         self.task_runner = TaskRunner(config, self.broker, self.tasks)
         """Tasks the gateway runs for a plain call of a tool whose `taskSupport` is `required`."""
+        self.elicitation_tasks = ElicitationTasks(config.tasks.max_ttl)
+        """Elicitations upstreams run as tasks on the gateway (`tasks.requests.elicitation.create`)."""
         self.face_listeners: list[Callable[[], None]] = []
         """Called when what the face declares may have changed (an upstream connected)."""
         self.peers: set[DownstreamPeer] = set()
@@ -419,7 +422,12 @@ class Gateway:
         *,
         named: bool,
     ) -> dict[str, Any]:
+        if method in TASK_METHODS:  # about the elicitations it runs as tasks on the gateway
+            return await self.elicitation_tasks.serve(connection, method, params or {})
         capability = PASSTHROUGH_INPUT_REQUESTS.get(method)
+        as_task = (params or {}).get("task") if method == "elicitation/create" else None
+        if is_mapping(as_task):  # the question is asked as any other; the task is its view for the server
+            params = {k: v for k, v in (params or {}).items() if k != "task"}
         relayed = self.tasks.of_upstream(connection, TaskTable.upstream_id_in(params))
         if relayed is not None:
             # A task's question goes to the task's owner, whichever of its calls (its tasks/result) is in flight.
@@ -439,14 +447,21 @@ class Gateway:
             else:
                 assert origin is not None  # refused above
                 clocks = connection.clocks_for(origin)
-            return await self.broker.elicit(
-                server=connection.server,
-                origin=origin,
-                params=params,
-                timeout=connection.config.elicitation_timeout,
-                clocks=clocks,
-                candidates=connection.in_flight_origins if guessed else None,
-            )
+            asked_by, asked = origin, params
+
+            def ask() -> Awaitable[dict[str, Any]]:
+                return self.broker.elicit(
+                    server=connection.server,
+                    origin=asked_by,
+                    params=asked,
+                    timeout=connection.config.elicitation_timeout,
+                    clocks=clocks,
+                    candidates=connection.in_flight_origins if guessed else None,
+                )
+
+            if is_mapping(as_task):
+                return self.elicitation_tasks.start(self.task_group, connection, as_task, ask)
+            return await ask()
         if origin is not None and capability is not None:
             timeout = self.broker.human_timeout(connection.config.elicitation_timeout)
             relayed = await relay_input_request(origin, method, params or {}, timeout=timeout, server=connection.server)
