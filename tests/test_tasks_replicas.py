@@ -64,8 +64,10 @@ def test_a_task_made_on_one_replica_is_cancelled_on_another(tmp_path: Path, redi
 
 def test_another_principal_on_another_replica_cannot_reach_a_task(tmp_path: Path, redis_server, replicas):
     _, a, b = two_replicas(tmp_path, redis_server, replicas)
-    via = task_client(*PLAIN, "--foreign", "--token", ALICE, "--foreign-token", BOB, "--foreign-url", b, url=a)
+    via = task_client(*PLAIN, "--foreign", "--token", ALICE, "--foreign-token", BOB, "--foreign-url", b,
+                      "--get", "everything/0123456789ab.forged", url=a)
     task_id = via["created"]["task"]["taskId"]
+    assert via["got"]["error"]["code"] == -32602  # an id naming a replica that never made it
     for op in ("get", "result", "cancel"):
         assert via["foreign"][op]["error"]["code"] == -32602, op
         assert via["foreign"][op]["error"]["data"]["taskId"] == task_id

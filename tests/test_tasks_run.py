@@ -228,3 +228,29 @@ async def test_an_elicitation_task_declined_by_the_person_completes_with_the_dec
     async with Client(gateway_stdio(config), mode="legacy", elicitation_callback=decline) as client:
         result = await client.call_tool(ASYNC, {})
     assert "[DECLINED] User declined" in str(result.content[0])
+
+
+# -- the pending limit (unit) -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_task_seen_ended_no_longer_counts_against_the_pending_limit():
+    from elicitgate.config import build_config
+    from elicitgate.router.tasks import TaskTable
+    from elicitgate.seams import DownstreamPeer
+
+    table = TaskTable(build_config({"elicitation": {"max_pending_per_session": 1, "max_pending_total": 10}}, "test"))
+    peer = DownstreamPeer(id="c1", connection=None)  # type: ignore[arg-type]
+    class Connection:  # what the table reads of an upstream connection
+        live_tasks: dict[str, float] = {}
+        closed = anyio.Event()
+
+    connection = Connection()
+    _, relayed = table.created("s", connection, peer, {"task": {"taskId": "u1", "status": "working"}})  # type: ignore[arg-type]
+    assert relayed is not None
+    with pytest.raises(MCPError) as refused:
+        table.request_params("s", peer, {"task": {}})
+    assert refused.value.error.code == -32014 and refused.value.error.data["limit"] == "max_pending_per_session"
+    assert "elicitation.max_pending_per_session" in refused.value.error.data["fix"]
+    table.public_task(relayed, {"taskId": "u1", "status": "completed"})  # a tasks/get saw it end
+    assert table.request_params("s", peer, {"task": {}})["task"]["ttl"] == 3_600_000
