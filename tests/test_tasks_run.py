@@ -254,3 +254,17 @@ async def test_a_task_seen_ended_no_longer_counts_against_the_pending_limit():
     assert "elicitation.max_pending_per_session" in refused.value.error.data["fix"]
     table.public_task(relayed, {"taskId": "u1", "status": "completed"})  # a tasks/get saw it end
     assert table.request_params("s", peer, {"task": {}})["task"]["ttl"] == 3_600_000
+
+
+@pytest.mark.anyio
+async def test_an_elicitation_tasks_ttl_over_the_maximum_is_lowered(tmp_path: Path):
+    log = tmp_path / "upstream.jsonl"
+    config = write_config(tmp_path, {"everything": logged_everything(log)}, namespacing=SAME_NAMES,
+                          tasks={"max_ttl": 10})
+    async with Client(gateway_stdio(config), mode="legacy", elicitation_callback=Human(ADA)) as client:
+        result = await client.call_tool(ASYNC, {})
+    assert "- Name: Ada" in " ".join(str(block) for block in result.content)
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    (created,) = [m["result"]["task"] for m in lines if "task" in (m.get("result") or {})]
+    assert created["ttl"] == 10_000  # the server asked for 600000
+    assert created["status"] == "working"
