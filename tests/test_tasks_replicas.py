@@ -129,3 +129,29 @@ async def test_a_replica_that_dies_ends_its_tasks_failed_naming_it(tmp_path: Pat
         assert [(t["taskId"], t["status"]) for t in listed["result"]["tasks"]] == [(task_id, "failed")]
         cancelled = await answer_of(on_b, request(6, "tasks/cancel", {"taskId": task_id}), session_b)
         assert cancelled["error"]["code"] == -32602 and cancelled["error"]["data"]["replica"] == lost_replica
+
+
+@pytest.mark.anyio
+async def test_a_flood_of_tasks_counts_against_the_pending_limit_across_replicas(tmp_path: Path, redis_server,
+                                                                                  replicas):
+    limited = write_config(tmp_path, {"everything": EVERYTHING_STDIO}, namespacing=SAME_NAMES,
+                           http={"auth": {"tokens": TOKENS}},
+                           elicitation={"max_pending_per_session": 1, "max_pending_total": 10})
+    a, b = replicas(limited, redis_server.url, count=2).urls
+    auth = {**HEADERS, "authorization": f"Bearer {ALICE}"}
+    research = {"name": "simulate-research-query", "arguments": {"topic": "python", "ambiguous": True},
+                "task": {"ttl": 60_000}}
+    async with httpx2.AsyncClient(base_url=a, headers=auth, timeout=60) as on_a, \
+            httpx2.AsyncClient(base_url=b, headers=auth, timeout=60) as on_b:
+        session_a, session_b = await open_session(on_a), await open_session(on_b)
+        # The first task waits for its question (nobody calls tasks/result): it stays open on A.
+        first = await answer_of(on_a, request(2, "tools/call", research), session_a)
+        task_id = first["result"]["task"]["taskId"]
+        refused = await answer_of(on_b, request(3, "tools/call", research), session_b)
+        assert refused["error"]["code"] == -32014
+        assert refused["error"]["data"]["limit"] == "max_pending_per_session"
+        cancelled = await answer_of(on_b, request(4, "tasks/cancel", {"taskId": task_id}), session_b)
+        assert cancelled["result"]["status"] == "cancelled"
+        allowed = await answer_of(on_b, request(5, "tools/call", research), session_b)  # the first one ended
+        assert allowed["result"]["task"]["status"] == "working"
+        await answer_of(on_b, request(6, "tasks/cancel", {"taskId": allowed["result"]["task"]["taskId"]}), session_b)

@@ -24,6 +24,7 @@ from elicitgate.bridging.rounds import Rounds
 from elicitgate.config import GatewayConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.hosting import Hosting
+from elicitgate.elicitation.limits import pending_limit
 from elicitgate.elicitation.notice_rules import every_target, unattended_for
 from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.url_policy import UrlPolicy, local_upstreams
@@ -295,6 +296,10 @@ class Gateway:
         """A task-augmented `tools/call`: sent on the client's connection to `server`, which keeps the task."""
         link = self.links[server]
         sent = self.tasks.request_params(server, call.peer, params)
+        if self.shared_tasks is not None and call.peer.principal is not None:  # its tasks on the other replicas
+            others = await self.shared_tasks.open_elsewhere(call.peer.principal)
+            if others and self.tasks.open_count(call.peer) + others >= self.config.elicitation.max_pending_per_session:
+                raise pending_limit(self.config.elicitation, server, "max_pending_per_session")
         # The connection the call goes on: the client's own under per_session, else the shared one.
         conn = await link.connection_for(call.peer)
         self.tasks.creating(conn)
@@ -334,9 +339,18 @@ class Gateway:
                 )
             finally:
                 self.broker.stop_for_call(call, "the call that caused it ended")
+            relayed.ended = True  # its result is there: it ended
+            await self._shared_end(relayed)
             return self.tasks.with_public_meta(relayed, result)
         result = await self._on_task_connection(relayed, method, sent)
-        return self.tasks.public_task(relayed, result)
+        public = self.tasks.public_task(relayed, result)
+        await self._shared_end(relayed)
+        return public
+
+    async def _shared_end(self, relayed: RelayedTask) -> None:
+        """With `redis_url`: a task seen ended stops counting against its principal's limit on every replica."""
+        if relayed.ended and self.shared_tasks is not None and relayed.owner.principal is not None:
+            await self.shared_tasks.ended(relayed.id, keep=relayed.expires - anyio.current_time())
 
     def task_owner(self, task_id: str) -> DownstreamPeer | None:
         """The client owning the live task `task_id` here (another replica's request is checked against it)."""
@@ -521,6 +535,7 @@ class Gateway:
                 await relayed.on_status(params or {})
             elif relayed is not None and not relayed.owner.closed:  # only to the task's owner
                 await self._notify(relayed.owner, method, self.tasks.public_task(relayed, params or {}))
+                await self._shared_end(relayed)
             elif relayed is None:
                 self.tasks.early(connection, params or {})
         elif method == "notifications/message" and origin is not None:

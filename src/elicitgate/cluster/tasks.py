@@ -43,6 +43,8 @@ QUESTION_OP = "task-question"
 """Served by the replica whose client waits in a forwarded `tasks/result`: a request of the task's server for it."""
 LOST = "lost"
 """The `reason` of a task whose replica stopped."""
+ENDED_WAIT = 1.0
+"""How long telling Redis that a task ended may hold the request that saw it end."""
 
 
 class TaskHome(Protocol):
@@ -108,6 +110,9 @@ class SharedTasks:
     def _owned_key(self, principal: str) -> str:
         return self.replicas.key("tasks-of", principal)
 
+    def _ended_key(self, task_id: str) -> str:
+        return self.replicas.key("task-ended", task_id)
+
     def elsewhere(self, task_id: Any) -> bool:
         """A task id that names another replica."""
         home = home_of(task_id)
@@ -131,6 +136,14 @@ class SharedTasks:
         except RedisError as exc:
             logger.warning("task %s not shared with the other replicas (%s): it is reachable on this one only",
                            task_id, exc)
+
+    async def ended(self, task_id: str, *, keep: float) -> None:
+        """A task of this replica was seen ended: it no longer counts against its principal's limit anywhere."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(ENDED_WAIT):
+            try:
+                await self.replicas.redis.set(self._ended_key(task_id), "1", ex=max(int(keep), 1))
+            except RedisError as exc:
+                logger.debug("end of task %s not shared: %s", task_id, exc)
 
     async def _serve(self, args: dict[str, Any]) -> dict[str, Any]:
         """Another replica's client asks about one of this replica's tasks."""
@@ -189,6 +202,23 @@ class SharedTasks:
             for scope in self._asking.pop(cid, set()):
                 scope.cancel()
         return dict(result) if is_mapping(result) else {}
+
+    async def open_elsewhere(self, principal: str) -> int:
+        """The principal's tasks open on the other live replicas (recorded, not seen ended); 0 while Redis is out of
+        reach (each replica then counts its own, as the pending limits do)."""
+        redis = self.replicas.redis
+        try:
+            ids = [i for i in await redis.smembers(self._owned_key(principal)) if self.elsewhere(i)]
+            if not ids:
+                return 0
+            records = await redis.mget([self._record_key(i) for i in ids])
+            ended = await redis.mget([self._ended_key(i) for i in ids])
+            homes = {str(home_of(i)) for i, r, e in zip(ids, records, ended, strict=True) if r and not e}
+            alive = {h for h in homes if await redis.exists(self.replicas.lease_key(h))}
+        except RedisError as exc:
+            logger.debug("other replicas' tasks not counted: %s", exc)
+            return 0
+        return sum(1 for i, r, e in zip(ids, records, ended, strict=True) if r and not e and home_of(i) in alive)
 
     async def listed(self, principal: str | None) -> list[dict[str, Any]]:
         """The principal's tasks on the other replicas, each as its home says (failed where it stopped)."""
