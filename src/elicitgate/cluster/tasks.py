@@ -141,7 +141,9 @@ class SharedTasks:
         """A task of this replica was seen ended: it no longer counts against its principal's limit anywhere."""
         with anyio.CancelScope(shield=True), anyio.move_on_after(ENDED_WAIT):
             try:
-                await self.replicas.redis.set(self._ended_key(task_id), "1", ex=max(int(keep), 1))
+                async with self.replicas.redis.pipeline(transaction=False) as pipe:
+                    pipe.set(self._ended_key(task_id), "1", ex=max(int(keep), 1))
+                    await pipe.execute()
             except RedisError as exc:
                 logger.debug("end of task %s not shared: %s", task_id, exc)
 
