@@ -285,21 +285,6 @@ def test_a_flood_of_tasks_from_one_client_stops_at_its_pending_limit(tmp_path: P
     assert via["cancelled"]["status"] == "cancelled"  # the client's first task is unharmed
 
 
-# -- elicitation run as a task (tasks.requests.elicitation.create) -----------------------------------
-
-
-@pytest.mark.node
-def test_the_gateway_does_not_offer_upstreams_to_run_elicitations_as_tasks(tmp_path: Path):
-    # server-everything registers trigger-elicitation-request-async only for a client that declares
-    # tasks.requests.elicitation.create. The gateway runs every elicitation itself (the broker) and does not
-    # declare it to upstreams (docs/tasks.md): through it, the tool is absent, as directly for a client
-    # that does not declare it.
-    tool = "trigger-elicitation-request-async"
-    assert tool in [t["name"] for t in directly("--async-elicitation")["tools"]]
-    assert tool not in [t["name"] for t in directly()["tools"]]
-    assert tool not in [t["name"] for t in through_gateway(tmp_path, "--async-elicitation")["tools"]]
-
-
 # -- the task table (unit) ------------------------------------------------------------------------------
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import weakref
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,6 +26,7 @@ from elicitgate.config import GatewayConfig
 from elicitgate.contracts import DownstreamPeer, Origin
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.hosting import Hosting
+from elicitgate.elicitation.limits import pending_limit
 from elicitgate.elicitation.notice_rules import every_target, unattended_for
 from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.url_policy import UrlPolicy, local_upstreams
@@ -34,6 +35,7 @@ from elicitgate.fixable import warn_once
 from elicitgate.json_shapes import is_mapping
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
+from elicitgate.router.elicitation_tasks import ElicitationTasks
 from elicitgate.router.forward import forward
 from elicitgate.router.task_bridge import (
     bridged,
@@ -42,12 +44,14 @@ from elicitgate.router.task_bridge import (
     run_upstream_task,
     serves_extension,
 )
-from elicitgate.router.tasks import RelayedTask, TaskTable, face_capability
+from elicitgate.router.task_runner import TaskRunner, task_required
+from elicitgate.router.tasks import TASK_METHODS, RelayedTask, TaskTable, face_capability
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
 
 if TYPE_CHECKING:
     from elicitgate.cluster.bus import Replicas
+    from elicitgate.cluster.tasks import SharedTasks
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +98,10 @@ class Gateway:
         self.asks = GatewayAsks(config, self.catalog, self.broker)
         self.tasks = TaskTable(config)
         """2025-11-25 tasks the clients run on upstreams through the gateway (docs/tasks.md)."""
+        self.task_runner = TaskRunner(config, self.broker, self.tasks)
+        """Tasks the gateway runs for a plain call of a tool whose `taskSupport` is `required`."""
+        self.elicitation_tasks = ElicitationTasks(config.tasks.max_ttl)
+        """Elicitations upstreams run as tasks on the gateway (`tasks.requests.elicitation.create`)."""
         self.face_listeners: list[Callable[[], None]] = []
         """Called when what the face declares may have changed (an upstream connected)."""
         self.peers: set[DownstreamPeer] = set()
@@ -120,6 +128,13 @@ class Gateway:
             self.broker.shared_limits = SharedLimits(
                 self.replicas, config.elicitation, self.broker.open_counts, self.broker.admit_here
             )
+        self.shared_tasks: SharedTasks | None = None
+        """With `redis_url`: tasks followed across replicas (`cluster.tasks`)."""
+        if self.replicas is not None:
+            from elicitgate.cluster.tasks import SharedTasks
+
+            self.shared_tasks = SharedTasks(self.replicas, self, max_ttl=config.tasks.max_ttl)
+            self.tasks.home = f"{self.replicas.id}."
         self._task_group: anyio.abc.TaskGroup | None = None
         self._list_changes: dict[str, set[str]] = {}
         """Per server, while a refresh of its lists runs: the `list_changed` methods that came meanwhile."""
@@ -257,6 +272,8 @@ class Gateway:
                                                            self.catalog.find("tools", server, name))) is not None:
                 return await run_upstream_task(self.broker, self.links[server], self.tasks, park, params,
                                                max_rounds=self.config.bridging.max_rounds)
+            if method == "tools/call" and "task" not in params and self._runs_as_task(server, name):
+                return await self.task_runner.run(call, self.links[server], params)
         elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
             server, uri = self.catalog.resolve_uri(params.get("uri"))
             params = {**params, "uri": uri}
@@ -295,12 +312,22 @@ class Gateway:
         (`tasks.hand_over_after`), or a connected 2025-11-25 upstream runs task-augmented calls."""
         return self.config.tasks.hand_over_after is not None or self.tasks_capability() is not None
 
+    def _runs_as_task(self, server: str, name: str) -> bool:
+        """A tool of a 2025-11-25 upstream that can only be called as a task (`router.task_runner`)."""
+        primary = self.links[server].primary
+        return primary is not None and primary.era == "handshake" and task_required(
+            self.catalog.find("tools", server, name))
+
     async def _create_task(self, call: Origin, server: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """A task-augmented `tools/call`: sent on the client's connection to `server`, which keeps the task."""
         link = self.links[server]
         if serves_extension(link):
             return await create_on_modern(link, self.tasks, call, params, timeout=link.config.request_timeout)
         sent = self.tasks.request_params(server, call.peer, params)
+        if self.shared_tasks is not None and call.peer.principal is not None:  # its tasks on the other replicas
+            others = await self.shared_tasks.open_elsewhere(call.peer.principal)
+            if others and self.tasks.open_count(call.peer) + others >= self.config.elicitation.max_pending_per_session:
+                raise pending_limit(self.config.elicitation, server, "max_pending_per_session")
         # The connection the call goes on: the client's own under per_session, else the shared one.
         conn = await link.connection_for(call.peer)
         self.tasks.creating(conn)
@@ -312,15 +339,23 @@ class Gateway:
             result, relayed = self.tasks.created(server, conn, call.peer, result)
         finally:
             early = self.tasks.created_done(conn, relayed)
+        if relayed is not None and self.shared_tasks is not None:
+            await self.shared_tasks.created(relayed.id, call.peer.principal, result["task"],
+                                            keep=relayed.expires - anyio.current_time())
         for status in early:  # before the result, as the server sent them
             await self._notify(call.peer, "notifications/tasks/status", status)
         return result
 
     async def task_request(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """`tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/list` of a client, each to the task's upstream."""
+        """`tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/list` of a client, each to the task's upstream (on
+        the replica that holds it, with `redis_url`)."""
+        shared = self.shared_tasks
+        if shared is not None and method != "tasks/list" and shared.elsewhere(params.get("taskId")):
+            return await shared.request(call, call.peer.principal, method, params)
         if method == "tasks/list":
-            return {"tasks": [task for relayed in self.tasks.owned(call.peer)
-                              if (task := await self._task_status(relayed, call)) is not None]}
+            here = [task for relayed in self.tasks.owned(call.peer)
+                    if (task := await self._task_status(relayed, call)) is not None]
+            return {"tasks": here + (await shared.listed(call.peer.principal) if shared is not None else [])}
         relayed = self.tasks.find(call.peer, params.get("taskId"))
         if relayed.modern:
             last = method == "tasks/result"
@@ -341,9 +376,23 @@ class Gateway:
                 )
             finally:
                 self.broker.stop_for_call(call, "the call that caused it ended")
+            relayed.ended = True  # its result is there: it ended
+            await self._shared_end(relayed)
             return self.tasks.with_public_meta(relayed, result)
         result = await self._on_task_connection(relayed, method, sent)
-        return self.tasks.public_task(relayed, result)
+        public = self.tasks.public_task(relayed, result)
+        await self._shared_end(relayed)
+        return public
+
+    async def _shared_end(self, relayed: RelayedTask) -> None:
+        """With `redis_url`: a task seen ended stops counting against its principal's limit on every replica."""
+        if relayed.ended and self.shared_tasks is not None and relayed.owner.principal is not None:
+            await self.shared_tasks.ended(relayed.id, keep=relayed.expires - anyio.current_time())
+
+    def task_owner(self, task_id: str) -> DownstreamPeer | None:
+        """The client owning the live task `task_id` here (another replica's request is checked against it)."""
+        relayed = self.tasks.here(task_id)
+        return relayed.owner if relayed is not None else None
 
     async def _task_status(self, relayed: RelayedTask, call: Origin) -> dict[str, Any] | None:
         """A task's current state for `tasks/list`; None (and forgotten) when its upstream no longer has it."""
@@ -427,7 +476,12 @@ class Gateway:
         *,
         named: bool,
     ) -> dict[str, Any]:
+        if method in TASK_METHODS:  # about the elicitations it runs as tasks on the gateway
+            return await self.elicitation_tasks.serve(connection, method, params or {})
         capability = PASSTHROUGH_INPUT_REQUESTS.get(method)
+        as_task = (params or {}).get("task") if method == "elicitation/create" else None
+        if is_mapping(as_task):  # the question is asked as any other; the task is its view for the server
+            params = {k: v for k, v in (params or {}).items() if k != "task"}
         relayed = self.tasks.of_upstream(connection, TaskTable.upstream_id_in(params))
         if relayed is not None:
             # A task's question goes to the task's owner, whichever of its calls (its tasks/result) is in flight.
@@ -447,14 +501,21 @@ class Gateway:
             else:
                 assert origin is not None  # refused above
                 clocks = connection.clocks_for(origin)
-            return await self.broker.elicit(
-                server=connection.server,
-                origin=origin,
-                params=params,
-                timeout=connection.config.elicitation_timeout,
-                clocks=clocks,
-                candidates=connection.in_flight_origins if guessed else None,
-            )
+            asked_by, asked = origin, params
+
+            def ask() -> Awaitable[dict[str, Any]]:
+                return self.broker.elicit(
+                    server=connection.server,
+                    origin=asked_by,
+                    params=asked,
+                    timeout=connection.config.elicitation_timeout,
+                    clocks=clocks,
+                    candidates=connection.in_flight_origins if guessed else None,
+                )
+
+            if is_mapping(as_task):
+                return self.elicitation_tasks.start(self.task_group, connection, as_task, ask)
+            return await ask()
         if origin is not None and capability is not None:
             timeout = self.broker.human_timeout(connection.config.elicitation_timeout)
             relayed = await relay_input_request(origin, method, params or {}, timeout=timeout, server=connection.server)
@@ -509,8 +570,12 @@ class Gateway:
                 await target.url_completed(params or {})
         elif method == "notifications/tasks/status":
             relayed = self.tasks.of_upstream(connection, (params or {}).get("taskId"))
-            if relayed is not None and not relayed.owner.closed:  # only to the task's owner
+            if relayed is not None and relayed.on_status is not None:  # a task run for a plain call: its progress
+                relayed.saw(params or {})
+                await relayed.on_status(params or {})
+            elif relayed is not None and not relayed.owner.closed:  # only to the task's owner
                 await self._notify(relayed.owner, method, self.tasks.public_task(relayed, params or {}))
+                await self._shared_end(relayed)
             elif relayed is None:
                 self.tasks.early(connection, params or {})
         elif method == "notifications/message" and origin is not None:

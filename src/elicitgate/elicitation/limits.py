@@ -19,12 +19,12 @@ def pending_limit(config: ElicitationConfig, server: str, limit: Literal["max_pe
     per_client = limit == "max_pending_per_session"
     return errors.gateway_error(
         errors.ELICITATION_LIMIT,
-        "too many pending elicitations for this client" if per_client
+        "too many pending elicitations (or open tasks) for this client" if per_client
         else "too many pending elicitations in the gateway",
         server=server,
         limit=limit,
         value=config.max_pending_per_session if per_client else config.max_pending_total,
-        fix=f"answer or cancel open questions first, or raise elicitation.{limit}" if per_client
+        fix=f"answer or cancel open questions (or tasks) first, or raise elicitation.{limit}" if per_client
         else f"retry when open questions have ended, or raise elicitation.{limit}",
     )
 

@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import __version__
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
 from elicitgate.bridging.task_extension import EXTENSION_METHODS
-from elicitgate.capabilities import TASKS_EXTENSION
+from elicitgate.capabilities import TASKS_EXTENSION, capabilities_dict
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler
@@ -32,6 +32,7 @@ from elicitgate.faces.peer import DownstreamCall, peer_for
 from elicitgate.faces.task_extension import TaskExtension
 from elicitgate.faces.task_relay import TaskRelay
 from elicitgate.gateway import Gateway
+from elicitgate.router.task_runner import declares_tasks, seen_by
 from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
 
@@ -142,10 +143,14 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
 
     def make_list(kind: str) -> Any:
         async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
+            items = gateway.catalog.merged(kind)
+            if kind == "tools":  # a `required` tool is `optional` to a client that knows no tasks (task_runner)
+                capabilities = capabilities_dict(connection_of(ctx).client_capabilities)
+                items = seen_by(items, knows_tasks=declares_tasks(capabilities))
             if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
                 _handshake_peer(gateway, ctx)
-                return {kind: gateway.catalog.merged(kind)}
-            return {kind: gateway.catalog.merged(kind), "resultType": "complete"}
+                return {kind: items}
+            return {kind: items, "resultType": "complete"}
 
         return handle
 

@@ -10,7 +10,7 @@ spec says for an unknown id). An entry ends with its ttl (at most `tasks.max_ttl
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +20,14 @@ from mcp_types import INVALID_PARAMS, ServerTasksCapability
 from elicitgate import errors
 from elicitgate.config import GatewayConfig
 from elicitgate.contracts import DownstreamPeer
+from elicitgate.elicitation.limits import pending_limit
 from elicitgate.json_shapes import is_mapping
 from elicitgate.upstreams.connection import UpstreamConnection
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 """The `_meta` key naming the task a request, notification or result belongs to."""
 TASK_METHODS = ("tasks/get", "tasks/result", "tasks/cancel", "tasks/list")
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
 MAX_EARLY = 16
 """Status notifications kept per connection while its task-augmented calls are in flight (see `early`)."""
 
@@ -44,6 +46,17 @@ class RelayedTask:
     """anyio clock: when the gateway forgets it (its ttl, at most `tasks.max_ttl`)."""
     modern: bool = False
     """A task of a 2026-07-28 upstream's extension, followed for a handshake-era client (`router.task_bridge`)."""
+    on_behalf: bool = False
+    """Run by the gateway for a client that made a plain call (`router.task_runner`): the client knows no task,
+    so it is neither listed nor reachable by `tasks/*`; its status changes go to `on_status`."""
+    on_status: Callable[[Mapping[str, Any]], Awaitable[None]] | None = None
+    ended: bool = False
+    """Its status was seen terminal: it no longer counts as open against the client's limit."""
+
+    def saw(self, task: Mapping[str, Any]) -> None:
+        """A `Task` (a status notification, a `tasks/get` result) of this task went by."""
+        if task.get("status") in TERMINAL:
+            self.ended = True
 
     def owned_by(self, peer: DownstreamPeer) -> bool:
         """The client that created it, or another session of the same principal."""
@@ -59,6 +72,7 @@ class TaskTable:
 
     def __init__(self, config: GatewayConfig) -> None:
         self.max_ttl = config.tasks.max_ttl
+        self.elicitation = config.elicitation
         self.max_open = config.elicitation.max_pending_per_session
         self._by_id: dict[str, RelayedTask] = {}
         self._by_upstream: dict[tuple[UpstreamConnection, str], RelayedTask] = {}
@@ -66,6 +80,8 @@ class TaskTable:
         """Per connection with a task-augmented `tools/call` in flight: the status notifications of tasks not
         known yet. A server may tell of its task before it answers the call that created it."""
         self._creating_calls: dict[UpstreamConnection, int] = {}
+        self.home = ""
+        """With `redis_url`: `<replica>.`, which starts every task id this replica makes (`cluster.tasks`)."""
 
     def creating(self, connection: UpstreamConnection) -> None:
         self._creating.setdefault(connection, [])
@@ -101,16 +117,8 @@ class TaskTable:
                 INVALID_PARAMS, "task must be an object", rule="task is {ttl?: number}", server=server
             )
         self._purge()
-        open_tasks = sum(1 for t in self._by_id.values() if t.owner.identity == peer.identity)
-        if open_tasks >= self.max_open:
-            raise errors.gateway_error(
-                errors.ELICITATION_LIMIT,
-                "too many open tasks for this client",
-                server=server,
-                limit="max_pending_per_session",
-                value=self.max_open,
-                fix="wait for (or cancel) open tasks first, or raise elicitation.max_pending_per_session",
-            )
+        if self.open_count(peer) >= self.max_open:
+            raise pending_limit(self.elicitation, server, "max_pending_per_session")
         ttl = task.get("ttl")
         cap = int(self.max_ttl * 1000)
         if ttl is not None and (not isinstance(ttl, int | float) or isinstance(ttl, bool) or ttl < 0):
@@ -119,8 +127,13 @@ class TaskTable:
             )
         return {**params, "task": {**task, "ttl": cap if ttl is None or ttl > cap else ttl}}
 
+    def open_count(self, peer: DownstreamPeer) -> int:
+        """The tasks `peer`'s identity (its principal, else itself) has open here: created, not seen ended."""
+        return sum(1 for t in self._by_id.values() if t.owner.identity == peer.identity and not t.ended)
+
     def created(
-        self, server: str, connection: UpstreamConnection, owner: DownstreamPeer, result: Mapping[str, Any]
+        self, server: str, connection: UpstreamConnection, owner: DownstreamPeer, result: Mapping[str, Any],
+        *, on_behalf: bool = False,
     ) -> tuple[dict[str, Any], RelayedTask | None]:
         """Record the task a `CreateTaskResult` names; the result as the client sees it, and the task."""
         task = result.get("task")
@@ -129,13 +142,15 @@ class TaskTable:
         ttl = task.get("ttl")
         keep = self.max_ttl if not isinstance(ttl, int | float) else min(ttl / 1000, self.max_ttl)
         relayed = RelayedTask(
-            id=f"{server}/{secrets.token_urlsafe(12)}",
+            id=f"{server}/{self.home}{secrets.token_urlsafe(12)}",
             server=server,
             upstream_id=upstream_id,
             connection=connection,
             owner=owner,
             expires=anyio.current_time() + keep,
+            on_behalf=on_behalf,
         )
+        relayed.saw(task)
         self._by_id[relayed.id] = relayed
         self._by_upstream[(connection, upstream_id)] = relayed
         connection.live_tasks[upstream_id] = relayed.expires
@@ -151,7 +166,7 @@ class TaskTable:
         if relayed is not None and not relayed.alive:
             self.forget(relayed)
             relayed = None
-        if relayed is None or not relayed.owned_by(peer):
+        if relayed is None or relayed.on_behalf or not relayed.owned_by(peer):
             raise errors.gateway_error(
                 INVALID_PARAMS,
                 f"unknown task {task_id!r}",
@@ -160,6 +175,12 @@ class TaskTable:
                 "or with the upstream session that ran it",
             )
         return relayed
+
+    def here(self, task_id: str) -> RelayedTask | None:
+        """The live task `task_id` names on this replica, whoever owns it (for another replica's request, whose
+        caller `cluster.tasks` checks)."""
+        relayed = self._by_id.get(task_id)
+        return relayed if relayed is not None and relayed.alive and not relayed.on_behalf else None
 
     def of_upstream(self, connection: UpstreamConnection, upstream_id: Any) -> RelayedTask | None:
         """The task an upstream's message names (its `related-task`), if the gateway relays it."""
@@ -170,7 +191,7 @@ class TaskTable:
 
     def owned(self, peer: DownstreamPeer) -> list[RelayedTask]:
         self._purge()
-        return [t for t in self._by_id.values() if t.owned_by(peer)]
+        return [t for t in self._by_id.values() if t.owned_by(peer) and not t.on_behalf]
 
     def forget(self, relayed: RelayedTask) -> None:
         self._by_id.pop(relayed.id, None)
@@ -192,6 +213,7 @@ class TaskTable:
 
     def public_task(self, relayed: RelayedTask, task: Mapping[str, Any]) -> dict[str, Any]:
         """An upstream `Task` with the client's id, and a ttl no longer than the gateway keeps it."""
+        relayed.saw(task)
         public = {**task, "taskId": relayed.id}
         ttl = task.get("ttl")
         if isinstance(ttl, int | float) and ttl > self.max_ttl * 1000:
@@ -200,10 +222,13 @@ class TaskTable:
 
     @staticmethod
     def with_public_meta(relayed: RelayedTask, message: Mapping[str, Any]) -> dict[str, Any]:
-        """`message` (params or a result) with its `related-task` naming the client's id."""
+        """`message` (params or a result) with its `related-task` naming the client's id (none at all for a task
+        the gateway runs for a plain call: its client knows no task)."""
         meta = message.get("_meta")
         if not is_mapping(meta) or RELATED_TASK not in meta:
             return dict(message)
+        if relayed.on_behalf:
+            return {**message, "_meta": {k: v for k, v in meta.items() if k != RELATED_TASK}}
         return {**message, "_meta": {**meta, RELATED_TASK: {"taskId": relayed.id}}}
 
     @staticmethod

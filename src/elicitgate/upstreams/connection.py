@@ -344,6 +344,11 @@ class HandshakeRefused(Exception):
     """`auto`: the server refused `initialize`, so it may speak only 2026-07-28."""
 
 
+ELICITATION_TASKS: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"elicitation": {"create": {}}}}
+"""The `tasks` a handshake-era upstream is told of when it is told of elicitation: it may ask an elicitation as a
+task (`tasks.requests.elicitation.create`; `Gateway.on_server_request` serves them, docs/tasks.md)."""
+
+
 async def _negotiate(endpoint: Endpoint, capabilities: dict[str, Any], era: str) -> Negotiated:
     """The era to speak with the server: `auto` prefers the handshake.
 
@@ -398,7 +403,9 @@ async def _initialize(endpoint: Endpoint, capabilities: dict[str, Any]) -> Negot
         "initialize",
         {
             "protocolVersion": LATEST_HANDSHAKE_VERSION,
-            "capabilities": capabilities,
+            # With elicitation, the gateway runs an elicitation as a task when asked (router.elicitation_tasks).
+            "capabilities": {**capabilities, "tasks": ELICITATION_TASKS} if "elicitation" in capabilities
+            else capabilities,
             "clientInfo": GATEWAY_CLIENT_INFO,
         },
         cancel_on_abandon=False,

@@ -16,15 +16,22 @@
 //                             and its own call of `echo`
 //   --token T                 a bearer token for --url (the first client's)
 //   --foreign-token T         the second client's bearer token
+//   --foreign-url URL         the second client connects there (another replica) instead of --url
+//   --foreign-ops LIST        what the second client does, in order (default get,result,cancel); it answers
+//                             the questions it gets like the first (prints them as foreign.elicitations)
 //   --more N                  after the first task, ask for N more the same way (prints `more`: each
 //                             CreateTaskResult or error), then go on with the first
 //   --get ID                  also ask tasks/get for ID (prints `got`: its result or error)
+//   --plain                   a client that knows no tasks: declares no `tasks` capability and calls the tool
+//                             with callTool (no task), following its progress (prints `progress`)
+//
+// Unless --plain, the client declares tasks: {list, cancel} (it knows tasks).
 //
 // Prints one JSON line: {"capabilities": server capabilities, "tools": [{name, execution}], "created":
 // CreateTaskResult | null, "statuses": [status seen by tasks/get polls, in order], "result": the
 // tasks/result result | null, "error": {code, message, data} | null, "elicitations": [params received],
 // "listed": [task ids of tasks/list], "cancelled": tasks/cancel result | null, "foreign": {...} | null,
-// "more": [...], "got": {...} | null, "notified": [notifications/tasks/status params]}.
+// "more": [...], "got": {...} | null, "notified": [notifications/tasks/status params], "progress": [...]}.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -38,7 +45,7 @@ function parseArgs(argv) {
   const own = dash >= 0 ? argv.slice(0, dash) : argv;
   for (let i = 0; i < own.length; i++) {
     const key = own[i].replace(/^--/, '');
-    if (['async-elicitation', 'cancel', 'foreign', 'no-elicitation'].includes(key)) opts.flags.add(key);
+    if (['async-elicitation', 'cancel', 'foreign', 'no-elicitation', 'plain'].includes(key)) opts.flags.add(key);
     else opts[key] = own[++i];
   }
   return opts;
@@ -51,8 +58,9 @@ function errorOf(error) {
   return { code: error.code ?? null, message: error.message, data: error.data ?? null };
 }
 
-async function connect(name, elicitations, token, notified = []) {
+async function connect(name, elicitations, token, notified = [], url = opts.url) {
   const capabilities = opts.flags.has('no-elicitation') ? {} : { elicitation: { form: {} } };
+  if (!opts.flags.has('plain')) capabilities.tasks = { list: {}, cancel: {} };
   if (opts.flags.has('async-elicitation')) capabilities.tasks = { requests: { elicitation: { create: {} } } };
   const client = new Client({ name, version: '1.0.0' }, { capabilities });
   if (capabilities.elicitation) client.setRequestHandler(ElicitRequestSchema, async (request) => {
@@ -65,8 +73,8 @@ async function connect(name, elicitations, token, notified = []) {
     notified.push(notification.params);
   });
   const headers = token ? { Authorization: `Bearer ${token}` } : {};
-  const transport = opts.url
-    ? new StreamableHTTPClientTransport(new URL(opts.url), { requestInit: { headers } })
+  const transport = url
+    ? new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } })
     : new StdioClientTransport({ command: opts.command[0], args: opts.command.slice(1), env: process.env });
   await client.connect(transport);
   return client;
@@ -86,7 +94,7 @@ const client = await connect('ts-task-client', elicitations, opts.token, notifie
 const output = {
   capabilities: client.getServerCapabilities() ?? null,
   tools: [], created: null, statuses: [], result: null, error: null, elicitations, listed: [], cancelled: null,
-  foreign: null, more: [], got: null, notified,
+  foreign: null, more: [], got: null, notified, progress: [],
 };
 const callAsTask = () => client.request(
   { method: 'tools/call', params: { name: opts.call, arguments: JSON.parse(opts.args ?? '{}'), task: { ttl: Number(opts.ttl ?? 60000) } } },
@@ -94,7 +102,16 @@ const callAsTask = () => client.request(
 );
 if (opts.get) output.got = await attempt(() => client.experimental.tasks.getTask(opts.get));
 output.tools = (await client.listTools()).tools.map((tool) => ({ name: tool.name, execution: tool.execution ?? null }));
-if (opts.call) {
+if (opts.call && opts.flags.has('plain')) {
+  try {
+    output.result = await client.callTool(
+      { name: opts.call, arguments: JSON.parse(opts.args ?? '{}') }, CallToolResultSchema,
+      { onprogress: (progress) => output.progress.push(progress), timeout: 120000 },
+    );
+  } catch (error) {
+    output.error = errorOf(error);
+  }
+} else if (opts.call) {
   try {
     const created = await callAsTask();
     output.created = created;
@@ -102,15 +119,20 @@ if (opts.call) {
     const taskId = created.task.taskId;
     output.listed = (await client.experimental.tasks.listTasks()).tasks.map((task) => task.taskId);
     if (opts.flags.has('foreign')) {
-      const other = await connect('ts-task-intruder', [], opts['foreign-token']);
-      output.foreign = {
-        get: await attempt(() => other.experimental.tasks.getTask(taskId)),
-        result: await attempt(() => other.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)),
-        cancel: await attempt(() => other.experimental.tasks.cancelTask(taskId)),
-        listed: (await other.experimental.tasks.listTasks()).tasks.map((task) => task.taskId),
-        // A call of its own meanwhile (an upstream session of its own, through a gateway).
-        call: await attempt(() => other.callTool({ name: 'echo', arguments: { message: 'hi' } })),
+      const foreignElicitations = [];
+      const other = await connect('ts-task-intruder', foreignElicitations, opts['foreign-token'], [],
+        opts['foreign-url'] ?? opts.url);
+      const ops = {
+        get: () => other.experimental.tasks.getTask(taskId),
+        result: () => other.experimental.tasks.getTaskResult(taskId, CallToolResultSchema),
+        cancel: () => other.experimental.tasks.cancelTask(taskId),
       };
+      output.foreign = { elicitations: foreignElicitations };
+      for (const op of (opts['foreign-ops'] ?? 'get,result,cancel').split(',')) output.foreign[op] = await attempt(ops[op]);
+      output.foreign.listedTasks = (await other.experimental.tasks.listTasks()).tasks;
+      output.foreign.listed = output.foreign.listedTasks.map((task) => task.taskId);
+      // A call of its own meanwhile (an upstream session of its own, through a gateway).
+      output.foreign.call = await attempt(() => other.callTool({ name: 'echo', arguments: { message: 'hi' } }));
       await other.close();
     }
     if (opts.flags.has('cancel')) {
