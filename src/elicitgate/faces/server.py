@@ -6,12 +6,12 @@ is never re-modelled; the SDK still owns the handshake, sessions and transports.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from mcp_types import METHOD_NOT_FOUND, RequestParams, ServerCapabilities, ServerTasksCapability
-from mcp_types.methods import INPUT_REQUIRED_METHODS
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.methods import CLIENT_REQUESTS, INPUT_REQUIRED_METHODS
+from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict
 
 from mcp.server.caching import CACHEABLE_METHODS, CacheableMethod, CacheHint
@@ -24,6 +24,7 @@ from elicitgate import __version__
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
 from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler
+from elicitgate.faces.modern import RELAYED_PARAMS, Middleware, ModernHandler, ModernMethods
 from elicitgate.faces.observe import RequestObserver
 from elicitgate.faces.peer import DownstreamCall, peer_for
 from elicitgate.faces.task_relay import TaskRelay
@@ -60,6 +61,9 @@ class RawParams(RequestParams):
 
 
 class GatewayServer(Server[Any]):
+    modern: ModernMethods
+    """What a 2026-07-28 client can call, each method with its handler: both faces serve this era's requests
+    from it, past the SDK's kernel (`faces.modern`)."""
     routes: dict[str, DirectHandler]
     """The routed methods (`ROUTED`), observed like through the middleware: the stdio face serves a
     handshake-era client's requests for them without the SDK's handler kernel (`faces.dispatch`)."""
@@ -111,7 +115,8 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     gateway.face_listeners.append(server.refresh_tasks_capability)
     observer = RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED, *TASK_METHODS})
     server.middleware.append(observer)
-    server.middleware.append(state_boundary(gateway.config.bridging))
+    boundary = state_boundary(gateway.config.bridging)
+    server.middleware.append(boundary)
     server.middleware.append(TaskRelay(gateway, lambda ctx: _handshake_peer(gateway, ctx)))
     if gateway.replicas is not None:
         from elicitgate.cluster import retries
@@ -164,7 +169,34 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         route = make_routed(method)
         server.add_request_handler(method, RawParams, route)
         server.routes[method] = observer.around(route)
+    server.modern = _modern_methods(gateway, server, (observer, boundary))
     return server
+
+
+def _modern_methods(gateway: Gateway, server: GatewayServer, middleware: Sequence[Middleware]) -> ModernMethods:
+    """The 2026-07-28 table: the merged lists, `server/discover`, and the routed methods this era defines (no
+    `ping`, `resources/subscribe` or `logging/setLevel` in it: -32601, as from the SDK's kernel)."""
+    modern = ModernMethods(server, middleware)
+
+    def listing(kind: str) -> ModernHandler:
+        async def handle(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+            return {kind: gateway.catalog.merged(kind), "resultType": "complete"}
+
+        return handle
+
+    def relayed(method: str) -> ModernHandler:
+        async def handle(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+            return await _serve_modern(gateway, ctx, method)
+
+        return handle
+
+    for method, kind in LISTS.items():
+        modern.add(method, listing(kind))
+    modern.add_sdk_handler("server/discover")
+    for method in ROUTED:
+        if (method, LATEST_MODERN_VERSION) in CLIENT_REQUESTS:
+            modern.add(method, relayed(method), reads=RELAYED_PARAMS.get(method))
+    return modern
 
 
 def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> DownstreamPeer:
