@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from mcp_types import (
     INTERNAL_ERROR,
@@ -51,7 +50,13 @@ from elicitgate.json_shapes import is_mapping
 ModernHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[dict[str, Any]]]
 """A 2026-07-28 request's handler: reads the raw params off its context, returns the result as a dict."""
 
-Middleware = Callable[[ServerRequestContext[Any, Any], CallNext], Awaitable[HandlerResult]]
+
+
+class Middleware(Protocol):
+    """A server middleware of the SDK's shape (`ServerMiddleware`): `(ctx, call_next) -> result`."""
+
+    def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, /) -> Awaitable[HandlerResult]: ...
+
 
 ParamRule = tuple[str, type | tuple[type, ...], bool]
 """(key, its JSON type, required): one param the gateway reads. An absent key or a null is "not given"."""
@@ -118,7 +123,7 @@ class ModernMethods:
         self._stamp: dict[str, Any] | None = None
         chain: CallNext = self._inner
         for layer in reversed(middleware):  # outermost first, composed once (the kernel composed per request)
-            chain = partial(layer, call_next=chain)
+            chain = _around(layer, chain)
         self._chain = chain
 
     def add(self, method: str, handler: ModernHandler, *, reads: tuple[ParamRule, ...] | None = None) -> None:
@@ -186,7 +191,7 @@ class ModernMethods:
     def _shaped(self, method: str, version: str, result: dict[str, Any], *, sieve: bool) -> dict[str, Any]:
         """The kernel's outbound pass (`ServerRunner._serialize`): cache hints the result left unset (not on an
         `input_required` one), the sieve for the gateway's own results, `resultType`, the `serverInfo` stamp."""
-        asking = spec_methods.is_input_required(result)
+        asking = result.get("resultType") == "input_required"
         hint = self._server.cache_hints.get(method)
         if hint is not None and not asking:
             result = {"ttlMs": hint.ttl_ms, "cacheScope": hint.scope, **result}
@@ -210,6 +215,13 @@ class ModernMethods:
         if self._stamp is None:
             self._stamp = self._server.server_info_stamp
         return self._stamp
+
+
+def _around(layer: Middleware, call_next: CallNext) -> CallNext:
+    def call(ctx: ServerRequestContext[Any, Any]) -> Awaitable[HandlerResult]:
+        return layer(ctx, call_next)
+
+    return call
 
 
 def _reads_fit(reads: tuple[ParamRule, ...], params: Mapping[str, Any] | None) -> bool:

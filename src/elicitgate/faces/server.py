@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from mcp_types import METHOD_NOT_FOUND, RequestParams, ServerCapabilities, ServerTasksCapability
-from mcp_types.methods import CLIENT_REQUESTS, INPUT_REQUIRED_METHODS
-from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
+from mcp_types import methods as spec_methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict
 
 from mcp.server.caching import CACHEABLE_METHODS, CacheableMethod, CacheHint
@@ -48,6 +48,9 @@ ROUTED = (
     "completion/complete",
     "logging/setLevel",
 )
+MODERN_ROUTED = ("tools/call", "prompts/get", "resources/read", "completion/complete")
+"""The routed methods 2026-07-28 defines (`mcp_types.methods.CLIENT_REQUESTS`, not read at start-up: it loads the
+spec's schemas, `sdk_packages.LAZY_MODULES`; tests/test_startup.py checks the two agree)."""
 
 MAX_DECLARED = 8
 OBSERVED = ("initialize", "ping", "server/discover", "subscriptions/listen")
@@ -193,9 +196,8 @@ def _modern_methods(gateway: Gateway, server: GatewayServer, middleware: Sequenc
     for method, kind in LISTS.items():
         modern.add(method, listing(kind))
     modern.add_sdk_handler("server/discover")
-    for method in ROUTED:
-        if (method, LATEST_MODERN_VERSION) in CLIENT_REQUESTS:
-            modern.add(method, relayed(method), reads=RELAYED_PARAMS.get(method))
+    for method in MODERN_ROUTED:
+        modern.add(method, relayed(method), reads=RELAYED_PARAMS.get(method))
     return modern
 
 
@@ -212,13 +214,14 @@ def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> Do
 async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], method: str) -> dict[str, Any]:
     """A 2026-07-28 client's request: a first round starts a parked call, a retry resumes one."""
     params = dict(ctx.params or {})
-    state = params.get("requestState") if method in INPUT_REQUIRED_METHODS else None
+    asking = method in spec_methods.INPUT_REQUIRED_METHODS
+    state = params.get("requestState") if asking else None
     resumed = gateway.rounds.parked_for(state) if state is not None else None
     peer = gateway.modern_peer(authenticated_principal_of(ctx), connection_of(ctx), resuming=resumed)
     if HEADER_MARKED.get():
         peer.headless = True
     call = DownstreamCall(peer=peer, ctx=ctx, method=method)
-    if method not in INPUT_REQUIRED_METHODS:
+    if not asking:
         peer.calls.add(call)
         try:
             return {"resultType": "complete", **await gateway.call_once(call, method, params)}
