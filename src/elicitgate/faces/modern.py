@@ -80,7 +80,8 @@ class ModernMethod:
     handler: ModernHandler
     reads: tuple[ParamRule, ...] | None
     """A relayed method: the params the gateway reads, checked by hand, and its result passed on as the upstream
-    sent it. None: params checked against the spec's schema, result sieved to it (the kernel's rule)."""
+    sent it. None: params checked against the spec's schema, result sieved to it (the kernel's rule), for a method
+    the spec defines; a method it does not (an extension's, such as tasks') is its handler's to check."""
 
 
 class EnvelopeConnection(Connection):
@@ -159,15 +160,16 @@ class ModernMethods:
         if entry is None:
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
         version = connection.protocol_version
-        if entry.reads is None:
+        if entry.reads is not None:
+            if not _reads_fit(entry.reads, params):
+                raise MCPError(code=INVALID_PARAMS, message=_INVALID_PARAMS, data="")
+        elif method in spec_methods.SPEC_CLIENT_METHODS:  # a method the spec does not define is its handler's
             try:
                 spec_methods.validate_client_request(method, version, params)
             except KeyError:
                 raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method) from None
             except ValidationError:
                 raise MCPError(code=INVALID_PARAMS, message=_INVALID_PARAMS, data="") from None
-        elif not _reads_fit(entry.reads, params):
-            raise MCPError(code=INVALID_PARAMS, message=_INVALID_PARAMS, data="")
         meta = params.get("_meta") if params is not None else None
         request_meta = cast(RequestParamsMeta, meta) if is_mapping(meta) else None
         ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
@@ -195,7 +197,9 @@ class ModernMethods:
         hint = self._server.cache_hints.get(method)
         if hint is not None and not asking:
             result = {"ttlMs": hint.ttl_ms, "cacheScope": hint.scope, **result}
-        if sieve or asking:  # an `input_required` result is the gateway's own (its rounds): shaped to this era
+        # An `input_required` result is the gateway's own (its rounds): shaped to this era. A method the spec does
+        # not define (an extension's) has no schema here: its handler shapes its result.
+        if (sieve or asking) and method in spec_methods.SPEC_CLIENT_METHODS:
             try:
                 result = spec_methods.serialize_server_result(method, version, result)
             except ValidationError:
