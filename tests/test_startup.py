@@ -29,10 +29,15 @@ HTTP_FACE_PARTS = {"elicitgate.faces.http", "elicitgate.faces.auth", "elicitgate
 STDIO_FACE_PARTS = {"elicitgate.faces.stdio", "elicitgate.faces.stdio_pipes", "mcp.server.stdio"}
 AUDIT_STORE = {"elicitgate.audit.store", "sqlalchemy", "alembic", "aiosqlite"}
 HTTP_CLIENT = {"httpx2", "elicitgate.wire.http", "mcp.client.sse", "mcp.client.streamable_http"}
-ONLY_WHEN_USED = {"yaml", "jsonschema", "jwt", "cryptography", *HTTP_CLIENT}
+SPEC_SCHEMAS = {"mcp_types._v2025_11_25", "mcp_types._v2026_07_28"}
+ONLY_WHEN_USED = {"yaml", "jsonschema", "jwt", "cryptography", "ada_url", "prometheus_client.exposition", *HTTP_CLIENT,
+                  *SPEC_SCHEMAS}
 """A YAML config's parser; the answer checks, imported with the first answer; JWT checks (`http.auth` with an
 issuer); the requestState seal (`cryptography`), at a 2026-07-28 client's first round; the HTTP client, with
-the first streamable HTTP or SSE upstream."""
+the first streamable HTTP or SSE upstream; the URL parser (`ada_url`, ~2 MiB), at the first URL-mode link or
+hosted page's host; prometheus_client's exposition (its package `__init__`), at the first `/metrics` scrape;
+the spec's schemas per protocol version (`mcp_types.methods` runs at
+the first request checked: `sdk_packages.SEEDED`)."""
 ADMIN_TOKEN = "startup-QZXCCzFG2H1yjGiibISJUcddN9nXV4OpQb6zie2ctLI"
 
 
@@ -147,3 +152,25 @@ def test_the_audit_store_opens_after_the_upstreams_first_attempt(tmp_path):
     ready = next(i for i, line in enumerate(lines) if "ready on stdio" in line)
     opened = next(i for i, line in enumerate(lines) if "audit trail at" in line)
     assert "slow up" in lines[ready] and ready < opened
+
+
+def test_the_names_seeded_for_the_deferred_spec_schemas_are_the_sdks():
+    """`sdk_packages.SEEDED` stands for `mcp_types.methods` until another of its names is read: its values must be
+    the module's own, and reading any other name runs the module (its schemas) then. In a process of its own:
+    the suite has the module loaded already."""
+    code = (
+        "import sys, typing, elicitgate, mcp.server.lowlevel.server\n"
+        "from elicitgate.sdk_packages import SEEDED\n"
+        "from elicitgate.faces.server import MODERN_ROUTED, ROUTED\n"
+        "assert 'mcp_types._v2025_11_25' not in sys.modules\n"
+        "import mcp_types.methods as methods\n"
+        "seeded = SEEDED['mcp_types.methods']\n"
+        "assert methods.CLIENT_REQUESTS and 'mcp_types._v2026_07_28' in sys.modules\n"
+        "assert seeded['CACHEABLE_METHODS'] == methods.CACHEABLE_METHODS\n"
+        "assert seeded['INPUT_REQUIRED_METHODS'] == methods.INPUT_REQUIRED_METHODS\n"
+        "assert typing.get_args(seeded['CacheableMethod']) == typing.get_args(methods.CacheableMethod)\n"
+        "defined = {m for m, v in methods.CLIENT_REQUESTS if v == '2026-07-28'}\n"
+        "assert set(MODERN_ROUTED) == defined & set(ROUTED), (MODERN_ROUTED, defined)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -169,6 +169,36 @@ def test_the_first_request_decides_the_era_and_what_came_before_it_is_served_too
     assert "x__echo" in {tool["name"] for tool in handshake[3]["result"]["tools"]}
 
 
+def test_a_2026_07_28_connection_keeps_the_kernels_rules_without_its_kernel(tmp_path):
+    """2026-07-28 requests are served from the gateway's own table (`faces.modern`), not the SDK's per-request
+    kernel, with the kernel's verdicts: what the gateway reads of a call checked (-32602 in the kernel's words),
+    a method this era does not define -32601, and every result with its `resultType`, cache hints and the
+    `serverInfo` stamp."""
+    config = write_config(tmp_path, {"x": stdio_server("tests.peers.py_server", era="modern")},
+                          audit={"enabled": False})
+    call = {"jsonrpc": "2.0", "method": "tools/call",
+            "params": {"name": "x__echo", "arguments": {"text": "hi"}, "_meta": MODERN_META}}
+    answers = _exchange(config, [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}},
+        {**call, "id": 2, "params": {"arguments": {"text": "hi"}, "_meta": MODERN_META}},  # no name
+        {**call, "id": 3, "params": {**call["params"], "arguments": ["hi"]}},  # arguments not an object
+        {**call, "id": 4, "params": {**call["params"], "requestState": 7}},  # a state is a string
+        {"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"_meta": MODERN_META}},
+        {"jsonrpc": "2.0", "id": 6, "method": "logging/setLevel", "params": {"level": "info", "_meta": MODERN_META}},
+        {**call, "id": 7},
+    ], expect=7)
+    listed = answers[1]["result"]
+    assert "x__echo" in {tool["name"] for tool in listed["tools"]}
+    assert (listed["resultType"], listed["ttlMs"], listed["cacheScope"]) == ("complete", 0, "private")
+    assert listed["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "elicitgate"
+    for bad in (2, 3, 4):
+        assert answers[bad]["error"] == {"code": -32602, "message": "Invalid request parameters", "data": ""}, bad
+    for undefined in (5, 6):
+        assert answers[undefined]["error"]["code"] == -32601, answers[undefined]
+    echoed = answers[7]["result"]
+    assert echoed["content"][0]["text"] == "hi" and echoed["resultType"] == "complete"
+
+
 def test_integers_beyond_64_bits_pass_through_exactly(tmp_path):
     """A request id and an argument larger than 64 bits (JSON puts no limit on integers) come back as they
     were sent: the gateway's parser (orjson) alone would have turned them into floats (`wire.codec`)."""

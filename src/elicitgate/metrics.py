@@ -6,8 +6,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TypeVar
 
-from prometheus_client import Counter, Gauge, Histogram
-from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics import Counter, Gauge, Histogram, MetricWrapperBase
 
 M = TypeVar("M", bound=MetricWrapperBase)
 

@@ -20,7 +20,7 @@ from mcp.os.win32.utilities import ServerProcess
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp.shared.dispatcher import DispatchContext
+from mcp.shared.dispatcher import DispatchContext, Outbound
 from mcp.shared.transport_context import TransportContext
 
 if TYPE_CHECKING:
@@ -32,6 +32,14 @@ def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection:
     """The per-client `Connection` of a request: what the client declared, its outbound channel, and
     state kept for the client's whole session. The SDK has no public accessor for it."""
     return ctx.session._connection  # noqa: SLF001
+
+
+def no_channel() -> Outbound:
+    """The `Outbound` of a connection with no back-channel (a 2026-07-28 POST: nothing but its own response), the
+    one `Connection.from_envelope` gives it: `has_standalone_channel` is False for it and it alone."""
+    from mcp.server import connection
+
+    return connection._NO_CHANNEL  # noqa: SLF001
 
 
 def request_outbound(ctx: ServerRequestContext[Any, Any]) -> Any:

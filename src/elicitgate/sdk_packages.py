@@ -1,4 +1,4 @@
-"""The `mcp` SDK's packages without their eager `__init__`s.
+"""The `mcp` SDK's packages (and prometheus_client's) without their eager `__init__`s.
 
 `import mcp.server.connection` runs `mcp/__init__.py` first, and that imports the whole SDK: the
 client, `MCPServer` and its tool machinery, the auth handlers, both HTTP transports. That was half of
@@ -15,27 +15,58 @@ import importlib.util
 import pkgutil
 import sys
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 PACKAGES = ("mcp", "mcp.server", "mcp.client")
 """Parents before children: finding `mcp.server` imports `mcp`, which must be the deferred one."""
+OTHER_PACKAGES = ("prometheus_client",)
+"""The same for other packages: prometheus_client's `__init__` imports its exposition (an HTTP server, urllib's
+client; ~0.9 MiB), which only `/metrics` needs; the gateway's metrics import `prometheus_client.metrics`."""
+
+
+_CACHEABLE = ("prompts/list", "resources/list", "resources/read", "resources/templates/list", "server/discover",
+              "tools/list")
+SEEDED: dict[str, dict[str, Any]] = {
+    "mcp_types.methods": {
+        "CacheableMethod": Literal[_CACHEABLE],
+        "CACHEABLE_METHODS": frozenset(_CACHEABLE),
+        "INPUT_REQUIRED_METHODS": frozenset({"tools/call", "prompts/get", "resources/read"}),
+    },
+}
+"""Modules run at the first read of a name they define other than the few seeded here (the SDK's own values,
+checked against them in tests/test_startup.py). `mcp_types.methods` is the spec's schemas per protocol version
+(`mcp_types._v2025_11_25` and `_v2026_07_28`, pydantic models built as they import: ~0.3 s of CPU and ~6 MiB),
+which the SDK's server modules import at their top for the names seeded here, and which nothing needs until the
+first request is checked."""
 
 
 def defer_sdk_package_inits() -> None:
     """Install the deferred packages, unless the SDK is imported already (then it stays as it is)."""
+    for name in OTHER_PACKAGES:
+        if name not in sys.modules:
+            _defer_package(name)
     if PACKAGES[0] in sys.modules:
         return
+    for name, seeded in SEEDED.items():
+        _defer_module(name, seeded)
     for name in PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        if not _defer_package(name):
             return  # not the SDK layout this was written for: leave the imports alone
-        package = importlib.util.module_from_spec(spec)
-        submodules = frozenset(info.name for info in pkgutil.iter_modules(spec.submodule_search_locations))
-        package.__getattr__ = _loader(package, submodules)  # type: ignore[method-assign]
-        sys.modules[name] = package
-        parent, _, child = name.rpartition(".")
-        if parent:
-            setattr(sys.modules[parent], child, package)
+
+
+def _defer_package(name: str) -> bool:
+    """`name` as a package whose submodules import alone; False (nothing done) when it is no package."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return False
+    package = importlib.util.module_from_spec(spec)
+    submodules = frozenset(info.name for info in pkgutil.iter_modules(spec.submodule_search_locations))
+    package.__getattr__ = _loader(package, submodules)  # type: ignore[method-assign]
+    sys.modules[name] = package
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, package)
+    return True
 
 
 def _loader(package: ModuleType, submodules: frozenset[str]) -> Any:
@@ -43,9 +74,31 @@ def _loader(package: ModuleType, submodules: frozenset[str]) -> Any:
         """A submodule imports alone; any other name runs the package's own `__init__` once."""
         if name in submodules:
             return importlib.import_module(f"{package.__name__}.{name}")
-        del package.__getattr__  # from here on, the package is the SDK's own
+        del package.__getattr__  # from here on, the package is its own
         assert package.__spec__ is not None and package.__spec__.loader is not None
         package.__spec__.loader.exec_module(package)
         return getattr(package, name)
 
     return getattr_
+
+
+def _defer_module(name: str, seeded: dict[str, Any]) -> None:
+    """`name` holding `seeded` alone until another of its names is read, which runs the module's code then."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__.update(seeded)
+
+    def getattr_(attr: str) -> Any:
+        if attr.startswith("__"):  # the import system's own questions (`__path__`: is it a package?)
+            raise AttributeError(attr)
+        del module.__getattr__
+        assert spec.loader is not None
+        spec.loader.exec_module(module)
+        return getattr(module, attr)
+
+    module.__getattr__ = getattr_  # type: ignore[method-assign]
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, module)

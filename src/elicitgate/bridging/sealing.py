@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcp_types import CLIENT_INFO_META_KEY
-from mcp_types.methods import INPUT_REQUIRED_METHODS
+from mcp_types import methods as spec_methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -129,7 +129,7 @@ class RequestsOnly:
         self._boundary: RequestStateBoundary | None = None
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.request_id is None or ctx.method not in INPUT_REQUIRED_METHODS:
+        if ctx.request_id is None or ctx.method not in spec_methods.INPUT_REQUIRED_METHODS:
             return await call_next(ctx)
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and (ctx.params or {}).get("requestState") is None:
             return await call_next(ctx)

@@ -34,6 +34,7 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.transport_context import TransportContext
 
 from elicitgate import sdk
+from elicitgate.faces.modern import EnvelopeConnection, ModernMethods
 from elicitgate.wire.base import Inbound, MessageWire
 from elicitgate.wire.endpoint import Endpoint, progress_params
 
@@ -172,6 +173,7 @@ async def serve_connection(
     wire: MessageWire,
     init_options: InitializationOptions,
     direct: Mapping[str, DirectHandler] | None = None,
+    modern: ModernMethods | None = None,
 ) -> None:
     """`Server.run` on one client connection over `wire`, in the era the client opens with.
 
@@ -180,7 +182,8 @@ async def serve_connection(
     that request is served too. A later claim from the other era is refused.
 
     On a handshake connection, once `initialize` is accepted, the methods in `direct` are served by
-    their handler without the SDK's kernel (`_serve_directly`).
+    their handler without the SDK's kernel (`_serve_directly`); a 2026-07-28 connection's requests are served
+    from `modern` (`faces.modern`), or by the SDK's kernel without it.
     """
     async with server.lifespan(server) as lifespan_state:
         replay = _Replay(wire)
@@ -188,7 +191,7 @@ async def serve_connection(
         if opening is not None and opening.get("method") != "initialize" and sdk.has_modern_envelope(
             opening.get("params")
         ):
-            await _serve_modern(server, replay, lifespan_state)
+            await _serve_modern(server, replay, lifespan_state, modern)
         else:
             await serve_handshake(server, replay, lifespan_state, init_options, direct or {})
 
@@ -231,7 +234,9 @@ async def serve_handshake(
         await aclose_shielded(connection)
 
 
-async def _serve_modern(server: Server[Any], wire: MessageWire, lifespan_state: Any) -> None:
+async def _serve_modern(
+    server: Server[Any], wire: MessageWire, lifespan_state: Any, modern: ModernMethods | None
+) -> None:
     """Every request carries its own envelope; the client is never sent a request of the server's."""
     dispatcher = EndpointDispatcher(wire)
     outbound = NotifyOnlyOutbound(dispatcher)
@@ -248,10 +253,17 @@ async def _serve_modern(server: Server[Any], wire: MessageWire, lifespan_state: 
         route = classify_inbound_request({"method": method, "params": params})
         if isinstance(route, InboundLadderRejection):
             raise MCPError(code=route.code, message=route.message, data=route.data)
-        connection = Connection.from_envelope(
-            route.protocol_version, route.client_info, route.client_capabilities, outbound=outbound
-        )
         try:
+            if modern is not None:
+                connection = EnvelopeConnection(
+                    outbound, route.protocol_version, route.client_info, route.client_capabilities
+                )
+                return await modern.serve(
+                    sdk.without_server_requests(context), method, params, connection, lifespan_state
+                )
+            connection = Connection.from_envelope(
+                route.protocol_version, route.client_info, route.client_capabilities, outbound=outbound
+            )
             return await serve_one(
                 server, sdk.without_server_requests(context), method, params,
                 connection=connection, lifespan_state=lifespan_state,

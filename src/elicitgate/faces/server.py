@@ -6,11 +6,11 @@ is never re-modelled; the SDK still owns the handshake, sessions and transports.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from mcp_types import METHOD_NOT_FOUND, RequestParams, ServerCapabilities, ServerTasksCapability
-from mcp_types.methods import INPUT_REQUIRED_METHODS
+from mcp_types import methods as spec_methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict
 
@@ -27,6 +27,7 @@ from elicitgate.capabilities import TASKS_EXTENSION, capabilities_dict
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler
+from elicitgate.faces.modern import RELAYED_PARAMS, Middleware, ModernHandler, ModernMethods
 from elicitgate.faces.observe import RequestObserver
 from elicitgate.faces.peer import DownstreamCall, peer_for
 from elicitgate.faces.task_extension import TaskExtension
@@ -51,6 +52,9 @@ ROUTED = (
     "completion/complete",
     "logging/setLevel",
 )
+MODERN_ROUTED = ("tools/call", "prompts/get", "resources/read", "completion/complete")
+"""The routed methods 2026-07-28 defines (`mcp_types.methods.CLIENT_REQUESTS`, not read at start-up: it loads the
+spec's schemas, `sdk_packages.LAZY_MODULES`; tests/test_startup.py checks the two agree)."""
 
 MAX_DECLARED = 8
 OBSERVED = ("initialize", "ping", "server/discover", "subscriptions/listen")
@@ -64,6 +68,9 @@ class RawParams(RequestParams):
 
 
 class GatewayServer(Server[Any]):
+    modern: ModernMethods
+    """What a 2026-07-28 client can call, each method with its handler: both faces serve this era's requests
+    from it, past the SDK's kernel (`faces.modern`)."""
     routes: dict[str, DirectHandler]
     """The routed methods (`ROUTED`), observed like through the middleware: the stdio face serves a
     handshake-era client's requests for them without the SDK's handler kernel (`faces.dispatch`)."""
@@ -132,7 +139,8 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     gateway.face_listeners.append(server.refresh_tasks_capability)
     observer = RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED, *TASK_METHODS, *EXTENSION_METHODS})
     server.middleware.append(observer)
-    server.middleware.append(state_boundary(gateway.config.bridging))
+    boundary = state_boundary(gateway.config.bridging)
+    server.middleware.append(boundary)
     server.middleware.append(TaskRelay(gateway, lambda ctx: _handshake_peer(gateway, ctx)))
     server.middleware.append(TaskExtension(gateway))
     server.task_extension = gateway.task_extension_served
@@ -191,7 +199,33 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         route = make_routed(method)
         server.add_request_handler(method, RawParams, route)
         server.routes[method] = observer.around(route)
+    server.modern = _modern_methods(gateway, server, (observer, boundary))
     return server
+
+
+def _modern_methods(gateway: Gateway, server: GatewayServer, middleware: Sequence[Middleware]) -> ModernMethods:
+    """The 2026-07-28 table: the merged lists, `server/discover`, and the routed methods this era defines (no
+    `ping`, `resources/subscribe` or `logging/setLevel` in it: -32601, as from the SDK's kernel)."""
+    modern = ModernMethods(server, middleware)
+
+    def listing(kind: str) -> ModernHandler:
+        async def handle(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+            return {kind: gateway.catalog.merged(kind), "resultType": "complete"}
+
+        return handle
+
+    def relayed(method: str) -> ModernHandler:
+        async def handle(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+            return await _serve_modern(gateway, ctx, method)
+
+        return handle
+
+    for method, kind in LISTS.items():
+        modern.add(method, listing(kind))
+    modern.add_sdk_handler("server/discover")
+    for method in MODERN_ROUTED:
+        modern.add(method, relayed(method), reads=RELAYED_PARAMS.get(method))
+    return modern
 
 
 def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> DownstreamPeer:
@@ -207,13 +241,14 @@ def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> Do
 async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], method: str) -> dict[str, Any]:
     """A 2026-07-28 client's request: a first round starts a parked call, a retry resumes one."""
     params = dict(ctx.params or {})
-    state = params.get("requestState") if method in INPUT_REQUIRED_METHODS else None
+    asking = method in spec_methods.INPUT_REQUIRED_METHODS
+    state = params.get("requestState") if asking else None
     resumed = gateway.rounds.parked_for(state) if state is not None else None
     peer = gateway.modern_peer(authenticated_principal_of(ctx), connection_of(ctx), resuming=resumed)
     if HEADER_MARKED.get():
         peer.headless = True
     call = DownstreamCall(peer=peer, ctx=ctx, method=method)
-    if method not in INPUT_REQUIRED_METHODS:
+    if not asking:
         peer.calls.add(call)
         try:
             return {"resultType": "complete", **await gateway.call_once(call, method, params)}

@@ -26,7 +26,7 @@ from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
 from mcp.server.connection import Connection
-from mcp.server.runner import modern_error_data, serve_one
+from mcp.server.runner import modern_error_data
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
@@ -55,6 +55,7 @@ from elicitgate.faces.http_answers import (
     reply,
     stream,
 )
+from elicitgate.faces.modern import EnvelopeConnection
 from elicitgate.faces.server import GatewayServer
 from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.wire import codec
@@ -63,6 +64,7 @@ from elicitgate.wire.framing import with_non_finite
 
 logger = logging.getLogger(__name__)
 
+NO_CHANNEL = sdk.no_channel()
 STATELESS_HTTP = TransportContext(kind="streamable-http", can_send_request=False)
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
 _NOT_ONE_MESSAGE = "Body must be a single JSON-RPC request or notification object"
@@ -169,7 +171,9 @@ class StatelessRequests:
             return
         channel = Channel()
         context = StatelessContext(request_id, channel, progress_token_from_params(params))
-        connection = Connection.from_envelope(route.protocol_version, route.client_info, route.client_capabilities)
+        connection = EnvelopeConnection(
+            NO_CHANNEL, route.protocol_version, route.client_info, route.client_capabilities
+        )
         handling = asyncio.get_running_loop().create_task(
             self._serve(context, channel, method, params, connection), context=contextvars.copy_context()
         )
@@ -197,8 +201,7 @@ class StatelessRequests:
     ) -> None:
         request_id = context.request_id
         try:
-            result = await serve_one(self._server, context, method, params, connection=connection,
-                                     lifespan_state=self.lifespan_state)
+            result = await self._server.modern.serve(context, method, params, connection, self.lifespan_state)
         except Exception as exc:  # the SDK's boundary for this era: its ladder's codes, else a generic -32603
             error = modern_error_data(exc).model_dump(mode="json", exclude_none=True)
             channel.put({"jsonrpc": "2.0", "id": request_id, "error": error}, last=True)

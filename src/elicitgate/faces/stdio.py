@@ -40,7 +40,7 @@ async def serve_stdio(gateway: Gateway, on_ready: Callable[[], None] | None = No
             if on_ready is not None:
                 on_ready()
             wire = await stack.enter_async_context(stdio_wire())
-            await serve_connection(server, wire, server.create_initialization_options(), server.routes)
+            await serve_connection(server, wire, server.create_initialization_options(), server.routes, server.modern)
         tg.cancel_scope.cancel()
 
 

@@ -9,7 +9,6 @@ from importlib import resources
 
 import anyio
 import uvicorn
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -85,6 +84,9 @@ def metrics_route() -> Route:
     """`/metrics` in Prometheus' text format (docs/operations.md)."""
 
     async def metrics(request: Request) -> Response:
+        # prometheus_client's package (its exposition: http.server, urllib.request; ~0.9 MiB) at the first scrape
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return Route("/metrics", metrics, methods=["GET"])

@@ -1,0 +1,251 @@
+"""2026-07-28 requests on the gateway's own JSON-RPC layer, for both faces (`faces.dispatch` over stdio,
+`faces.stateless` over HTTP), in place of the SDK's per-request kernel (`mcp.server.runner.serve_one`).
+
+The kernel built, for every request, a `ServerRunner`, a `Connection` from the envelope (three pydantic
+models), the `_meta` model, the params checked against the spec's schema and modelled once more, a chain of
+middleware closures, the result checked and dumped again, and a shielded cancel scope to close the connection:
+about a dozen validations and ten cancel scopes for a call the gateway mostly passes on (bench/README.md). Here
+the face has classified the envelope already (the SDK's `classify_inbound_request`: dict reads); what is modelled
+is the client's capabilities (the gateway acts on them); and the request goes to its handler in
+`ModernMethods`, the one table of what a 2026-07-28 client can call.
+
+The kernel's rules that stay: a method the table does not hold is -32601; the params the gateway reads of a
+relayed call (`RELAYED_PARAMS`) are checked by hand, -32602 "Invalid request parameters" when one is not of its
+type, and the rest is the upstream's to judge; the methods the gateway answers itself (the merged lists,
+`server/discover`) and the rare relayed ones have their params checked against the spec's schema and their result
+sieved to it, as before, and so has every `input_required` result (the gateway's rounds make them); every result
+gets its cache hints, `resultType` and the `serverInfo` stamp. A relayed call's result otherwise goes back as the
+upstream sent it (design invariant 5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, cast
+
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    SERVER_INFO_META_KEY,
+    ClientCapabilities,
+    Implementation,
+    InitializeRequestParams,
+    RequestParamsMeta,
+)
+from mcp_types import methods as spec_methods
+from pydantic import BaseModel, ValidationError
+
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.session import ServerSession
+from mcp.shared.dispatcher import DispatchContext, Outbound
+from mcp.shared.exceptions import MCPError
+from mcp.shared.transport_context import TransportContext
+
+from elicitgate.json_shapes import is_mapping
+
+ModernHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[dict[str, Any]]]
+"""A 2026-07-28 request's handler: reads the raw params off its context, returns the result as a dict."""
+
+
+
+class Middleware(Protocol):
+    """A server middleware of the SDK's shape (`ServerMiddleware`): `(ctx, call_next) -> result`."""
+
+    def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, /) -> Awaitable[HandlerResult]: ...
+
+
+ParamRule = tuple[str, type | tuple[type, ...], bool]
+"""(key, its JSON type, required): one param the gateway reads. An absent key or a null is "not given"."""
+
+RELAYED_PARAMS: dict[str, tuple[ParamRule, ...]] = {
+    "tools/call": (("name", str, True), ("arguments", dict, False), ("requestState", str, False),
+                   ("inputResponses", dict, False)),
+    "prompts/get": (("name", str, True), ("arguments", dict, False), ("requestState", str, False),
+                    ("inputResponses", dict, False)),
+    "resources/read": (("uri", str, True), ("requestState", str, False), ("inputResponses", dict, False)),
+}
+"""What the gateway reads of a relayed call: routing (`name`, `uri`), the upstream's arguments as a whole, and
+a 2026-07-28 round (`requestState`, `inputResponses`). Everything else in the params is the upstream's."""
+
+_INVALID_PARAMS = "Invalid request parameters"
+_M = TypeVar("_M", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class ModernMethod:
+    handler: ModernHandler
+    reads: tuple[ParamRule, ...] | None
+    """A relayed method: the params the gateway reads, checked by hand, and its result passed on as the upstream
+    sent it. None: params checked against the spec's schema, result sieved to it (the kernel's rule), for a method
+    the spec defines; a method it does not (an extension's, such as tasks') is its handler's to check."""
+
+
+class EnvelopeConnection(Connection):
+    """The `Connection` of one 2026-07-28 request, from its envelope: born ready, capabilities modelled, the
+    `clientInfo` modelled only when something reads `client_params` (`Connection.from_envelope` models both,
+    and an `InitializeRequestParams` besides, for every request)."""
+
+    def __init__(self, outbound: Outbound, protocol_version: str, client_info: Any, capabilities: Any) -> None:
+        self._client_info = client_info
+        super().__init__(outbound, protocol_version=protocol_version)
+        self.client_capabilities = _typed(ClientCapabilities, capabilities)
+        self.initialized.set()
+
+    @property
+    def client_params(self) -> InitializeRequestParams | None:
+        params = self._client_params
+        if params is None and self._client_info is not None:
+            info, self._client_info = _typed(Implementation, self._client_info), None
+            if info is not None and self.client_capabilities is not None:
+                params = self._client_params = InitializeRequestParams(
+                    protocol_version=self.protocol_version, capabilities=self.client_capabilities, client_info=info
+                )
+        return params
+
+    @client_params.setter
+    def client_params(self, value: InitializeRequestParams | None) -> None:
+        self._client_params = value
+        if value is not None:
+            self.client_capabilities = value.capabilities
+
+
+class ModernMethods:
+    """What a 2026-07-28 client can call on a face, and the serving of one such request.
+
+    `add` is the one place a method joins: `faces.server.build_server` adds the gateway's methods."""
+
+    def __init__(self, server: Server[Any], middleware: Sequence[Middleware] = ()) -> None:
+        self._server = server
+        self._methods: dict[str, ModernMethod] = {}
+        self._stamp: dict[str, Any] | None = None
+        chain: CallNext = self._inner
+        for layer in reversed(middleware):  # outermost first, composed once (the kernel composed per request)
+            chain = _around(layer, chain)
+        self._chain = chain
+
+    def add(self, method: str, handler: ModernHandler, *, reads: tuple[ParamRule, ...] | None = None) -> None:
+        """Serve `method` with `handler`; `reads` (see `ModernMethod`) makes it a relayed method."""
+        self._methods[method] = ModernMethod(handler, reads)
+
+    def add_sdk_handler(self, method: str) -> None:
+        """Serve `method` with the handler the SDK's `Server` registers for it (`server/discover`)."""
+        entry = self._server.get_request_handler(method)
+        assert entry is not None, method
+
+        async def handle(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+            result = await entry.handler(ctx, entry.params_type.model_validate(ctx.params or {}, by_name=False))
+            if isinstance(result, BaseModel):
+                return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            return dict(cast(Mapping[str, Any], result or {}))
+
+        self.add(method, handle)
+
+    def __contains__(self, method: str) -> bool:
+        return method in self._methods
+
+    async def serve(
+        self,
+        context: DispatchContext[TransportContext],
+        method: str,
+        params: Mapping[str, Any] | None,
+        connection: Connection,
+        lifespan_state: Any,
+    ) -> dict[str, Any]:
+        """One request whose envelope was classified (`connection` made from it): its result, or `MCPError`."""
+        entry = self._methods.get(method)
+        if entry is None:
+            raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
+        version = connection.protocol_version
+        if entry.reads is not None:
+            if not _reads_fit(entry.reads, params):
+                raise MCPError(code=INVALID_PARAMS, message=_INVALID_PARAMS, data="")
+        elif method in spec_methods.SPEC_CLIENT_METHODS:  # a method the spec does not define is its handler's
+            try:
+                spec_methods.validate_client_request(method, version, params)
+            except KeyError:
+                raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method) from None
+            except ValidationError:
+                raise MCPError(code=INVALID_PARAMS, message=_INVALID_PARAMS, data="") from None
+        meta = params.get("_meta") if params is not None else None
+        request_meta = cast(RequestParamsMeta, meta) if is_mapping(meta) else None
+        ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+            session=ServerSession(context, connection, request_meta=request_meta),
+            lifespan_context=lifespan_state,
+            protocol_version=version,
+            method=method,
+            params=params,
+            request_id=context.request_id,
+            meta=request_meta,
+        )
+        try:
+            return cast(dict[str, Any], await self._chain(ctx))
+        finally:
+            await connection.exit_stack.aclose()  # nothing is pushed on it today: no shielded scope for nothing
+
+    async def _inner(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        entry = self._methods[ctx.method]
+        return self._shaped(ctx.method, ctx.protocol_version, await entry.handler(ctx), sieve=entry.reads is None)
+
+    def _shaped(self, method: str, version: str, result: dict[str, Any], *, sieve: bool) -> dict[str, Any]:
+        """The kernel's outbound pass (`ServerRunner._serialize`): cache hints the result left unset (not on an
+        `input_required` one), the sieve for the gateway's own results, `resultType`, the `serverInfo` stamp."""
+        asking = result.get("resultType") == "input_required"
+        hint = self._server.cache_hints.get(method)
+        if hint is not None and not asking:
+            result = {"ttlMs": hint.ttl_ms, "cacheScope": hint.scope, **result}
+        # An `input_required` result is the gateway's own (its rounds): shaped to this era. A method the spec does
+        # not define (an extension's) has no schema here: its handler shapes its result.
+        if (sieve or asking) and method in spec_methods.SPEC_CLIENT_METHODS:
+            try:
+                result = spec_methods.serialize_server_result(method, version, result)
+            except ValidationError:
+                raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
+        if result.get("resultType") is None:
+            result["resultType"] = "complete"
+        meta = result.get("_meta")
+        if meta is None:
+            result["_meta"] = {SERVER_INFO_META_KEY: self._server_info()}
+        elif is_mapping(meta) and meta.get(SERVER_INFO_META_KEY) is None:
+            result["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info()}
+        return result
+
+    def _server_info(self) -> dict[str, Any]:
+        """The server's stamp, dumped once: results are written as soon as they are made, so one dict serves all
+        (the SDK copies it deeply for each)."""
+        if self._stamp is None:
+            self._stamp = self._server.server_info_stamp
+        return self._stamp
+
+
+def _around(layer: Middleware, call_next: CallNext) -> CallNext:
+    def call(ctx: ServerRequestContext[Any, Any]) -> Awaitable[HandlerResult]:
+        return layer(ctx, call_next)
+
+    return call
+
+
+def _reads_fit(reads: tuple[ParamRule, ...], params: Mapping[str, Any] | None) -> bool:
+    if params is None:
+        return not any(required for _, _, required in reads)
+    for key, kind, required in reads:
+        value = params.get(key)
+        if value is None:
+            if required:
+                return False
+        elif not isinstance(value, kind):
+            return False
+    return True
+
+
+def _typed(model: type[_M], raw: Any) -> _M | None:
+    """`raw` as `model`, or None when it does not fit (a mis-shaped envelope value is "not given", as in the SDK)."""
+    if raw is None:
+        return None
+    try:
+        return model.model_validate(raw, by_name=False)
+    except ValidationError:
+        return None

@@ -1,0 +1,68 @@
+"""The 2026-07-28 table (`faces.modern.ModernMethods`), in memory: a method joins with `add`, and a method the spec
+does not define (an extension's, such as the tasks extension's `tasks/get`) is served by its handler as it is,
+where the spec's schema check would have refused it as unknown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
+
+from elicitgate import sdk
+from elicitgate.faces.modern import RELAYED_PARAMS, EnvelopeConnection, ModernMethods
+
+pytestmark = pytest.mark.anyio
+
+VERSION = "2026-07-28"
+
+
+class Context:
+    """What the table reads of a dispatch context."""
+
+    request_id = 1
+    message_metadata = None
+
+
+def connection() -> EnvelopeConnection:
+    return EnvelopeConnection(sdk.no_channel(), VERSION, {"name": "t", "version": "1"}, {"elicitation": {}})
+
+
+async def serve(table: ModernMethods, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    return await table.serve(Context(), method, params, connection(), None)  # type: ignore[arg-type]
+
+
+async def test_an_extension_method_is_served_by_its_handler_with_the_eras_stamps():
+    table = ModernMethods(Server("gw", version="1"))
+    seen: list[Any] = []
+
+    async def get(ctx: Any) -> dict[str, Any]:
+        seen.append((ctx.method, ctx.params, sdk.connection_of(ctx).client_params.client_info.name))
+        return {"taskId": ctx.params["taskId"], "status": "working"}
+
+    table.add("tasks/get", get)
+    result = await serve(table, "tasks/get", {"taskId": "t1", "_meta": {}})
+    assert result["taskId"] == "t1" and result["resultType"] == "complete"
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "gw"
+    assert seen == [("tasks/get", {"taskId": "t1", "_meta": {}}, "t")]
+    with pytest.raises(MCPError) as unknown:
+        await serve(table, "tasks/cancel", {"taskId": "t1"})
+    assert unknown.value.error.code == -32601
+
+
+async def test_a_relayed_method_has_what_the_gateway_reads_checked_and_its_result_passed_on():
+    table = ModernMethods(Server("gw", version="1"))
+
+    async def call(ctx: Any) -> dict[str, Any]:
+        return {"content": [], "extra": {"kept": True}}
+
+    table.add("tools/call", call, reads=RELAYED_PARAMS["tools/call"])
+    result = await serve(table, "tools/call", {"name": "x", "arguments": {"a": 1}})
+    assert result["extra"] == {"kept": True} and result["resultType"] == "complete"
+    for bad in ({"arguments": {}}, {"name": 3}, {"name": "x", "arguments": [1]}, {"name": "x", "requestState": 1},
+                None):
+        with pytest.raises(MCPError) as refused:
+            await serve(table, "tools/call", bad)
+        assert (refused.value.error.code, refused.value.error.message) == (-32602, "Invalid request parameters"), bad
