@@ -43,3 +43,8 @@ def declares_tasks(capabilities: Mapping[str, Any]) -> bool:
     """Whether a request's client capabilities declare the tasks extension."""
     extensions = capabilities.get("extensions")
     return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
+
+
+def knows_tasks(capabilities: Mapping[str, Any]) -> bool:
+    """A client that says it knows tasks: a 2025-11-25 `tasks` capability, or the 2026-07-28 extension."""
+    return "tasks" in capabilities or declares_tasks(capabilities)

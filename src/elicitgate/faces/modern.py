@@ -133,6 +133,10 @@ class ModernMethods:
 
     def add_sdk_handler(self, method: str) -> None:
         """Serve `method` with the handler the SDK's `Server` registers for it (`server/discover`)."""
+        self.add(method, self.sdk_handler(method))
+
+    def sdk_handler(self, method: str) -> ModernHandler:
+        """The handler the SDK's `Server` registers for `method`, as a handler of this table."""
         entry = self._server.get_request_handler(method)
         assert entry is not None, method
 
@@ -142,7 +146,7 @@ class ModernMethods:
                 return result.model_dump(by_alias=True, mode="json", exclude_none=True)
             return dict(cast(Mapping[str, Any], result or {}))
 
-        self.add(method, handle)
+        return handle
 
     def __contains__(self, method: str) -> bool:
         return method in self._methods

@@ -23,17 +23,17 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import __version__
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
 from elicitgate.bridging.task_extension import EXTENSION_METHODS
-from elicitgate.capabilities import TASKS_EXTENSION, capabilities_dict
+from elicitgate.capabilities import TASKS_EXTENSION, capabilities_dict, knows_tasks
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler
 from elicitgate.faces.modern import RELAYED_PARAMS, Middleware, ModernHandler, ModernMethods
 from elicitgate.faces.observe import RequestObserver
 from elicitgate.faces.peer import DownstreamCall, peer_for
-from elicitgate.faces.task_extension import TaskExtension
+from elicitgate.faces.task_extension import TaskExtension, listens_for_tasks
 from elicitgate.faces.task_relay import TaskRelay
 from elicitgate.gateway import Gateway
-from elicitgate.router.task_runner import declares_tasks, seen_by
+from elicitgate.router.task_runner import seen_by
 from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
 
@@ -154,7 +154,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
             items = gateway.catalog.merged(kind)
             if kind == "tools":  # a `required` tool is `optional` to a client that knows no tasks (task_runner)
                 capabilities = capabilities_dict(connection_of(ctx).client_capabilities)
-                items = seen_by(items, knows_tasks=declares_tasks(capabilities))
+                items = seen_by(items, knows_tasks=knows_tasks(capabilities))
             if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
                 _handshake_peer(gateway, ctx)
                 return {kind: items}
@@ -210,7 +210,11 @@ def _modern_methods(gateway: Gateway, server: GatewayServer, middleware: Sequenc
 
     def listing(kind: str) -> ModernHandler:
         async def handle(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
-            return {kind: gateway.catalog.merged(kind), "resultType": "complete"}
+            items = gateway.catalog.merged(kind)
+            if kind == "tools":  # a `required` tool is `optional` to a client that knows no tasks (task_runner)
+                capabilities = capabilities_dict(connection_of(ctx).client_capabilities)
+                items = seen_by(items, knows_tasks=knows_tasks(capabilities))
+            return {kind: items, "resultType": "complete"}
 
         return handle
 
@@ -225,6 +229,16 @@ def _modern_methods(gateway: Gateway, server: GatewayServer, middleware: Sequenc
     modern.add_sdk_handler("server/discover")
     for method in MODERN_ROUTED:
         modern.add(method, relayed(method), reads=RELAYED_PARAMS.get(method))
+    extension = TaskExtension(gateway)  # the tasks extension's methods (served only to a request declaring it)
+    for method in EXTENSION_METHODS:
+        modern.add(method, extension.serve)
+    if server.get_request_handler("subscriptions/listen") is not None:
+        others = modern.sdk_handler("subscriptions/listen")
+
+        async def listen(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+            return await (extension.listen(ctx) if listens_for_tasks(ctx.params) else others(ctx))
+
+        modern.add("subscriptions/listen", listen)
     return modern
 
 

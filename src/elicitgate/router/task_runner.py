@@ -27,16 +27,16 @@ from elicitgate import errors
 from elicitgate.config import GatewayConfig
 from elicitgate.contracts import Origin
 from elicitgate.elicitation.broker import Broker
+from elicitgate.errors import PeerLost
 from elicitgate.json_shapes import is_mapping
-from elicitgate.jsonrpc import PeerLost, progress_params
 from elicitgate.router.forward import forward
 from elicitgate.router.tasks import RELATED_TASK, TERMINAL, RelayedTask, TaskTable
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import UpstreamLink
+from elicitgate.wire.endpoint import progress_params
 
 logger = logging.getLogger(__name__)
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 """The 2026-07-28 tasks extension a client declares under `extensions` (SEP-2663)."""
 MIN_POLL = 0.5
 MAX_POLL = 5.0
@@ -49,12 +49,6 @@ def task_required(tool: Mapping[str, Any] | None) -> bool:
     """A tool that can only be called as a task."""
     execution = tool.get("execution") if tool is not None else None
     return is_mapping(execution) and execution.get("taskSupport") == "required"
-
-
-def declares_tasks(capabilities: Mapping[str, Any]) -> bool:
-    """A client that says it knows tasks: a 2025-11-25 `tasks` capability, or the 2026-07-28 extension."""
-    extensions = capabilities.get("extensions")
-    return "tasks" in capabilities or (is_mapping(extensions) and TASKS_EXTENSION in extensions)
 
 
 def seen_by(tools: Iterable[dict[str, Any]], *, knows_tasks: bool) -> list[dict[str, Any]]:
