@@ -37,7 +37,6 @@ from elicitgate.wire.endpoint import progress_params
 
 logger = logging.getLogger(__name__)
 
-"""The 2026-07-28 tasks extension a client declares under `extensions` (SEP-2663)."""
 MIN_POLL = 0.5
 MAX_POLL = 5.0
 """Seconds between the `tasks/get` polls that report progress, whatever `pollInterval` the server suggests."""
