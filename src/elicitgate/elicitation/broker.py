@@ -28,7 +28,6 @@ from elicitgate import errors
 from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import ElicitationConfig, Unattended
-from elicitgate.elicitation.beside import FirstAnswer, PageOnly
 from elicitgate.elicitation.carriers import Carriers
 from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
 from elicitgate.elicitation.headless import is_headless
@@ -37,7 +36,15 @@ from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limit
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Source, State
 from elicitgate.elicitation.notify import Notifier
-from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, HumanGone, Responder, to_client
+from elicitgate.elicitation.responders import (
+    INPUT_REQUIRED,
+    PUSH_TO_CLIENT,
+    FirstAnswer,
+    HumanGone,
+    PageOnly,
+    Responder,
+    to_client,
+)
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.sensitive import sensitive_fields, sensitive_words
 from elicitgate.elicitation.url_policy import UrlPolicy
@@ -132,12 +139,7 @@ class Broker:
                 )
             peer = origin.peer
             secrets = checked.secrets if checked is not None else ()
-            responder = self._hosted_responder(server, origin, mode, secrets) or self._responder_for(
-                server, origin, mode
-            )
-            if self._beside(server, origin, responder):
-                assert self.hosting is not None
-                responder = FirstAnswer(responder, self.hosting)
+            responder = self._responder(server, origin, mode, secrets)
             if self.shared_limits is None:
                 identity = self.admit_here(server, peer, peer.identity)
             else:
@@ -207,6 +209,16 @@ class Broker:
     def human_timeout(self, server_timeout: float | None) -> float:
         """How long a human may take over a server's request: its `elicitation_timeout`, else the default."""
         return server_timeout or self.config.default_timeout
+
+    def _responder(self, server: str, origin: Origin, mode: str, secrets: Sequence[str]) -> Responder:
+        """Who presents this elicitation (`elicitation.responders`): the gateway's page or inbox when the
+        hosting policy says so, else the client itself, raced with the question's page when notices say so.
+        Refuses at once when nobody can (never after a timeout)."""
+        responder = self._hosted_responder(server, origin, mode, secrets) or self._responder_for(server, origin, mode)
+        if self._beside(server, origin, responder):
+            assert self.hosting is not None
+            return FirstAnswer(responder, self.hosting)
+        return responder
 
     def _responder_for(self, server: str, origin: Origin, mode: str) -> Responder:
         """Who presents this elicitation; refuses at once when nobody can (never after a timeout)."""

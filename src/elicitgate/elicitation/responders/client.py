@@ -1,52 +1,17 @@
-"""Responders: who shows an elicitation to a human and brings the raw answer back.
-
-The broker owns the life (checks, attempts, deadline, end); a responder only presents one request
-and returns the `ElicitResult` the human gave, unchecked. Each responder is one way to reach a human:
-pushing `elicitation/create` to the client whose call caused it (handshake-era clients), returning an
-`input_required` result to a 2026-07-28 client, or a form the gateway hosts itself.
-"""
+"""The client of the call that caused a question shows it: a push (handshake era) or a round (2026-07-28)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from mcp.shared.exceptions import MCPError
 
+from elicitgate.elicitation.responders.base import HumanGone, Responder
 from elicitgate.errors import ClientGone
 
 if TYPE_CHECKING:
     from elicitgate.elicitation.model import Elicitation
     from elicitgate.seams import Origin
-
-
-class HumanGone(Exception):
-    """The human's side went away with the elicitation open (client disconnected, page closed for good).
-
-    The broker ends the elicitation `cancelled` and tells the upstream `{"action": "cancel"}`.
-    """
-
-
-class Responder(Protocol):
-    @property
-    def name(self) -> str:
-        """Shown in the audit event: `client`, `input_required`, `hosted_page`, `hosted_inbox`."""
-        ...
-
-    @property
-    def cancel_on_timeout(self) -> bool:
-        """At the deadline the upstream gets `{"action": "cancel"}` instead of a timeout error."""
-        ...
-
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
-        """Present `request` (already prefixed with the asking server; on a repeat, carrying the errors)
-        and return the raw answer, whatever its shape (the broker checks it). Raises `HumanGone`, or
-        `MCPError` when the human's side failed it.
-        """
-        ...
-
-    def ended(self, el: Elicitation) -> None:
-        """The broker recorded the end of `el`: drop whatever was kept to present it."""
-        ...
 
 
 class PushToClient:
