@@ -1,11 +1,12 @@
 """The broker: the only owner of an elicitation's life.
 
-A source (an upstream's `elicitation/create`) hands the broker a request and the downstream call
-that caused it. The broker checks the request, admits it against the limits, presents it to the
-origin client, checks the answer (asking again while attempts and time remain), and ends it exactly
-once: the end is logged as one structured event, counted in the metrics and handed to the audit trail,
-and nothing of it stays in any map. A request refused before it reaches a human is recorded the same way
-(state `refused`, with a short reason).
+A source hands the broker a request and the downstream call that caused it, always through `router.inbound` (a
+server's push, an `input_required` round, a task's question, the gateway's own). The broker checks the
+request, admits it against the limits, chooses its responder (`elicitation.responders`), presents it to the
+origin client, checks the answer (asking again while attempts and time remain), and ends it exactly once: the
+end is logged as one structured event, counted in the metrics and handed to the audit trail, and nothing of it
+stays in any map. A request refused before it reaches a human is recorded the same way (state `refused`, with
+a short reason).
 """
 
 from __future__ import annotations
@@ -305,16 +306,6 @@ class Broker:
         else:
             logger.info("elicitation %s has no client (%s): kept until its deadline (elicitation.abandoned)",
                         el.id, why)
-
-    def stop_for_call(self, call: Origin, reason: str) -> None:
-        for el in list(call.peer.elicitations):
-            if el.origin is not call:
-                continue
-            others = [c for c in el.candidates() if c is not call] if el.candidates is not None else []
-            if others:  # the call was only a guess: stay with another call it may belong to
-                el.origin = others[-1]
-            else:
-                el.stop(State.CANCELLED, reason)
 
     def url_route(self, server: str, elicitation_id: str, *, pop: bool) -> UrlCompletionTarget | None:
         return self.url_routes.get(server, elicitation_id, pop=pop)
