@@ -17,12 +17,12 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
+from mcp_types import RequestId
 
 import mcp.client.stdio as sdk_stdio
 from mcp import Client
 
 from elicitgate.config import StdioServer
-from elicitgate.contracts import Origin
 from elicitgate.errors import ConnectError
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import AdoptedProcess
@@ -209,13 +209,12 @@ async def test_a_server_that_cannot_start_is_reported_as_the_usual_way_reports_i
 
 class _NoAsks:
     async def on_server_request(
-        self, connection: UpstreamConnection, origin: Origin | None, method: str, params: Mapping[str, Any] | None,
-        *, named: bool,
+        self, connection: UpstreamConnection, related: RequestId | None, method: str, params: Mapping[str, Any] | None
     ) -> dict[str, Any]:
         raise AssertionError(f"the server asked {method}")
 
     async def on_server_notification(
-        self, connection: UpstreamConnection, origin: Origin | None, method: str, params: Mapping[str, Any] | None
+        self, connection: UpstreamConnection, related: RequestId | None, method: str, params: Mapping[str, Any] | None
     ) -> None:
         return None
 

@@ -263,24 +263,18 @@ C_contra = TypeVar("C_contra", contravariant=True)
 
 
 class InboundHandler(Protocol[C_contra]):
-    """Who takes what an upstream sends on its own (`gateway.Gateway`): its requests (`elicitation/create`,
-    sampling, roots) and its notifications. `C_contra` is the upstream connection they came on
-    (`upstreams.connection.UpstreamConnection`); `origin`, the call they are attributed to, if any."""
+    """Who hears what a server sends up (`router.inbound.InboundRouter`, which decides whose call it is): its
+    requests (`elicitation/create`, sampling, roots) and its notifications. `C_contra` is the upstream
+    connection they came on (`upstreams.connection.UpstreamConnection`); `related`, the request of ours the
+    wire says the message belongs to (a streamable HTTP POST's response stream names it), None on a wire that
+    names none (stdio, SSE, the standalone GET stream)."""
 
     async def on_server_request(
-        self,
-        connection: C_contra,
-        origin: Origin | None,
-        method: str,
-        params: Mapping[str, Any] | None,
-        *,
-        named: bool,
-    ) -> dict[str, Any]:
-        """The answer to the upstream's request; `named`: the request itself said which call it belongs to."""
-        ...
+        self, connection: C_contra, related: RequestId | None, method: str, params: Mapping[str, Any] | None
+    ) -> dict[str, Any]: ...
 
     async def on_server_notification(
-        self, connection: C_contra, origin: Origin | None, method: str, params: Mapping[str, Any] | None
+        self, connection: C_contra, related: RequestId | None, method: str, params: Mapping[str, Any] | None
     ) -> None: ...
 
 

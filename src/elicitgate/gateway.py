@@ -1,11 +1,15 @@
-"""The gateway: upstream links, the merged catalog, the broker, and the peers on the face."""
+"""The gateway: upstream links, the merged catalog, the broker, and the peers on the face.
+
+It builds the parts and hands them to each other. A client's call goes down through `call` to
+`router.forward`; what the servers send up comes in through `router.inbound` (each link's handler), the
+one way into the broker.
+"""
 
 from __future__ import annotations
 
 import itertools
 import logging
-import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -19,7 +23,6 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors, heap
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.bridging import subscriptions
-from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay_input_request
 from elicitgate.bridging.rounds import Rounds
 from elicitgate.bridging.task_extension import ModernTasks
 from elicitgate.config import GatewayConfig
@@ -31,12 +34,12 @@ from elicitgate.elicitation.notice_rules import every_target, unattended_for
 from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.url_policy import UrlPolicy, local_upstreams
 from elicitgate.errors import PeerLost
-from elicitgate.fixable import warn_once
 from elicitgate.json_shapes import is_mapping
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.elicitation_tasks import ElicitationTasks
 from elicitgate.router.forward import forward
+from elicitgate.router.inbound import InboundRouter
 from elicitgate.router.task_bridge import (
     bridged,
     create_on_modern,
@@ -45,7 +48,7 @@ from elicitgate.router.task_bridge import (
     serves_extension,
 )
 from elicitgate.router.task_runner import TaskRunner, task_required
-from elicitgate.router.tasks import TASK_METHODS, RelayedTask, TaskTable, face_capability
+from elicitgate.router.tasks import RelayedTask, TaskTable, face_capability
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import LinkState, UpstreamLink
 
@@ -55,18 +58,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LIST_CHANGED = {
-    "notifications/tools/list_changed": ("tools",),
-    "notifications/prompts/list_changed": ("prompts",),
-    "notifications/resources/list_changed": ("resources", "resourceTemplates"),
-}
 EXTENSION_AS_CORE: dict[str, Any] = {"tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}}
 """What a 2026-07-28 upstream with the tasks extension offers a handshake-era client through the gateway."""
 STARTUP_WAIT = 30.0
-LIST_REFRESH_INTERVAL = 0.25
-"""While a server's `list_changed` keep coming, its lists are refreshed at most this often."""
-NOTIFY_TIMEOUT = 5.0
-"""A client whose stream does not take a notification within this long misses that notification."""
 
 
 Face = Literal["stdio", "http"]
@@ -95,16 +89,23 @@ class Gateway:
         self.broker.unattended = lambda server, tool: unattended_for(config, server, tool)
         if self.hosting is not None and every_target(config):
             self.broker.notices = self.hosting.notices = Notifier(config, self.hosting)
-        self.asks = GatewayAsks(config, self.catalog, self.broker)
         self.tasks = TaskTable(config)
         """2025-11-25 tasks the clients run on upstreams through the gateway (docs/tasks.md)."""
-        self.task_runner = TaskRunner(config, self.broker, self.tasks)
         """Tasks the gateway runs for a plain call of a tool whose `taskSupport` is `required`."""
         self.elicitation_tasks = ElicitationTasks(config.tasks.max_ttl)
         """Elicitations upstreams run as tasks on the gateway (`tasks.requests.elicitation.create`)."""
         self.face_listeners: list[Callable[[], None]] = []
         """Called when what the face declares may have changed (an upstream connected)."""
         self.peers: set[DownstreamPeer] = set()
+        self.inbound = InboundRouter(
+            self.catalog, self.broker, self.links, self.tasks, self.peers,
+            elicitation_tasks=self.elicitation_tasks,
+            task_group=lambda: self.task_group,
+            task_seen_ended=self._shared_end,
+        )
+        self.task_runner = TaskRunner(config, self.inbound, self.tasks)
+        """What the servers send up, and the one way into the broker (`router.inbound`)."""
+        self.asks = GatewayAsks(config, self.catalog, self.inbound)
         self.modern_peers: dict[str, DownstreamPeer] = {}
         """2026-07-28 clients, by principal (they have no connection that could end)."""
         self.rounds = Rounds(config.bridging)
@@ -114,7 +115,8 @@ class Gateway:
         self._modern_ids = itertools.count(1)
         self.links.update(
             (name, UpstreamLink(
-                name, cfg, config.upstream_retry, self, self._on_link_connected, self.hosting, asking=self.broker.asking
+                name, cfg, config.upstream_retry, self.inbound, self._on_link_connected, self.hosting,
+                asking=self.broker.asking,
             ))
             for name, cfg in upstreams.items()
         )
@@ -136,10 +138,6 @@ class Gateway:
             self.shared_tasks = SharedTasks(self.replicas, self, max_ttl=config.tasks.max_ttl)
             self.tasks.home = f"{self.replicas.id}."
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._list_changes: dict[str, set[str]] = {}
-        """Per server, while a refresh of its lists runs: the `list_changed` methods that came meanwhile."""
-        self._stalled: weakref.WeakSet[DownstreamPeer] = weakref.WeakSet()
-        """Clients that missed a notification (said once at WARNING, then at DEBUG)."""
 
     @asynccontextmanager
     async def running(self, *, wait_for_upstreams: bool = True) -> AsyncGenerator[Gateway]:
@@ -270,7 +268,7 @@ class Gateway:
                 return await self._create_task(call, server, params)
             if method == "tools/call" and (park := bridged(call, self.links[server],
                                                            self.catalog.find("tools", server, name))) is not None:
-                return await run_upstream_task(self.broker, self.links[server], self.tasks, park, params,
+                return await run_upstream_task(self.inbound, self.links[server], self.tasks, park, params,
                                                max_rounds=self.config.bridging.max_rounds)
             if method == "tools/call" and "task" not in params and self._runs_as_task(server, name):
                 return await self.task_runner.run(call, self.links[server], params)
@@ -289,7 +287,7 @@ class Gateway:
                 if method == "resources/subscribe":
                     return await subscriptions.subscribe(self.task_group, call.peer, link, params["uri"])
                 return subscriptions.unsubscribe(call.peer, server, params["uri"])
-        result = await forward(self.broker, link, call, method, params, max_rounds=self.config.bridging.max_rounds)
+        result = await forward(self.inbound, link, call, method, params, max_rounds=self.config.bridging.max_rounds)
         if method in ("resources/subscribe", "resources/unsubscribe"):  # whom its updates are for
             subscriptions.remember(call.peer, server, params["uri"], subscribed=method == "resources/subscribe")
         return result
@@ -334,7 +332,7 @@ class Gateway:
         relayed: RelayedTask | None = None
         try:
             result = await forward(
-                self.broker, link, call, "tools/call", sent, max_rounds=self.config.bridging.max_rounds
+                self.inbound, link, call, "tools/call", sent, max_rounds=self.config.bridging.max_rounds
             )
             result, relayed = self.tasks.created(server, conn, call.peer, result)
         finally:
@@ -343,7 +341,7 @@ class Gateway:
             await self.shared_tasks.created(relayed.id, call.peer.principal, result["task"],
                                             keep=relayed.expires - anyio.current_time())
         for status in early:  # before the result, as the server sent them
-            await self._notify(call.peer, "notifications/tasks/status", status)
+            await self.inbound.notify(call.peer, "notifications/tasks/status", status)
         return result
 
     async def task_request(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -361,21 +359,21 @@ class Gateway:
             last = method == "tasks/result"
             timeout = max(relayed.expires - anyio.current_time(), 0.001) if last else None
             try:
-                return await modern_task_request(self.broker, self.tasks, relayed, call, method,
+                return await modern_task_request(self.inbound, self.tasks, relayed, call, method,
                                                  timeout or relayed.connection.config.request_timeout)
             finally:
                 if last:
-                    self.broker.stop_for_call(call, "the call that caused it ended")
+                    self.inbound.call_ended(call, "the call that caused it ended")
         sent = {**params, "taskId": relayed.upstream_id}
         if method == "tasks/result":
             # Blocks until the task ends: bounded by the task's life, not by the server's request_timeout. The
-            # task's questions arrive while it is in flight and belong to this call (`on_server_request`).
+            # task's questions arrive while it is in flight and belong to this call (`router.inbound`).
             try:
                 result = await self._on_task_connection(
                     relayed, method, sent, origin=call, timeout=max(relayed.expires - anyio.current_time(), 0.001)
                 )
             finally:
-                self.broker.stop_for_call(call, "the call that caused it ended")
+                self.inbound.call_ended(call, "the call that caused it ended")
             relayed.ended = True  # its result is there: it ended
             await self._shared_end(relayed)
             return self.tasks.with_public_meta(relayed, result)
@@ -398,7 +396,7 @@ class Gateway:
         """A task's current state for `tasks/list`; None (and forgotten) when its upstream no longer has it."""
         try:
             if relayed.modern:
-                return await modern_task_request(self.broker, self.tasks, relayed, call, "tasks/get",
+                return await modern_task_request(self.inbound, self.tasks, relayed, call, "tasks/get",
                                                  relayed.connection.config.request_timeout)
             result = await self._on_task_connection(relayed, "tasks/get", {"taskId": relayed.upstream_id})
         except MCPError as exc:
@@ -465,183 +463,9 @@ class Gateway:
         server, uri = self.catalog.resolve_uri(ref.get("uri"))
         return server, {**params, "ref": {**ref, "uri": uri}}
 
-    # -- messages from upstreams (InboundHandler) ----------------------------------------------
-
-    async def on_server_request(
-        self,
-        connection: UpstreamConnection,
-        origin: Origin | None,
-        method: str,
-        params: Mapping[str, Any] | None,
-        *,
-        named: bool,
-    ) -> dict[str, Any]:
-        if method in TASK_METHODS:  # about the elicitations it runs as tasks on the gateway
-            return await self.elicitation_tasks.serve(connection, method, params or {})
-        capability = PASSTHROUGH_INPUT_REQUESTS.get(method)
-        as_task = (params or {}).get("task") if method == "elicitation/create" else None
-        if is_mapping(as_task):  # the question is asked as any other; the task is its view for the server
-            params = {k: v for k, v in (params or {}).items() if k != "task"}
-        relayed = self.tasks.of_upstream(connection, TaskTable.upstream_id_in(params))
-        if relayed is not None:
-            # A task's question goes to the task's owner, whichever of its calls (its tasks/result) is in flight.
-            named = named and origin is not None and relayed.owned_by(origin.peer)
-            if not named:
-                owners = [o for o in connection.in_flight_origins() if relayed.owned_by(o.peer)]
-                origin = owners[-1] if owners else None
-            params = self.tasks.with_public_meta(relayed, params or {})
-        if origin is None and (method == "elicitation/create" or capability is not None):
-            raise self._origin_unknown(connection, method)
-        if method == "elicitation/create":
-            guessed = not named and connection.owner is not None
-            if guessed:
-                # A per-session pipe names no call: the elicitation may belong to any call in flight
-                # on it, so none of them spends human time against its request timeout.
-                clocks = connection.clocks_in_flight()
-            else:
-                assert origin is not None  # refused above
-                clocks = connection.clocks_for(origin)
-            asked_by, asked = origin, params
-
-            def ask() -> Awaitable[dict[str, Any]]:
-                return self.broker.elicit(
-                    server=connection.server,
-                    origin=asked_by,
-                    params=asked,
-                    timeout=connection.config.elicitation_timeout,
-                    clocks=clocks,
-                    candidates=connection.in_flight_origins if guessed else None,
-                )
-
-            if is_mapping(as_task):
-                return self.elicitation_tasks.start(self.task_group, connection, as_task, ask)
-            return await ask()
-        if origin is not None and capability is not None:
-            timeout = self.broker.human_timeout(connection.config.elicitation_timeout)
-            relayed = await relay_input_request(origin, method, params or {}, timeout=timeout, server=connection.server)
-            if relayed is not None:
-                return relayed
-        raise MCPError(
-            code=METHOD_NOT_FOUND,
-            message=f"{method} cannot be relayed: the originating client did not declare it"
-            if capability
-            else "Method not found",
-            data={"source": "elicitgate", "method": method, "server": connection.server},
-        )
-
-    def _origin_unknown(self, connection: UpstreamConnection, method: str) -> MCPError:
-        """-32017 for a server request no call can own; on a shared connection, the fix is per_session."""
-        server = connection.server
-        data: dict[str, Any] = {"server": server, "method": method}
-        if connection.owner is None and self.links[server].policy == "shared":
-            data["fix"] = (
-                f'remove "session_policy": "shared" from server {server!r} (the default, per_session, gives each '
-                "client its own upstream session, so a request on a stream that names no call has one owner)"
-            )
-            return warn_once(logger, errors.gateway_error(
-                errors.ELICITATION_ORIGIN_UNKNOWN,
-                f"{method} from upstream {server!r} arrived on a stream that names no call, on a connection "
-                f'every client shares: remove "session_policy": "shared" from server {server!r}',
-                **data,
-            ), key=("origin_unknown", server))
-        return errors.gateway_error(
-            errors.ELICITATION_ORIGIN_UNKNOWN,
-            f"{method} from upstream {server!r} arrived while none of its client's calls was in flight",
-            **data,
-        )
-
-    async def on_server_notification(
-        self, connection: UpstreamConnection, origin: Origin | None, method: str, params: Mapping[str, Any] | None
-    ) -> None:
-        server = connection.server
-        if method in LIST_CHANGED:
-            # Whichever connection hears it (a client's own, under per_session), the catalog is refreshed
-            # through the primary one, which speaks for the catalog.
-            primary = self.links[server].primary
-            if primary is not None:
-                await self._refresh_lists(server, primary, method)
-        elif method == "notifications/elicitation/complete":
-            elicitation_id = (params or {}).get("elicitationId")
-            # The client that accepted it: a handshake-era peer, or a 2026-07-28 client's parked call.
-            target = (
-                self.broker.url_route(server, elicitation_id, pop=True) if isinstance(elicitation_id, str) else None
-            )
-            if target is not None:
-                await target.url_completed(params or {})
-        elif method == "notifications/tasks/status":
-            relayed = self.tasks.of_upstream(connection, (params or {}).get("taskId"))
-            if relayed is not None and relayed.on_status is not None:  # a task run for a plain call: its progress
-                relayed.saw(params or {})
-                await relayed.on_status(params or {})
-            elif relayed is not None and not relayed.owner.closed:  # only to the task's owner
-                await self._notify(relayed.owner, method, self.tasks.public_task(relayed, params or {}))
-                await self._shared_end(relayed)
-            elif relayed is None:
-                self.tasks.early(connection, params or {})
-        elif method == "notifications/message" and origin is not None:
-            await origin.notify(method, params)
-        elif method == "notifications/resources/updated" and isinstance(raw_uri := (params or {}).get("uri"), str):
-            # Only to clients that subscribed: a client's own connection speaks for that client alone.
-            owner = connection.owner
-            targets = [p for p in ([owner] if owner is not None else self.peers)
-                       if subscriptions.subscribed(p, server, raw_uri)]
-            updated = {**(params or {}), "uri": self.catalog.public_uri(server, raw_uri)}
-            await self._notify_each(targets, method, updated)
-
-    async def _refresh_lists(self, server: str, connection: UpstreamConnection, method: str) -> None:
-        """Coalesced: while one refresh of `server`'s lists runs, further `list_changed` of it only mark
-        what to refresh once more afterwards, so a flood costs a few refreshes, not one each."""
-        waiting = self._list_changes.get(server)
-        if waiting is not None:
-            waiting.add(method)
-            return
-        waiting = self._list_changes[server] = {method}
-        try:
-            while waiting:
-                started = anyio.current_time()
-                methods = sorted(waiting)
-                waiting.clear()
-                kinds = tuple(dict.fromkeys(kind for m in methods for kind in LIST_CHANGED[m]))
-                await self.catalog.refresh(server, connection, kinds)
-                for changed in methods:
-                    await self.broadcast(changed, None)
-                # Refreshing at once again would make the number of refreshes depend on how fast the
-                # flood arrives; a short pause lets it gather.
-                if waiting:
-                    await anyio.sleep_until(started + LIST_REFRESH_INTERVAL)
-        finally:
-            del self._list_changes[server]
-
-    async def broadcast(self, method: str, params: Mapping[str, Any] | None) -> None:
-        await self._notify_each(list(self.peers), method, params)
-
-    async def _notify_each(
-        self, peers: list[DownstreamPeer], method: str, params: Mapping[str, Any] | None
-    ) -> None:
-        """Every client at once, each for at most NOTIFY_TIMEOUT: one whose stream does not drain
-        delays no other client and holds no refresh for longer than that."""
-        if len(peers) == 1:
-            await self._notify(peers[0], method, params)
-            return
-        async with anyio.create_task_group() as tg:
-            for peer in peers:
-                tg.start_soon(self._notify, peer, method, params)
-
-    async def _notify(self, peer: DownstreamPeer, method: str, params: Mapping[str, Any] | None) -> None:
-        with anyio.move_on_after(NOTIFY_TIMEOUT) as bound:
-            try:
-                await peer.connection.outbound.notify(method, params)
-            except Exception as exc:  # a client that cannot take a notification must not stop the rest
-                logger.debug("could not notify client %s of %s: %s", peer.id, method, exc)
-        if bound.cancelled_caught:
-            level = logging.DEBUG if peer in self._stalled else logging.WARNING
-            self._stalled.add(peer)
-            logger.log(level, "client %s did not take %s within %.0f s (its stream is not being read); "
-                       "it misses this notification", peer.id, method, NOTIFY_TIMEOUT)
-
     async def _on_link_connected(self, link: UpstreamLink) -> None:
         assert link.primary is not None
         await self.catalog.refresh(link.name, link.primary)
         for listener in self.face_listeners:
             listener()
-        await self.broadcast("notifications/tools/list_changed", None)
+        await self.inbound.broadcast("notifications/tools/list_changed", None)

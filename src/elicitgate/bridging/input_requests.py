@@ -1,15 +1,14 @@
 """An upstream's requests for input, answered for the call that caused them, whatever the two eras.
 
-A 2026-07-28 upstream returns them as `input_required` rounds (answered here, then the call is
-retried); a handshake-era upstream pushes them (`Gateway.on_server_request`). Elicitations go through
-the broker; sampling and roots are relayed to the client when it declared them (`relay_input_request`,
-the one place that decides it).
+A 2026-07-28 upstream returns them as `input_required` rounds (put together here, then the call is
+retried); a handshake-era upstream pushes them. Both come up through `router.inbound`, which sends each
+elicitation to the broker; sampling and roots are relayed to the client when it declared them
+(`relay_input_request`, the one place that decides it).
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -18,40 +17,37 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.contracts import Origin
-from elicitgate.elicitation.broker import Broker
 from elicitgate.json_shapes import is_mapping
-from elicitgate.upstreams.link import UpstreamLink
 
 PASSTHROUGH_INPUT_REQUESTS = {"sampling/createMessage": "sampling", "roots/list": "roots"}
 """Input requests relayed to the client as they are, with the capability the client must have declared."""
 
 
 async def answer_input_requests(
-    broker: Broker,
-    link: UpstreamLink,
+    server: str,
     call: Origin,
     params: dict[str, Any],
     requests: object,
     request_state: object,
-    minted: list[str],
+    answer_one: Callable[[str, Any], Awaitable[Any]],
 ) -> dict[str, Any]:
     """One round of a 2026-07-28 upstream's multi round-trip (its `inputRequests` and `requestState`),
-    answered through the broker; returns the params of the retry.
+    each request answered by `answer_one(key, request)` (`router.inbound.InboundRouter.input_request`);
+    returns the params of the retry.
 
     A handshake-era client is asked one question after another on its session; a parked call of a
-    2026-07-28 client gets them all in one `input_required` round of its own. URL-mode ids the gateway
-    made up for a handshake-era client are added to `minted` (see `complete_minted`).
+    2026-07-28 client gets them all in one `input_required` round of its own.
     """
     requests = requests or {}
     if not is_mapping(requests):
         raise errors.gateway_error(
-            errors.ELICITATION_FAILED, f"upstream {link.name!r} sent malformed inputRequests", server=link.name
+            errors.ELICITATION_FAILED, f"upstream {server!r} sent malformed inputRequests", server=server
         )
     responses: dict[str, Any] = {}
     if call.asks_in_rounds:
 
         async def answer(key: str, request: Any) -> None:
-            responses[key] = await _answer_one(broker, link, call, key, request, minted)
+            responses[key] = await answer_one(key, request)
 
         call.expect(len(requests))
         try:
@@ -67,56 +63,12 @@ async def answer_input_requests(
         # asking the same shares (`elicitation.form_schemas`).
         unasked: dict[str, Any] = requests if isinstance(requests, dict) else dict(requests)
         for key in list(unasked):
-            responses[key] = await _answer_one(broker, link, call, key, unasked.pop(key), minted)
+            responses[key] = await answer_one(key, unasked.pop(key))
     retry = dict(params)
     retry["inputResponses"] = responses
     if request_state is not None:
         retry["requestState"] = request_state
     return retry
-
-
-def _answer_one(
-    broker: Broker, link: UpstreamLink, call: Origin, key: str, request: Any, minted: list[str]
-) -> Awaitable[Any]:
-    """The answer to one input request. An elicitation is the broker's coroutine itself, not one around it:
-    one frame less held while the human is asked."""
-    method = request.get("method") if is_mapping(request) else None
-    given = request.get("params") if is_mapping(request) else None
-    request_params: Mapping[str, Any] = given if is_mapping(given) else {}
-    if method == "elicitation/create":
-        if request_params.get("mode") == "url" and "elicitationId" not in request_params and call.era != "modern":
-            # The handshake-era client needs an id to match the completion the gateway sends it later.
-            minted.append(f"{link.name}-{uuid.uuid4().hex}")
-            request_params = {**request_params, "elicitationId": minted[-1]}
-        return broker.elicit(
-            server=link.name,
-            origin=call,
-            params=request_params,
-            timeout=link.config.elicitation_timeout,
-            url_ids=call.era != "modern",
-        )
-    return _relay_one(broker, link, call, key, method, request_params)
-
-
-async def _relay_one(
-    broker: Broker, link: UpstreamLink, call: Origin, key: str, method: object, request_params: Mapping[str, Any]
-) -> Any:
-    """An input request other than an elicitation: sampling or roots, relayed to the client if it can."""
-    relayable = isinstance(method, str) and method in PASSTHROUGH_INPUT_REQUESTS
-    if relayable:
-        timeout = broker.human_timeout(link.config.elicitation_timeout)
-        relayed = await relay_input_request(call, str(method), request_params, timeout=timeout, server=link.name)
-        if relayed is not None:
-            return relayed
-    raise errors.gateway_error(
-        errors.ELICITATION_UNDELIVERABLE,
-        f"upstream {link.name!r} asked for input the client cannot give"
-        if relayable
-        else f"upstream {link.name!r} asked for input the gateway cannot relay",
-        server=link.name,
-        inputRequest=key,
-        method=method,
-    )
 
 
 async def relay_input_request(
@@ -142,12 +94,3 @@ async def relay_input_request(
         server=server,
         method=method,
     )
-
-
-async def complete_minted(broker: Broker, server: str, minted: list[str]) -> None:
-    """The upstream's retry came back: the URL interactions of that round are over."""
-    for elicitation_id in minted:
-        target = broker.url_route(server, elicitation_id, pop=True)
-        if target is not None:
-            await target.url_completed({"elicitationId": elicitation_id})
-    minted.clear()

@@ -34,6 +34,7 @@ from elicitgate import errors
 from elicitgate.capabilities import elicitation_modes
 from elicitgate.cluster.bus import Replicas
 from elicitgate.contracts import DownstreamPeer, Era, Origin
+from elicitgate.elicitation.url_routes import SessionTarget
 from elicitgate.json_shapes import is_mapping, is_object
 
 logger = logging.getLogger(__name__)
@@ -329,7 +330,7 @@ class ForwardedTaskCall:
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """URL-mode completions reach the owner's session as any other."""
-        await self.peer.url_completed(params)
+        await SessionTarget(self.peer).url_completed(params)
 
 
 class _Lister:

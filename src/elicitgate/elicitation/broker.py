@@ -1,11 +1,12 @@
 """The broker: the only owner of an elicitation's life.
 
-A source (an upstream's `elicitation/create`) hands the broker a request and the downstream call
-that caused it. The broker checks the request, admits it against the limits, presents it to the
-origin client, checks the answer (asking again while attempts and time remain), and ends it exactly
-once: the end is logged as one structured event, counted in the metrics and handed to the audit trail,
-and nothing of it stays in any map. A request refused before it reaches a human is recorded the same way
-(state `refused`, with a short reason).
+A source hands the broker a request and the downstream call that caused it, always through `router.inbound` (a
+server's push, an `input_required` round, a task's question, the gateway's own). The broker checks the
+request, admits it against the limits, chooses its responder (`elicitation.responders`), presents it to the
+origin client, checks the answer (asking again while attempts and time remain), and ends it exactly once: the
+end is logged as one structured event, counted in the metrics and handed to the audit trail, and nothing of it
+stays in any map. A request refused before it reaches a human is recorded the same way (state `refused`, with
+a short reason).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import ElicitationConfig, Unattended
 from elicitgate.contracts import DownstreamPeer, Origin, SharedLimits, UrlCompletionTarget
-from elicitgate.elicitation.beside import FirstAnswer, PageOnly
 from elicitgate.elicitation.carriers import Carriers
 from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
 from elicitgate.elicitation.headless import is_headless
@@ -38,7 +38,7 @@ from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limit
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Responder, Source, State
 from elicitgate.elicitation.notify import Notifier
-from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, to_client
+from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, FirstAnswer, PageOnly, to_client
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.sensitive import sensitive_fields, sensitive_words
 from elicitgate.elicitation.url_policy import UrlPolicy
@@ -135,12 +135,7 @@ class Broker:
                 )
             peer = origin.peer
             secrets = checked.secrets if checked is not None else ()
-            responder = self._hosted_responder(server, origin, mode, secrets) or self._responder_for(
-                server, origin, mode
-            )
-            if self._beside(server, origin, responder):
-                assert self.hosting is not None
-                responder = FirstAnswer(responder, self.hosting)
+            responder = self._responder(server, origin, mode, secrets)
             if self.shared_limits is None:
                 identity = self.admit_here(server, peer, peer.identity)
             else:
@@ -221,6 +216,16 @@ class Broker:
     def human_timeout(self, server_timeout: float | None) -> float:
         """How long a human may take over a server's request: its `elicitation_timeout`, else the default."""
         return server_timeout or self.config.default_timeout
+
+    def _responder(self, server: str, origin: Origin, mode: str, secrets: Sequence[str]) -> Responder:
+        """Who presents this elicitation (`elicitation.responders`): the gateway's page or inbox when the
+        hosting policy says so, else the client itself, raced with the question's page when notices say so.
+        Refuses at once when nobody can (never after a timeout)."""
+        responder = self._hosted_responder(server, origin, mode, secrets) or self._responder_for(server, origin, mode)
+        if self._beside(server, origin, responder):
+            assert self.hosting is not None
+            return FirstAnswer(responder, self.hosting)
+        return responder
 
     def _responder_for(self, server: str, origin: Origin, mode: str) -> Responder:
         """Who presents this elicitation; refuses at once when nobody can (never after a timeout)."""
@@ -307,16 +312,6 @@ class Broker:
         else:
             logger.info("elicitation %s has no client (%s): kept until its deadline (elicitation.abandoned)",
                         el.id, why)
-
-    def stop_for_call(self, call: Origin, reason: str) -> None:
-        for el in list(self.elicitations_of(call.peer)):
-            if el.origin is not call:
-                continue
-            others = [c for c in el.candidates() if c is not call] if el.candidates is not None else []
-            if others:  # the call was only a guess: stay with another call it may belong to
-                el.origin = others[-1]
-            else:
-                el.stop(State.CANCELLED, reason)
 
     def url_route(self, server: str, elicitation_id: str, *, pop: bool) -> UrlCompletionTarget | None:
         return self.url_routes.get(server, elicitation_id, pop=pop)

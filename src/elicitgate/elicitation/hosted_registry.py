@@ -131,7 +131,7 @@ class HostedRegistry:
         self.by_token: dict[str, HostedEntry] = {}
         self.tombstones: OrderedDict[str, dict[str, Any]] = OrderedDict()
         """sha256(token) -> {"id", "state", "by"}: bounded, so a late visitor learns how it ended (and, for a
-        question its page raced the client for, that the client answered it: `elicitation.beside`)."""
+        question its page raced the client for, that the client answered it: `elicitation.responders.beside`)."""
         self.version = 0
         self._changed = anyio.Event()
         self.watchers: list[Callable[[], None]] = []

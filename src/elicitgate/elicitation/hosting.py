@@ -14,6 +14,8 @@ A hosted form reaches its human one of two ways. A client that declared URL mode
 elicitation pointing at the hosted page (`HostedPage`): what is typed there goes straight to the
 gateway, the client only learns `accept`. Otherwise the elicitation waits in the inbox (`InInbox`):
 `/inbox`, `elicitgate inbox` and the admin API list it with its page URL; that needs the admin token.
+Both responders live with the others in `elicitation.responders`; this module is the policy and the
+pages' shared part (the registry, the page's URL, an upstream's `ui://` HTML).
 """
 
 from __future__ import annotations
@@ -29,9 +31,8 @@ from elicitgate.config import GatewayConfig
 from elicitgate.contracts import Announces, DownstreamPeer, Origin
 from elicitgate.elicitation.hosted_registry import HostedEntry, HostedRegistry
 from elicitgate.elicitation.model import Elicitation, Responder
-from elicitgate.elicitation.responders import to_client
+from elicitgate.elicitation.responders import HostedPage, InInbox
 from elicitgate.elicitation.sensitive import sensitive_words
-from elicitgate.elicitation.url_routes import SessionTarget
 from elicitgate.hostport import http_url
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.upstreams.link import UpstreamLink
@@ -199,68 +200,3 @@ class Hosting:
 
     def ended(self, el: Elicitation) -> None:
         self.registry.finish(el)
-
-
-class InInbox:
-    """The elicitation waits for the operator: `/inbox`, `elicitgate inbox`, the admin API."""
-
-    name = "hosted_inbox"
-    cancel_on_timeout = False
-
-    def __init__(self, hosting: Hosting) -> None:
-        self.hosting = hosting
-
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
-        entry = await self.hosting.open(el, request, "inbox")
-        logger.info("elicitation %s from %r waits in the inbox: %s", el.id, el.server, self.hosting.inbox_url())
-        return await entry.next_answer()
-
-    def ended(self, el: Elicitation) -> None:
-        self.hosting.ended(el)
-
-
-class HostedPage:
-    """The client gets a URL-mode elicitation pointing at the hosted page; the page brings the answer."""
-
-    name = "hosted_page"
-    cancel_on_timeout = False
-
-    def __init__(self, hosting: Hosting) -> None:
-        self.hosting = hosting
-
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
-        first = el.id not in self.hosting.registry.by_id
-        entry = await self.hosting.open(el, request, "page")
-        if first:
-            entry.client_elicitation_id = f"elicitgate-{el.id}"
-            link: dict[str, Any] = {
-                "mode": "url",
-                "message": f"{request['message']} (answer on elicitgate's page)",
-                "url": self.hosting.page_url(entry),
-                "elicitationId": entry.client_elicitation_id,
-                "_meta": request.get("_meta") or {},
-            }
-            consent = await to_client(el.asked()).ask(el, link)
-            action = consent.get("action") if is_mapping(consent) else None
-            if action != "accept":
-                return consent  # decline / cancel from the client (or an invalid result for the broker)
-        answer = await entry.next_answer()
-        await self._complete(el, entry)
-        return answer
-
-    async def _complete(self, el: Elicitation, entry: HostedEntry) -> None:
-        """Tell the client the out-of-band interaction is over (2025-11-25 URL mode)."""
-        origin = el.asked()
-        if origin.era == "modern":
-            return  # a 2026-07-28 client learns it by its retry
-        try:
-            with anyio.move_on_after(5):
-                await SessionTarget(origin.peer).url_completed({"elicitationId": entry.client_elicitation_id})
-        except Exception as exc:  # the answer matters more than the courtesy note
-            logger.debug("could not send elicitation/complete to %s: %s", origin.peer.id, exc)
-
-    def ended(self, el: Elicitation) -> None:
-        self.hosting.ended(el)
-
-
-__all__ = ["Hosting", "HostedPage", "InInbox"]

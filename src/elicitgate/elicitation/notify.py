@@ -4,7 +4,7 @@ The broker hands every question it starts to `Notifier.watch`. The `notify` keys
 (`notice_rules.rule_for`) decide whether and when a notice goes: at once when the gateway hosts the
 question (the client cannot show it, the form asks for a secret, the client is headless); with `always`,
 also `after` seconds into a question the client shows, whose hosted page is then opened beside the client
-(the first answer wins: `elicitation.beside`). Reminders follow every `remind_every` seconds until the
+(the first answer wins: `elicitation.responders.beside`). Reminders follow every `remind_every` seconds until the
 question ends.
 
 Apprise's senders block, so each send runs in a daemon thread (at most `max_concurrent` at once), cut off
@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING
 import anyio
 
 from elicitgate.config import GatewayConfig, apprise_sender
-from elicitgate.elicitation.beside import FirstAnswer
 from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.model import Elicitation
 from elicitgate.elicitation.notice_rules import NoticeRule, every_target, rule_for
+from elicitgate.elicitation.responders import FirstAnswer
 from elicitgate.metrics import NOTICES, labelled
 
 if TYPE_CHECKING:

@@ -1,10 +1,10 @@
 """The gateway asks on its own: missing tool and prompt arguments, and confirmations before tool calls.
 
-`GatewayAsks.needed` is the only part every `tools/call` / `prompts/get` pays for: a catalog lookup
-and a look at the argument names. When it finds something to ask, `run` asks through the broker like
-any elicitation (the client's own form, an `input_required` round for 2026-07-28 clients, or the
-hosted page / inbox), with `source="gateway"`, and returns the params to forward, or the result to
-answer with when the person said no (the upstream is then never called).
+`GatewayAsks.needed` is the only part every `tools/call` / `prompts/get` pays for: a catalog lookup and a look
+at the argument names. When it finds something to ask, `run` asks through `router.inbound` (the one way into
+the broker) like any elicitation (the client's own form, an `input_required` round for 2026-07-28 clients, or
+the hosted page / inbox), with `source="gateway"`, and returns the params to forward, or the result to answer
+with when the person said no (the upstream is then never called).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from elicitgate.elicitation.argument_forms import (
     prompt_arguments_form,
     shown_arguments,
 )
-from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.model import GatewayReason
 from elicitgate.json_shapes import is_array, is_mapping
 from elicitgate.router.catalog import Catalog
+from elicitgate.router.inbound import InboundRouter
 from elicitgate.upstreams.link import UpstreamLink
 
 logger = logging.getLogger(__name__)
@@ -64,9 +64,11 @@ class Answered:
 
 
 class GatewayAsks:
-    def __init__(self, config: GatewayConfig, catalog: Catalog, broker: Broker) -> None:
+    def __init__(self, config: GatewayConfig, catalog: Catalog, inbound: InboundRouter) -> None:
         self.catalog = catalog
-        self.broker = broker
+        self.inbound = inbound
+        self.broker = inbound.broker
+        """Asked only whether a question could reach a human, and what a secret is: the asking is `inbound`'s."""
         self.max_properties = config.elicitation.max_properties
         self.confirm_patterns = [p for p in config.elicitation.confirm_tools if p != DESTRUCTIVE]
         self.confirm_destructive = DESTRUCTIVE in config.elicitation.confirm_tools
@@ -141,14 +143,7 @@ class GatewayAsks:
     async def _elicit(
         self, link: UpstreamLink, call: Origin, request: dict[str, Any], reason: GatewayReason
     ) -> dict[str, Any]:
-        return await self.broker.elicit(
-            server=link.name,
-            origin=call,
-            params=request,
-            timeout=link.config.elicitation_timeout,
-            source="gateway",
-            gateway_reason=reason,
-        )
+        return await self.inbound.gateway_question(link, call, request, reason)
 
     async def _missing_form(
         self, ask: Ask, link: UpstreamLink, call: Origin, arguments: dict[str, Any]

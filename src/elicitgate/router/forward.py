@@ -1,8 +1,10 @@
-"""Forwarding one downstream request to the upstream that owns it.
+"""Forwarding one downstream request to the upstream that owns it: the way down (its twin, `router.inbound`,
+is the way up).
 
 Progress travels back on the caller's own progress token; cancellation travels up because the
 face cancels this coroutine and the upstream endpoint then tells the upstream; upstream errors come back
-with code, message and data intact.
+with code, message and data intact. What comes up in a result (an `input_required` round, a -32042's
+links) and the end of the call go to `router.inbound`, the one way into the broker.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.bridging.envelope import modern_capabilities, upstream_params, without_upstream_identity
-from elicitgate.bridging.input_requests import answer_input_requests, complete_minted
+from elicitgate.bridging.input_requests import answer_input_requests
 from elicitgate.contracts import Origin
-from elicitgate.elicitation.broker import Broker
 from elicitgate.errors import PeerLost, UrlElicitationRequired
+from elicitgate.router.inbound import InboundRouter
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.dual_era import CallKey, call_key
 from elicitgate.upstreams.link import UpstreamLink, forgot_session
@@ -25,7 +27,7 @@ from elicitgate.wire.endpoint import CLOSED, progress_params
 
 
 async def forward(
-    broker: Broker,
+    inbound: InboundRouter,
     link: UpstreamLink,
     call: Origin,
     method: str,
@@ -35,7 +37,7 @@ async def forward(
 ) -> dict[str, Any]:
     """Send one client request upstream and return its final result.
 
-    A 2026-07-28 upstream's `input_required` rounds are answered here, through the broker, and
+    A 2026-07-28 upstream's `input_required` rounds are answered here, through `inbound`, and
     retried (at most `max_rounds`); the client only ever sees the final result. Toward a server that
     serves both eras, a call its handshake-era connection cannot carry is made once more in 2026-07-28
     (`upstreams.dual_era`). A request the server refused because it no longer knew the session (it
@@ -49,14 +51,14 @@ async def forward(
     try:
         asked: list[str] = []
         try:
-            return await _rounds(broker, link, conn, call, method, params, max_rounds, asked)
+            return await _rounds(inbound, link, conn, call, method, params, max_rounds, asked)
         except MCPError as exc:
             if conn.era != "handshake" or key is None or not link.dual.may_reissue(key, exc, asked):
                 raise
             modern = await link.dual.connection()
             if modern is None:
                 raise
-        return await _reissued(broker, link, modern, call, method, params, max_rounds, key)
+        return await _reissued(inbound, link, modern, call, method, params, max_rounds, key)
     except TimeoutError:
         raise errors.gateway_error(
             errors.UPSTREAM_TIMEOUT,
@@ -84,15 +86,14 @@ async def forward(
             reason=reason,
         ) from None
     except UrlElicitationRequired as exc:
-        await broker.check_url_elicitations(link.name, exc.elicitations)
-        broker.remember_url_elicitations(link.name, call.peer, exc.elicitations)
+        await inbound.url_required(link, call, exc)
         raise
     finally:
-        broker.stop_for_call(call, "the call that caused it ended")
+        inbound.call_ended(call, "the call that caused it ended")
 
 
 async def _reissued(
-    broker: Broker,
+    inbound: InboundRouter,
     link: UpstreamLink,
     modern: UpstreamConnection,
     call: Origin,
@@ -109,7 +110,7 @@ async def _reissued(
         link.dual.learn(key, "modern", "its handler returned a result only 2026-07-28 carries")
 
     try:
-        return await _rounds(broker, link, modern, call, method, params, max_rounds, None, on_first=carried)
+        return await _rounds(inbound, link, modern, call, method, params, max_rounds, None, on_first=carried)
     except PeerLost:
         raise
     except MCPError as exc:
@@ -119,7 +120,7 @@ async def _reissued(
 
 
 async def _rounds(
-    broker: Broker,
+    inbound: InboundRouter,
     link: UpstreamLink,
     conn: UpstreamConnection,
     call: Origin,
@@ -162,12 +163,15 @@ async def _rounds(
         if on_first is not None:
             on_first()
             on_first = None
-        await complete_minted(broker, link.name, minted)
+        await inbound.complete_minted(link.name, minted)
         if result.get("resultType") != "input_required":
             return without_upstream_identity(result)
         requests, state = result.get("inputRequests"), result.get("requestState")
         del result  # not held while the questions wait for their humans
-        sent = await answer_input_requests(broker, link, call, sent, requests, state, minted)
+        sent = await answer_input_requests(
+            link.name, call, sent, requests, state,
+            lambda key, request: inbound.input_request(link, call, key, request, minted),
+        )
     raise errors.gateway_error(
         errors.ELICITATION_FAILED,
         f"upstream {link.name!r} asked for input more than {max_rounds} times",

@@ -24,9 +24,9 @@ from elicitgate.bridging.envelope import modern_capabilities
 from elicitgate.bridging.rounds import ParkedCall
 from elicitgate.capabilities import TASKS_EXTENSION, declares_tasks
 from elicitgate.contracts import Origin
-from elicitgate.elicitation.broker import Broker
 from elicitgate.json_shapes import is_mapping
 from elicitgate.router.forward import forward
+from elicitgate.router.inbound import InboundRouter
 from elicitgate.router.tasks import RELATED_TASK, RelayedTask, TaskTable
 from elicitgate.upstreams.link import UpstreamLink
 
@@ -49,21 +49,21 @@ def bridged(call: Origin, link: UpstreamLink, tool: Mapping[str, Any] | None) ->
 
 
 async def run_upstream_task(
-    broker: Broker, link: UpstreamLink, table: TaskTable, park: ParkedCall, params: Mapping[str, Any],
+    inbound: InboundRouter, link: UpstreamLink, table: TaskTable, park: ParkedCall, params: Mapping[str, Any],
     *, max_rounds: int,
 ) -> dict[str, Any]:
     """The call made as an upstream task; its final result (the parked call's outcome)."""
     assert park.tasks is not None  # `bridged` said so
     park.tasks.admit(park.peer)
     if serves_extension(link):
-        return await _follow_modern(broker, link, table, park, params)
+        return await _follow_modern(inbound, link, table, park, params)
     server = link.name
     sent = table.request_params(server, park.peer, {**params, "task": {}})
     conn = await link.connection_for(park.peer)
     table.creating(conn)
     relayed: RelayedTask | None = None
     try:
-        created = await forward(broker, link, park, "tools/call", sent, max_rounds=max_rounds)
+        created = await forward(inbound, link, park, "tools/call", sent, max_rounds=max_rounds)
         created, relayed = table.created(server, conn, park.peer, created)
     finally:
         table.created_done(conn, relayed)  # its status notifications: the client polls or listens
@@ -81,13 +81,13 @@ async def run_upstream_task(
             await conn.request("tasks/cancel", upstream, timeout=CANCEL_TIMEOUT)
         raise
     finally:
-        broker.stop_for_call(park, "the task ended")
+        inbound.call_ended(park, "the task ended")
         table.forget(relayed)
     return table.with_public_meta(relayed, result)
 
 
 async def _follow_modern(
-    broker: Broker, link: UpstreamLink, table: TaskTable, park: ParkedCall, params: Mapping[str, Any]
+    inbound: InboundRouter, link: UpstreamLink, table: TaskTable, park: ParkedCall, params: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The call on a 2026-07-28 task server: the upstream's task is followed as for a handshake-era client
     (`modern_task_request`), its questions put to the parked call, which waits in the client's task."""
@@ -99,7 +99,7 @@ async def _follow_modern(
     park.task_seed = {"task_id": relayed.id, "ttl_ms": task.get("ttl") if isinstance(task.get("ttl"), int) else None}
     park.hand_over()
     try:
-        return await modern_task_request(broker, table, relayed, park, "tasks/result",
+        return await modern_task_request(inbound, table, relayed, park, "tasks/result",
                                          max(relayed.expires - anyio.current_time(), 0.001))
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT):
@@ -166,7 +166,7 @@ async def _create_on_modern(
 
 
 async def modern_task_request(
-    broker: Broker, table: TaskTable, relayed: RelayedTask, call: Origin, method: str, timeout: float | None,
+    inbound: InboundRouter, table: TaskTable, relayed: RelayedTask, call: Origin, method: str, timeout: float | None,
 ) -> dict[str, Any]:
     """`tasks/get`, `tasks/cancel`, `tasks/result` of a handshake-era client for a task of a 2026-07-28 upstream.
     `tasks/result` follows the task with `tasks/get` until it ends: each of its `inputRequests` goes through the
@@ -194,8 +194,7 @@ async def modern_task_request(
             params = {**(asked if is_mapping(asked) else {})}
             params["_meta"] = {**(params.get("_meta") or {}), **related}
             try:
-                answer = await broker.elicit(server=conn.server, origin=call, params=params,
-                                             timeout=conn.config.elicitation_timeout, url_ids=False)
+                answer = await inbound.task_question(conn.server, call, params, timeout=conn.config.elicitation_timeout)
             except MCPError:
                 # Refused, or no valid answer in the attempts: the task hears "cancel" and goes on (an
                 # `inputResponses` value is a result, not an error); the audit trail has why.

@@ -26,10 +26,10 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.config import GatewayConfig
 from elicitgate.contracts import Origin
-from elicitgate.elicitation.broker import Broker
 from elicitgate.errors import PeerLost
 from elicitgate.json_shapes import is_mapping
 from elicitgate.router.forward import forward
+from elicitgate.router.inbound import InboundRouter
 from elicitgate.router.tasks import RELATED_TASK, TERMINAL, RelayedTask, TaskTable
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import UpstreamLink
@@ -62,9 +62,9 @@ def seen_by(tools: Iterable[dict[str, Any]], *, knows_tasks: bool) -> list[dict[
 class TaskRunner:
     """Runs a `required` tool's task for a plain call, and answers the call with the task's result."""
 
-    def __init__(self, config: GatewayConfig, broker: Broker, tasks: TaskTable) -> None:
+    def __init__(self, config: GatewayConfig, inbound: InboundRouter, tasks: TaskTable) -> None:
         self._config = config
-        self._broker = broker
+        self._inbound = inbound
         self._tasks = tasks
 
     async def run(self, call: Origin, link: UpstreamLink, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,7 +74,7 @@ class TaskRunner:
         self._tasks.creating(conn)
         relayed: RelayedTask | None = None
         try:
-            created = await forward(self._broker, link, call, "tools/call", sent,
+            created = await forward(self._inbound, link, call, "tools/call", sent,
                                     max_rounds=self._config.bridging.max_rounds)
             _, relayed = self._tasks.created(link.name, conn, call.peer, created, on_behalf=True)
         finally:
@@ -94,7 +94,7 @@ class TaskRunner:
             raise
         finally:
             self._tasks.forget(relayed)
-            self._broker.stop_for_call(call, "the call that caused it ended")
+            self._inbound.call_ended(call, "the call that caused it ended")
         return _without_related_task(result)
 
     async def _wait(

@@ -4,7 +4,7 @@ Messages are plain dicts (`wire.endpoint`): the gateway forwards what it does no
 without re-modelling it. The connection negotiates the era once (the `initialize` handshake, then
 a `server/discover` probe as the fallback), stamps every request the way that era wants, and
 remembers which downstream call each in-flight upstream request belongs to, so a server-initiated
-request can be traced back to its origin.
+request can be traced back to its origin (by `router.inbound`, from what the wire names and what is in flight).
 """
 
 from __future__ import annotations
@@ -189,27 +189,14 @@ class UpstreamConnection:
                 headers[MCP_NAME_HEADER] = encode_header_value(name)
         return params, headers
 
-    def trace(self, inbound: Inbound) -> tuple[Origin | None, bool]:
-        """The downstream call a server-initiated message belongs to (or `None` if unknowable), and
-        whether the wire named it (`True`) rather than the gateway inferring it.
-
-        On streamable HTTP a message on a POST's response stream names its request. Anything else (a
-        stdio or SSE pipe, the standalone GET stream) names none: a connection owned by one client
-        answers for that client's newest call in flight, and a shared one only when exactly one call
-        is in flight on a wire that never names calls (stdio, SSE).
-        """
-        if inbound.related_request_id is not None:
-            entry = self._in_flight.get(inbound.related_request_id)
-            return (entry.origin if entry else None), True
-        calls = self.in_flight_origins()
-        if self.owner is not None and calls:
-            return calls[-1], False
-        if len(calls) == 1 and not self.tags_origin:
-            return calls[0], False
-        return None, False
+    def origin_of(self, request_id: RequestId) -> Origin | None:
+        """The downstream call our request `request_id` was sent for, while it is in flight."""
+        entry = self._in_flight.get(request_id)
+        return entry.origin if entry is not None else None
 
     @property
     def tags_origin(self) -> bool:
+        """Its wire names the request a server message belongs to (streamable HTTP), where one is in flight."""
         return isinstance(self.config, HttpServer) and self.config.transport == "http"
 
     def note_asked(self, inbound: Inbound, method: str) -> None:
@@ -268,11 +255,10 @@ class UpstreamConnection:
                         if method == "ping":
                             return {}
                         conn.note_asked(inbound, method)
-                        origin, named = conn.trace(inbound)
-                        return await handler.on_server_request(conn, origin, method, params, named=named)
+                        return await handler.on_server_request(conn, inbound.related_request_id, method, params)
 
                     async def on_notify(inbound: Inbound, method: str, params: dict[str, Any] | None) -> None:
-                        await handler.on_server_notification(conn, conn.trace(inbound)[0], method, params)
+                        await handler.on_server_notification(conn, inbound.related_request_id, method, params)
 
                     async with anyio.create_task_group() as inner:
                         holder.scope = inner.cancel_scope

@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 RELAYABLE: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}}
 """What the primary (and so every `shared`) connection declares: all the gateway can relay. Whether the
 client behind a given call can take it is checked per call (elicitation modes by the broker, sampling
-by `Gateway.on_server_request`), as a shared connection cannot declare per client."""
+by `router.inbound`), as a shared connection cannot declare per client."""
 
 
 class LinkState(enum.StrEnum):

@@ -1,10 +1,4 @@
-"""Responders: who shows an elicitation to a human and brings the raw answer back.
-
-The broker owns the life (checks, attempts, deadline, end); a responder only presents one request
-and returns the `ElicitResult` the human gave, unchecked. Each responder is one way to reach a human:
-pushing `elicitation/create` to the client whose call caused it (handshake-era clients), returning an
-`input_required` result to a 2026-07-28 client, or a form the gateway hosts itself.
-"""
+"""The client of the call that caused a question shows it: a push (handshake era) or a round (2026-07-28)."""
 
 from __future__ import annotations
 
@@ -17,8 +11,6 @@ from elicitgate.errors import ClientGone, HumanGone
 
 if TYPE_CHECKING:
     from elicitgate.contracts import Origin
-
-
 
 
 class PushToClient:

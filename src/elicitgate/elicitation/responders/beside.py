@@ -24,8 +24,8 @@ from typing import Any
 import anyio
 
 from elicitgate.elicitation.hosted_registry import HostedEntry
-from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.model import Elicitation, Responder
+from elicitgate.elicitation.responders.base import PageHost
 
 CLIENT = "client"
 PAGE = "notice_page"
@@ -36,7 +36,7 @@ NOTICE_KIND = "notice"
 class FirstAnswer:
     """The client's own responder and the question's page, raced; one per question."""
 
-    def __init__(self, client: Responder, hosting: Hosting) -> None:
+    def __init__(self, client: Responder, hosting: PageHost) -> None:
         self.client = client
         self.hosting = hosting
         self._request: dict[str, Any] | None = None
@@ -98,7 +98,7 @@ class PageOnly:
     name = "hosted_page"
     cancel_on_timeout = True
 
-    def __init__(self, hosting: Hosting, first: FirstAnswer | None) -> None:
+    def __init__(self, hosting: PageHost, first: FirstAnswer | None) -> None:
         self.hosting = hosting
         self.first = first
         self.entry: HostedEntry | None = None
