@@ -116,9 +116,8 @@ class UpstreamConnection:
         failure = self.failure
         if isinstance(failure, BaseExceptionGroup):
             failure = _first_leaf(cast("BaseExceptionGroup[BaseException]", failure))
-        from elicitgate.wire.http_client import (
-            ConnectError as Unreachable,  # loaded already with the streamable HTTP wire
-        )
+        # loaded already with the streamable HTTP wire
+        from elicitgate.wire.http_client import ConnectError as Unreachable
 
         return describe_failure(failure) if isinstance(failure, Unreachable) else None
 
