@@ -485,3 +485,29 @@ async def test_a_2026_clients_task_on_a_2026_task_server_is_followed_by_the_gate
     assert task["inputRequests"][key]["params"]["message"] == "[deploy] Deploy web?"
     assert refused.value.error.data["errors"][key][0]["property"] == "approve"
     assert text_of(final["result"]) == "deployed web"
+
+
+def _initialize_over_stdio(tmp_path: Path, revision: str) -> dict[str, Any]:
+    """The gateway's `initialize` result for a client of `revision`, over its stdio face (raw JSON-RPC lines)."""
+    import subprocess
+
+    path = write_config(tmp_path, {"deploy": deploy_server()}, namespacing=SAME_NAMES)
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": revision, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    proc = subprocess.Popen([PY, "-m", "elicitgate.cli", "serve", "--config", str(path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=dict(os.environ))
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(hello) + "\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())["result"]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_tasks_are_declared_only_to_clients_whose_revision_has_them(tmp_path: Path):
+    assert _initialize_over_stdio(tmp_path, "2025-11-25")["capabilities"]["tasks"]["requests"] == {
+        "tools": {"call": {}}}
+    old = _initialize_over_stdio(tmp_path, "2025-06-18")
+    assert old["protocolVersion"] == "2025-06-18" and "tasks" not in old["capabilities"]
