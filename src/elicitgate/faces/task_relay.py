@@ -20,6 +20,7 @@ from mcp.server.context import HandlerResult, ServerRequestContext
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.faces.peer import DownstreamCall
 from elicitgate.gateway import Gateway
+from elicitgate.json_shapes import is_mapping
 from elicitgate.router.tasks import TASK_METHODS
 
 TASKS_SINCE = "2025-11-25"
@@ -64,7 +65,7 @@ def _without_tasks_before_their_revision(result: HandlerResult) -> HandlerResult
         return result
     version = result.get("protocolVersion")
     capabilities = result.get("capabilities")
-    if not isinstance(version, str) or version >= TASKS_SINCE or not isinstance(capabilities, dict):
+    if not isinstance(version, str) or version >= TASKS_SINCE or not is_mapping(capabilities):
         return result
     if "tasks" not in capabilities:
         return result
