@@ -511,3 +511,52 @@ def test_tasks_are_declared_only_to_clients_whose_revision_has_them(tmp_path: Pa
         "tools": {"call": {}}}
     old = _initialize_over_stdio(tmp_path, "2025-06-18")
     assert old["protocolVersion"] == "2025-06-18" and "tasks" not in old["capabilities"]
+
+
+async def _until_empty(table: Any, bound: float = 10.0) -> None:
+    """Wait (at most `bound` seconds) for `table` to hold nothing: its timers drop tasks, nobody asks."""
+    with anyio.fail_after(bound):
+        while len(table):
+            await anyio.sleep(0.01)
+
+
+async def test_a_finished_task_is_dropped_keep_finished_after_its_end_and_a_running_one_at_its_ttl():
+    from elicitgate.bridging.task_extension import ModernTasks
+    from elicitgate.contracts import DownstreamPeer
+
+    cfg = build_config({"tasks": {"max_ttl": 3600, "keep_finished": 0.05}}, "test")
+    table = ModernTasks(cfg)
+    peer = DownstreamPeer(id="m1", connection=None)  # type: ignore[arg-type]
+    parks = [_park(peer, cfg) for _ in range(5)]
+    for park in parks:
+        table.create(park)
+
+    async def done() -> dict[str, Any]:
+        return {"content": []}
+
+    for park in parks:
+        await park.run(done)
+    assert len(table) == 5  # kept for their owner to fetch, then dropped without anyone asking again
+    await _until_empty(table)
+
+    short = ModernTasks(build_config({"tasks": {"max_ttl": 0.05, "keep_finished": 3600}}, "test"))
+    park = _park(peer, cfg)
+    started = anyio.Event()
+
+    async def forever() -> dict[str, Any]:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    short.create(park)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park.run, forever)
+        await started.wait()
+        await _until_empty(short)  # its ttl: dropped, and its call cancelled, though nobody asked
+    assert isinstance(park.outcome, MCPError) and len(short) == 0
+
+
+def test_keep_finished_defaults_to_five_minutes_and_must_be_positive():
+    assert build_config({}, "test").tasks.keep_finished == 300
+    with pytest.raises(Exception, match="keep_finished"):
+        build_config({"tasks": {"keep_finished": 0}}, "test")

@@ -341,6 +341,7 @@ class Gateway:
                 )
             finally:
                 self.broker.stop_for_call(call, "the call that caused it ended")
+            self.tasks.ended(relayed)
             return self.tasks.with_public_meta(relayed, result)
         result = await self._on_task_connection(relayed, method, sent)
         return self.tasks.public_task(relayed, result)

@@ -204,6 +204,7 @@ async def modern_task_request(
             await ask("tasks/update", {"inputResponses": {key: answer}})
         poll = task.get("pollIntervalMs")
         await anyio.sleep(min(poll / 1000, MAX_POLL) if isinstance(poll, int | float) and poll > 0 else MAX_POLL)
+    table.ended(relayed)
     if task["status"] == "completed":
         result = task.get("result")
         return {**(result if is_mapping(result) else {}), "_meta": related}
