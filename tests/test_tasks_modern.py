@@ -560,3 +560,46 @@ def test_keep_finished_defaults_to_five_minutes_and_must_be_positive():
     assert build_config({}, "test").tasks.keep_finished == 300
     with pytest.raises(Exception, match="keep_finished"):
         build_config({"tasks": {"keep_finished": 0}}, "test")
+
+
+def test_a_2026_servers_status_messages_reach_a_handshake_client_in_tasks_get_and_status_notifications(
+    tmp_path: Path,
+):
+    via = ts_task_client(tmp_path, "--answer", json.dumps({"approve": True}))
+    task_id = via["created"]["task"]["taskId"]
+    assert "waiting for approval to deploy web" in via["messages"] and via["messages"][-1] == "deployed web"
+    told = [(n["status"], n.get("statusMessage")) for n in via["notified"]]
+    assert ("input_required", "waiting for approval to deploy web") in told
+    assert told[-1] == ("completed", "deployed web")
+    assert {n["taskId"] for n in via["notified"]} == {task_id}  # the gateway's id, never the upstream's
+
+
+def summarize_client(tmp_path: Path, *options: str) -> dict[str, Any]:
+    from tests.test_tasks import GATEWAY_ARGV, task_client
+
+    path = write_config(tmp_path, {"deploy": deploy_server()}, namespacing=SAME_NAMES)
+    return task_client("--call", "summarize", "--args", json.dumps({"text": "a long text"}), *options,
+                       command=[*GATEWAY_ARGV, str(path)])
+
+
+def test_a_2026_servers_task_asking_sampling_and_roots_is_answered_by_the_handshake_client(tmp_path: Path):
+    via = summarize_client(tmp_path, "--sampling", "short", "--roots")
+    assert via["error"] is None, via["error"]
+    task_id = via["created"]["task"]["taskId"]
+    assert text_of(via["result"]) == "short (1 roots)"
+    (sampled,) = via["sampled"]
+    (rooted,) = via["rooted"]
+    for asked in (sampled, rooted):  # each names the client's task, as a 2025-11-25 server's would
+        assert asked["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == task_id
+    assert sampled["messages"][0]["content"]["text"] == "Summarize: a long text"
+
+
+def test_a_2026_servers_task_asking_what_the_client_did_not_declare_fails_at_once_and_is_cancelled(
+    tmp_path: Path,
+):
+    via = summarize_client(tmp_path, "--roots")  # no sampling
+    assert via["result"] is None
+    error = via["error"]
+    assert error["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert error["data"]["requiredCapabilities"] == {"sampling": {}} and error["data"]["inputRequest"] == "sample"
+    assert "sampling" in error["data"]["fix"]

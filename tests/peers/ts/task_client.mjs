@@ -19,17 +19,22 @@
 //   --more N                  after the first task, ask for N more the same way (prints `more`: each
 //                             CreateTaskResult or error), then go on with the first
 //   --get ID                  also ask tasks/get for ID (prints `got`: its result or error)
+//   --sampling TEXT           declare sampling and answer sampling/createMessage with TEXT (prints `sampled`:
+//                             the params received)
+//   --roots                   declare roots and answer roots/list with one root, file:///work
 //
 // Prints one JSON line: {"capabilities": server capabilities, "tools": [{name, execution}], "created":
 // CreateTaskResult | null, "statuses": [status seen by tasks/get polls, in order], "result": the
 // tasks/result result | null, "error": {code, message, data} | null, "elicitations": [params received],
 // "listed": [task ids of tasks/list], "cancelled": tasks/cancel result | null, "foreign": {...} | null,
-// "more": [...], "got": {...} | null, "notified": [notifications/tasks/status params]}.
+// "more": [...], "got": {...} | null, "notified": [notifications/tasks/status params], "messages":
+// [statusMessage of each tasks/get answer], "sampled": [...], "rooted": [roots/list params received]}.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
-  CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema, TaskStatusNotificationSchema,
+  CallToolResultSchema, CreateMessageRequestSchema, CreateTaskResultSchema, ElicitRequestSchema,
+  ListRootsRequestSchema, TaskStatusNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
 function parseArgs(argv) {
@@ -38,7 +43,7 @@ function parseArgs(argv) {
   const own = dash >= 0 ? argv.slice(0, dash) : argv;
   for (let i = 0; i < own.length; i++) {
     const key = own[i].replace(/^--/, '');
-    if (['async-elicitation', 'cancel', 'foreign', 'no-elicitation'].includes(key)) opts.flags.add(key);
+    if (['async-elicitation', 'cancel', 'foreign', 'no-elicitation', 'roots'].includes(key)) opts.flags.add(key);
     else opts[key] = own[++i];
   }
   return opts;
@@ -54,7 +59,17 @@ function errorOf(error) {
 async function connect(name, elicitations, token, notified = []) {
   const capabilities = opts.flags.has('no-elicitation') ? {} : { elicitation: { form: {} } };
   if (opts.flags.has('async-elicitation')) capabilities.tasks = { requests: { elicitation: { create: {} } } };
+  if (opts.sampling !== undefined) capabilities.sampling = {};
+  if (opts.flags.has('roots')) capabilities.roots = {};
   const client = new Client({ name, version: '1.0.0' }, { capabilities });
+  if (capabilities.sampling) client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
+    sampled.push(request.params);
+    return { role: 'assistant', content: { type: 'text', text: opts.sampling }, model: 'ts-task-client' };
+  });
+  if (capabilities.roots) client.setRequestHandler(ListRootsRequestSchema, async (request) => {
+    rooted.push(request.params ?? {});
+    return { roots: [{ uri: 'file:///work', name: 'work' }] };
+  });
   if (capabilities.elicitation) client.setRequestHandler(ElicitRequestSchema, async (request) => {
     elicitations.push(request.params);
     const action = opts.action ?? 'accept';
@@ -82,11 +97,14 @@ async function attempt(run) {
 
 const elicitations = [];
 const notified = [];
+const sampled = [];
+const rooted = [];
+const messages = [];
 const client = await connect('ts-task-client', elicitations, opts.token, notified);
 const output = {
   capabilities: client.getServerCapabilities() ?? null,
   tools: [], created: null, statuses: [], result: null, error: null, elicitations, listed: [], cancelled: null,
-  foreign: null, more: [], got: null, notified,
+  foreign: null, more: [], got: null, notified, messages, sampled, rooted,
 };
 const callAsTask = () => client.request(
   { method: 'tools/call', params: { name: opts.call, arguments: JSON.parse(opts.args ?? '{}'), task: { ttl: Number(opts.ttl ?? 60000) } } },
@@ -121,12 +139,14 @@ if (opts.call) {
       for (;;) {
         const task = await client.experimental.tasks.getTask(taskId);
         if (output.statuses.at(-1) !== task.status) output.statuses.push(task.status);
+        if (task.statusMessage !== undefined && messages.at(-1) !== task.statusMessage) messages.push(task.statusMessage);
         if (task.status === 'input_required' || TERMINAL.has(task.status)) break;
         await new Promise((resolve) => setTimeout(resolve, Math.min(task.pollInterval ?? 200, 200)));
       }
       output.result = await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
-      const after = (await client.experimental.tasks.getTask(taskId)).status;
-      if (output.statuses.at(-1) !== after) output.statuses.push(after);
+      const last = await client.experimental.tasks.getTask(taskId);
+      if (output.statuses.at(-1) !== last.status) output.statuses.push(last.status);
+      if (last.statusMessage !== undefined && messages.at(-1) !== last.statusMessage) messages.push(last.statusMessage);
     }
   } catch (error) {
     output.error = errorOf(error);
