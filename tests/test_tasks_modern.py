@@ -603,3 +603,61 @@ def test_a_2026_servers_task_asking_what_the_client_did_not_declare_fails_at_onc
     assert error["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
     assert error["data"]["requiredCapabilities"] == {"sampling": {}} and error["data"]["inputRequest"] == "sample"
     assert "sampling" in error["data"]["fix"]
+
+
+async def test_an_answer_with_no_valid_action_is_refused_and_a_finished_task_is_gone_after_keep_finished():
+    async with inprocess_gateway(config(tasks={"keep_finished": 0.2})) as gw, modern_client(gw.mcp_url) as client:
+        task_id = await create(client)
+        (key,) = (await until(client, task_id, "input_required"))["inputRequests"]
+        with pytest.raises(MCPError) as no_action:
+            await task_request(client.session, "tasks/update", task_id, inputResponses={key: {"action": "maybe"}})
+        await task_request(client.session, "tasks/update", task_id, inputResponses={key: {"action": "decline"}})
+        await until(client, task_id, "completed")
+        with anyio.fail_after(30):  # a bound: the gateway's timer forgets it keep_finished after its end
+            while gw.gateway.modern_tasks._by_id:  # pyright: ignore[reportPrivateUsage]
+                await anyio.sleep(0.05)
+        with pytest.raises(MCPError) as gone:
+            await task_request(client.session, "tasks/get", task_id)
+    assert no_action.value.error.code == INVALID_PARAMS
+    assert "action" in no_action.value.error.data["errors"][key][0]["message"]
+    assert gone.value.error.code == INVALID_PARAMS and gone.value.error.data["taskId"] == task_id
+
+
+def _raw_requests(tmp_path: Path, *requests: dict[str, Any]) -> list[dict[str, Any]]:
+    """Raw JSON-RPC `requests` of a 2025-11-25 client over the gateway's stdio face (after `initialize`); their
+    responses, in order."""
+    import subprocess
+
+    path = write_config(tmp_path, {"deploy": deploy_server()}, namespacing=SAME_NAMES)
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    proc = subprocess.Popen([PY, "-m", "elicitgate.cli", "serve", "--config", str(path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=dict(os.environ))
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        lines = [hello, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                 *({"jsonrpc": "2.0", "id": i, **r} for i, r in enumerate(requests, 1))]
+        proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+        proc.stdin.flush()
+        answers: dict[int, dict[str, Any]] = {}
+        while len(answers) < len(requests) + 1:
+            message = json.loads(proc.stdout.readline())
+            if "id" in message and "method" not in message:
+                answers[message["id"]] = message
+        return [answers[i] for i in range(1, len(requests) + 1)]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_handshake_clients_malformed_task_requests_get_a_clear_error(tmp_path: Path):
+    not_an_object, bad_id, no_id = _raw_requests(
+        tmp_path,
+        {"method": "tools/call", "params": {"name": "deploy", "arguments": {"service": "web"}, "task": "soon"}},
+        {"method": "tasks/get", "params": {"taskId": 42}},
+        {"method": "tasks/cancel", "params": {}},
+    )
+    assert not_an_object["error"]["code"] == INVALID_PARAMS
+    assert not_an_object["error"]["data"]["rule"] == "task is {ttl?: number}"
+    for refused in (bad_id, no_id):
+        assert refused["error"]["code"] == INVALID_PARAMS and refused["error"]["data"]["rule"] == "taskId is required"
