@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
-
 from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from mcp.shared.exceptions import MCPError
