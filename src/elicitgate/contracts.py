@@ -96,6 +96,10 @@ class CallTasks(Protocol[Call_contra]):
         """`peer` may hold one more task (its pending limit)."""
         ...
 
+    def admit(self, peer: DownstreamPeer) -> None:
+        """Refuse (-32014) one more task for `peer` when it holds as many as its pending limit allows."""
+        ...
+
     def create(self, park: Call_contra, *, task_id: str | None = None, ttl_ms: float | None = None) -> CallTask:
         """`park` runs on as a task; its questions wait in the task's `inputRequests`."""
         ...
