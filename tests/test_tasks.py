@@ -302,3 +302,32 @@ def test_the_face_declares_tasks_only_when_an_upstream_offers_task_augmented_cal
     declared = face_capability([{"tools": {}}, {"tasks": {"requests": {"tools": {"call": {}}}}}])
     assert declared is not None
     assert declared.model_dump(exclude_none=True) == {"list": {}, "requests": {"tools": {"call": {}}}}
+
+
+class _Connection:
+    """What the table reads of an upstream connection: its live tasks, whether it closed."""
+
+    def __init__(self) -> None:
+        import anyio
+
+        self.live_tasks: dict[str, float] = {}
+        self.closed = anyio.Event()
+
+
+@pytest.mark.anyio
+async def test_a_relayed_task_is_forgotten_keep_finished_after_its_end_and_at_its_ttl_without_anyone_asking():
+    import anyio
+
+    table = TaskTable(build_config({"tasks": {"max_ttl": 3600, "keep_finished": 0.05}}, "test"))
+    peer = DownstreamPeer(id="c1", connection=None)  # type: ignore[arg-type]
+    conn = _Connection()
+    made = [table.created("s", conn, peer, {"task": {"taskId": f"u{i}", "status": "working", "ttl": 600_000}})[1]
+            for i in range(4)]
+    short = table.created("s", conn, peer, {"task": {"taskId": "brief", "status": "working", "ttl": 50}})[1]
+    assert short is not None and len(table) == 5
+    for relayed in made:
+        assert relayed is not None
+        table.public_task(relayed, {"taskId": relayed.upstream_id, "status": "completed"})  # its tasks/get said so
+    with anyio.fail_after(10):  # a bound: the table's timers drop them, nobody asks the table
+        while len(table) or conn.live_tasks:
+            await anyio.sleep(0.01)

@@ -485,3 +485,179 @@ async def test_a_2026_clients_task_on_a_2026_task_server_is_followed_by_the_gate
     assert task["inputRequests"][key]["params"]["message"] == "[deploy] Deploy web?"
     assert refused.value.error.data["errors"][key][0]["property"] == "approve"
     assert text_of(final["result"]) == "deployed web"
+
+
+def _initialize_over_stdio(tmp_path: Path, revision: str) -> dict[str, Any]:
+    """The gateway's `initialize` result for a client of `revision`, over its stdio face (raw JSON-RPC lines)."""
+    import subprocess
+
+    path = write_config(tmp_path, {"deploy": deploy_server()}, namespacing=SAME_NAMES)
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": revision, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    proc = subprocess.Popen([PY, "-m", "elicitgate.cli", "serve", "--config", str(path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=dict(os.environ))
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(hello) + "\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())["result"]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_tasks_are_declared_only_to_clients_whose_revision_has_them(tmp_path: Path):
+    assert _initialize_over_stdio(tmp_path, "2025-11-25")["capabilities"]["tasks"]["requests"] == {
+        "tools": {"call": {}}}
+    old = _initialize_over_stdio(tmp_path, "2025-06-18")
+    assert old["protocolVersion"] == "2025-06-18" and "tasks" not in old["capabilities"]
+
+
+async def _until_empty(table: Any, bound: float = 10.0) -> None:
+    """Wait (at most `bound` seconds) for `table` to hold nothing: its timers drop tasks, nobody asks."""
+    with anyio.fail_after(bound):
+        while len(table):
+            await anyio.sleep(0.01)
+
+
+async def test_a_finished_task_is_dropped_keep_finished_after_its_end_and_a_running_one_at_its_ttl():
+    from elicitgate.bridging.task_extension import ModernTasks
+    from elicitgate.contracts import DownstreamPeer
+
+    cfg = build_config({"tasks": {"max_ttl": 3600, "keep_finished": 0.05}}, "test")
+    table = ModernTasks(cfg)
+    peer = DownstreamPeer(id="m1", connection=None)  # type: ignore[arg-type]
+    parks = [_park(peer, cfg) for _ in range(5)]
+    for park in parks:
+        table.create(park)
+
+    async def done() -> dict[str, Any]:
+        return {"content": []}
+
+    for park in parks:
+        await park.run(done)
+    assert len(table) == 5  # kept for their owner to fetch, then dropped without anyone asking again
+    await _until_empty(table)
+
+    short = ModernTasks(build_config({"tasks": {"max_ttl": 0.05, "keep_finished": 3600}}, "test"))
+    park = _park(peer, cfg)
+    started = anyio.Event()
+
+    async def forever() -> dict[str, Any]:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    short.create(park)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(park.run, forever)
+        await started.wait()
+        await _until_empty(short)  # its ttl: dropped, and its call cancelled, though nobody asked
+    assert isinstance(park.outcome, MCPError) and len(short) == 0
+
+
+def test_keep_finished_defaults_to_five_minutes_and_must_be_positive():
+    assert build_config({}, "test").tasks.keep_finished == 300
+    with pytest.raises(Exception, match="keep_finished"):
+        build_config({"tasks": {"keep_finished": 0}}, "test")
+
+
+def test_a_2026_servers_status_messages_reach_a_handshake_client_in_tasks_get_and_status_notifications(
+    tmp_path: Path,
+):
+    via = ts_task_client(tmp_path, "--answer", json.dumps({"approve": True}))
+    task_id = via["created"]["task"]["taskId"]
+    assert "waiting for approval to deploy web" in via["messages"] and via["messages"][-1] == "deployed web"
+    told = [(n["status"], n.get("statusMessage")) for n in via["notified"]]
+    assert ("input_required", "waiting for approval to deploy web") in told
+    assert told[-1] == ("completed", "deployed web")
+    assert {n["taskId"] for n in via["notified"]} == {task_id}  # the gateway's id, never the upstream's
+
+
+def summarize_client(tmp_path: Path, *options: str) -> dict[str, Any]:
+    from tests.test_tasks import GATEWAY_ARGV, task_client
+
+    path = write_config(tmp_path, {"deploy": deploy_server()}, namespacing=SAME_NAMES)
+    return task_client("--call", "summarize", "--args", json.dumps({"text": "a long text"}), *options,
+                       command=[*GATEWAY_ARGV, str(path)])
+
+
+def test_a_2026_servers_task_asking_sampling_and_roots_is_answered_by_the_handshake_client(tmp_path: Path):
+    via = summarize_client(tmp_path, "--sampling", "short", "--roots")
+    assert via["error"] is None, via["error"]
+    task_id = via["created"]["task"]["taskId"]
+    assert text_of(via["result"]) == "short (1 roots)"
+    (sampled,) = via["sampled"]
+    (rooted,) = via["rooted"]
+    for asked in (sampled, rooted):  # each names the client's task, as a 2025-11-25 server's would
+        assert asked["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == task_id
+    assert sampled["messages"][0]["content"]["text"] == "Summarize: a long text"
+
+
+def test_a_2026_servers_task_asking_what_the_client_did_not_declare_fails_at_once_and_is_cancelled(
+    tmp_path: Path,
+):
+    via = summarize_client(tmp_path, "--roots")  # no sampling
+    assert via["result"] is None
+    error = via["error"]
+    assert error["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert error["data"]["requiredCapabilities"] == {"sampling": {}} and error["data"]["inputRequest"] == "sample"
+    assert "sampling" in error["data"]["fix"]
+
+
+async def test_an_answer_with_no_valid_action_is_refused_and_a_finished_task_is_gone_after_keep_finished():
+    async with inprocess_gateway(config(tasks={"keep_finished": 0.2})) as gw, modern_client(gw.mcp_url) as client:
+        task_id = await create(client)
+        (key,) = (await until(client, task_id, "input_required"))["inputRequests"]
+        with pytest.raises(MCPError) as no_action:
+            await task_request(client.session, "tasks/update", task_id, inputResponses={key: {"action": "maybe"}})
+        await task_request(client.session, "tasks/update", task_id, inputResponses={key: {"action": "decline"}})
+        await until(client, task_id, "completed")
+        with anyio.fail_after(30):  # a bound: the gateway's timer forgets it keep_finished after its end
+            while gw.gateway.modern_tasks._by_id:  # pyright: ignore[reportPrivateUsage]
+                await anyio.sleep(0.05)
+        with pytest.raises(MCPError) as gone:
+            await task_request(client.session, "tasks/get", task_id)
+    assert no_action.value.error.code == INVALID_PARAMS
+    assert "action" in no_action.value.error.data["errors"][key][0]["message"]
+    assert gone.value.error.code == INVALID_PARAMS and gone.value.error.data["taskId"] == task_id
+
+
+def _raw_requests(tmp_path: Path, *requests: dict[str, Any]) -> list[dict[str, Any]]:
+    """Raw JSON-RPC `requests` of a 2025-11-25 client over the gateway's stdio face (after `initialize`); their
+    responses, in order."""
+    import subprocess
+
+    path = write_config(tmp_path, {"deploy": deploy_server()}, namespacing=SAME_NAMES)
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+    proc = subprocess.Popen([PY, "-m", "elicitgate.cli", "serve", "--config", str(path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=dict(os.environ))
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        lines = [hello, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                 *({"jsonrpc": "2.0", "id": i, **r} for i, r in enumerate(requests, 1))]
+        proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+        proc.stdin.flush()
+        answers: dict[int, dict[str, Any]] = {}
+        while len(answers) < len(requests) + 1:
+            message = json.loads(proc.stdout.readline())
+            if "id" in message and "method" not in message:
+                answers[message["id"]] = message
+        return [answers[i] for i in range(1, len(requests) + 1)]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_handshake_clients_malformed_task_requests_get_a_clear_error(tmp_path: Path):
+    not_an_object, bad_id, no_id = _raw_requests(
+        tmp_path,
+        {"method": "tools/call", "params": {"name": "deploy", "arguments": {"service": "web"}, "task": "soon"}},
+        {"method": "tasks/get", "params": {"taskId": 42}},
+        {"method": "tasks/cancel", "params": {}},
+    )
+    assert not_an_object["error"]["code"] == INVALID_PARAMS
+    assert not_an_object["error"]["data"]["rule"] == "task is {ttl?: number}"
+    for refused in (bad_id, no_id):
+        assert refused["error"]["code"] == INVALID_PARAMS and refused["error"]["data"]["rule"] == "taskId is required"

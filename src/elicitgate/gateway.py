@@ -375,6 +375,7 @@ class Gateway:
             finally:
                 self.inbound.call_ended(call, "the call that caused it ended")
             relayed.ended = True  # its result is there: it ended
+            self.tasks.ended(relayed)
             await self._shared_end(relayed)
             return self.tasks.with_public_meta(relayed, result)
         result = await self._on_task_connection(relayed, method, sent)

@@ -10,7 +10,10 @@ Run: `python -m tests.peers.modern_task_server [--http HOST:PORT]` (stdio by def
 
 Tool `deploy {service}`: needs the extension (-32021 without it); returns a task that goes `input_required`
 with one `elicitation/create` (`{approve: boolean}`, key `approval`), then `completed` with "deployed
-<service>" or "not deployed" (or `cancelled` on `tasks/cancel`).
+<service>" or "not deployed" (or `cancelled` on `tasks/cancel`). Its `statusMessage` says what it does.
+
+Tool `summarize {text}`: a task whose `inputRequests` are a `roots/list` (key `roots`) and a
+`sampling/createMessage` (key `sample`); `completed` with "<the sampled text> (<n> roots)".
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ APPROVAL = {"type": "object", "properties": {"approve": {"type": "boolean", "tit
             "required": ["approve"]}
 TASK_STORE: dict[str, dict[str, Any]] = {}
 ANSWERS: dict[str, asyncio.Future[dict[str, Any]]] = {}
+"""Per task waiting for input: all of its `inputResponses`, once every key it asked has one."""
+GIVEN: dict[str, dict[str, Any]] = {}
 RUNNING: dict[str, asyncio.Task[None]] = {}
 
 
@@ -49,7 +54,9 @@ def _declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 async def list_tools(_ctx: ServerRequestContext[Any, Any], _params: Any) -> types.ListToolsResult:
     schema = {"type": "object", "properties": {"service": {"type": "string"}}, "required": ["service"]}
-    return types.ListToolsResult(tools=[types.Tool(name="deploy", input_schema=schema)])
+    text = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    return types.ListToolsResult(tools=[types.Tool(name="deploy", input_schema=schema),
+                                        types.Tool(name="summarize", input_schema=text)])
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
@@ -60,25 +67,53 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     task = {"taskId": task_id, "status": "working", "createdAt": _now(), "lastUpdatedAt": _now(),
             "ttlMs": 60_000, "pollIntervalMs": 100}
     TASK_STORE[task_id] = task
-    RUNNING[task_id] = asyncio.get_running_loop().create_task(_deploy(task, (params.arguments or {})["service"]))
+    arguments = params.arguments or {}
+    work = _summarize(task, arguments["text"]) if params.name == "summarize" else _deploy(task, arguments["service"])
+    RUNNING[task_id] = asyncio.get_running_loop().create_task(work)
     return {**task, "resultType": "task"}
 
 
-async def _deploy(task: dict[str, Any], service: str) -> None:
+async def _ask(task: dict[str, Any], requests: dict[str, Any], message: str) -> dict[str, Any] | None:
+    """Wait in `input_required` for answers to every one of `requests`; None when the task was cancelled."""
     answer = ANSWERS[task["taskId"]] = asyncio.get_running_loop().create_future()
-    task.update(status="input_required", lastUpdatedAt=_now(), inputRequests={"approval": {
-        "method": "elicitation/create",
-        "params": {"mode": "form", "message": f"Deploy {service}?", "requestedSchema": APPROVAL}}})
+    GIVEN[task["taskId"]] = {}
+    task.update(status="input_required", statusMessage=message, lastUpdatedAt=_now(), inputRequests=requests)
     try:
-        result = await answer
+        return await answer
     except asyncio.CancelledError:
+        task.update(status="cancelled", statusMessage="cancelled", lastUpdatedAt=_now())
+        return None
+    finally:
         task.pop("inputRequests", None)
-        task.update(status="cancelled", lastUpdatedAt=_now())
+
+
+async def _summarize(task: dict[str, Any], text: str) -> None:
+    sample = {"messages": [{"role": "user", "content": {"type": "text", "text": f"Summarize: {text}"}}],
+              "maxTokens": 50}
+    given = await _ask(task, {"roots": {"method": "roots/list", "params": {}},
+                              "sample": {"method": "sampling/createMessage", "params": sample}},
+                       "waiting for the client's roots and a sample")
+    if given is None:
         return
-    task.pop("inputRequests", None)
+    summary = (given["sample"].get("content") or {}).get("text")
+    roots = len(given["roots"].get("roots") or [])
+    task.update(status="completed", statusMessage="summarized", lastUpdatedAt=_now(),
+                result={"content": [{"type": "text", "text": f"{summary} ({roots} roots)"}]})
+
+
+async def _deploy(task: dict[str, Any], service: str) -> None:
+    task.update(statusMessage=f"preparing {service}")
+    given = await _ask(task, {"approval": {
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": f"Deploy {service}?", "requestedSchema": APPROVAL}}},
+        f"waiting for approval to deploy {service}")
+    if given is None:
+        return
+    result = given["approval"]
     approved = result.get("action") == "accept" and (result.get("content") or {}).get("approve") is True
     text = f"deployed {service}" if approved else "not deployed"
-    task.update(status="completed", lastUpdatedAt=_now(), result={"content": [{"type": "text", "text": text}]})
+    task.update(status="completed", statusMessage=text, lastUpdatedAt=_now(),
+                result={"content": [{"type": "text", "text": text}]})
 
 
 async def tasks_middleware(ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
@@ -95,9 +130,11 @@ async def tasks_middleware(ctx: ServerRequestContext[Any, Any], call_next: Any) 
         return {**task, "resultType": "complete"}
     if ctx.method == "tasks/update":
         future = ANSWERS.get(task["taskId"])
-        response = (params.get("inputResponses") or {}).get("approval")
-        if future is not None and not future.done() and response is not None:
-            future.set_result(response)
+        asked = task.get("inputRequests") or {}
+        given = GIVEN.setdefault(task["taskId"], {})
+        given.update({k: v for k, v in (params.get("inputResponses") or {}).items() if k in asked})
+        if future is not None and not future.done() and asked and set(asked) <= set(given):
+            future.set_result(dict(given))
     elif (running := RUNNING.get(task["taskId"])) is not None:
         running.cancel()
     return {"resultType": "complete"}

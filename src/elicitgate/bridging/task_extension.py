@@ -10,8 +10,9 @@ tell a `subscriptions/listen` stream of each change. A call becomes a task when 
 
 A task belongs to the principal that created it (`http.auth`); without authentication its id, which cannot
 be guessed, is all that names it. To anyone else it does not exist (-32602, as the extension says for an
-unknown id). It is kept until its ttl (`tasks.max_ttl`) from its creation; a call still running then is
-cancelled.
+unknown id). It is kept until its ttl (`tasks.max_ttl`) from its creation, a call still running then is
+cancelled; a task that ended is kept `tasks.keep_finished` after its end at most. A timer drops each one
+then, whether or not anyone looks again.
 """
 
 from __future__ import annotations
@@ -145,7 +146,10 @@ class ModernTasks:
         self.hand_over_after = config.tasks.hand_over_after
         self.max_open = config.elicitation.max_pending_per_session
         self.max_attempts = config.elicitation.max_answer_attempts
+        self.keep_finished = config.tasks.keep_finished
         self._by_id: dict[str, ModernTask] = {}
+        self._drops: dict[str, tuple[float, asyncio.TimerHandle]] = {}
+        """Per task: when it is dropped (anyio clock) and the timer that does it."""
         self._changed = asyncio.Event()
         """Set when any task changed, then replaced: what `subscriptions/listen` streams wait on."""
 
@@ -180,8 +184,36 @@ class ModernTasks:
             expires=anyio.current_time() + ttl / 1000,
         )
         self._by_id[task.id] = task
-        park.on_change = self._signal
+        park.on_change = lambda: self._changed_task(task)
+        self._drop_at(task, task.expires)
+        if park.outcome is not None:
+            self._changed_task(task)
         return task
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def _changed_task(self, task: ModernTask) -> None:
+        if task.park.outcome is not None and task.id in self._by_id:
+            self._drop_at(task, anyio.current_time() + self.keep_finished)
+        self._signal()
+
+    def _drop_at(self, task: ModernTask, when: float) -> None:
+        """Drop `task` at `when` (anyio clock, which is the loop's), or earlier if it was due earlier already."""
+        current = self._drops.get(task.id)
+        if current is not None:
+            if current[0] <= when:
+                return
+            current[1].cancel()
+        handle = asyncio.get_running_loop().call_at(when, self._drop, task.id)
+        self._drops[task.id] = (when, handle)
+
+    def _drop(self, task_id: str) -> None:
+        """Its ttl, or its keep after its end, is over: nobody may follow it any more."""
+        self._drops.pop(task_id, None)
+        task = self._by_id.pop(task_id, None)
+        if task is not None and task.park.outcome is None and task.park.scope is not None:
+            task.park.scope.cancel()
 
     # -- finding ---------------------------------------------------------------------------------
 
@@ -201,11 +233,11 @@ class ModernTasks:
         return task
 
     def _purge(self) -> None:
+        """Drop now what is due (a timer may not have run yet when a request comes at the same moment)."""
         now = anyio.current_time()
-        for task in [t for t in self._by_id.values() if t.expires <= now]:
-            del self._by_id[task.id]
-            if task.park.outcome is None and task.park.scope is not None:
-                task.park.scope.cancel()  # its ttl is over: nobody may follow it any more
+        for task_id in [i for i, (when, _) in self._drops.items() if when <= now]:
+            self._drops.pop(task_id)[1].cancel()
+            self._drop(task_id)
 
     # -- what a client does with one ------------------------------------------------------------
 

@@ -16,11 +16,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
+from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.bridging.envelope import modern_capabilities
+from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay_input_request
 from elicitgate.bridging.rounds import ParkedCall
 from elicitgate.capabilities import TASKS_EXTENSION, declares_tasks
 from elicitgate.contracts import Origin
@@ -28,6 +30,7 @@ from elicitgate.json_shapes import is_mapping
 from elicitgate.router.forward import forward
 from elicitgate.router.inbound import InboundRouter
 from elicitgate.router.tasks import RELATED_TASK, RelayedTask, TaskTable
+from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.link import UpstreamLink
 
 CANCEL_TIMEOUT = 5.0
@@ -110,6 +113,42 @@ async def _follow_modern(
         table.forget(relayed)
 
 
+async def _input_response(
+    inbound: InboundRouter, conn: UpstreamConnection, call: Origin, key: str, request: Mapping[str, Any],
+    related: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The answer to one of a 2026-07-28 upstream task's `inputRequests`, its request naming the client's task:
+    an elicitation through the broker, sampling or roots relayed to the client. -32021 when the client did not
+    declare sampling or roots; -32017 for a method the gateway cannot relay."""
+    method = request.get("method")
+    asked = request.get("params")
+    params = {**(asked if is_mapping(asked) else {})}
+    params["_meta"] = {**(params.get("_meta") or {}), **related}
+    if method == "elicitation/create":
+        try:
+            return await inbound.task_question(conn.server, call, params, timeout=conn.config.elicitation_timeout)
+        except MCPError:
+            # Refused, or no valid answer in the attempts: the task hears "cancel" and goes on (an
+            # `inputResponses` value is a result, not an error); the audit trail has why.
+            return {"action": "cancel"}
+    if isinstance(method, str) and (capability := PASSTHROUGH_INPUT_REQUESTS.get(method)) is not None:
+        relayed = await relay_input_request(call, method, params, server=conn.server,
+                                            timeout=inbound.broker.human_timeout(conn.config.elicitation_timeout))
+        if relayed is not None:
+            return relayed
+        raise errors.gateway_error(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            f"the task on {conn.server!r} asked for {method}, which this client did not declare: it was cancelled",
+            server=conn.server, inputRequest=key, method=method, requiredCapabilities={capability: {}},
+            fix=f"declare the {capability} capability in initialize to run this tool as a task",
+        )
+    raise errors.gateway_error(
+        errors.ELICITATION_UNDELIVERABLE,
+        f"the task on {conn.server!r} asked for input the gateway cannot relay ({method!r}): it was cancelled",
+        server=conn.server, inputRequest=key, method=method,
+    )
+
+
 # -- the reverse: a handshake-era client's 2025-11-25 task on a 2026-07-28 task server ---------------------
 
 TERMINAL = ("completed", "failed", "cancelled")
@@ -185,24 +224,31 @@ async def modern_task_request(
         return table.public_task(relayed, _as_core_task(await ask("tasks/get")))
     answered: set[str] = set()
     related = {RELATED_TASK: {"taskId": relayed.id}}
-    while (task := await ask("tasks/get"))["status"] not in TERMINAL:
+    told: tuple[Any, Any] | None = None
+    while True:
+        task = await ask("tasks/get")
+        if call.era == "handshake" and (seen := (task["status"], task.get("statusMessage"))) != told:
+            # The upstream's own status and statusMessage, as a 2025-11-25 server would have told them.
+            told = seen
+            await call.notify("notifications/tasks/status", table.public_task(relayed, _as_core_task(task)))
+        if task["status"] in TERMINAL:
+            break
         requests = task.get("inputRequests") if task["status"] == "input_required" else None
         for key, request in (requests.items() if is_mapping(requests) else ()):
-            if key in answered or not is_mapping(request) or request.get("method") != "elicitation/create":
+            if key in answered or not is_mapping(request):
                 continue
-            asked = request.get("params")
-            params = {**(asked if is_mapping(asked) else {})}
-            params["_meta"] = {**(params.get("_meta") or {}), **related}
             try:
-                answer = await inbound.task_question(conn.server, call, params, timeout=conn.config.elicitation_timeout)
-            except MCPError:
-                # Refused, or no valid answer in the attempts: the task hears "cancel" and goes on (an
-                # `inputResponses` value is a result, not an error); the audit trail has why.
-                answer = {"action": "cancel"}
+                answer = await _input_response(inbound, conn, call, key, request, related)
+            except BaseException:
+                # Nobody can answer it: the upstream's task is cancelled rather than left waiting until its ttl.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT):
+                    await conn.request("tasks/cancel", upstream, timeout=CANCEL_TIMEOUT, client_capabilities=caps)
+                raise
             answered.add(key)
             await ask("tasks/update", {"inputResponses": {key: answer}})
         poll = task.get("pollIntervalMs")
         await anyio.sleep(min(poll / 1000, MAX_POLL) if isinstance(poll, int | float) and poll > 0 else MAX_POLL)
+    table.ended(relayed)
     if task["status"] == "completed":
         result = task.get("result")
         return {**(result if is_mapping(result) else {}), "_meta": related}

@@ -4,11 +4,13 @@ A task runs on the upstream session that created it (a client's own connection u
 The client sees the gateway's id for it, `<server>/<random>`, never the upstream's: two upstreams (or two
 sessions of one) cannot collide, and an id cannot be guessed. A task belongs to the principal that
 created it (`http.auth`), else to the client session; to anyone else it does not exist (-32602, as the
-spec says for an unknown id). An entry ends with its ttl (at most `tasks.max_ttl`) or its connection.
+spec says for an unknown id). An entry ends with its ttl (at most `tasks.max_ttl`) or its connection, and
+`tasks.keep_finished` after the gateway saw the task end (a terminal status, or its result), by a timer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -74,7 +76,10 @@ class TaskTable:
         self.max_ttl = config.tasks.max_ttl
         self.elicitation = config.elicitation
         self.max_open = config.elicitation.max_pending_per_session
+        self.keep_finished = config.tasks.keep_finished
         self._by_id: dict[str, RelayedTask] = {}
+        self._drops: dict[str, tuple[float, asyncio.TimerHandle]] = {}
+        """Per task: when it is forgotten (anyio clock, the loop's) and the timer that does it."""
         self._by_upstream: dict[tuple[UpstreamConnection, str], RelayedTask] = {}
         self._creating: dict[UpstreamConnection, list[dict[str, Any]]] = {}
         """Per connection with a task-augmented `tools/call` in flight: the status notifications of tasks not
@@ -154,7 +159,25 @@ class TaskTable:
         self._by_id[relayed.id] = relayed
         self._by_upstream[(connection, upstream_id)] = relayed
         connection.live_tasks[upstream_id] = relayed.expires
+        self._forget_at(relayed, relayed.expires)
         return {**result, "task": self.public_task(relayed, task)}, relayed
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def ended(self, relayed: RelayedTask) -> None:
+        """The gateway saw the task end: it is kept `tasks.keep_finished` more for its owner, then forgotten."""
+        if relayed.id in self._by_id:
+            self._forget_at(relayed, anyio.current_time() + self.keep_finished)
+
+    def _forget_at(self, relayed: RelayedTask, when: float) -> None:
+        current = self._drops.get(relayed.id)
+        if current is not None:
+            if current[0] <= when:
+                return
+            current[1].cancel()
+        handle = asyncio.get_running_loop().call_at(when, self.forget, relayed)
+        self._drops[relayed.id] = (when, handle)
 
     # -- finding ---------------------------------------------------------------------------------
 
@@ -194,6 +217,8 @@ class TaskTable:
         return [t for t in self._by_id.values() if t.owned_by(peer) and not t.on_behalf]
 
     def forget(self, relayed: RelayedTask) -> None:
+        if (drop := self._drops.pop(relayed.id, None)) is not None:
+            drop[1].cancel()
         self._by_id.pop(relayed.id, None)
         self._by_upstream.pop((relayed.connection, relayed.upstream_id), None)
         relayed.connection.live_tasks.pop(relayed.upstream_id, None)
@@ -212,8 +237,11 @@ class TaskTable:
     # -- what the client sees --------------------------------------------------------------------
 
     def public_task(self, relayed: RelayedTask, task: Mapping[str, Any]) -> dict[str, Any]:
-        """An upstream `Task` with the client's id, and a ttl no longer than the gateway keeps it."""
+        """An upstream `Task` with the client's id, and a ttl no longer than the gateway keeps it. A terminal
+        status ends the task's keep (`ended`)."""
         relayed.saw(task)
+        if task.get("status") in TERMINAL:
+            self.ended(relayed)
         public = {**task, "taskId": relayed.id}
         ttl = task.get("ttl")
         if isinstance(ttl, int | float) and ttl > self.max_ttl * 1000:

@@ -24,6 +24,9 @@
 //   --get ID                  also ask tasks/get for ID (prints `got`: its result or error)
 //   --plain                   a client that knows no tasks: declares no `tasks` capability and calls the tool
 //                             with callTool (no task), following its progress (prints `progress`)
+//   --sampling TEXT           declare sampling and answer sampling/createMessage with TEXT (prints `sampled`:
+//                             the params received)
+//   --roots                   declare roots and answer roots/list with one root, file:///work
 //
 // Unless --plain, the client declares tasks: {list, cancel} (it knows tasks).
 //
@@ -31,12 +34,14 @@
 // CreateTaskResult | null, "statuses": [status seen by tasks/get polls, in order], "result": the
 // tasks/result result | null, "error": {code, message, data} | null, "elicitations": [params received],
 // "listed": [task ids of tasks/list], "cancelled": tasks/cancel result | null, "foreign": {...} | null,
-// "more": [...], "got": {...} | null, "notified": [notifications/tasks/status params], "progress": [...]}.
+// "more": [...], "got": {...} | null, "notified": [notifications/tasks/status params], "progress": [...],
+// "messages": [statusMessage of each tasks/get answer], "sampled": [...], "rooted": [roots/list params received]}.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
-  CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema, TaskStatusNotificationSchema,
+  CallToolResultSchema, CreateMessageRequestSchema, CreateTaskResultSchema, ElicitRequestSchema,
+  ListRootsRequestSchema, TaskStatusNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
 function parseArgs(argv) {
@@ -45,7 +50,7 @@ function parseArgs(argv) {
   const own = dash >= 0 ? argv.slice(0, dash) : argv;
   for (let i = 0; i < own.length; i++) {
     const key = own[i].replace(/^--/, '');
-    if (['async-elicitation', 'cancel', 'foreign', 'no-elicitation', 'plain'].includes(key)) opts.flags.add(key);
+    if (['async-elicitation', 'cancel', 'foreign', 'no-elicitation', 'plain', 'roots'].includes(key)) opts.flags.add(key);
     else opts[key] = own[++i];
   }
   return opts;
@@ -62,7 +67,17 @@ async function connect(name, elicitations, token, notified = [], url = opts.url)
   const capabilities = opts.flags.has('no-elicitation') ? {} : { elicitation: { form: {} } };
   if (!opts.flags.has('plain')) capabilities.tasks = { list: {}, cancel: {} };
   if (opts.flags.has('async-elicitation')) capabilities.tasks = { requests: { elicitation: { create: {} } } };
+  if (opts.sampling !== undefined) capabilities.sampling = {};
+  if (opts.flags.has('roots')) capabilities.roots = {};
   const client = new Client({ name, version: '1.0.0' }, { capabilities });
+  if (capabilities.sampling) client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
+    sampled.push(request.params);
+    return { role: 'assistant', content: { type: 'text', text: opts.sampling }, model: 'ts-task-client' };
+  });
+  if (capabilities.roots) client.setRequestHandler(ListRootsRequestSchema, async (request) => {
+    rooted.push(request.params ?? {});
+    return { roots: [{ uri: 'file:///work', name: 'work' }] };
+  });
   if (capabilities.elicitation) client.setRequestHandler(ElicitRequestSchema, async (request) => {
     elicitations.push(request.params);
     const action = opts.action ?? 'accept';
@@ -90,11 +105,14 @@ async function attempt(run) {
 
 const elicitations = [];
 const notified = [];
+const sampled = [];
+const rooted = [];
+const messages = [];
 const client = await connect('ts-task-client', elicitations, opts.token, notified);
 const output = {
   capabilities: client.getServerCapabilities() ?? null,
   tools: [], created: null, statuses: [], result: null, error: null, elicitations, listed: [], cancelled: null,
-  foreign: null, more: [], got: null, notified, progress: [],
+  foreign: null, more: [], got: null, notified, progress: [], messages, sampled, rooted,
 };
 const callAsTask = () => client.request(
   { method: 'tools/call', params: { name: opts.call, arguments: JSON.parse(opts.args ?? '{}'), task: { ttl: Number(opts.ttl ?? 60000) } } },
@@ -143,12 +161,14 @@ if (opts.call && opts.flags.has('plain')) {
       for (;;) {
         const task = await client.experimental.tasks.getTask(taskId);
         if (output.statuses.at(-1) !== task.status) output.statuses.push(task.status);
+        if (task.statusMessage !== undefined && messages.at(-1) !== task.statusMessage) messages.push(task.statusMessage);
         if (task.status === 'input_required' || TERMINAL.has(task.status)) break;
         await new Promise((resolve) => setTimeout(resolve, Math.min(task.pollInterval ?? 200, 200)));
       }
       output.result = await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
-      const after = (await client.experimental.tasks.getTask(taskId)).status;
-      if (output.statuses.at(-1) !== after) output.statuses.push(after);
+      const last = await client.experimental.tasks.getTask(taskId);
+      if (output.statuses.at(-1) !== last.status) output.statuses.push(last.status);
+      if (last.statusMessage !== undefined && messages.at(-1) !== last.statusMessage) messages.push(last.statusMessage);
     }
   } catch (error) {
     output.error = errorOf(error);
