@@ -45,6 +45,15 @@ def _line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
+async def _audit_opened(probe: Probe) -> None:
+    """As `Probe.audit_opened`, with room for a start-up slowed by tracing on a busy machine."""
+    deadline = time.monotonic() + 600
+    while not (await probe.read(traced=False))["audit_open"]:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the audit store did not open")
+        await asyncio.sleep(0.1)
+
+
 async def _figures(probe: Probe, before: dict[str, Any], n: int, reached: float) -> dict[str, Any]:
     await asyncio.sleep(1.0)
     during = await probe.read()
@@ -87,7 +96,7 @@ async def parked(n: int, workdir: Path) -> dict[str, Any]:
 
         await calls(1_000_000, 20)  # warm-up (and the audit store opened)
         probe = Probe(proc.pid, probe_file)
-        await probe.audit_opened()
+        await _audit_opened(probe)
         before = await probe.read()
         reached = await calls(1, n)
         return {"path": "parked: 2026-07-28 client over stdio, each call's round unanswered",
@@ -153,7 +162,7 @@ async def pushed(n: int, workdir: Path) -> dict[str, Any]:
 
             probe = Probe(proc.pid, probe_file)
             await batch(1_000_000, 20)  # warm-up; left pending (the same before and during)
-            await probe.audit_opened()
+            await _audit_opened(probe)
             before = await probe.read()
             reached, tasks = await batch(1, n)
             figures = await _figures(probe, before, n, reached)

@@ -39,15 +39,15 @@ CLOSE_TIMEOUT = 10.0
 """Seconds the gateway waits, as it stops, for its parked calls to end once cancelled."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Question:
     key: str
     method: str
     params: dict[str, Any]
     """As the 2026-07-28 client sees them."""
     elicitation: Elicitation | None
-    answered: anyio.Event = field(default_factory=anyio.Event)
-    answer: Any = None
+    answered: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    """Its answer, once a retry brought it (a bare future: an event would hold a deque per open question)."""
 
 
 class ParkedCall:
@@ -58,6 +58,12 @@ class ParkedCall:
     """
 
     asks_in_rounds = True
+    __slots__ = (
+        "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "rounds", "round_nonce",
+        "spent_nonce", "_waiting", "open", "outcome", "scope", "claimed", "on_claimed", "_keys", "_registering",
+        "_processing", "_url_waits", "_changed", "_failure",
+    )
+    """Slotted: one is alive per parked call, for as long as its questions wait."""
 
     def __init__(self, peer: DownstreamPeer, method: str, first: ClientRequest, config: BridgingConfig) -> None:
         self.id = secrets.token_urlsafe(16)
@@ -85,9 +91,10 @@ class ParkedCall:
         self._registering = 0
         self._processing: set[Elicitation | None] = set()
         self._url_waits: dict[str, anyio.Event] = {}
-        self._changed = asyncio.Event()
-        """Set when anything a waiting request looks at changed, then replaced (asyncio's own: one is made
-        per change, and anyio's wrapper costs more than the event)."""
+        self._changed: asyncio.Event | None = None
+        """Set when anything a waiting request looks at changed, then dropped; made only while a request waits
+        (asyncio's own: anyio's wrapper costs more, and each event holds a deque, which a call parked with
+        nobody looking need not)."""
         self._failure: MCPError | None = None
 
     # -- what the broker and router see (the `Origin` surface) ------------------------------------
@@ -126,10 +133,9 @@ class ParkedCall:
         self.open[question.key] = question
         self._signal()
         try:
-            await question.answered.wait()
+            answer = await question.answered
         finally:
             self.open.pop(question.key, None)
-        answer = question.answer
         if method == "elicitation/create" and params.get("mode") == "url":
             if is_mapping(answer) and answer.get("action") == "accept":
                 if isinstance(url_id := params.get("elicitationId"), str):
@@ -185,8 +191,15 @@ class ParkedCall:
         return not (self.scope.cancel_called and self._failure is None)
 
     def _signal(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    async def _change(self) -> None:
+        """Until `_signal`."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        await self._changed.wait()
 
     def _ready(self) -> bool:
         if self.outcome is not None:
@@ -209,10 +222,10 @@ class ParkedCall:
                     # page never sends one to a 2026-07-28 client: its answer is the outcome).
                     with anyio.move_on_after(self.config.url_complete_wait):
                         while self.outcome is None and not all(e.is_set() for e in self._url_waits.values()):
-                            await self._changed.wait()
+                            await self._change()
                     self._url_waits.clear()
                 while not self._ready():
-                    await self._changed.wait()
+                    await self._change()
         except anyio.get_cancelled_exc_class():
             # The request the client waited with is gone. A first request leaves it nothing to retry
             # with, and a cancel it asked for means it will not: the call ends. A retry that was merely
@@ -257,11 +270,11 @@ class ParkedCall:
         for key, question in list(self.open.items()):
             if key not in responses:
                 continue  # still open: asked again in the next round
-            question.answer = responses[key]
             if question.elicitation is not None:
                 self._processing.add(question.elicitation)
             del self.open[key]
-            question.answered.set()
+            if not question.answered.done():
+                question.answered.set_result(responses[key])
         self._signal()
 
 
