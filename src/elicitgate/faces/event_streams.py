@@ -16,6 +16,7 @@ them when its connection breaks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import re
 from collections import deque
@@ -26,14 +27,16 @@ import anyio
 from starlette.types import Receive, Send
 
 from elicitgate.faces.http_answers import (
+    END,
     LATE,
     PING,
+    SSE_HEADERS,
     SSE_PING_INTERVAL,
     Late,
     encode,
     expire,
+    on_disconnect,
     send_event,
-    sse_response,
 )
 from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
 
@@ -288,25 +291,31 @@ class EventStream:
         with anyio.CancelScope() as scope:
             self._reader = scope
             self._reattach()
+            # The client going away cancels the same scope a newer response would: one scope and one plain
+            # watching task for as long as the stream is written, which is as long as its questions wait.
+            watch = on_disconnect(receive, scope.cancel)
             try:
-                async with sse_response(send, receive, headers):
-                    if priming:
-                        await send_event(send, b"", self.event_id(after))
-                    while True:
-                        item = await self.next(cursor, SSE_PING_INTERVAL)
-                        if item is None:
-                            break
-                        if item is LATE:
-                            await send(PING)
-                            continue
-                        seq, message = item
-                        await send_event(send, encode(message), self.event_id(seq))
-                        cursor = seq
-                        self.written = max(self.written, seq)
-                    done = True
+                await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
+                if priming:
+                    await send_event(send, b"", self.event_id(after))
+                while True:
+                    item = await self.next(cursor, SSE_PING_INTERVAL)
+                    if item is None:
+                        break
+                    if item is LATE:
+                        await send(PING)
+                        continue
+                    seq, message = item
+                    await send_event(send, encode(message), self.event_id(seq))
+                    cursor = seq
+                    self.written = max(self.written, seq)
+                done = True
+                with contextlib.suppress(OSError):
+                    await send(END)
             except OSError:  # the client has gone
                 pass
             finally:
+                watch.cancel()
                 if self._reader is scope:
                     self._reader = None
                     if not done and not self.complete(cursor) and not self.remote:
