@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,7 +29,7 @@ from typing import Any
 import httpx2
 
 from bench import configs
-from bench.procs import free_port
+from bench.procs import free_port, rss_kb
 from bench.scale import Probe
 
 MODERN_META = {
@@ -43,6 +44,22 @@ HANDSHAKE = "2025-11-25"
 
 def _line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
+
+
+class SlowProbe(Probe):
+    """`Probe` with room for a tracemalloc snapshot of thousands of pending questions on a busy machine."""
+
+    async def read(self, *, traced: bool = True) -> dict[str, Any]:
+        self.path.unlink(missing_ok=True)
+        os.kill(self.pid, signal.SIGUSR1 if traced else signal.SIGUSR2)
+        deadline = time.monotonic() + 600
+        while not self.path.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the probe did not answer")
+            await asyncio.sleep(0.05)
+        stats: dict[str, Any] = json.loads(self.path.read_text())
+        stats["rss_kb"] = rss_kb(self.pid)
+        return stats
 
 
 async def _audit_opened(probe: Probe) -> None:
@@ -95,7 +112,7 @@ async def parked(n: int, workdir: Path) -> dict[str, Any]:
             return time.perf_counter() - start
 
         await calls(1_000_000, 20)  # warm-up (and the audit store opened)
-        probe = Probe(proc.pid, probe_file)
+        probe = SlowProbe(proc.pid, probe_file)
         await _audit_opened(probe)
         before = await probe.read()
         reached = await calls(1, n)
@@ -160,7 +177,7 @@ async def pushed(n: int, workdir: Path) -> dict[str, Any]:
                         task.result()
                 return time.perf_counter() - start, tasks
 
-            probe = Probe(proc.pid, probe_file)
+            probe = SlowProbe(proc.pid, probe_file)
             await batch(1_000_000, 20)  # warm-up; left pending (the same before and during)
             await _audit_opened(probe)
             before = await probe.read()
