@@ -59,7 +59,7 @@ class ParkedCall:
 
     asks_in_rounds = True
     __slots__ = (
-        "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "rounds", "round_nonce",
+        "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "_seen", "rounds", "round_nonce",
         "spent_nonce", "_waiting", "open", "outcome", "scope", "claimed", "on_claimed", "_keys", "_registering",
         "_processing", "_url_waits", "_changed", "_failure",
     )
@@ -73,7 +73,12 @@ class ParkedCall:
         self.config = config
         self.current: ClientRequest | None = first
         self._first_request_id = first.request_id
-        self._latest = first
+        self._latest: ClientRequest | None = first
+        """The request that looked last, while it may still be asked about; once a round is handed out only
+        `_seen` is kept, not the request (its SDK state: context, connection, models) for as long as the round
+        waits for a retry."""
+        self._seen: tuple[frozenset[str], dict[str, Any], str | None] | None = None
+        """What the calls' questions need of the request that looked last: its modes, capabilities and tool."""
         self.rounds = 0
         self.round_nonce: str | None = None
         """The nonce of the round a retry may answer now (None until a round is handed out)."""
@@ -102,14 +107,23 @@ class ParkedCall:
 
     @property
     def modes(self) -> frozenset[str]:
-        return self._latest.modes
+        if self._latest is not None:
+            return self._latest.modes
+        assert self._seen is not None, "set whenever _latest is dropped"
+        return self._seen[0]
 
     def raw_capabilities(self) -> dict[str, Any]:
-        return self._latest.raw_capabilities()
+        if self._latest is not None:
+            return self._latest.raw_capabilities()
+        assert self._seen is not None, "set whenever _latest is dropped"
+        return self._seen[1]
 
     @property
     def tool(self) -> str | None:
-        return self._latest.tool
+        if self._latest is not None:
+            return self._latest.tool
+        assert self._seen is not None, "set whenever _latest is dropped"
+        return self._seen[2]
 
     @property
     def request_id(self) -> RequestId | None:
@@ -259,6 +273,7 @@ class ParkedCall:
                 rule="bridging.max_rounds",
             )
         self.round_nonce, self.spent_nonce = secrets.token_urlsafe(12), None
+        self._seen, self._latest = (call.modes, call.raw_capabilities(), call.tool), None
         state = json.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce}, separators=(",", ":"))
         return {
             "resultType": "input_required",
