@@ -59,9 +59,9 @@ class ParkedCall:
 
     asks_in_rounds = True
     __slots__ = (
-        "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "_seen", "rounds", "round_nonce",
-        "spent_nonce", "_waiting", "open", "outcome", "scope", "claimed", "on_claimed", "_keys", "_registering",
-        "_processing", "_url_waits", "_changed", "_failure",
+        "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "_seen", "rounds",
+        "round_nonce", "spent_nonce", "_waiting", "open", "outcome", "scope", "claimed", "on_claimed", "_keys",
+        "_registering", "_processing", "_url_waits", "_changed", "_failure",
     )
     """Slotted: one is alive per parked call, for as long as its questions wait."""
 

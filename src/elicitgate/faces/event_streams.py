@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import itertools
 import re
-from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -153,15 +152,17 @@ class EventStream:
     def __init__(self, name: str, log: SessionEvents) -> None:
         self.name = name
         self._log = log
-        self.events: deque[tuple[int, dict[str, Any]]] = deque()
+        self.events: list[tuple[int, dict[str, Any]]] = []
+        """A list, not a deque: a deque's first block is ~600 bytes, held by every stream a pending question
+        keeps open, which carries a message or two."""
         self.next_seq = 1
         """Seq 0 is the priming event's: nothing before it."""
         self.written = 0
         """The last seq written to a client (it may not have read it)."""
         self.closed = False
         """Its last event is in (the answer), or it was ended without one."""
-        self.carried: set[Elicitation] = set()
-        """Questions pushed on it (`elicitation.carriers`)."""
+        self.carried: list[Elicitation] = []
+        """Questions pushed on it (`elicitation.carriers`): a few, so a list (an empty set is 216 bytes)."""
         self.mirror: Mirror | None = None
         """Set once it broke, with `redis_url`: its events are copied to Redis from then on."""
         self.remote = False
@@ -244,8 +245,8 @@ class EventStream:
     def carry(self, elicitation: Elicitation) -> None:
         """`elicitation` was caused by this stream's request (pushed on it, or hosted): attach it while a client
         reads the stream, else its grace period starts (the client's connection broke before it was asked)."""
-        self.carried = {el for el in self.carried if not el.state.terminal}
-        self.carried.add(elicitation)
+        self.carried = [el for el in self.carried if not el.state.terminal and el is not elicitation]
+        self.carried.append(elicitation)
         if elicitation.carriers is not None:
             if self.attached:
                 elicitation.carriers.attach(self)
