@@ -90,7 +90,9 @@ async def _figures(probe: Probe, before: dict[str, Any], n: int, reached: float)
 
 
 async def parked(n: int, workdir: Path) -> dict[str, Any]:
-    config = configs.write_config(workdir, "parked", configs.gateway_config({"demo": configs.stdio_upstream("modern")}))
+    settings = configs.gateway_config({"demo": configs.stdio_upstream("modern")})
+    settings["bridging"] = {"max_parked_calls": 1_000_000}  # 10,000 pending and the warm-up's calls
+    config = configs.write_config(workdir, "parked", settings)
     probe_file = workdir / "parked.probe.json"
     log = (workdir / "parked.log").open("w")
     proc = await asyncio.create_subprocess_exec(
