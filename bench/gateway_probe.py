@@ -9,6 +9,9 @@ left after the waves. With BENCH_TRACEMALLOC=1 it also traces allocations (slowe
 live Python memory by source file to the probe (`traced`), to see where pending elicitations' bytes go
 (by source line with BENCH_TRACEMALLOC_BY=lineno; whole stacks with BENCH_TRACEMALLOC_BY=traceback and
 BENCH_TRACEMALLOC_FRAMES=N). SIGUSR2 writes the same without the traced memory (quick).
+
+`python -m bench.gateway_probe CONFIG PROBE_FILE HOST:PORT` serves the HTTP face there instead (as `elicitgate
+serve --http` does), with the same probe (`bench.pending_paths`).
 """
 
 from __future__ import annotations
@@ -32,9 +35,20 @@ from elicitgate.gateway import Gateway
 
 def main() -> None:
     config, probe = sys.argv[1], Path(sys.argv[2])
+    http = sys.argv[3] if len(sys.argv) > 3 else None
     cfg = load_config(config)
     _setup_logging(cfg.log_level)
-    gateway = Gateway(cfg, face="stdio")
+    made: list[Gateway] = []
+    if http is None:
+        made.append(Gateway(cfg, face="stdio"))
+    else:  # the CLI builds the gateway itself: keep the one it builds
+        init = Gateway.__init__
+
+        def keep(self: Gateway, *args: object, **kwargs: object) -> None:
+            init(self, *args, **kwargs)  # type: ignore[arg-type]
+            made.append(self)
+
+        Gateway.__init__ = keep  # type: ignore[method-assign]
     if os.environ.get("BENCH_TRACEMALLOC"):
         tracemalloc.start(int(os.environ.get("BENCH_TRACEMALLOC_FRAMES", "1")))
 
@@ -43,6 +57,9 @@ def main() -> None:
             tasks = len(asyncio.all_tasks())
         except RuntimeError:
             tasks = -1
+        if not made:
+            return
+        gateway = made[0]
         stats = {"pid": os.getpid(), "pending": len(gateway.broker.pending), "peers": len(gateway.peers),
                  "tasks": tasks, "audit_open": gateway.audit is None or gateway.audit.store is not None}
         if tracemalloc.is_tracing() and signum == signal.SIGUSR1:
@@ -58,7 +75,12 @@ def main() -> None:
 
     signal.signal(signal.SIGUSR1, on_probe)
     signal.signal(signal.SIGUSR2, on_probe)  # the same without the (slow) tracemalloc snapshot
-    anyio.run(serve_stdio, gateway)
+    if http is None:
+        anyio.run(serve_stdio, made[0])
+    else:
+        from elicitgate.cli import run_gateway
+
+        run_gateway(cfg, http)
 
 
 if __name__ == "__main__":

@@ -39,15 +39,15 @@ CLOSE_TIMEOUT = 10.0
 """Seconds the gateway waits, as it stops, for its parked calls to end once cancelled."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Question:
     key: str
     method: str
     params: dict[str, Any]
     """As the 2026-07-28 client sees them."""
     elicitation: contracts.Question | None
-    answered: anyio.Event = field(default_factory=anyio.Event)
-    answer: Any = None
+    answered: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    """Its answer, once a retry brought it (a bare future: an event would hold a deque per open question)."""
 
 
 class ParkedCall:
@@ -58,6 +58,13 @@ class ParkedCall:
     """
 
     asks_in_rounds = True
+    __slots__ = (
+        "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "_seen", "rounds",
+        "round_nonce", "spent_nonce", "_waiting", "open", "outcome", "scope", "claimed", "on_claimed", "_keys",
+        "_registering", "_processing", "_url_waits", "_changed", "_failure", "tasks", "task", "_hand_over",
+        "on_change", "task_seed",
+    )
+    """Slotted: one is alive per parked call, for as long as its questions wait."""
 
     def __init__(self, peer: DownstreamPeer, method: str, first: ClientRequest, config: BridgingConfig) -> None:
         self.id = secrets.token_urlsafe(16)
@@ -67,7 +74,12 @@ class ParkedCall:
         self.config = config
         self.current: ClientRequest | None = first
         self._first_request_id = first.request_id
-        self._latest = first
+        self._latest: ClientRequest | None = first
+        """The request that looked last, while it may still be asked about; once a round is handed out only
+        `_seen` is kept, not the request (its SDK state: context, connection, models) for as long as the round
+        waits for a retry."""
+        self._seen: tuple[frozenset[str], dict[str, Any], str | None] | None = None
+        """What the calls' questions need of the request that looked last: its modes, capabilities and tool."""
         self.rounds = 0
         self.round_nonce: str | None = None
         """The nonce of the round a retry may answer now (None until a round is handed out)."""
@@ -83,11 +95,13 @@ class ParkedCall:
         self.on_claimed: Callable[[], None] | None = None
         self._keys = 0
         self._registering = 0
-        self._processing: set[contracts.Question | None] = set()
+        self._processing: dict[contracts.Question | None, None] = {}
+        """Questions answered whose answer the broker is still checking (a dict as a set: 64 bytes empty, not 216)."""
         self._url_waits: dict[str, anyio.Event] = {}
-        self._changed = asyncio.Event()
-        """Set when anything a waiting request looks at changed, then replaced (asyncio's own: one is made
-        per change, and anyio's wrapper costs more than the event)."""
+        self._changed: asyncio.Event | None = None
+        """Set when anything a waiting request looks at changed, then dropped; made only while a request waits
+        (asyncio's own: anyio's wrapper costs more, and each event holds a deque, which a call parked with
+        nobody looking need not)."""
         self._failure: MCPError | None = None
         self.tasks: contracts.CallTasks[ParkedCall] | None = None
         """Where the call may become a task of the extension (a `tools/call` whose request declared it)."""
@@ -103,14 +117,23 @@ class ParkedCall:
 
     @property
     def modes(self) -> frozenset[str]:
-        return self._latest.modes
+        if self._latest is not None:
+            return self._latest.modes
+        assert self._seen is not None, "set whenever _latest is dropped"
+        return self._seen[0]
 
     def raw_capabilities(self) -> dict[str, Any]:
-        return self._latest.raw_capabilities()
+        if self._latest is not None:
+            return self._latest.raw_capabilities()
+        assert self._seen is not None, "set whenever _latest is dropped"
+        return self._seen[1]
 
     @property
     def tool(self) -> str | None:
-        return self._latest.tool
+        if self._latest is not None:
+            return self._latest.tool
+        assert self._seen is not None, "set whenever _latest is dropped"
+        return self._seen[2]
 
     @property
     def request_id(self) -> RequestId | None:
@@ -130,15 +153,14 @@ class ParkedCall:
         """Put one question to the client in the next `input_required` result; wait for its answer."""
         self._keys += 1
         question = Question(f"q{self._keys}", method, _for_modern_client(method, params), elicitation)
-        self._processing.discard(elicitation)
+        self._processing.pop(elicitation, None)
         self._registering = max(0, self._registering - 1)
         self.open[question.key] = question
         self._signal()
         try:
-            await question.answered.wait()
+            answer = await question.answered
         finally:
             self.open.pop(question.key, None)
-        answer = question.answer
         if method == "elicitation/create" and params.get("mode") == "url":
             if is_mapping(answer) and answer.get("action") == "accept":
                 if isinstance(url_id := params.get("elicitationId"), str):
@@ -160,7 +182,7 @@ class ParkedCall:
         self._registering += count
 
     def elicitation_ended(self, elicitation: contracts.Question) -> None:
-        self._processing.discard(elicitation)
+        self._processing.pop(elicitation, None)
         self._signal()
 
     def carry(self, elicitation: contracts.Question) -> None:
@@ -188,12 +210,12 @@ class ParkedCall:
 
     # -- the parked task --------------------------------------------------------------------------
 
-    async def run(self, work: Callable[[], Awaitable[dict[str, Any]]]) -> bool:
+    async def run(self, work: Callable[[ParkedCall], Awaitable[dict[str, Any]]]) -> bool:
         """Run the call to its outcome; whether a retry may still come for that outcome (not when the
         client cancelled the call)."""
         with anyio.CancelScope() as self.scope:
             try:
-                self.outcome = await work()
+                self.outcome = await work(self)
             except anyio.get_cancelled_exc_class():
                 self.outcome = self._failure or errors.gateway_error(
                     errors.ELICITATION_FAILED, "the call was cancelled"
@@ -206,10 +228,17 @@ class ParkedCall:
         return not (self.scope.cancel_called and self._failure is None)
 
     def _signal(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
         if self.on_change is not None:
             self.on_change()
+
+    async def _change(self) -> None:
+        """Until `_signal`."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        await self._changed.wait()
 
     def _ready(self) -> bool:
         if self.outcome is not None:
@@ -245,13 +274,13 @@ class ParkedCall:
                     # page never sends one to a 2026-07-28 client: its answer is the outcome).
                     with anyio.move_on_after(self.config.url_complete_wait):
                         while self.outcome is None and not all(e.is_set() for e in self._url_waits.values()):
-                            await self._changed.wait()
+                            await self._change()
                     self._url_waits.clear()
                 handing = self._may_become_task(call)
                 after = self.tasks.hand_over_after if handing and self.tasks is not None else None
                 with anyio.move_on_after(after if after is not None else float("inf")) as held:
                     while not self._ready() and not (handing and self._hand_over):
-                        await self._changed.wait()
+                        await self._change()
                 if handing and self.outcome is None and (self._hand_over or held.cancelled_caught):
                     return self._become_task()
         except anyio.get_cancelled_exc_class():
@@ -286,6 +315,7 @@ class ParkedCall:
                 rule="bridging.max_rounds",
             )
         self.round_nonce, self.spent_nonce = secrets.token_urlsafe(12), None
+        self._seen, self._latest = (call.modes, call.raw_capabilities(), call.tool), None
         state = json.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce}, separators=(",", ":"))
         return {
             "resultType": "input_required",
@@ -298,11 +328,11 @@ class ParkedCall:
         for key, question in list(self.open.items()):
             if key not in responses:
                 continue  # still open: asked again in the next round
-            question.answer = responses[key]
             if question.elicitation is not None:
-                self._processing.add(question.elicitation)
+                self._processing[question.elicitation] = None
             del self.open[key]
-            question.answered.set()
+            if not question.answered.done():
+                question.answered.set_result(responses[key])
         self._signal()
 
 
@@ -351,7 +381,7 @@ class Rounds:
         park.peer.calls.add(park)
         keep = False
         try:
-            keep = await park.run(lambda: work(park))
+            keep = await park.run(work)
         finally:
             park.peer.calls.discard(park)
             if keep and not park.claimed:

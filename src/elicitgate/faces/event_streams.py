@@ -16,9 +16,9 @@ them when its connection breaks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import re
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,14 +27,16 @@ from starlette.types import Receive, Send
 
 from elicitgate.contracts import Mirror, Question
 from elicitgate.faces.http_answers import (
+    END,
     LATE,
     PING,
+    SSE_HEADERS,
     SSE_PING_INTERVAL,
     Late,
     encode,
     expire,
+    on_disconnect,
     send_event,
-    sse_response,
 )
 from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
 
@@ -140,15 +142,17 @@ class EventStream:
     def __init__(self, name: str, log: SessionEvents) -> None:
         self.name = name
         self._log = log
-        self.events: deque[tuple[int, dict[str, Any]]] = deque()
+        self.events: list[tuple[int, dict[str, Any]]] = []
+        """A list, not a deque: a deque's first block is ~600 bytes, held by every stream a pending question
+        keeps open, which carries a message or two."""
         self.next_seq = 1
         """Seq 0 is the priming event's: nothing before it."""
         self.written = 0
         """The last seq written to a client (it may not have read it)."""
         self.closed = False
         """Its last event is in (the answer), or it was ended without one."""
-        self.carried: set[Question] = set()
-        """Questions pushed on it (`elicitation.carriers`)."""
+        self.carried: list[Question] = []
+        """Questions pushed on it (`elicitation.carriers`): a few, so a list (an empty set is 216 bytes)."""
         self.mirror: Mirror | None = None
         """Set once it broke, with `redis_url`: its events are copied to Redis from then on."""
         self.remote = False
@@ -231,8 +235,8 @@ class EventStream:
     def carry(self, elicitation: Question) -> None:
         """`elicitation` was caused by this stream's request (pushed on it, or hosted): attach it while a client
         reads the stream, else its grace period starts (the client's connection broke before it was asked)."""
-        self.carried = {el for el in self.carried if not el.state.terminal}
-        self.carried.add(elicitation)
+        self.carried = [el for el in self.carried if not el.state.terminal and el is not elicitation]
+        self.carried.append(elicitation)
         if elicitation.carriers is not None:
             if self.attached:
                 elicitation.carriers.attach(self)
@@ -278,25 +282,31 @@ class EventStream:
         with anyio.CancelScope() as scope:
             self._reader = scope
             self._reattach()
+            # The client going away cancels the same scope a newer response would: one scope and one plain
+            # watching task for as long as the stream is written, which is as long as its questions wait.
+            watch = on_disconnect(receive, scope.cancel)
             try:
-                async with sse_response(send, receive, headers):
-                    if priming:
-                        await send_event(send, b"", self.event_id(after))
-                    while True:
-                        item = await self.next(cursor, SSE_PING_INTERVAL)
-                        if item is None:
-                            break
-                        if item is LATE:
-                            await send(PING)
-                            continue
-                        seq, message = item
-                        await send_event(send, encode(message), self.event_id(seq))
-                        cursor = seq
-                        self.written = max(self.written, seq)
-                    done = True
+                await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
+                if priming:
+                    await send_event(send, b"", self.event_id(after))
+                while True:
+                    item = await self.next(cursor, SSE_PING_INTERVAL)
+                    if item is None:
+                        break
+                    if item is LATE:
+                        await send(PING)
+                        continue
+                    seq, message = item
+                    await send_event(send, encode(message), self.event_id(seq))
+                    cursor = seq
+                    self.written = max(self.written, seq)
+                done = True
+                with contextlib.suppress(OSError):
+                    await send(END)
             except OSError:  # the client has gone
                 pass
             finally:
+                watch.cancel()
                 if self._reader is scope:
                     self._reader = None
                     if not done and not self.complete(cursor) and not self.remote:

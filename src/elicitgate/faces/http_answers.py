@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
@@ -130,6 +131,24 @@ async def disconnected(receive: Receive) -> None:
         pass
 
 
+def on_disconnect(receive: Receive, gone: Callable[[], object]) -> asyncio.Task[None]:
+    """Call `gone` once the client has gone; cancel the returned task when the response ends first.
+
+    One plain task watching `receive`, where a task group around the response (its cancel scope, its task's
+    state, a closure and a frame more) was held by every SSE response for as long as it stayed open: a question
+    pushed to a handshake-era client keeps its POST's response open until it is answered."""
+    task = asyncio.get_running_loop().create_task(disconnected(receive))
+    task.add_done_callback(functools.partial(_watched, gone))
+    return task
+
+
+def _watched(gone: Callable[[], object], task: asyncio.Task[None]) -> None:
+    if task.cancelled():
+        return  # the response ended first
+    task.exception()  # retrieved, so never logged as lost: `receive` failing means the client is gone too
+    gone()
+
+
 async def read_body(receive: Receive, limit: int) -> bytes | None:
     """The request's body, or None once it is longer than `limit`."""
     chunks: list[bytes] = []
@@ -150,6 +169,8 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
 
 PING: Message = {"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True}
 """A keep-alive comment on an SSE stream."""
+END: Message = {"type": "http.response.body", "body": b"", "more_body": False}
+"""The end of a streamed response."""
 
 
 async def send_event(send: Send, data: bytes, event_id: bytes | None = None) -> None:
@@ -164,18 +185,15 @@ async def send_event(send: Send, data: bytes, event_id: bytes | None = None) -> 
 async def sse_response(send: Send, receive: Receive, headers: list[tuple[bytes, bytes]]) -> AsyncGenerator[None]:
     """An SSE response: started on entry, ended after the body written inside, which is cancelled as soon as the
     client goes away (the response then stays unfinished)."""
-    async with anyio.create_task_group() as tasks:
-
-        async def watch() -> None:
-            await disconnected(receive)
-            tasks.cancel_scope.cancel()
-
-        tasks.start_soon(watch)
-        await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *headers]})
-        yield
-        with contextlib.suppress(OSError):
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        tasks.cancel_scope.cancel()
+    with anyio.CancelScope() as scope:
+        watch = on_disconnect(receive, scope.cancel)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *headers]})
+            yield
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            watch.cancel()
 
 
 async def stream(
@@ -196,28 +214,24 @@ async def stream(
         if on_gone is not None:
             on_gone()
 
-    async def watch_disconnect() -> None:
-        await disconnected(receive)
-        gone()
-
+    watch = on_disconnect(receive, gone)
     try:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(watch_disconnect)
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            message = first
-            while True:
-                if message is not None:
-                    await send_event(send, encode(message))
-                message = None
-                next_message = await channel.get(SSE_PING_INTERVAL)
-                if next_message is None:
-                    break
-                if next_message is LATE:
-                    await send(PING)
-                else:
-                    message = next_message
-            with contextlib.suppress(OSError):
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            tasks.cancel_scope.cancel()
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        message = first
+        while True:
+            if message is not None:
+                await send_event(send, encode(message))
+            message = None
+            next_message = await channel.get(SSE_PING_INTERVAL)
+            if next_message is None:
+                break
+            if next_message is LATE:
+                await send(PING)
+            else:
+                message = next_message
+        with contextlib.suppress(OSError):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
     except OSError:  # the client has gone
         gone()
+    finally:
+        watch.cancel()
