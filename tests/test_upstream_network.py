@@ -23,8 +23,8 @@ from cryptography.x509.oid import NameOID
 
 from mcp import Client
 
+from elicitgate.errors import HttpConnectError
 from elicitgate.wire.http import HttpWire
-from elicitgate.wire.http_client import ConnectError
 from tests.conftest import PY, Process, free_port, write_config
 
 pytestmark = pytest.mark.anyio
@@ -109,7 +109,7 @@ async def test_an_https_upstream_whose_certificate_is_not_trusted_is_refused_say
     try:
         params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
         await wire.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
-        with pytest.raises(ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        with pytest.raises(HttpConnectError, match="CERTIFICATE_VERIFY_FAILED"):
             await asyncio.wait_for(anext(messages), 10)
     finally:
         await wire.aclose()

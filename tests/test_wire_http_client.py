@@ -8,7 +8,7 @@ parser), against tiny asyncio servers on real sockets that answer as each case n
 - the limits of a network-facing parser: a head over `MAX_HEAD_BYTES` and bytes that are not HTTP are a
   `ProtocolError`, a body read whole past its limit too; a server that goes silent is a `ReadTimeout` (before
   its head or in the middle of its body), one that takes no request a `WriteTimeout`, one that closes mid-body a
-  `ReadError`, a refused connection a `ConnectError`, a TLS handshake that never ends a `ConnectTimeout`;
+  `ReadError`, a refused connection a `HttpConnectError`, a TLS handshake that never ends a `ConnectTimeout`;
 - backpressure: a body read more slowly than it comes pauses reading from the socket and still arrives whole;
 - TLS through asyncio's ssl: a server whose certificate authority is trusted is reached, one that is not is
   refused saying why;
@@ -31,24 +31,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elicitgate.wire import http_client
-from elicitgate.wire.http import HttpWire
-from elicitgate.wire.http_client import (
-    HIGH_WATER,
-    MAX_HEAD_BYTES,
-    ConnectError,
+from elicitgate.errors import (
     ConnectTimeout,
-    HttpClient,
+    HttpConnectError,
     HttpError,
     ProtocolError,
     ReadError,
     ReadTimeout,
-    Response,
-    Timeouts,
     TransportError,
-    Url,
     WriteTimeout,
 )
+from elicitgate.wire import http_client
+from elicitgate.wire.http import HttpWire
+from elicitgate.wire.http_client import HIGH_WATER, MAX_HEAD_BYTES, HttpClient, Response, Timeouts, Url
 from tests.conftest import free_port
 from tests.test_upstream_network import _certificates  # pyright: ignore[reportPrivateUsage]
 
@@ -379,7 +374,7 @@ async def test_a_server_closing_mid_body_is_a_read_error() -> None:
 async def test_a_refused_connection_is_a_connect_error() -> None:
     client = HttpClient()
     try:
-        with pytest.raises(ConnectError):
+        with pytest.raises(HttpConnectError):
             await client.request("GET", Url.parse(f"http://127.0.0.1:{free_port()}/"), {})
     finally:
         await client.aclose()
@@ -445,7 +440,7 @@ async def test_tls_reaches_a_server_whose_authority_is_trusted_and_refuses_one_t
             await client.aclose()
         default = HttpClient()  # the system's authorities: this one is not among them
         try:
-            with pytest.raises(ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            with pytest.raises(HttpConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                 await default.request("GET", server.url(scheme="https"), {})
         finally:
             await default.aclose()

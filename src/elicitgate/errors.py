@@ -30,7 +30,18 @@ The tree (who raises each, in brackets):
     │                             [web.http_protocol]
     ├── AuditStoreError ......... the audit store cannot be opened or read [audit.store]
     ├── InboxError .............. the terminal inbox cannot use the gateway it was pointed at [web.terminal]
-    └── SseEventTooLarge ........ one event of an upstream's stream past `max_event_bytes` [wire.sse]
+    ├── SseEventTooLarge ........ one event of an upstream's stream past `max_event_bytes` [wire.sse]
+    └── HttpError ............... an HTTP exchange with an upstream failed [wire.http_client]
+        ├── TransportError ...... the connection failed, or what came on it was not HTTP
+        │   ├── HttpConnectError  no connection: refused, no such host, a TLS handshake that failed
+        │   ├── ConnectTimeout .. no connection (or TLS handshake) within the connect timeout
+        │   ├── ReadTimeout ..... nothing received within the read timeout
+        │   ├── WriteTimeout .... the server took none of the request within the write timeout
+        │   ├── ReadError ....... the connection ended before the response did
+        │   ├── WriteError ...... the request could not be written: the connection was closed
+        │   └── ProtocolError ... not an HTTP/1.1 response, or one past a limit
+        │       └── BodyTooLarge  a body read whole grew past the reader's limit
+        └── InvalidUrl .......... a URL the client cannot reach (also a ValueError)
 
 Private to one module, and never crossing it, so left there: `upstreams.connection.HandshakeRefused` (`auto`:
 the server refused `initialize`, ask it `server/discover`), `web.body_limit._OverLimit` (a body past its limit,
@@ -288,3 +299,50 @@ class InboxError(Exception):
 
 class SseEventTooLarge(Exception):
     """One event of an upstream's stream grew past the server's `max_event_bytes`."""
+
+
+# -- the upstream HTTP client's (wire.http_client), in the manner of httpx's own tree --
+
+
+class HttpError(Exception):
+    """An HTTP exchange failed: the base of every error this client raises."""
+
+
+class TransportError(HttpError):
+    """The connection failed, or what came on it was not HTTP."""
+
+
+class HttpConnectError(TransportError):
+    """No connection: refused, no such host, or a TLS handshake that failed (an untrusted certificate)."""
+
+
+class ConnectTimeout(TransportError):
+    """No connection (or TLS handshake) within the connect timeout."""
+
+
+class ReadTimeout(TransportError):
+    """Nothing received within the read timeout while waiting for a response's head or body."""
+
+
+class WriteTimeout(TransportError):
+    """The server took none of the request within the write timeout."""
+
+
+class ReadError(TransportError):
+    """The connection ended before the response did."""
+
+
+class WriteError(TransportError):
+    """The request could not be written: the connection was closed."""
+
+
+class ProtocolError(TransportError):
+    """The server's bytes are not an HTTP/1.1 response, or one past a limit (its head, a body read whole)."""
+
+
+class BodyTooLarge(ProtocolError):
+    """A body read whole grew past the reader's limit."""
+
+
+class InvalidUrl(HttpError, ValueError):
+    """A URL this client cannot reach (not http or https, no host, a bad port)."""

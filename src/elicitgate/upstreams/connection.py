@@ -116,8 +116,7 @@ class UpstreamConnection:
         failure = self.failure
         if isinstance(failure, BaseExceptionGroup):
             failure = _first_leaf(cast("BaseExceptionGroup[BaseException]", failure))
-        # loaded already with the streamable HTTP wire
-        from elicitgate.wire.http_client import ConnectError as Unreachable
+        from elicitgate.errors import HttpConnectError as Unreachable
 
         return describe_failure(failure) if isinstance(failure, Unreachable) else None
 

@@ -127,9 +127,9 @@ async def _discard(process: ServerProcess) -> None:
 async def open_transport(
     config: StdioServer | HttpServer, stderr_tail: deque[str] | None = None, *, server: str | None = None
 ) -> AsyncGenerator[Wire]:
-    """Open the wire to one upstream; raises `OSError` / `wire.http_client.HttpError` (httpx2's for legacy SSE)
-    when it cannot. A stdio server's last lines of stderr are kept in `stderr_tail`; `server` names it, so its
-    first attempt takes over the process `prespawn` started for it.
+    """Open the wire to one upstream; raises `OSError` / `errors.HttpError` (httpx2's for legacy SSE) when it
+    cannot. A stdio server's last lines of stderr are kept in `stderr_tail`; `server` names it, so its first
+    attempt takes over the process `prespawn` started for it.
 
     The HTTP clients (`wire.http`; httpx2 and the SDK's SSE client) are imported with the first HTTP upstream:
     a gateway in front of stdio servers never loads it."""

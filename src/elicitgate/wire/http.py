@@ -46,13 +46,13 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
 from elicitgate import __version__, sdk
 from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
-from elicitgate.errors import SseEventTooLarge
+from elicitgate.errors import BodyTooLarge, HttpError, SseEventTooLarge, TransportError
 from elicitgate.json_shapes import is_mapping, is_object
 from elicitgate.wire import codec
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import SESSION_LOST
 from elicitgate.wire.framing import parse_message
-from elicitgate.wire.http_client import BodyTooLarge, HttpClient, HttpError, Response, Timeouts, TransportError, Url
+from elicitgate.wire.http_client import HttpClient, Response, Timeouts, Url
 from elicitgate.wire.sse import SseParser
 
 logger = logging.getLogger(__name__)

@@ -29,6 +29,19 @@ from urllib.parse import urljoin, urlsplit
 
 import httptools  # pyright: ignore[reportMissingTypeStubs]
 
+from elicitgate.errors import (
+    BodyTooLarge,
+    ConnectTimeout,
+    HttpConnectError,
+    HttpError,
+    InvalidUrl,
+    ProtocolError,
+    ReadError,
+    ReadTimeout,
+    TransportError,
+    WriteTimeout,
+)
+
 MAX_HEAD_BYTES = 64 * 1024
 """The largest response head (status line and headers) read: a server that sends more is refused."""
 
@@ -39,50 +52,6 @@ MAX_IDLE_PER_ORIGIN = 64
 """Kept-alive connections kept idle per origin; one more that comes free is closed. Connections in use are not
 capped: every call in flight holds one (its POST's response stream) and each answer to an elicitation needs
 one more, so a cap would leave the answers none (bench/README.md, "Changes made to the gateway")."""
-
-
-class HttpError(Exception):
-    """An HTTP exchange failed: the base of every error this client raises."""
-
-
-class TransportError(HttpError):
-    """The connection failed, or what came on it was not HTTP."""
-
-
-class ConnectError(TransportError):
-    """No connection: refused, no such host, or a TLS handshake that failed (an untrusted certificate)."""
-
-
-class ConnectTimeout(TransportError):
-    """No connection (or TLS handshake) within the connect timeout."""
-
-
-class ReadTimeout(TransportError):
-    """Nothing received within the read timeout while waiting for a response's head or body."""
-
-
-class WriteTimeout(TransportError):
-    """The server took none of the request within the write timeout."""
-
-
-class ReadError(TransportError):
-    """The connection ended before the response did."""
-
-
-class WriteError(TransportError):
-    """The request could not be written: the connection was closed."""
-
-
-class ProtocolError(TransportError):
-    """The server's bytes are not an HTTP/1.1 response, or one past a limit (its head, a body read whole)."""
-
-
-class BodyTooLarge(ProtocolError):
-    """A body read whole grew past the reader's limit."""
-
-
-class InvalidUrl(HttpError, ValueError):
-    """A URL this client cannot reach (not http or https, no host, a bad port)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -556,7 +525,7 @@ class HttpClient:
         except TimeoutError:
             raise ConnectTimeout(f"no connection to {url.host}:{url.port} within {timeout} s") from None
         except (OSError, ssl.SSLError) as exc:
-            raise ConnectError(str(exc) or type(exc).__name__) from exc
+            raise HttpConnectError(str(exc) or type(exc).__name__) from exc
         assert connection.transport is not None
         sock = connection.transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
