@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -15,6 +15,7 @@ from elicitgate.config import GatewayConfig, build_config, load_config
 from elicitgate.console import say
 from elicitgate.errors import ConfigError
 from elicitgate.hostport import url_host
+from elicitgate.json_shapes import JsonObject
 
 app = typer.Typer(
     help="elicitgate: an MCP gateway that makes elicitation work everywhere. Docs: docs/ in the source, "
@@ -134,7 +135,7 @@ def self_command() -> str:
         return str(argv0.resolve())
 
 
-def demo_config() -> dict[str, Any]:
+def demo_config() -> JsonObject:
     return {
         "mcpServers": {
             "demo": {"command": sys.executable, "args": ["-m", "elicitgate.demo.server"]},
@@ -224,7 +225,7 @@ def inbox(
         raise typer.Exit(0) from None
 
 
-def _masked(server: dict[str, Any]) -> dict[str, Any]:
+def _masked(server: JsonObject) -> JsonObject:
     """A server entry for the screen: the names in `headers` and `env` kept, their values (secrets) not."""
     return {key: {name: "***" for name in value} if key in ("headers", "env") else value
             for key, value in server.items()}

@@ -15,6 +15,7 @@ from elicitgate.audit.record import FIELDS, as_json, parse_filters
 from elicitgate.config import load_config
 from elicitgate.console import err, say
 from elicitgate.errors import ConfigError
+from elicitgate.json_shapes import JsonObject
 
 audit_app = typer.Typer(help="Read the audit trail (works without a running gateway).", no_args_is_help=True)
 
@@ -31,7 +32,7 @@ TABLE_COLUMNS = ("created_at", "state", "server", "tool", "client", "mode", "att
 
 def _rows(
     config: Path, state: str | None, server: str | None, since: str | None, limit: int | None
-) -> list[dict[str, Any]]:
+) -> list[JsonObject]:
     try:
         cfg = load_config(config)
     except ConfigError as exc:
@@ -44,7 +45,7 @@ def _rows(
     from elicitgate.audit.store import AuditStore
     from elicitgate.errors import AuditStoreError
 
-    async def read() -> list[dict[str, Any]]:
+    async def read() -> list[JsonObject]:
         store = await AuditStore.open(cfg.audit.url)
         try:
             return await store.query(**filters, limit=limit)
@@ -58,7 +59,7 @@ def _rows(
         raise typer.Exit(1) from None
 
 
-def _jsonl(rows: list[dict[str, Any]], out: Any) -> None:
+def _jsonl(rows: list[JsonObject], out: Any) -> None:
     for row in rows:
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 

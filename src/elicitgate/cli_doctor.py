@@ -8,12 +8,13 @@ import logging
 import shutil
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import typer
 
 from elicitgate.config import GatewayConfig
+from elicitgate.json_shapes import JsonObject
 
 if TYPE_CHECKING:
     from elicitgate.upstreams.link import UpstreamLink
@@ -62,12 +63,12 @@ def _doctor_notices(cfg: GatewayConfig) -> list[dict[str, str]]:
     return anyio.run(send_test_notices, cfg)
 
 
-async def _doctor(cfg: GatewayConfig) -> list[dict[str, Any]]:
+async def _doctor(cfg: GatewayConfig) -> list[JsonObject]:
     from elicitgate.gateway import Gateway
 
     retry = cfg.upstream_retry.model_copy(update={"max_backoff": 3600})
     gateway = Gateway(cfg.model_copy(update={"upstream_retry": retry}))
-    rows: list[dict[str, Any]] = []
+    rows: list[JsonObject] = []
     async with gateway.running():
         async with anyio.create_task_group() as tg:  # at once: each may wait for its server's answer
             for link in gateway.links.values():

@@ -15,7 +15,7 @@ from typing import Any
 
 import json5
 
-from elicitgate.json_shapes import is_array, is_object
+from elicitgate.json_shapes import JsonObject, is_array, is_object
 
 VSCODE_INPUTS_KEY = "inputs"
 """VS Code's prompts for `${input:ID}`; the gateway reads those values from the environment instead."""
@@ -40,8 +40,8 @@ def close_match(word: str, choices: list[str]) -> str | None:
 
 
 def adapt(
-    data: dict[str, Any], own_keys: list[str], warn: Callable[[str], None]
-) -> tuple[dict[str, Any], list[str]]:
+    data: JsonObject, own_keys: list[str], warn: Callable[[str], None]
+) -> tuple[JsonObject, list[str]]:
     """The file as the gateway reads it, and the problems that stop it (key path: what to do).
 
     VS Code's `servers` becomes `mcpServers`; top-level keys that are neither the gateway's nor a

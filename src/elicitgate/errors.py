@@ -56,7 +56,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.json_shapes import is_array, is_mapping
+from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 
 UPSTREAM_UNAVAILABLE = -32010
 """The upstream server that owns the tool / prompt / resource is not connected."""
@@ -135,7 +135,7 @@ class GatewayError(MCPError):
     before a human sees it: the code's own reason, or a more specific one given where it is raised.
     """
 
-    def __init__(self, code: int, message: str, data: dict[str, Any], refusal: str | None = None) -> None:
+    def __init__(self, code: int, message: str, data: JsonObject, refusal: str | None = None) -> None:
         super().__init__(code, message, data)
         self.refusal = refusal or _REFUSALS.get(code, "invalid_request")
 
@@ -200,7 +200,7 @@ class NonFiniteParams(ValueError):
     """A request or notification whose params hold NaN or Infinity (not JSON, RFC 8259) outside the answers
     it carries; `request_id` is its id (None for a notification), so that the refusal can name it."""
 
-    def __init__(self, message: dict[str, Any], where: str) -> None:
+    def __init__(self, message: JsonObject, where: str) -> None:
         super().__init__(f"{message.get('method')} holds a number JSON does not have (NaN or Infinity) at {where}")
         self.request_id: Any = message.get("id")
 

@@ -34,7 +34,7 @@ from elicitgate.elicitation.notice_rules import every_target, unattended_for
 from elicitgate.elicitation.notify import Notifier
 from elicitgate.elicitation.url_policy import UrlPolicy, local_upstreams
 from elicitgate.errors import PeerLost
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 from elicitgate.router.asks import Answered, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.elicitation_tasks import ElicitationTasks
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-EXTENSION_AS_CORE: dict[str, Any] = {"tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}}
+EXTENSION_AS_CORE: JsonObject = {"tasks": {"cancel": {}, "requests": {"tools": {"call": {}}}}}
 """What a 2026-07-28 upstream with the tasks extension offers a handshake-era client through the gateway."""
 STARTUP_WAIT = 30.0
 
@@ -175,13 +175,13 @@ class Gateway:
 
     # -- health --------------------------------------------------------------------------------
 
-    def health(self) -> tuple[bool, dict[str, Any]]:
+    def health(self) -> tuple[bool, JsonObject]:
         servers = {name: link.status() for name, link in self.links.items()}
         healthy = all(link.state is LinkState.UP for link in self.links.values())
-        body: dict[str, Any] = {"status": "ok" if healthy else "degraded", "upstreams": servers}
+        body: JsonObject = {"status": "ok" if healthy else "degraded", "upstreams": servers}
         if self.replicas is not None:
             redis = "up" if self.replicas.reachable else "unreachable"
-            replica: dict[str, Any] = {"id": self.replicas.id, "redis": redis}
+            replica: JsonObject = {"id": self.replicas.id, "redis": redis}
             if (since := self.replicas.down_since) is not None:  # still 200: it serves its own clients alone
                 replica["unreachable_for"] = round(anyio.current_time() - since, 1)
             body["replica"] = replica
@@ -247,7 +247,7 @@ class Gateway:
 
     # -- requests from the face ----------------------------------------------------------------
 
-    async def call(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def call(self, call: Origin, method: str, params: Mapping[str, Any]) -> JsonObject:
         """Route one client request to its upstream (tools/call, prompts/get, resources/*, completion)."""
         if method in ("tools/call", "prompts/get"):
             kind = "tool" if method == "tools/call" else "prompt"
@@ -316,7 +316,7 @@ class Gateway:
         return primary is not None and primary.era == "handshake" and task_required(
             self.catalog.find("tools", server, name))
 
-    async def _create_task(self, call: Origin, server: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _create_task(self, call: Origin, server: str, params: Mapping[str, Any]) -> JsonObject:
         """A task-augmented `tools/call`: sent on the client's connection to `server`, which keeps the task."""
         link = self.links[server]
         if serves_extension(link):
@@ -344,7 +344,7 @@ class Gateway:
             await self.inbound.notify(call.peer, "notifications/tasks/status", status)
         return result
 
-    async def task_request(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def task_request(self, call: Origin, method: str, params: Mapping[str, Any]) -> JsonObject:
         """`tasks/get`, `tasks/result`, `tasks/cancel`, `tasks/list` of a client, each to the task's upstream (on
         the replica that holds it, with `redis_url`)."""
         shared = self.shared_tasks
@@ -393,7 +393,7 @@ class Gateway:
         relayed = self.tasks.here(task_id)
         return relayed.owner if relayed is not None else None
 
-    async def _task_status(self, relayed: RelayedTask, call: Origin) -> dict[str, Any] | None:
+    async def _task_status(self, relayed: RelayedTask, call: Origin) -> JsonObject | None:
         """A task's current state for `tasks/list`; None (and forgotten) when its upstream no longer has it."""
         try:
             if relayed.modern:
@@ -410,7 +410,7 @@ class Gateway:
     async def _on_task_connection(
         self, relayed: RelayedTask, method: str, params: Mapping[str, Any], *, origin: Origin | None = None,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         conn: UpstreamConnection = relayed.connection
         try:
             return await conn.request(method, params, origin=origin,
@@ -427,7 +427,7 @@ class Gateway:
                 server=conn.server, method=method, reason=lost.error.message,
             ) from None
 
-    async def call_once(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def call_once(self, call: Origin, method: str, params: Mapping[str, Any]) -> JsonObject:
         """`call`, then give back what a per-call client borrowed for it (its pooled upstream connections)."""
         try:
             return await self.call(call, method, params)
@@ -436,7 +436,7 @@ class Gateway:
                 with anyio.CancelScope(shield=True):
                     await self.release_upstreams(call.peer)
 
-    async def _set_log_level(self, call: Origin, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _set_log_level(self, call: Origin, params: Mapping[str, Any]) -> JsonObject:
         """`logging/setLevel` is remembered for the client and goes to every handshake-era upstream that
         offers logging (on the connection this client's calls use: its own under `per_session`, the
         shared one otherwise, where the last level set wins). 2026-07-28 upstreams take the remembered
@@ -454,7 +454,7 @@ class Gateway:
                 logger.warning("upstream %r refused logging/setLevel: %s", link.name, exc)
         return {}
 
-    def _route_completion(self, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _route_completion(self, params: Mapping[str, Any]) -> tuple[str, JsonObject]:
         ref = params.get("ref")
         if not is_mapping(ref):
             raise errors.gateway_error(INVALID_PARAMS, "completion/complete needs a ref", rule="ref is required")

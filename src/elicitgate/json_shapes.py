@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 JsonObject = dict[str, Any]
-"""A parsed JSON object: its keys are strings, its values any JSON."""
+"""A parsed JSON object: its keys are strings, its values any JSON. (`contracts` and `capabilities`, below
+this module, spell it `dict[str, Any]`.)"""
 
 
 def is_object(value: object) -> TypeGuard[JsonObject]:

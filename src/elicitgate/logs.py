@@ -23,9 +23,11 @@ from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
 
+from elicitgate.json_shapes import JsonObject
+
 _EVENT = "eg_event"
 _FIELDS = "eg_fields"
-_request: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("elicitgate_request", default=None)
+_request: contextvars.ContextVar[JsonObject | None] = contextvars.ContextVar("elicitgate_request", default=None)
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -44,7 +46,7 @@ class request_context:  # noqa: N801 - used as a function: `with request_context
 
     def __init__(self, **ids: Any) -> None:
         self._ids = ids
-        self._token: Token[dict[str, Any] | None] | None = None
+        self._token: Token[JsonObject | None] | None = None
 
     def __enter__(self) -> None:
         self._token = _request.set(self._ids)
@@ -54,7 +56,7 @@ class request_context:  # noqa: N801 - used as a function: `with request_context
             _request.reset(self._token)
 
 
-def current_request() -> dict[str, Any] | None:
+def current_request() -> JsonObject | None:
     return _request.get()
 
 
@@ -93,7 +95,7 @@ class _TextFormatter(logging.Formatter):
 
 
 class _JsonLineFormatter(JsonFormatter):
-    def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
+    def add_fields(self, log_data: JsonObject, record: logging.LogRecord, message_dict: JsonObject) -> None:
         fields = getattr(record, _FIELDS, None)
         event = getattr(record, _EVENT, None)
         # python-json-logger would add every `extra` key: ours go in by name, flattened.

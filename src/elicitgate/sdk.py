@@ -23,6 +23,8 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from mcp.shared.dispatcher import DispatchContext, Outbound
 from mcp.shared.transport_context import TransportContext
 
+from elicitgate.json_shapes import JsonObject
+
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
     from mcp.server.runner import ServerRunner
@@ -126,7 +128,7 @@ def has_modern_envelope(params: Mapping[str, Any] | None) -> bool:
     return runner._has_modern_envelope(params)  # noqa: SLF001
 
 
-def initialize_after_modern_data(params: Mapping[str, Any] | None) -> dict[str, Any]:
+def initialize_after_modern_data(params: Mapping[str, Any] | None) -> JsonObject:
     """The error data the SDK gives an `initialize` on a 2026-07-28 connection (the versions it serves)."""
     from mcp.server import runner
 
@@ -144,7 +146,7 @@ def request_context(
     return runner._make_context(context, method, params, meta, runner.connection.protocol_version)  # noqa: SLF001
 
 
-def shaped_result(runner: ServerRunner[Any], method: str, result: dict[str, Any]) -> dict[str, Any]:
+def shaped_result(runner: ServerRunner[Any], method: str, result: JsonObject) -> JsonObject:
     """The kernel's outbound pass over a handler's result, for the client's version: cache hints, the
     per-version sieve (a result that does not fit is -32603 "Handler returned an invalid result", the detail
     in the log), and on 2026-07-28 `resultType` and the `serverInfo` stamp."""

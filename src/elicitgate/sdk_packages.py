@@ -17,6 +17,8 @@ import sys
 from types import ModuleType
 from typing import Any, Literal
 
+from elicitgate.json_shapes import JsonObject
+
 PACKAGES = ("mcp", "mcp.server", "mcp.client")
 """Parents before children: finding `mcp.server` imports `mcp`, which must be the deferred one."""
 OTHER_PACKAGES = ("prometheus_client",)
@@ -26,7 +28,7 @@ client; ~0.9 MiB), which only `/metrics` needs; the gateway's metrics import `pr
 
 _CACHEABLE = ("prompts/list", "resources/list", "resources/read", "resources/templates/list", "server/discover",
               "tools/list")
-SEEDED: dict[str, dict[str, Any]] = {
+SEEDED: dict[str, JsonObject] = {
     "mcp_types.methods": {
         "CacheableMethod": Literal[_CACHEABLE],
         "CACHEABLE_METHODS": frozenset(_CACHEABLE),
@@ -82,7 +84,7 @@ def _loader(package: ModuleType, submodules: frozenset[str]) -> Any:
     return getattr_
 
 
-def _defer_module(name: str, seeded: dict[str, Any]) -> None:
+def _defer_module(name: str, seeded: JsonObject) -> None:
     """`name` holding `seeded` alone until another of its names is read, which runs the module's code then."""
     spec = importlib.util.find_spec(name)
     if spec is None or spec.loader is None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any
+
+from elicitgate.json_shapes import JsonObject
 
 REFUSED = "refused"
 """The state of a record whose elicitation never reached a human (limits, bad schema, nobody to ask)."""
@@ -40,13 +41,13 @@ class AuditRecord:
     attempts: int = 0
     """Answers the human gave, re-asks included."""
     responder: str | None = None
-    content: dict[str, Any] | None = None
+    content: JsonObject | None = None
 
     @property
     def duration_s(self) -> float:
         return round((self.ended_at - self.created_at).total_seconds(), 3)
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> JsonObject:
         """The columns of its row in the store (shallow: `dataclasses.asdict` deep-copies, ten times slower)."""
         return {**{name: getattr(self, name) for name in _COLUMNS}, "duration_s": self.duration_s}
 
@@ -65,7 +66,7 @@ def utc(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, UTC)
 
 
-def as_json(row: dict[str, Any]) -> dict[str, Any]:
+def as_json(row: JsonObject) -> JsonObject:
     """A stored row as JSON: times in ISO 8601 (UTC), fields in a fixed order."""
     out = {name: row.get(name) for name in FIELDS}
     for name in ("created_at", "ended_at"):
@@ -74,7 +75,7 @@ def as_json(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_filters(state: str | None, server: str | None, since: str | None) -> dict[str, Any]:
+def parse_filters(state: str | None, server: str | None, since: str | None) -> JsonObject:
     """The filters of `audit list` and `GET /api/audit`; a `ValueError` says which one is wrong and why."""
     if state is not None and state not in STATES:
         raise ValueError(f"state must be one of {', '.join(STATES)} (got {state!r})")

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from elicitgate.audit.record import AuditRecord
 from elicitgate.audit.schema import HEAD_REVISION, VERSION_TABLE, records
 from elicitgate.errors import AuditStoreError
+from elicitgate.json_shapes import JsonObject
 
 _MIGRATION_LOCK = 0x656C6963  # a PostgreSQL advisory lock: two gateways starting at once migrate in turn
 _MIGRATION_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.Lock] = weakref.WeakKeyDictionary()
@@ -79,7 +80,7 @@ class AuditStore:
         since: datetime | None = None,
         limit: int | None = None,
         newest_first: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> list[JsonObject]:
         """Rows in the order they were created (the newest `limit` of them when `limit` is given)."""
         stmt = select(records)
         if state is not None:

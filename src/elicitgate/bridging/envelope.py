@@ -21,7 +21,7 @@ from mcp_types import (
 
 from elicitgate.capabilities import declared_capabilities
 from elicitgate.contracts import Era, Origin
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 
 ENVELOPE_META_KEYS = frozenset({PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY})
 """A 2026-07-28 client's envelope describes it to the gateway; each upstream connection stamps its own."""
@@ -29,7 +29,7 @@ ROUND_KEYS = ("requestState", "inputResponses")
 """A 2026-07-28 client's rounds are the gateway's (`bridging.rounds`), never the upstream's."""
 
 
-def upstream_params(params: Mapping[str, Any], call: Origin, era: Era) -> tuple[dict[str, Any], Any | None]:
+def upstream_params(params: Mapping[str, Any], call: Origin, era: Era) -> tuple[JsonObject, Any | None]:
     """`params` as an upstream of `era` gets them, and the client's progress token (None: no progress).
 
     The progress token is the gateway's to relay (`router.forward`): the upstream gets the dispatcher's own.
@@ -48,12 +48,12 @@ def upstream_params(params: Mapping[str, Any], call: Origin, era: Era) -> tuple[
     return params, token
 
 
-def modern_capabilities(call: Origin) -> dict[str, Any]:
+def modern_capabilities(call: Origin) -> JsonObject:
     """The per-request capabilities a 2026-07-28 upstream is told: the elicitation modes of the call's client."""
     return declared_capabilities(call.modes)
 
 
-def without_upstream_identity(result: dict[str, Any]) -> dict[str, Any]:
+def without_upstream_identity(result: JsonObject) -> JsonObject:
     """Drop the upstream's `serverInfo` from a 2026-07-28 result's `_meta`: the client's server is the gateway."""
     meta = result.get("_meta")
     if not is_mapping(meta) or SERVER_INFO_META_KEY not in meta:

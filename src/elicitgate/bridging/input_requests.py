@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.contracts import Origin
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 
 PASSTHROUGH_INPUT_REQUESTS = {"sampling/createMessage": "sampling", "roots/list": "roots"}
 """Input requests relayed to the client as they are, with the capability the client must have declared."""
@@ -26,11 +26,11 @@ PASSTHROUGH_INPUT_REQUESTS = {"sampling/createMessage": "sampling", "roots/list"
 async def answer_input_requests(
     server: str,
     call: Origin,
-    params: dict[str, Any],
+    params: JsonObject,
     requests: object,
     request_state: object,
     answer_one: Callable[[str, Any], Awaitable[Any]],
-) -> dict[str, Any]:
+) -> JsonObject:
     """One round of a 2026-07-28 upstream's multi round-trip (its `inputRequests` and `requestState`),
     each request answered by `answer_one(key, request)` (`router.inbound.InboundRouter.input_request`);
     returns the params of the retry.
@@ -43,7 +43,7 @@ async def answer_input_requests(
         raise errors.gateway_error(
             errors.ELICITATION_FAILED, f"upstream {server!r} sent malformed inputRequests", server=server
         )
-    responses: dict[str, Any] = {}
+    responses: JsonObject = {}
     if call.asks_in_rounds:
 
         async def answer(key: str, request: Any) -> None:
@@ -61,7 +61,7 @@ async def answer_input_requests(
         # Each request leaves the decoded result (the caller's `requests` is this dict) before its human is
         # asked: only the broker's copy of its params is held meanwhile, with the schema that every elicitation
         # asking the same shares (`elicitation.form_schemas`).
-        unasked: dict[str, Any] = requests if isinstance(requests, dict) else dict(requests)
+        unasked: JsonObject = requests if isinstance(requests, dict) else dict(requests)
         for key in list(unasked):
             responses[key] = await answer_one(key, unasked.pop(key))
     retry = dict(params)
@@ -73,7 +73,7 @@ async def answer_input_requests(
 
 async def relay_input_request(
     call: Origin, method: str, params: Mapping[str, Any], *, timeout: float, server: str
-) -> dict[str, Any] | None:
+) -> JsonObject | None:
     """Sampling or roots, relayed to the client whose call caused it, if the client declared it; None when
     `method` is not relayed or the client did not declare it (a call that can end with -32021 is told to).
 

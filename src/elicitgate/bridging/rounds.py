@@ -30,7 +30,7 @@ from elicitgate import contracts, errors
 from elicitgate.capabilities import declares_tasks
 from elicitgate.config import BridgingConfig
 from elicitgate.contracts import ClientRequest, DownstreamPeer, Era
-from elicitgate.json_shapes import is_mapping, is_object
+from elicitgate.json_shapes import JsonObject, is_mapping, is_object
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ CLOSE_TIMEOUT = 10.0
 class Question:
     key: str
     method: str
-    params: dict[str, Any]
+    params: JsonObject
     """As the 2026-07-28 client sees them."""
     elicitation: contracts.Question | None
     answered: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
@@ -78,7 +78,7 @@ class ParkedCall:
         """The request that looked last, while it may still be asked about; once a round is handed out only
         `_seen` is kept, not the request (its SDK state: context, connection, models) for as long as the round
         waits for a retry."""
-        self._seen: tuple[frozenset[str], dict[str, Any], str | None] | None = None
+        self._seen: tuple[frozenset[str], JsonObject, str | None] | None = None
         """What the calls' questions need of the request that looked last: its modes, capabilities and tool."""
         self.rounds = 0
         self.round_nonce: str | None = None
@@ -88,7 +88,7 @@ class ParkedCall:
         (the client's HTTP request cancelled), and the client may come back with the same state."""
         self._waiting: anyio.CancelScope | None = None
         self.open: dict[str, Question] = {}
-        self.outcome: dict[str, Any] | BaseException | None = None
+        self.outcome: JsonObject | BaseException | None = None
         self.scope: anyio.CancelScope | None = None
         self.claimed = False
         """A request of the client's took the outcome: no retry needs it any more."""
@@ -110,7 +110,7 @@ class ParkedCall:
         self._hand_over = False
         """Become a task at once (the upstream made one, or a question went to a hosted page)."""
         self.on_change: Callable[[], None] | None = None
-        self.task_seed: dict[str, Any] = {}
+        self.task_seed: JsonObject = {}
         """The id and ttl of the task an upstream made (`router.task_bridge`); empty: a task of the gateway's."""
 
     # -- what the broker and router see (the `Origin` surface) ------------------------------------
@@ -122,7 +122,7 @@ class ParkedCall:
         assert self._seen is not None, "set whenever _latest is dropped"
         return self._seen[0]
 
-    def raw_capabilities(self) -> dict[str, Any]:
+    def raw_capabilities(self) -> JsonObject:
         if self._latest is not None:
             return self._latest.raw_capabilities()
         assert self._seen is not None, "set whenever _latest is dropped"
@@ -145,11 +145,11 @@ class ParkedCall:
         if self.current is not None:
             await self.current.notify(method, params)
 
-    async def send_request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def send_request(self, method: str, params: Mapping[str, Any]) -> JsonObject:
         """A server-to-client request (sampling, roots) becomes an input request too."""
         return await self.ask(method, dict(params), None)
 
-    async def ask(self, method: str, params: dict[str, Any], elicitation: contracts.Question | None) -> Any:
+    async def ask(self, method: str, params: JsonObject, elicitation: contracts.Question | None) -> Any:
         """Put one question to the client in the next `input_required` result; wait for its answer."""
         self._keys += 1
         question = Question(f"q{self._keys}", method, _for_modern_client(method, params), elicitation)
@@ -167,7 +167,7 @@ class ParkedCall:
                     self._url_waits[url_id] = anyio.Event()
         return answer
 
-    def require(self, capabilities: dict[str, Any]) -> None:
+    def require(self, capabilities: JsonObject) -> None:
         """The upstream needs something this client did not declare: the call fails with -32021."""
         self._failure = errors.gateway_error(
             MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -210,7 +210,7 @@ class ParkedCall:
 
     # -- the parked task --------------------------------------------------------------------------
 
-    async def run(self, work: Callable[[ParkedCall], Awaitable[dict[str, Any]]]) -> bool:
+    async def run(self, work: Callable[[ParkedCall], Awaitable[JsonObject]]) -> bool:
         """Run the call to its outcome; whether a retry may still come for that outcome (not when the
         client cancelled the call)."""
         with anyio.CancelScope() as self.scope:
@@ -251,7 +251,7 @@ class ParkedCall:
         return (self.tasks is not None and self.task is None and self.method == "tools/call"
                 and declares_tasks(call.raw_capabilities()) and self.tasks.has_room(self.peer))
 
-    def _become_task(self) -> dict[str, Any]:
+    def _become_task(self) -> JsonObject:
         """The request waiting now gets a `CreateTaskResult`; no retry may resume the call any more."""
         assert self.tasks is not None
         self.task = self.tasks.create(self, **self.task_seed)
@@ -263,7 +263,7 @@ class ParkedCall:
         if self._waiting is not None:
             self._waiting.cancel()
 
-    async def next_round(self, call: ClientRequest) -> dict[str, Any]:
+    async def next_round(self, call: ClientRequest) -> JsonObject:
         """Wait, as `call`, for the parked call's result or its next questions."""
         self.current, self._latest = call, call
         try:
@@ -359,8 +359,8 @@ class Rounds:
         self,
         call: ClientRequest,
         method: str,
-        work: Callable[[ParkedCall], Awaitable[dict[str, Any]]],
-    ) -> dict[str, Any]:
+        work: Callable[[ParkedCall], Awaitable[JsonObject]],
+    ) -> JsonObject:
         if len(self.parked) >= self.config.max_parked_calls:
             raise errors.gateway_error(
                 errors.ELICITATION_LIMIT,
@@ -377,7 +377,7 @@ class Rounds:
         task.add_done_callback(self._tasks.pop)
         return await park.next_round(call)
 
-    async def _run(self, park: ParkedCall, work: Callable[[ParkedCall], Awaitable[dict[str, Any]]]) -> None:
+    async def _run(self, park: ParkedCall, work: Callable[[ParkedCall], Awaitable[JsonObject]]) -> None:
         park.peer.calls.add(park)
         keep = False
         try:
@@ -422,7 +422,7 @@ class Rounds:
         pointer = read_pointer(state)
         return self.parked.get(pointer.id) if pointer is not None else None
 
-    async def resume(self, call: ClientRequest, method: str, state: str, responses: Any) -> dict[str, Any]:
+    async def resume(self, call: ClientRequest, method: str, state: str, responses: Any) -> JsonObject:
         """A retry: the `requestState` the boundary verified (ours, unexpired, bound to this request)."""
         pointer = read_pointer(state)
         if pointer is None:
@@ -469,7 +469,7 @@ def _invalid_state(reason: str) -> MCPError:
     return errors.gateway_error(INVALID_PARAMS, "Invalid or expired requestState", reason=reason)
 
 
-def _for_modern_client(method: str, params: dict[str, Any]) -> dict[str, Any]:
+def _for_modern_client(method: str, params: JsonObject) -> JsonObject:
     """A 2026-07-28 URL-mode request carries no `elicitationId` (the retry is the completion)."""
     if method == "elicitation/create" and params.get("mode") == "url":
         return {k: v for k, v in params.items() if k != "elicitationId"}

@@ -10,12 +10,12 @@ way as a handshake-era upstream's.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import anyio
 import anyio.abc
 
 from elicitgate.contracts import DownstreamPeer
+from elicitgate.json_shapes import JsonObject
 from elicitgate.upstreams.link import UpstreamLink
 
 logger = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 async def subscribe(
     task_group: anyio.abc.TaskGroup, peer: DownstreamPeer, link: UpstreamLink, uri: str
-) -> dict[str, Any]:
+) -> JsonObject:
     listens = peer.listens
     if (link.name, uri) in listens:
         return {}
@@ -43,7 +43,7 @@ async def subscribe(
     return {}
 
 
-def unsubscribe(peer: DownstreamPeer, server: str, uri: str) -> dict[str, Any]:
+def unsubscribe(peer: DownstreamPeer, server: str, uri: str) -> JsonObject:
     scope = peer.listens.pop((server, uri), None)
     if scope is not None:
         scope.cancel()

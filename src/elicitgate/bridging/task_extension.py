@@ -35,7 +35,7 @@ from elicitgate.config import GatewayConfig
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.meta import ERRORS_META_KEY
 from elicitgate.elicitation.schema import answer_problems
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 
 if TYPE_CHECKING:
     from elicitgate.bridging.rounds import ParkedCall
@@ -101,7 +101,7 @@ class ModernTask:
         self._seen, self.updated_at = seen, _now()
         return True
 
-    def handle(self) -> dict[str, Any]:
+    def handle(self) -> JsonObject:
         """The `Task` fields every view of it carries."""
         self.touch()
         return {
@@ -113,7 +113,7 @@ class ModernTask:
             "pollIntervalMs": POLL_INTERVAL_MS,
         }
 
-    def detailed(self) -> dict[str, Any]:
+    def detailed(self) -> JsonObject:
         """The `DetailedTask`: with its open `inputRequests`, its `result` or its `error`."""
         task = self.handle()
         outcome = self.park.outcome
@@ -132,7 +132,7 @@ class ModernTask:
         return task
 
 
-def _error_of(exc: BaseException) -> dict[str, Any]:
+def _error_of(exc: BaseException) -> JsonObject:
     if isinstance(exc, MCPError):
         return exc.error.model_dump(mode="json", exclude_none=True)
     return {"code": -32603, "message": f"internal error: {type(exc).__name__}"}
@@ -269,7 +269,7 @@ class ModernTasks:
                 fix="send tasks/update only while tasks/get shows the task input_required",
             )
         given = {k: v for k, v in responses.items() if k in park.open}
-        refused: dict[str, list[dict[str, Any]]] = {}
+        refused: dict[str, list[JsonObject]] = {}
         for key, answer in given.items():
             problems = self._problems(park.open[key].elicitation, answer)
             if problems:
@@ -299,7 +299,7 @@ class ModernTasks:
                 rule="elicitation.max_answer_attempts",
             )
 
-    def _problems(self, elicitation: Any, answer: Any) -> list[dict[str, Any]]:
+    def _problems(self, elicitation: Any, answer: Any) -> list[JsonObject]:
         if elicitation is None:
             return []  # not an elicitation (sampling, roots): its receiver checks it
         if not is_mapping(answer) or answer.get("action") not in ("accept", "decline", "cancel"):
@@ -325,7 +325,7 @@ class ModernTasks:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def changes(self, peer: DownstreamPeer, task_ids: list[str]) -> AsyncIterator[dict[str, Any]]:
+    async def changes(self, peer: DownstreamPeer, task_ids: list[str]) -> AsyncIterator[JsonObject]:
         """For `subscriptions/listen`: each `DetailedTask` of `task_ids` (those `peer` owns) when it changes,
         the first time at once; ends when all of them are over."""
         last: dict[str, tuple[str, tuple[str, ...]]] = {}

@@ -14,19 +14,19 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 from redis.exceptions import RedisError
 
 from elicitgate.cluster.bus import LEASE_SECONDS, RENEW_EVERY, Replicas
 from elicitgate.cluster.redis_client import Pipeline
+from elicitgate.json_shapes import JsonObject
 
 logger = logging.getLogger(__name__)
 
 OWNER_TTL = 3600
 PENDING_CHANGED = "pending"
-Snapshot = Callable[[], list[dict[str, Any]]]
+Snapshot = Callable[[], list[JsonObject]]
 """This replica's pending elicitations as the admin API shows them, without their page links: each hosted
 one with `token_digest` (and, with an admin token, its link sealed: `page_links`)."""
 
@@ -48,7 +48,7 @@ class PendingBoard:
         """Something local changed: publish soon."""
         self._dirty.set()
 
-    def _heard(self, message: dict[str, Any]) -> None:
+    def _heard(self, message: JsonObject) -> None:
         if message.get("kind") == PENDING_CHANGED and message.get("from") != self.replicas.id:
             self._on_others_changed()
 
@@ -90,19 +90,19 @@ class PendingBoard:
         self._last = None
         self.mark()
 
-    def _write(self, pipe: Pipeline, items: list[dict[str, Any]], owners: set[str]) -> None:
+    def _write(self, pipe: Pipeline, items: list[JsonObject], owners: set[str]) -> None:
         rid = self.replicas.id
         pipe.set(self.replicas.key("pending", rid), json.dumps(items), ex=LEASE_SECONDS)
         for name in owners:
             pipe.set(self.replicas.key(name), rid, ex=OWNER_TTL)
 
-    async def others(self) -> list[dict[str, Any]]:
+    async def others(self) -> list[JsonObject]:
         """The pending elicitations of the other live replicas."""
         live = [r for r in await self.replicas.live_replicas() if r != self.replicas.id]
         if not live:
             return []
         lists = await self.replicas.redis.mget([self.replicas.key("pending", r) for r in live])
-        items: list[dict[str, Any]] = []
+        items: list[JsonObject] = []
         for raw in lists:
             items += json.loads(raw) if raw else []
         return items
@@ -112,6 +112,6 @@ class PendingBoard:
         return await self.replicas.redis.get(self.replicas.key(f"{kind}:{value}"))
 
 
-def _owners(items: list[dict[str, Any]]) -> set[str]:
+def _owners(items: list[JsonObject]) -> set[str]:
     """The owner keys of these pending items: each one's id, and its page's token digest."""
     return {f"el:{i['id']}" for i in items} | {f"tok:{i['token_digest']}" for i in items if i.get("token_digest")}

@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.cluster import redis_client
 from elicitgate.cluster.redis_client import Pipeline, RedisClient
-from elicitgate.json_shapes import is_object
+from elicitgate.json_shapes import JsonObject, is_object
 from elicitgate.metrics import REDIS_UP, labelled
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ RECONNECT_WAIT = 0.5
 LIVENESS_CHECK = 1.0
 """While waiting for another replica's answer: how often to check that its lease still holds."""
 
-Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+Handler = Callable[[JsonObject], Awaitable[Any]]
 
 
 def connect(url: str) -> RedisClient:
@@ -97,7 +97,7 @@ class Replicas:
         self.id = secrets.token_hex(6)
         self.handlers: dict[str, Handler] = {}
         """Operations other replicas may ask of this one, by name."""
-        self.on_broadcast: list[Callable[[dict[str, Any]], None]] = []
+        self.on_broadcast: list[Callable[[JsonObject], None]] = []
         self.renewals: list[Callable[[Pipeline], None]] = []
         """Further commands for the lease renewal's pipeline (each replica's counts for the shared limits)."""
         self.workers: list[Callable[[], Coroutine[Any, Any, None]]] = []
@@ -111,7 +111,7 @@ class Replicas:
         self.started = anyio.Event()
         """Set once the first attempt to join (lease and subscription) is over, whether it worked or not."""
         self._subscribed = anyio.Event()
-        self._replies: dict[str, tuple[anyio.Event, list[dict[str, Any]]]] = {}
+        self._replies: dict[str, tuple[anyio.Event, list[JsonObject]]] = {}
         self._cids = itertools.count(1)
         self._tg: anyio.abc.TaskGroup | None = None
         self._said_down = False
@@ -250,9 +250,9 @@ class Replicas:
             waiting[1].append(message)
             waiting[0].set()
 
-    async def _serve(self, message: dict[str, Any]) -> None:
+    async def _serve(self, message: JsonObject) -> None:
         handler = self.handlers.get(str(message.get("op")))
-        reply: dict[str, Any] = {"cid": message.get("cid")}
+        reply: JsonObject = {"cid": message.get("cid")}
         try:
             if handler is None:
                 raise errors.gateway_error(INTERNAL_ERROR, f"unknown replica operation {message.get('op')!r}")
@@ -275,14 +275,14 @@ class Replicas:
         except RedisError as exc:
             raise self.failure(exc) from None
 
-    async def ask(self, replica: str, op: str, args: dict[str, Any], *, what: str, timeout: float) -> Any:
+    async def ask(self, replica: str, op: str, args: JsonObject, *, what: str, timeout: float) -> Any:
         """Run `op` on `replica` and return its result; its `MCPError` is raised here as it was there.
 
         Raises `replica_gone` as soon as the replica is known gone (at once when its process died, within
         its lease otherwise), `unavailable` when Redis is, and a timeout error after `timeout` seconds."""
         cid = f"{self.id}-{next(self._cids)}"
         arrived = anyio.Event()
-        replies: list[dict[str, Any]] = []
+        replies: list[JsonObject] = []
         self._replies[cid] = (arrived, replies)
         try:
             message = json.dumps({"op": op, "args": args, "cid": cid, "from": self.id})
@@ -313,7 +313,7 @@ class Replicas:
                            data=error.get("data"))
         return reply.get("ok")
 
-    async def broadcast(self, message: dict[str, Any]) -> None:
+    async def broadcast(self, message: JsonObject) -> None:
         await self.redis.publish(self.broadcast_channel, json.dumps({**message, "from": self.id}))
 
     async def live_replicas(self) -> list[str]:

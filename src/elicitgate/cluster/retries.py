@@ -19,7 +19,7 @@ from elicitgate import errors
 from elicitgate.capabilities import elicitation_modes
 from elicitgate.cluster.bus import Replicas
 from elicitgate.contracts import DownstreamPeer, Origin
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 
 RETRY_OP = "resume"
 RETRY_TIMEOUT = 24 * 3600.0
@@ -57,13 +57,13 @@ class ForwardedCall:
     def modes(self) -> frozenset[str]:
         return elicitation_modes(ClientCapabilities.model_validate(self._capabilities))
 
-    def raw_capabilities(self) -> dict[str, Any]:
+    def raw_capabilities(self) -> JsonObject:
         return dict(self._capabilities)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
         """Progress of a forwarded retry is not relayed back (its result is)."""
 
-    async def send_request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def send_request(self, method: str, params: Mapping[str, Any]) -> JsonObject:
         raise errors.gateway_error(errors.ELICITATION_UNDELIVERABLE, "a forwarded retry cannot carry requests")
 
 
@@ -71,7 +71,7 @@ def install(gateway: Any, replicas: Replicas) -> None:
     """Name this replica's parked calls after it, and take the retries the others forward."""
     gateway.rounds.home = f"{replicas.id}."
 
-    async def resume(args: dict[str, Any]) -> dict[str, Any]:
+    async def resume(args: JsonObject) -> JsonObject:
         method, state = str(args.get("method")), args.get("state")
         park = gateway.rounds.parked_for(state)
         if park is None:
@@ -87,7 +87,7 @@ def install(gateway: Any, replicas: Replicas) -> None:
 
 
 async def forward(replicas: Replicas, home: str, call: Origin, principal: str | None,
-                  method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+                  method: str, params: Mapping[str, Any]) -> JsonObject:
     """Send this retry to the replica its call is parked on; its next round or result."""
     args = {
         "method": method,

@@ -15,14 +15,13 @@ import json
 import logging
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Iterable
-from typing import Any
 
 from redis.exceptions import RedisError
 
 from elicitgate.cluster.bus import Replicas
 from elicitgate.cluster.redis_client import Pipeline
 from elicitgate.contracts import NamedStream
-from elicitgate.json_shapes import is_object
+from elicitgate.json_shapes import JsonObject, is_object
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +49,7 @@ class SharedStreams:
     # -- the replica holding the session ------------------------------------------------------------
 
     def share(
-        self, stream: NamedStream, events: Iterable[tuple[int, dict[str, Any]]], last_seq: int | None, *,
+        self, stream: NamedStream, events: Iterable[tuple[int, JsonObject]], last_seq: int | None, *,
         session: str, principal: str,
     ) -> None:
         """`stream` broke: copy what it keeps (`last_seq`: the seq of its end, if it came) and say who may resume it."""
@@ -65,7 +64,7 @@ class SharedStreams:
         for seq, message in events:
             self.appended(stream, seq, message, seq == last_seq)
 
-    def appended(self, stream: NamedStream, seq: int, message: dict[str, Any], last: bool) -> None:
+    def appended(self, stream: NamedStream, seq: int, message: JsonObject, last: bool) -> None:
         key = self._events(stream.name)
         fields = {"seq": seq, "data": json.dumps(message, separators=(",", ":")), "last": int(last)}
 
@@ -120,7 +119,7 @@ class SharedStreams:
 
     async def events_after(
         self, stream: str, after: int, wait: float
-    ) -> AsyncGenerator[tuple[int, dict[str, Any], bool] | None]:
+    ) -> AsyncGenerator[tuple[int, JsonObject, bool] | None]:
         """The copied events of `stream` after seq `after`, then each new one as it comes, until its last; None
         each time `wait` seconds pass with none. Ends early when the copy is gone (the session ended, or its
         replica stopped and the copy expired)."""

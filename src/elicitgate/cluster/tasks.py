@@ -35,7 +35,7 @@ from elicitgate.capabilities import elicitation_modes
 from elicitgate.cluster.bus import Replicas
 from elicitgate.contracts import DownstreamPeer, Era, Origin
 from elicitgate.elicitation.url_routes import SessionTarget
-from elicitgate.json_shapes import is_mapping, is_object
+from elicitgate.json_shapes import JsonObject, is_mapping, is_object
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class TaskHome(Protocol):
         """The client that owns the live task `task_id` on this replica."""
         ...
 
-    async def task_request(self, call: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def task_request(self, call: Origin, method: str, params: Mapping[str, Any]) -> JsonObject:
         """Serve `tasks/*` for `call` here."""
         ...
 
@@ -67,9 +67,9 @@ class Caller(Protocol):
     @property
     def request_id(self) -> Any: ...
 
-    def raw_capabilities(self) -> dict[str, Any]: ...
+    def raw_capabilities(self) -> JsonObject: ...
 
-    async def send_request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]: ...
+    async def send_request(self, method: str, params: Mapping[str, Any]) -> JsonObject: ...
 
 
 def home_of(task_id: Any) -> str | None:
@@ -149,7 +149,7 @@ class SharedTasks:
             except RedisError as exc:
                 logger.debug("end of task %s not shared: %s", task_id, exc)
 
-    async def _serve(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def _serve(self, args: JsonObject) -> JsonObject:
         """Another replica's client asks about one of this replica's tasks."""
         method, params = str(args.get("method")), args.get("params")
         task_id = params.get("taskId") if is_mapping(params) else None
@@ -160,8 +160,8 @@ class SharedTasks:
         call = ForwardedTaskCall(owner, args, self._ask_back(str(args.get("asker")), str(args.get("cid"))))
         return await self.home.task_request(call, method, params)
 
-    def _ask_back(self, asker: str, cid: str) -> Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]]:
-        async def send(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def _ask_back(self, asker: str, cid: str) -> Callable[[str, Mapping[str, Any]], Awaitable[JsonObject]]:
+        async def send(method: str, params: Mapping[str, Any]) -> JsonObject:
             result = await self.replicas.ask(asker, QUESTION_OP, {"cid": cid, "method": method, "params": dict(params)},
                                              what="the client's call", timeout=self.max_ttl)
             return dict(result) if is_mapping(result) else {}
@@ -170,7 +170,7 @@ class SharedTasks:
 
     # -- another replica ------------------------------------------------------------------------------
 
-    async def _record(self, task_id: Any) -> dict[str, Any] | None:
+    async def _record(self, task_id: Any) -> JsonObject | None:
         if not isinstance(task_id, str):
             return None
         try:
@@ -182,7 +182,7 @@ class SharedTasks:
 
     async def request(
         self, call: Caller, principal: str | None, method: str, params: Mapping[str, Any]
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """`tasks/get`, `tasks/result` or `tasks/cancel` of a task another replica holds, sent there."""
         task_id = params.get("taskId")
         record = await self._record(task_id)
@@ -224,7 +224,7 @@ class SharedTasks:
             return 0
         return sum(1 for i, r, e in zip(ids, records, ended, strict=True) if r and not e and home_of(i) in alive)
 
-    async def listed(self, principal: str | None) -> list[dict[str, Any]]:
+    async def listed(self, principal: str | None) -> list[JsonObject]:
         """The principal's tasks on the other replicas, each as its home says (failed where it stopped)."""
         if principal is None:
             return []
@@ -232,7 +232,7 @@ class SharedTasks:
             ids = sorted(await self.replicas.redis.smembers(self._owned_key(principal)))
         except RedisError as exc:
             raise self.replicas.failure(exc) from None
-        listed: list[dict[str, Any]] = []
+        listed: list[JsonObject] = []
         for task_id in ids:
             if not self.elsewhere(task_id):
                 continue
@@ -248,7 +248,7 @@ class SharedTasks:
                         pass
         return listed
 
-    def _lost(self, record: Mapping[str, Any], task_id: Any, method: str) -> dict[str, Any]:
+    def _lost(self, record: Mapping[str, Any], task_id: Any, method: str) -> JsonObject:
         """The replica that ran the task stopped: the task failed, saying so."""
         replica = str(record.get("home"))
         message = f"the gateway replica {replica} that ran this task stopped; the task is lost"
@@ -261,7 +261,7 @@ class SharedTasks:
         return {**(dict(task) if is_mapping(task) else {}), "taskId": task_id, "status": "failed",
                 "statusMessage": message, "lastUpdatedAt": datetime.now(UTC).isoformat().replace("+00:00", "Z")}
 
-    async def _question(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def _question(self, args: JsonObject) -> JsonObject:
         """The home replica's broker asks the client waiting here in a forwarded `tasks/result`."""
         cid = str(args.get("cid"))
         call = self._waiting.get(cid)
@@ -292,7 +292,7 @@ class ForwardedTaskCall:
 
     def __init__(
         self, peer: DownstreamPeer, args: Mapping[str, Any],
-        send: Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]],
+        send: Callable[[str, Mapping[str, Any]], Awaitable[JsonObject]],
     ) -> None:
         self.peer = peer
         self.request_id = args.get("request_id")
@@ -304,22 +304,22 @@ class ForwardedTaskCall:
     def modes(self) -> frozenset[str]:
         return elicitation_modes(ClientCapabilities.model_validate(self._capabilities))
 
-    def raw_capabilities(self) -> dict[str, Any]:
+    def raw_capabilities(self) -> JsonObject:
         return dict(self._capabilities)
 
-    async def send_request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def send_request(self, method: str, params: Mapping[str, Any]) -> JsonObject:
         return await self._send(method, params)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
         """Notifications of a forwarded request are not relayed back (its result is)."""
 
-    async def ask(self, method: str, params: dict[str, Any], elicitation: Any) -> Any:
+    async def ask(self, method: str, params: JsonObject, elicitation: Any) -> Any:
         raise errors.gateway_error(errors.ELICITATION_UNDELIVERABLE, "a forwarded tasks/result asks by push")
 
     def expect(self, count: int) -> None:
         """Questions are pushed one after another."""
 
-    def require(self, capabilities: dict[str, Any]) -> None:
+    def require(self, capabilities: JsonObject) -> None:
         """No rounds: nothing to end with."""
 
     def elicitation_ended(self, elicitation: Any) -> None:
@@ -341,8 +341,8 @@ class _Lister:
     def __init__(self, principal: str) -> None:
         self.principal = principal
 
-    def raw_capabilities(self) -> dict[str, Any]:
+    def raw_capabilities(self) -> JsonObject:
         return {}
 
-    async def send_request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def send_request(self, method: str, params: Mapping[str, Any]) -> JsonObject:
         raise errors.gateway_error(errors.ELICITATION_UNDELIVERABLE, "tasks/list asks nothing")

@@ -17,7 +17,7 @@ from elicitgate.client_files import adapt, close_match, expand_placeholders, par
 from elicitgate.config.servers import HttpServer, StdioServer
 from elicitgate.config.settings import ENV_PREFIX, GatewayConfig
 from elicitgate.errors import ConfigError
-from elicitgate.json_shapes import is_object
+from elicitgate.json_shapes import JsonObject, is_object
 
 
 def _key_path(loc: tuple[int | str, ...]) -> str:
@@ -47,7 +47,7 @@ def _describe(error: ErrorDetails, environ: Mapping[str, str]) -> str:
     return f"{path}: {msg}"
 
 
-def parse_config_text(text: str, source: str) -> dict[str, Any]:
+def parse_config_text(text: str, source: str) -> JsonObject:
     """YAML for `.yaml` / `.yml`, else JSON with comments and trailing commas (JSONC, as Cursor and
     VS Code write it)."""
     data: Any
@@ -77,7 +77,7 @@ def _warn_to_log(message: str) -> None:
 
 
 def build_config(
-    data: dict[str, Any],
+    data: JsonObject,
     source: str,
     warn: Callable[[str], None] = _warn_to_log,
     environ: Mapping[str, str] | None = None,

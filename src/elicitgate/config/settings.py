@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -20,6 +20,7 @@ from elicitgate.config.servers import (
     UpstreamRetryConfig,
 )
 from elicitgate.config.tasks import TasksConfig
+from elicitgate.json_shapes import JsonObject
 from elicitgate.token_strength import GENERATE, weakness
 
 ENV_PREFIX = "ELICITGATE_"
@@ -78,7 +79,7 @@ class GatewayConfig(BaseSettings):
 
     @field_validator("mcp_servers")
     @classmethod
-    def _names(cls, servers: dict[str, Any]) -> dict[str, Any]:
+    def _names(cls, servers: JsonObject) -> JsonObject:
         for name in servers:
             if not name or any(ch.isspace() for ch in name):
                 raise ValueError(f"server name {name!r} must be non-empty and contain no whitespace")

@@ -22,13 +22,13 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 
 from elicitgate.demo.serving import serve_main
-from elicitgate.json_shapes import is_object
+from elicitgate.json_shapes import JsonObject, is_object
 from elicitgate.sdk import request_outbound
 
 UI_URI = "ui://colours/picker"
 UI_MIME = "text/html;profile=mcp-app"
 
-COLOUR_SCHEMA: dict[str, Any] = {
+COLOUR_SCHEMA: JsonObject = {
     "type": "object",
     "properties": {
         "colour": {"type": "string", "title": "Colour (#rrggbb)", "minLength": 7, "maxLength": 7, "default": "#3b82f6"},
@@ -130,7 +130,7 @@ async def read_resource(ctx: ServerRequestContext, params: types.ReadResourceReq
     )
 
 
-def _request(purpose: str) -> dict[str, Any]:
+def _request(purpose: str) -> JsonObject:
     return {
         "mode": "form",
         "message": f"Pick a colour for {purpose}",

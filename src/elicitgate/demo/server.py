@@ -6,8 +6,6 @@ Run it directly with `python -m elicitgate.demo.server` (stdio), or
 
 from __future__ import annotations
 
-from typing import Any
-
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -16,8 +14,9 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.message import ServerMessageMetadata
 
 from elicitgate.demo.serving import serve_main
+from elicitgate.json_shapes import JsonObject
 
-BOOKING_SCHEMA: dict[str, Any] = {
+BOOKING_SCHEMA: JsonObject = {
     "type": "object",
     "properties": {
         "name": {"type": "string", "title": "Your name", "minLength": 1},

@@ -21,11 +21,13 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
+from elicitgate.json_shapes import JsonObject
+
 SAMPLE = {"name": "Ada", "email": "ada.example.com", "date": "2026-12-24", "guests": "4"}
 """The first sample email is invalid on purpose: the gateway sends the form back with the error."""
 
 
-def _coerce(prop: dict[str, Any], text: str) -> Any:
+def _coerce(prop: JsonObject, text: str) -> Any:
     kind = prop.get("type")
     if kind == "integer":
         return int(text) if text.lstrip("-").isdigit() else text
@@ -62,7 +64,7 @@ async def walkthrough(config_path: str, console: Console) -> None:
         if not isinstance(params, types.ElicitRequestFormParams):
             return types.ElicitResult(action="decline")
         schema = params.requested_schema
-        content: dict[str, Any] = {}
+        content: JsonObject = {}
         for name in schema.get("required", []):
             prop = schema["properties"][name]
             label = f"  {prop.get('title', name)}"

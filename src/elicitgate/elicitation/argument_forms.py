@@ -22,7 +22,7 @@ from elicitgate.elicitation.schema import (
     check_requested_schema,
 )
 from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords, secret_name, sensitive_fields
-from elicitgate.json_shapes import is_array, is_mapping
+from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 
 MASK = "•••"
 MAX_SHOWN_VALUE = 200
@@ -31,18 +31,18 @@ MAX_SHOWN_VALUE = 200
 
 def missing_arguments_form(
     input_schema: Any, missing: Sequence[str], *, max_properties: int
-) -> dict[str, Any] | None:
+) -> JsonObject | None:
     """A `requestedSchema` asking exactly for `missing` (all required), each field copied from the tool's
     `inputSchema`; None when one of them cannot be a form field."""
     schema: Mapping[str, Any] = input_schema if is_mapping(input_schema) else {}
     properties = schema.get("properties")
     if not is_mapping(properties):
         return None
-    defs: dict[str, Any] = {}
+    defs: JsonObject = {}
     for key in ("definitions", "$defs"):
         if is_mapping(found := schema.get(key)):
             defs.update(found)
-    fields: dict[str, Any] = {}
+    fields: JsonObject = {}
     for name in missing:
         field = form_field(properties.get(name), defs)
         if field is None:
@@ -57,14 +57,14 @@ def prompt_arguments_form(
     choices: Mapping[str, list[str]],
     *,
     max_properties: int,
-) -> dict[str, Any] | None:
+) -> JsonObject | None:
     """A `requestedSchema` of string fields for a prompt's missing arguments; `choices` (from the server's
     completions) turn a field into a single-select enum."""
     by_name = {a.get("name"): a for a in arguments}
-    fields: dict[str, Any] = {}
+    fields: JsonObject = {}
     for name in missing:
         argument = by_name.get(name) or {}
-        field: dict[str, Any] = {"type": "string"}
+        field: JsonObject = {"type": "string"}
         for key in ("title", "description"):
             if isinstance(argument.get(key), str):
                 field[key] = argument[key]
@@ -74,7 +74,7 @@ def prompt_arguments_form(
     return _checked({"type": "object", "properties": fields, "required": list(missing)}, max_properties)
 
 
-def form_field(prop: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:
+def form_field(prop: Any, defs: Mapping[str, Any]) -> JsonObject | None:
     """One `inputSchema` property as a form-mode field (its constraints kept where form mode has them),
     or None when a person cannot type it into a form (objects, free arrays, unions, numeric enums)."""
     prop = _resolved(prop, defs)
@@ -104,7 +104,7 @@ def form_field(prop: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _resolved(prop: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:
+def _resolved(prop: Any, defs: Mapping[str, Any]) -> JsonObject | None:
     """Follow one local `$ref`, and read `Optional[X]` (`anyOf: [X, null]`, `type: [x, "null"]`) as X."""
     if not is_mapping(prop):
         return None
@@ -131,16 +131,16 @@ def _resolved(prop: Any, defs: Mapping[str, Any]) -> dict[str, Any] | None:
     return dict(prop)
 
 
-def _pick(prop: Mapping[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+def _pick(prop: Mapping[str, Any], allowed: frozenset[str]) -> JsonObject:
     keep = {"examples", "$comment", "deprecated"}  # annotations a form has no use for
     return {k: v for k, v in prop.items() if k in allowed and k not in keep}
 
 
-def _checked(schema: dict[str, Any], max_properties: int) -> dict[str, Any] | None:
+def _checked(schema: JsonObject, max_properties: int) -> JsonObject | None:
     return None if check_requested_schema(schema, max_properties=max_properties) else schema
 
 
-def confirmation_form() -> dict[str, Any]:
+def confirmation_form() -> JsonObject:
     """A confirmation asks nothing: accept goes on, decline or cancel stops the call."""
     return {"type": "object", "properties": {}}
 

@@ -44,7 +44,7 @@ from elicitgate.elicitation.sensitive import sensitive_fields, sensitive_words
 from elicitgate.elicitation.url_policy import UrlPolicy
 from elicitgate.elicitation.url_routes import SessionTarget, UrlRoutes
 from elicitgate.errors import HumanGone
-from elicitgate.json_shapes import is_array, is_mapping
+from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 from elicitgate.logs import log_event, request_context
 from elicitgate.metrics import (
     ABANDONED,
@@ -79,7 +79,7 @@ class Broker:
         self.pending: dict[str, Elicitation] = {}
         self._of_peer: dict[DownstreamPeer, set[Elicitation]] = {}
         """The pending elicitations of each client that has some."""
-        self.recent: deque[dict[str, Any]] = deque(maxlen=1000)
+        self.recent: deque[JsonObject] = deque(maxlen=1000)
         self.url_routes = UrlRoutes()
         self._open: dict[str, int] = {}
         """Pending elicitations per client identity (principal, else session)."""
@@ -110,7 +110,7 @@ class Broker:
         url_ids: bool = True,
         source: Source = "upstream",
         gateway_reason: GatewayReason | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """Run one upstream elicitation to its end; returns the `ElicitResult` for the upstream.
 
         `candidates` is given when `origin` is only a guess among the calls in flight on a pipe that
@@ -286,7 +286,7 @@ class Broker:
             )
         return responder
 
-    def can_present(self, server: str, origin: Origin, params: dict[str, Any]) -> bool:
+    def can_present(self, server: str, origin: Origin, params: JsonObject) -> bool:
         """Whether this request would reach a human for `origin` (checked, hosted or the client's own mode),
         without asking: the gateway's optional questions are skipped when it would not."""
         mode = params.get("mode", "form")
@@ -406,7 +406,7 @@ class Broker:
 
     # -- presenting and answering -----------------------------------------------------------
 
-    def _unanswered(self, el: Elicitation, responder: Responder, unattended: Unattended) -> dict[str, Any]:
+    def _unanswered(self, el: Elicitation, responder: Responder, unattended: Unattended) -> JsonObject:
         """`el` reached its deadline or was stopped before an answer came: end it, and say what the upstream gets
         (`unattended`: `decline` declines; `wait` that found no page, and `cancel`, end it as they always did)."""
         if el.stop_state is not None:
@@ -426,7 +426,7 @@ class Broker:
             elicitationId=el.id,
         )
 
-    async def _present(self, el: Elicitation, responder: Responder) -> dict[str, Any]:
+    async def _present(self, el: Elicitation, responder: Responder) -> JsonObject:
         outgoing = _outgoing(el)
         while True:
             el.attempts += 1
@@ -550,7 +550,7 @@ class Broker:
         if self.audit is not None:
             self.audit.record(record)
 
-    def _kept_content(self, el: Elicitation) -> dict[str, Any] | None:
+    def _kept_content(self, el: Elicitation) -> JsonObject | None:
         """With `audit.store_content`: the accepted answer minus every field that looks like a secret."""
         if el.answer is None:
             return None
@@ -558,12 +558,12 @@ class Broker:
         return {name: value for name, value in el.answer.items() if name not in secret}
 
 
-def _request_ids(origin: Origin) -> dict[str, Any]:
+def _request_ids(origin: Origin) -> JsonObject:
     """For the log lines written while it runs (this task may have been started by another request)."""
     return {"request_id": origin.request_id, "client": origin.peer.id}
 
 
-def _about(origin: Origin | None) -> dict[str, Any]:
+def _about(origin: Origin | None) -> JsonObject:
     """Who caused it: the client, its principal, the call (and its tool or prompt)."""
     if origin is None:
         return {}
@@ -577,7 +577,7 @@ def _about(origin: Origin | None) -> dict[str, Any]:
     }
 
 
-def _outgoing(el: Elicitation) -> dict[str, Any]:
+def _outgoing(el: Elicitation) -> JsonObject:
     """The request as the client sees it: says who asks (the server, or the gateway itself); everything
     else untouched."""
     outgoing = dict(el.params)
@@ -589,7 +589,7 @@ def _outgoing(el: Elicitation) -> dict[str, Any]:
     return outgoing
 
 
-def _retry_params(el: Elicitation, problems: list[dict[str, Any]]) -> dict[str, Any]:
+def _retry_params(el: Elicitation, problems: list[JsonObject]) -> JsonObject:
     listed = "; ".join(f"{p['property'] or 'form'}: {p['message']}" for p in problems)
     outgoing = _outgoing(el)
     prefix, _, message = outgoing["message"].partition(" ")

@@ -20,7 +20,7 @@ import anyio
 
 from elicitgate.elicitation.meta import ERRORS_META_KEY
 from elicitgate.elicitation.model import Elicitation
-from elicitgate.json_shapes import is_array, is_mapping
+from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 
 TOMBSTONES = 1000
 
@@ -36,16 +36,16 @@ class HostedEntry:
     el: Elicitation
     kind: str
     """`page` (the human reaches the page through a URL-mode link the client opened) or `inbox`."""
-    request: dict[str, Any]
+    request: JsonObject
     """The latest request as the broker presents it (server-prefixed message; errors on a repeat)."""
     token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     round: int = 1
-    errors: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    errors: list[JsonObject] = field(default_factory=list[JsonObject])
     """Problems to show next to the fields: the broker's (on a repeat) or the page's own check."""
-    draft: dict[str, Any] | None = None
+    draft: JsonObject | None = None
     """What the human typed last (raw form values), so a reload or an error page shows it again."""
-    review: dict[str, Any] | None = None
+    review: JsonObject | None = None
     """Checked content waiting for the human's confirmation on the review step."""
     ui_html: str | None = None
     """The upstream's `ui://` resource when the request delegates rendering to it."""
@@ -66,7 +66,7 @@ class HostedEntry:
         return self.el.server
 
     @property
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> JsonObject:
         return self.el.requested_schema
 
     @property
@@ -94,7 +94,7 @@ class HostedEntry:
         assert self.answer is not None
         return self.answer
 
-    def reask(self, request: dict[str, Any]) -> None:
+    def reask(self, request: JsonObject) -> None:
         """The broker asks again (the answer failed its check): show its errors, take a new answer."""
         self.round += 1
         self.request = request
@@ -104,7 +104,7 @@ class HostedEntry:
         self._answered = anyio.Event()
         self.touch()
 
-    def broker_errors(self) -> list[dict[str, Any]]:
+    def broker_errors(self) -> list[JsonObject]:
         """The broker's verdict on the last answer, when it asked again because of it."""
         meta = self.request.get("_meta")
         problems = meta.get(ERRORS_META_KEY) if is_mapping(meta) else None
@@ -129,7 +129,7 @@ class HostedRegistry:
     def __init__(self) -> None:
         self.by_id: dict[str, HostedEntry] = {}
         self.by_token: dict[str, HostedEntry] = {}
-        self.tombstones: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.tombstones: OrderedDict[str, JsonObject] = OrderedDict()
         """sha256(token) -> {"id", "state", "by"}: bounded, so a late visitor learns how it ended (and, for a
         question its page raced the client for, that the client answered it: `elicitation.responders.beside`)."""
         self.version = 0
@@ -156,7 +156,7 @@ class HostedRegistry:
         entry.finish()
         self.bump()
 
-    def ended_state(self, token: str) -> dict[str, Any] | None:
+    def ended_state(self, token: str) -> JsonObject | None:
         return self.tombstones.get(token_digest(token))
 
     def bump(self, *, here: bool = True) -> None:

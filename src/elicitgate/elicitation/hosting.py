@@ -34,7 +34,7 @@ from elicitgate.elicitation.model import Elicitation, Responder
 from elicitgate.elicitation.responders import HostedPage, InInbox
 from elicitgate.elicitation.sensitive import sensitive_words
 from elicitgate.hostport import http_url
-from elicitgate.json_shapes import is_array, is_mapping
+from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 from elicitgate.upstreams.link import UpstreamLink
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class Hosting:
         self.inbox = InInbox(self)
         self.admin: Any | None = None
         """The admin API's routes (`web.admin.AdminRoutes`), once mounted."""
-        self.elsewhere: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None
+        self.elsewhere: Callable[[], Awaitable[list[JsonObject]]] | None = None
         """With `redis_url`: the other replicas' pending elicitations (`web.replicas`)."""
         self.notices: Announces | None = None
         """With notice targets configured: the notifier, which brings people to pages the inbox does not list
@@ -185,7 +185,7 @@ class Hosting:
 
     # -- the responders' shared part ----------------------------------------------------------------
 
-    async def open(self, el: Elicitation, request: dict[str, Any], kind: str) -> HostedEntry:
+    async def open(self, el: Elicitation, request: JsonObject, kind: str) -> HostedEntry:
         entry = self.registry.by_id.get(el.id)
         if entry is not None:
             entry.reask(request)

@@ -7,9 +7,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import anyio
+
+from elicitgate.json_shapes import JsonObject
 
 if TYPE_CHECKING:
     from elicitgate.contracts import Origin
@@ -52,7 +54,7 @@ class Responder(Protocol):
         """At the deadline the upstream gets `{"action": "cancel"}` instead of a timeout error."""
         ...
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
+    async def ask(self, el: Elicitation, request: JsonObject) -> object:
         """Present `request` (already prefixed with the asking server; on a repeat, carrying the errors)
         and return the raw answer, whatever its shape (the broker checks it). Raises
         `elicitation.responders.HumanGone`, or `MCPError` when the human's side failed it.
@@ -68,7 +70,7 @@ class Responder(Protocol):
 class Elicitation:
     server: str
     mode: str
-    params: dict[str, Any]
+    params: JsonObject
     deadline: float
     """On the anyio clock."""
     origin: Origin | None = None
@@ -88,7 +90,7 @@ class Elicitation:
     """Times it was put to the human (the first ask and every re-ask)."""
     answers: int = 0
     """Answers the human gave (a timeout or a vanished client gives none)."""
-    answer: dict[str, Any] | None = None
+    answer: JsonObject | None = None
     """The accepted content, kept only for an audit trail that stores answers (`audit.store_content`)."""
     reason: str | None = None
     answered_by: str | None = None
@@ -114,7 +116,7 @@ class Elicitation:
         return self.responder is not None and self.responder.name.startswith("hosted")
 
     @property
-    def requested_schema(self) -> dict[str, Any]:
+    def requested_schema(self) -> JsonObject:
         return self.params.get("requestedSchema") or {}
 
     async def wait_ended(self) -> None:
@@ -137,7 +139,7 @@ class Elicitation:
         if self.scope is not None:
             self.scope.cancel()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         """What may be logged or shown: never the answer's values."""
         return {
             "id": self.id,

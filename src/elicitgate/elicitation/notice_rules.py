@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from elicitgate.config import GatewayConfig, NotifyOverride, Unattended
+from elicitgate.json_shapes import JsonObject
 
 When = Literal["hosted", "always", "never"]
 
@@ -47,7 +48,7 @@ def _narrower(config: GatewayConfig, server: str, tool: str | None) -> list[Any]
 def rule_for(config: GatewayConfig, server: str, tool: str | None) -> NoticeRule:
     """The `notify` keys that hold for a question `server` asks during a call to `tool` (namespaced)."""
     base = config.elicitation.notify
-    values: dict[str, Any] = {"urls": base.urls, "when": base.when, "after": base.after,
+    values: JsonObject = {"urls": base.urls, "when": base.when, "after": base.after,
                               "remind_every": base.remind_every}
     for level in _narrower(config, server, tool):
         override: NotifyOverride | None = level.notify

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from elicitgate.json_shapes import is_array, is_mapping
+from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 
 if TYPE_CHECKING:
     from jsonschema import FormatChecker
@@ -36,7 +36,7 @@ class SchemaProblem:
     property: str | None
     rule: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"property": self.property, "rule": self.rule}
 
     def __str__(self) -> str:
@@ -177,7 +177,7 @@ def _formats() -> FormatChecker:
     return FormatChecker(formats=STRING_FORMATS)
 
 
-def answer_problems(schema: Mapping[str, Any], content: Any) -> list[dict[str, Any]]:
+def answer_problems(schema: Mapping[str, Any], content: Any) -> list[JsonObject]:
     """Validation errors of an accepted answer's `content` against an already-checked schema.
 
     Each problem names the field and the rule it breaks, never the value: jsonschema's own messages
@@ -194,7 +194,7 @@ def answer_problems(schema: Mapping[str, Any], content: Any) -> list[dict[str, A
     from jsonschema import Draft202012Validator
 
     validator = Draft202012Validator(strict, format_checker=_formats())
-    problems: list[dict[str, Any]] = []
+    problems: list[JsonObject] = []
     # jsonschema's deprecated second overload of iter_errors leaves `instance` unannotated.
     errors = validator.iter_errors(dict(content))  # pyright: ignore[reportUnknownMemberType]
     for error in sorted(errors, key=lambda e: [str(p) for p in e.path]):

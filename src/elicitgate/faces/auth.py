@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from pathlib import Path
-from typing import Any
 
 import anyio
 from pydantic import AnyHttpUrl, TypeAdapter, ValidationError
@@ -31,6 +30,7 @@ from mcp.server.auth.routes import build_resource_metadata_url
 from elicitgate.config import BearerToken, HttpAuthConfig, OAuthResourceConfig
 from elicitgate.elicitation.url_policy import is_loopback_host
 from elicitgate.errors import AuthConfigError
+from elicitgate.json_shapes import JsonObject
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class McpAuth:
         oauth = self.config.oauth
         if oauth is None:
             return []
-        body: dict[str, Any] = {
+        body: JsonObject = {
             "resource": self.resource,
             "authorization_servers": [oauth.issuer],
             "bearer_methods_supported": ["header"],

@@ -35,6 +35,7 @@ from mcp.shared.transport_context import TransportContext
 
 from elicitgate import sdk
 from elicitgate.faces.modern import EnvelopeConnection, ModernMethods
+from elicitgate.json_shapes import JsonObject
 from elicitgate.wire.base import Inbound, MessageWire
 from elicitgate.wire.endpoint import Endpoint, progress_params
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 STDIO = TransportContext(kind="stdio", can_send_request=True)
 
-DirectHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[dict[str, Any]]]
+DirectHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[JsonObject]]
 """A request handler that reads the raw params off its context and returns the result as a dict."""
 
 
@@ -69,7 +70,7 @@ class EndpointDispatcher:
 
     def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> CoroutineType[Any, Any, dict[str, Any]]:
+    ) -> CoroutineType[Any, Any, JsonObject]:
         """The endpoint's request itself, not a coroutine around it: one frame less for every request that
         waits on the client (an elicitation waits on a human)."""
         opts = opts or {}
@@ -96,10 +97,10 @@ class EndpointDispatcher:
     ) -> None:
         context_type = self.context_type
 
-        def request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> Awaitable[dict[str, Any]]:
+        def request(inbound: Inbound, method: str, params: JsonObject | None) -> Awaitable[JsonObject]:
             return on_request(context_type(self, inbound), method, params)
 
-        async def notification(inbound: Inbound, method: str, params: dict[str, Any] | None) -> None:
+        async def notification(inbound: Inbound, method: str, params: JsonObject | None) -> None:
             if on_notify_intercept is not None and on_notify_intercept(method, params):
                 return
             await on_notify(context_type(self, inbound), method, params)
@@ -148,7 +149,7 @@ class RequestContext:
 
     def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> CoroutineType[Any, Any, dict[str, Any]]:
+    ) -> CoroutineType[Any, Any, JsonObject]:
         if self.closed:
             raise NoBackChannelError(method)
         return self._dispatcher.send_raw_request(method, params, opts)
@@ -213,7 +214,7 @@ async def serve_handshake(
 
     def on_request(
         context: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
-    ) -> Awaitable[dict[str, Any]]:
+    ) -> Awaitable[JsonObject]:
         if method != "initialize" and sdk.has_modern_envelope(params):
             raise MCPError(
                 code=INVALID_REQUEST,
@@ -243,7 +244,7 @@ async def _serve_modern(
 
     async def on_request(
         context: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         if method == "initialize":
             raise MCPError(
                 code=UNSUPPORTED_PROTOCOL_VERSION,
@@ -295,7 +296,7 @@ async def _serve_directly(
     context: DispatchContext[TransportContext],
     method: str,
     params: Mapping[str, Any] | None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """One request of an initialized handshake-era client, as the SDK's kernel (`ServerRunner`) serves it
     but without its middleware chain, params model and per-request closures: the params are checked
     against the spec's schema for the client's version (-32602 when they do not fit), and the result goes
@@ -317,7 +318,7 @@ class _Replay:
         self._source = wire.messages()
         self._lead: list[Inbound] = []
 
-    async def opening_request(self) -> dict[str, Any] | None:
+    async def opening_request(self) -> JsonObject | None:
         """Read up to the client's first request; None if the wire ends first. Up to
         `sdk.PRE_REQUEST_REPLAY_LIMIT` messages before it are kept, the rest dropped (the SDK's bound)."""
         while True:
@@ -332,7 +333,7 @@ class _Replay:
             if request is not None:
                 return request
 
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
         await self._wire.send(message, headers)
 
     async def messages(self) -> AsyncGenerator[Inbound]:
@@ -342,7 +343,7 @@ class _Replay:
             yield inbound
 
 
-def _is_request(message: dict[str, Any]) -> bool:
+def _is_request(message: JsonObject) -> bool:
     request_id = message.get("id")
     has_id = isinstance(request_id, str | int) and not isinstance(request_id, bool)
     return isinstance(message.get("method"), str) and has_id

@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 from mcp_types import INVALID_REQUEST
@@ -37,6 +37,7 @@ from elicitgate.faces.http_answers import (
     send_event,
     sse_response,
 )
+from elicitgate.json_shapes import JsonObject
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class ElsewhereSessions:
         self, holder: str, session_id: str, stream: str, after: int, receive: Receive, send: Send
     ) -> None:
         header = [(b"mcp-session-id", session_id.encode())]
-        args: dict[str, Any] = {"session": session_id, "stream": stream}
+        args: JsonObject = {"session": session_id, "stream": stream}
         what = "this session"
         if not await self.replicas.ask(holder, READER_OP, {**args, "attached": True}, what=what, timeout=10):
             labelled(STREAM_RESUMPTIONS, "unknown").inc()
@@ -150,7 +151,7 @@ class ElsewhereSessions:
         await send({"type": "http.response.body", "body": content})
 
 
-async def serve_forwarded(app: ASGIApp, args: dict[str, Any]) -> dict[str, Any]:
+async def serve_forwarded(app: ASGIApp, args: JsonObject) -> JsonObject:
     """Run a request another replica forwarded (`FORWARD_OP`) through `app`, this replica's whole app."""
     import httpx2  # only with replicas: a gateway without them starts without an HTTP client (test_startup)
 

@@ -20,7 +20,6 @@ import contextlib
 import itertools
 import re
 from collections.abc import Mapping
-from typing import Any
 
 import anyio
 from starlette.types import Receive, Send
@@ -38,6 +37,7 @@ from elicitgate.faces.http_answers import (
     on_disconnect,
     send_event,
 )
+from elicitgate.json_shapes import JsonObject
 from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
 
 EVENT_ID = re.compile(r"^((?:[0-9a-f]{1,32}-)?\d{1,12})/(\d{1,12})$")
@@ -142,7 +142,7 @@ class EventStream:
     def __init__(self, name: str, log: SessionEvents) -> None:
         self.name = name
         self._log = log
-        self.events: list[tuple[int, dict[str, Any]]] = []
+        self.events: list[tuple[int, JsonObject]] = []
         """A list, not a deque: a deque's first block is ~600 bytes, held by every stream a pending question
         keeps open, which carries a message or two."""
         self.next_seq = 1
@@ -175,7 +175,7 @@ class EventStream:
 
     # -- what goes in ---------------------------------------------------------------------------------
 
-    def put(self, message: dict[str, Any], *, last: bool = False) -> bool:
+    def put(self, message: JsonObject, *, last: bool = False) -> bool:
         """Add `message` (False once the stream has ended)."""
         if self.closed:
             return False
@@ -196,7 +196,7 @@ class EventStream:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    async def next(self, after: int, timeout: float | None) -> tuple[int, dict[str, Any]] | None | Late:
+    async def next(self, after: int, timeout: float | None) -> tuple[int, JsonObject] | None | Late:
         """The first kept event after seq `after`; None once the stream is closed with nothing after it; `LATE`
         when `timeout` seconds pass first."""
         while True:
@@ -217,7 +217,7 @@ class EventStream:
             if waiter.result() is LATE:
                 return LATE
 
-    def _after(self, after: int) -> tuple[int, dict[str, Any]] | None:
+    def _after(self, after: int) -> tuple[int, JsonObject] | None:
         """The first kept event after seq `after`, searched from the newest: a client reading along is one step
         from the end."""
         events = self.events

@@ -16,6 +16,7 @@ import anyio
 from mcp_types import RequestId
 from starlette.types import Message, Receive, Send
 
+from elicitgate.json_shapes import JsonObject
 from elicitgate.wire import codec
 
 JSON_WINDOW = 0.25
@@ -60,11 +61,11 @@ class Channel:
     __slots__ = ("_items", "_waiter", "closed")
 
     def __init__(self) -> None:
-        self._items: deque[dict[str, Any]] = deque()
+        self._items: deque[JsonObject] = deque()
         self._waiter: asyncio.Future[Late | None] | None = None
         self.closed = False
 
-    def put(self, message: dict[str, Any], *, last: bool = False) -> bool:
+    def put(self, message: JsonObject, *, last: bool = False) -> bool:
         """Queue `message` (False if the channel is closed: its response has ended)."""
         if self.closed:
             return False
@@ -81,7 +82,7 @@ class Channel:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    async def get(self, timeout: float | None = None) -> dict[str, Any] | None | Late:
+    async def get(self, timeout: float | None = None) -> JsonObject | None | Late:
         """The next message; None once the channel is closed and drained; `LATE` when `timeout` seconds
         pass first."""
         while not self._items:
@@ -101,8 +102,8 @@ class Channel:
         return self._items.popleft()
 
 
-def error_message(request_id: RequestId | None, code: int, message: str, **data: Any) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
+def error_message(request_id: RequestId | None, code: int, message: str, **data: Any) -> JsonObject:
+    error: JsonObject = {"code": code, "message": message}
     if data:
         error["data"] = {"source": "elicitgate", **data}
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
@@ -200,7 +201,7 @@ async def stream(
     channel: Channel,
     send: Send,
     receive: Receive,
-    first: dict[str, Any] | None,
+    first: JsonObject | None,
     *,
     extra: list[tuple[bytes, bytes]] | None = None,
     on_gone: Callable[[], object] | None = None,

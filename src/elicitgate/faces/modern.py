@@ -45,9 +45,9 @@ from mcp.shared.dispatcher import DispatchContext, Outbound
 from mcp.shared.exceptions import MCPError
 from mcp.shared.transport_context import TransportContext
 
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 
-ModernHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[dict[str, Any]]]
+ModernHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[JsonObject]]
 """A 2026-07-28 request's handler: reads the raw params off its context, returns the result as a dict."""
 
 
@@ -121,7 +121,7 @@ class ModernMethods:
     def __init__(self, server: Server[Any], middleware: Sequence[Middleware] = ()) -> None:
         self._server = server
         self._methods: dict[str, ModernMethod] = {}
-        self._stamp: dict[str, Any] | None = None
+        self._stamp: JsonObject | None = None
         chain: CallNext = self._inner
         for layer in reversed(middleware):  # outermost first, composed once (the kernel composed per request)
             chain = _around(layer, chain)
@@ -140,7 +140,7 @@ class ModernMethods:
         entry = self._server.get_request_handler(method)
         assert entry is not None, method
 
-        async def handle(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        async def handle(ctx: ServerRequestContext[Any, Any]) -> JsonObject:
             result = await entry.handler(ctx, entry.params_type.model_validate(ctx.params or {}, by_name=False))
             if isinstance(result, BaseModel):
                 return result.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -158,7 +158,7 @@ class ModernMethods:
         params: Mapping[str, Any] | None,
         connection: Connection,
         lifespan_state: Any,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """One request whose envelope was classified (`connection` made from it): its result, or `MCPError`."""
         entry = self._methods.get(method)
         if entry is None:
@@ -186,15 +186,15 @@ class ModernMethods:
             meta=request_meta,
         )
         try:
-            return cast(dict[str, Any], await self._chain(ctx))
+            return cast(JsonObject, await self._chain(ctx))
         finally:
             await connection.exit_stack.aclose()  # nothing is pushed on it today: no shielded scope for nothing
 
-    async def _inner(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    async def _inner(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         entry = self._methods[ctx.method]
         return self._shaped(ctx.method, ctx.protocol_version, await entry.handler(ctx), sieve=entry.reads is None)
 
-    def _shaped(self, method: str, version: str, result: dict[str, Any], *, sieve: bool) -> dict[str, Any]:
+    def _shaped(self, method: str, version: str, result: JsonObject, *, sieve: bool) -> JsonObject:
         """The kernel's outbound pass (`ServerRunner._serialize`): cache hints the result left unset (not on an
         `input_required` one), the sieve for the gateway's own results, `resultType`, the `serverInfo` stamp."""
         asking = result.get("resultType") == "input_required"
@@ -217,7 +217,7 @@ class ModernMethods:
             result["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info()}
         return result
 
-    def _server_info(self) -> dict[str, Any]:
+    def _server_info(self) -> JsonObject:
         """The server's stamp, dumped once: results are written as soon as they are made, so one dict serves all
         (the SDK copies it deeply for each)."""
         if self._stamp is None:

@@ -21,6 +21,7 @@ from elicitgate import errors
 from elicitgate.capabilities import capabilities_dict, elicitation_modes
 from elicitgate.contracts import DownstreamPeer, Era, Question
 from elicitgate.elicitation.url_routes import SessionTarget
+from elicitgate.json_shapes import JsonObject
 from elicitgate.sdk import connection_of, request_outbound
 
 logger = logging.getLogger(__name__)
@@ -88,10 +89,10 @@ class DownstreamCall:
         """What this request's client declared (per request in 2026-07-28, per session before)."""
         return elicitation_modes(connection_of(self.ctx).client_capabilities)
 
-    def raw_capabilities(self) -> dict[str, Any]:
+    def raw_capabilities(self) -> JsonObject:
         return capabilities_dict(connection_of(self.ctx).client_capabilities)
 
-    async def send_request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def send_request(self, method: str, params: Mapping[str, Any]) -> JsonObject:
         """Send a server-to-client request on this call's own channel (its POST stream on HTTP).
 
         Raw on purpose: the typed `ServerSession.send_request` re-models the params and drops fields
@@ -120,7 +121,7 @@ class DownstreamCall:
                     )
             raise
 
-    async def ask(self, method: str, params: dict[str, Any], elicitation: Question | None) -> Any:
+    async def ask(self, method: str, params: JsonObject, elicitation: Question | None) -> Any:
         """Only calls that can return `input_required` (tools, prompts, resource reads) can ask."""
         raise errors.gateway_error(
             errors.ELICITATION_UNDELIVERABLE,
@@ -134,7 +135,7 @@ class DownstreamCall:
     def expect(self, count: int) -> None:
         """Questions are asked one after another on the client's session: nothing to hold back."""
 
-    def require(self, capabilities: dict[str, Any]) -> None:
+    def require(self, capabilities: JsonObject) -> None:
         """Without rounds there is no -32021 to end with: the caller's own error says what was missing."""
 
     def elicitation_ended(self, elicitation: Question) -> None:

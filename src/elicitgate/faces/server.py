@@ -33,6 +33,7 @@ from elicitgate.faces.peer import DownstreamCall, peer_for
 from elicitgate.faces.task_extension import TaskExtension, listens_for_tasks
 from elicitgate.faces.task_relay import TaskRelay
 from elicitgate.gateway import Gateway
+from elicitgate.json_shapes import JsonObject
 from elicitgate.router.task_runner import seen_by
 from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
@@ -84,8 +85,8 @@ class GatewayServer(Server[Any]):
     def get_capabilities(
         self,
         notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
+        experimental_capabilities: dict[str, JsonObject] | None = None,
+        extensions: dict[str, JsonObject] | None = None,
         *,
         protocol_version: str | None = None,
     ) -> ServerCapabilities:
@@ -104,8 +105,8 @@ class GatewayServer(Server[Any]):
     def create_initialization_options(
         self,
         notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
+        experimental_capabilities: dict[str, JsonObject] | None = None,
+        extensions: dict[str, JsonObject] | None = None,
     ) -> InitializationOptions:
         options = super().create_initialization_options(
             notification_options
@@ -150,7 +151,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         retries.install(gateway, gateway.replicas)
 
     def make_list(kind: str) -> Any:
-        async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
+        async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> JsonObject:
             items = gateway.catalog.merged(kind)
             if kind == "tools":  # a `required` tool is `optional` to a client that knows no tasks (task_runner)
                 capabilities = capabilities_dict(connection_of(ctx).client_capabilities)
@@ -166,7 +167,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     # request handler (called with the kernel's params model, unused: the raw params are read off `ctx`)
     # and a `DirectHandler` (the stdio face's direct path calls it with the context alone).
     def make_routed(method: str):
-        async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams | None = None) -> dict[str, Any]:
+        async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams | None = None) -> JsonObject:
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return await _serve_modern(gateway, ctx, method)
             peer = _handshake_peer(gateway, ctx)
@@ -183,7 +184,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         return handle
 
     def make_task(method: str) -> Any:
-        async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> dict[str, Any]:
+        async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> JsonObject:
             # A handshake-era client's are served by the TaskRelay middleware; 2026-07-28 has no `tasks/*` of
             # 2025-11-25 (its tasks are an extension the gateway does not offer yet, docs/tasks.md).
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
@@ -209,7 +210,7 @@ def _modern_methods(gateway: Gateway, server: GatewayServer, middleware: Sequenc
     modern = ModernMethods(server, middleware)
 
     def listing(kind: str) -> ModernHandler:
-        async def handle(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        async def handle(ctx: ServerRequestContext[Any, Any]) -> JsonObject:
             items = gateway.catalog.merged(kind)
             if kind == "tools":  # a `required` tool is `optional` to a client that knows no tasks (task_runner)
                 capabilities = capabilities_dict(connection_of(ctx).client_capabilities)
@@ -219,7 +220,7 @@ def _modern_methods(gateway: Gateway, server: GatewayServer, middleware: Sequenc
         return handle
 
     def relayed(method: str) -> ModernHandler:
-        async def handle(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        async def handle(ctx: ServerRequestContext[Any, Any]) -> JsonObject:
             return await _serve_modern(gateway, ctx, method)
 
         return handle
@@ -235,7 +236,7 @@ def _modern_methods(gateway: Gateway, server: GatewayServer, middleware: Sequenc
     if server.get_request_handler("subscriptions/listen") is not None:
         others = modern.sdk_handler("subscriptions/listen")
 
-        async def listen(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        async def listen(ctx: ServerRequestContext[Any, Any]) -> JsonObject:
             return await (extension.listen(ctx) if listens_for_tasks(ctx.params) else others(ctx))
 
         modern.add("subscriptions/listen", listen)
@@ -252,7 +253,7 @@ def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> Do
     return peer
 
 
-async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], method: str) -> dict[str, Any]:
+async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], method: str) -> JsonObject:
     """A 2026-07-28 client's request: a first round starts a parked call, a retry resumes one."""
     params = dict(ctx.params or {})
     asking = method in spec_methods.INPUT_REQUIRED_METHODS
@@ -279,8 +280,8 @@ async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], m
 
 async def _resume_elsewhere(
     gateway: Gateway, ctx: ServerRequestContext[Any, Any], call: DownstreamCall, method: str,
-    params: dict[str, Any], state: Any,
-) -> dict[str, Any]:
+    params: JsonObject, state: Any,
+) -> JsonObject:
     """With `redis_url`: a retry for a call parked on another replica is answered there (cluster.retries)."""
     from elicitgate.cluster import retries
 

@@ -57,7 +57,7 @@ from elicitgate.faces.http_answers import (
 )
 from elicitgate.faces.modern import EnvelopeConnection
 from elicitgate.faces.server import GatewayServer
-from elicitgate.json_shapes import is_mapping, is_object
+from elicitgate.json_shapes import JsonObject, is_mapping, is_object
 from elicitgate.wire import codec
 from elicitgate.wire.endpoint import is_request_id, progress_params
 from elicitgate.wire.framing import with_non_finite
@@ -95,11 +95,11 @@ class StatelessContext:
 
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         raise NoBackChannelError(method)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        message: JsonObject = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
         self._channel.put(message)
@@ -208,7 +208,7 @@ class StatelessRequests:
         else:
             channel.put({"jsonrpc": "2.0", "id": request_id, "result": result}, last=True)
 
-    async def _notification(self, send: Send, headers: Headers, notification: dict[str, Any]) -> None:
+    async def _notification(self, send: Send, headers: Headers, notification: JsonObject) -> None:
         """Acknowledged (202) and dropped, as the SDK's handler does: this era defines no notification from the
         client over HTTP (a client cancels by closing the stream)."""
         if notification.get("jsonrpc") != "2.0" or not isinstance(notification.get("method"), str):
@@ -220,7 +220,7 @@ class StatelessRequests:
             return
         await reply(send, 202, None)
 
-    def _param_headers_rejection(self, request: dict[str, Any], headers: Headers) -> InboundLadderRejection | None:
+    def _param_headers_rejection(self, request: JsonObject, headers: Headers) -> InboundLadderRejection | None:
         """A `tools/call`'s `Mcp-Param-*` headers checked against the called tool's input schema."""
         params = request.get("params")
         if request["method"] != "tools/call" or not is_mapping(params):
@@ -263,7 +263,7 @@ GONE = _Gone.GONE
 
 async def _first_or_gone(
     channel: Channel, receive: Receive, timeout: float
-) -> dict[str, Any] | None | Late | _Gone:
+) -> JsonObject | None | Late | _Gone:
     """`channel.get(timeout)` while watching the connection: `GONE` once the client has disconnected.
 
     Until a response starts, the client's going away is seen only by reading `receive`; a request waited on
@@ -285,7 +285,7 @@ async def _first_or_gone(
     return GONE if gone else first
 
 
-def _request_of(message: object) -> dict[str, Any] | None:
+def _request_of(message: object) -> JsonObject | None:
     """`message` if it is one JSON-RPC request (what the SDK's `JSONRPCRequest` model accepts)."""
     if not is_object(message) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
         return None

@@ -48,7 +48,7 @@ from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEven
 from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, read_body, reply
 from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
-from elicitgate.json_shapes import is_object
+from elicitgate.json_shapes import JsonObject, is_object
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import is_request_id
@@ -107,7 +107,7 @@ class SessionWire:
         if on_behalf_of is not None:
             self._carriers[request_id] = on_behalf_of
 
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
         if self.closed:
             raise anyio.ClosedResourceError
         if "method" not in message:  # our answer to one of the client's requests
@@ -125,7 +125,7 @@ class SessionWire:
             carrier = self._carriers.pop(cancelled, None) if is_request_id(cancelled) else None
         self.send_on_behalf(message, carrier)
 
-    def send_on_behalf(self, message: dict[str, Any], request_id: RequestId | None) -> None:
+    def send_on_behalf(self, message: JsonObject, request_id: RequestId | None) -> None:
         """Send `message` on the response stream of the client's request `request_id` until its answer (kept
         for a resuming client while the stream is broken), else on the GET stream; with no GET stream it is
         dropped (as the SDK's transport does)."""
@@ -168,7 +168,7 @@ class HttpRequestContext(RequestContext):
 
     def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> CoroutineType[Any, Any, dict[str, Any]]:
+    ) -> CoroutineType[Any, Any, JsonObject]:
         if self.closed:
             raise NoBackChannelError(method)
         options: CallOptions = {**(opts or {})}
@@ -184,7 +184,7 @@ class HttpRequestContext(RequestContext):
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
         if not self.closed and not self._wire.closed:
-            message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+            message: JsonObject = {"jsonrpc": "2.0", "method": method}
             if params:
                 message["params"] = params
             self._wire.send_on_behalf(message, self.request_id)
@@ -392,7 +392,7 @@ class StreamableHttpEndpoint:
         self,
         session: _Session,
         request_id: RequestId,
-        message: dict[str, Any],
+        message: JsonObject,
         receive: Receive,
         send: Send,
         headers: Headers,
@@ -595,11 +595,11 @@ class StreamableHttpEndpoint:
         principal = _principal_key((owner["client_id"], owner["issuer"], owner["subject"]) if owner else None)
         return await self._elsewhere.serve(scope, receive, send, headers, session_id, principal)
 
-    async def _serve_forwarded(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def _serve_forwarded(self, args: JsonObject) -> JsonObject:
         assert self.app is not None, "faces.http sets the app before serving"
         return await serve_forwarded(self.app, args)
 
-    async def _reader_elsewhere(self, args: dict[str, Any]) -> bool:
+    async def _reader_elsewhere(self, args: JsonObject) -> bool:
         """Another replica's response starts (`attached`) or stops reading a stream of a session held here."""
         session = self._sessions.get(str(args.get("session")))
         stream = session.wire.events.streams.get(str(args.get("stream"))) if session is not None else None

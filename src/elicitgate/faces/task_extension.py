@@ -21,7 +21,7 @@ from elicitgate.bridging.sealing import authenticated_principal_of
 from elicitgate.bridging.task_extension import EXTENSION_METHODS, missing_extension
 from elicitgate.capabilities import capabilities_dict, declares_tasks
 from elicitgate.gateway import Gateway
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 from elicitgate.sdk import connection_of, request_outbound
 
 
@@ -51,7 +51,7 @@ class TaskExtension:
             raise missing_extension(ctx.method)
         return self._gateway.modern_peer(authenticated_principal_of(ctx), connection_of(ctx))
 
-    async def serve(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    async def serve(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         peer = self._checked(ctx)
         params = ctx.params or {}
         tasks = self._gateway.modern_tasks
@@ -64,7 +64,7 @@ class TaskExtension:
             tasks.cancel(task)
         return {"resultType": "complete"}
 
-    async def listen(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    async def listen(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         """Acknowledge the caller's own tasks among `taskIds`, then send `notifications/tasks` as each changes;
         the stream ends (gracefully) once every one of them is over."""
         peer = self._checked(ctx)

@@ -27,7 +27,7 @@ from elicitgate.elicitation.argument_forms import (
     shown_arguments,
 )
 from elicitgate.elicitation.model import GatewayReason
-from elicitgate.json_shapes import is_array, is_mapping
+from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.inbound import InboundRouter
 from elicitgate.upstreams.link import UpstreamLink
@@ -60,7 +60,7 @@ class Ask:
 class Answered:
     """The person said no: the client gets this instead of the upstream's answer."""
 
-    result: dict[str, Any]
+    result: JsonObject
 
 
 class GatewayAsks:
@@ -106,11 +106,11 @@ class GatewayAsks:
     # -- asking -----------------------------------------------------------------------------------
 
     async def run(
-        self, ask: Ask, link: UpstreamLink, call: Origin, params: dict[str, Any]
-    ) -> dict[str, Any] | Answered:
+        self, ask: Ask, link: UpstreamLink, call: Origin, params: JsonObject
+    ) -> JsonObject | Answered:
         """The params to forward (with the answers merged in), or `Answered` when the person said no."""
         given = params.get("arguments")
-        arguments: dict[str, Any] = dict(given) if is_mapping(given) else {}
+        arguments: JsonObject = dict(given) if is_mapping(given) else {}
         public = self.catalog.public_name(ask.server, ask.name)
         if ask.missing:
             schema = await self._missing_form(ask, link, call, arguments)
@@ -141,13 +141,13 @@ class GatewayAsks:
         return params
 
     async def _elicit(
-        self, link: UpstreamLink, call: Origin, request: dict[str, Any], reason: GatewayReason
-    ) -> dict[str, Any]:
+        self, link: UpstreamLink, call: Origin, request: JsonObject, reason: GatewayReason
+    ) -> JsonObject:
         return await self.inbound.gateway_question(link, call, request, reason)
 
     async def _missing_form(
-        self, ask: Ask, link: UpstreamLink, call: Origin, arguments: dict[str, Any]
-    ) -> dict[str, Any] | None:
+        self, ask: Ask, link: UpstreamLink, call: Origin, arguments: JsonObject
+    ) -> JsonObject | None:
         if ask.kind == "tools":
             return missing_arguments_form(ask.item.get("inputSchema"), ask.missing, max_properties=self.max_properties)
         declared = ask.item.get("arguments")
@@ -156,7 +156,7 @@ class GatewayAsks:
         return prompt_arguments_form(listed, ask.missing, choices, max_properties=self.max_properties)
 
     async def _completions(
-        self, ask: Ask, link: UpstreamLink, call: Origin, given: dict[str, Any]
+        self, ask: Ask, link: UpstreamLink, call: Origin, given: JsonObject
     ) -> dict[str, list[str]]:
         """The server's completions for each missing prompt argument, where it offers a short, complete list."""
         conn = link.primary

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.config import NamespacingConfig
 from elicitgate.errors import MethodNotFound
-from elicitgate.json_shapes import is_array, is_object
+from elicitgate.json_shapes import JsonObject, is_array, is_object
 from elicitgate.upstreams.connection import UpstreamConnection
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ CAPABILITY_OF = {"tools": "tools", "prompts": "prompts", "resources": "resources
 
 @dataclass
 class ServerCatalog:
-    items: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {kind: [] for kind in LISTS})
+    items: dict[str, list[JsonObject]] = field(default_factory=lambda: {kind: [] for kind in LISTS})
 
 
 class Catalog:
@@ -45,7 +45,7 @@ class Catalog:
         self.namespacing = namespacing
         self.by_server: dict[str, ServerCatalog] = {name: ServerCatalog() for name in servers}
         self._uri_owner: dict[str, tuple[str, str]] = {}
-        self._named: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self._named: dict[tuple[str, str], dict[str, JsonObject]] = {}
         """(server, "tools" | "prompts") -> upstream name -> the listed item."""
         sep = namespacing.separator
         self._split_at_first: frozenset[str] = (
@@ -109,7 +109,7 @@ class Catalog:
             candidates=matches,
         )
 
-    def find(self, kind: str, server: str, name: str) -> dict[str, Any] | None:
+    def find(self, kind: str, server: str, name: str) -> JsonObject | None:
         """The tool or prompt (`kind` "tools" / "prompts") `server` lists as `name`, as the server sent it."""
         return self._named.get((server, kind), {}).get(name)
 
@@ -130,17 +130,17 @@ class Catalog:
             items = self.by_server[server].items[kind]
             self._named[(server, kind)] = {i["name"]: i for i in items if isinstance(i.get("name"), str)}
 
-    def _templates(self, server: str) -> list[dict[str, Any]]:
+    def _templates(self, server: str) -> list[JsonObject]:
         return self.by_server[server].items["resourceTemplates"]
 
-    def merged(self, kind: str) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def merged(self, kind: str) -> list[JsonObject]:
+        out: list[JsonObject] = []
         for server in self.servers:
             for item in self.by_server[server].items[kind]:
                 out.append(self._present(server, kind, item))
         return out
 
-    def _present(self, server: str, kind: str, item: dict[str, Any]) -> dict[str, Any]:
+    def _present(self, server: str, kind: str, item: JsonObject) -> JsonObject:
         item = dict(item)
         if kind in ("tools", "prompts") and isinstance(item.get("name"), str):
             item["name"] = self.public_name(server, item["name"])
@@ -166,7 +166,7 @@ class Catalog:
         self._reindex_names(server)
         self._reindex_uris()
 
-    def update(self, server: str, lists: Mapping[str, list[dict[str, Any]]]) -> None:
+    def update(self, server: str, lists: Mapping[str, list[JsonObject]]) -> None:
         """Replace the lists (by kind: "tools", "prompts", ...) `server` listed, all at once."""
         self.by_server[server].items.update(lists)
         self._reindex_names(server)
@@ -174,7 +174,7 @@ class Catalog:
 
     async def refresh(self, server: str, conn: UpstreamConnection, kinds: tuple[str, ...] = tuple(LISTS)) -> None:
         capabilities = conn.negotiated.capabilities if conn.negotiated else {}
-        lists: dict[str, list[dict[str, Any]]] = {}
+        lists: dict[str, list[JsonObject]] = {}
         for kind in kinds:
             lists[kind] = []
             if CAPABILITY_OF[kind] not in capabilities:
@@ -188,8 +188,8 @@ class Catalog:
         self.update(server, lists)
 
 
-async def _fetch_all(conn: UpstreamConnection, method: str, key: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+async def _fetch_all(conn: UpstreamConnection, method: str, key: str) -> list[JsonObject]:
+    items: list[JsonObject] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
         result = await conn.request(method, {"cursor": cursor} if cursor else None, timeout=conn.config.request_timeout)

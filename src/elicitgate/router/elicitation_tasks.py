@@ -27,6 +27,7 @@ from mcp_types import INVALID_PARAMS
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
+from elicitgate.json_shapes import JsonObject
 from elicitgate.upstreams.connection import UpstreamConnection
 
 logger = logging.getLogger(__name__)
@@ -47,13 +48,13 @@ class ElicitationTask:
     updated_at: str = field(default_factory=_now)
     status: str = "working"
     message: str | None = None
-    result: dict[str, Any] | None = None
+    result: JsonObject | None = None
     error: MCPError | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
-    def public(self) -> dict[str, Any]:
-        task: dict[str, Any] = {"taskId": self.id, "status": self.status, "createdAt": self.created_at,
+    def public(self) -> JsonObject:
+        task: JsonObject = {"taskId": self.id, "status": self.status, "createdAt": self.created_at,
                                 "lastUpdatedAt": self.updated_at, "ttl": self.ttl_ms, "pollInterval": POLL_INTERVAL_MS}
         if self.message is not None:
             task["statusMessage"] = self.message
@@ -75,8 +76,8 @@ class ElicitationTasks:
 
     def start(
         self, tg: anyio.abc.TaskGroup, connection: UpstreamConnection, task: Mapping[str, Any],
-        ask: Callable[[], Awaitable[dict[str, Any]]],
-    ) -> dict[str, Any]:
+        ask: Callable[[], Awaitable[JsonObject]],
+    ) -> JsonObject:
         """Run the question `ask` asks in the background; the `CreateTaskResult` the server gets now."""
         self._purge()
         ttl = task.get("ttl")
@@ -88,7 +89,7 @@ class ElicitationTasks:
         tg.start_soon(self._run, running, ask, name=f"elicitation-task:{connection.server}")
         return {"task": running.public()}
 
-    async def _run(self, running: ElicitationTask, ask: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+    async def _run(self, running: ElicitationTask, ask: Callable[[], Awaitable[JsonObject]]) -> None:
         with running.scope:
             try:
                 running.result = await ask()
@@ -105,7 +106,7 @@ class ElicitationTasks:
                 return
         running.end("cancelled", "cancelled by the server")  # its scope was cancelled (tasks/cancel)
 
-    async def serve(self, connection: UpstreamConnection, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def serve(self, connection: UpstreamConnection, method: str, params: Mapping[str, Any]) -> JsonObject:
         """An upstream's `tasks/get`, `tasks/result`, `tasks/cancel` or `tasks/list` of its elicitation tasks."""
         self._purge()
         if method == "tasks/list":

@@ -19,6 +19,7 @@ from elicitgate.bridging.envelope import modern_capabilities, upstream_params, w
 from elicitgate.bridging.input_requests import answer_input_requests
 from elicitgate.contracts import Origin
 from elicitgate.errors import PeerLost, UrlElicitationRequired
+from elicitgate.json_shapes import JsonObject
 from elicitgate.router.inbound import InboundRouter
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.dual_era import CallKey, call_key
@@ -34,7 +35,7 @@ async def forward(
     params: Mapping[str, Any],
     *,
     max_rounds: int = 10,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Send one client request upstream and return its final result.
 
     A 2026-07-28 upstream's `input_required` rounds are answered here, through `inbound`, and
@@ -101,7 +102,7 @@ async def _reissued(
     params: Mapping[str, Any],
     max_rounds: int,
     key: CallKey,
-) -> dict[str, Any]:
+) -> JsonObject:
     """The call again, over the 2026-07-28 connection. Its first answer decides where `key` goes from now
     on: a result (complete or input_required) sends it to 2026-07-28; an error from the server keeps it on
     the handshake, and it is not made again. A lost connection or a timeout decides nothing."""
@@ -130,7 +131,7 @@ async def _rounds(
     asked: list[str] | None,
     *,
     on_first: Callable[[], None] | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """The request on `conn`, and its `input_required` rounds until the final result. `asked` hears of the
     server's requests during it; `on_first` is called when the first answer is a result."""
     sent, token = upstream_params(params, call, conn.era)
@@ -138,7 +139,7 @@ async def _rounds(
     async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
         await call.notify("notifications/progress", progress_params(token, progress, total, message))
 
-    async def send(conn: UpstreamConnection) -> dict[str, Any]:
+    async def send(conn: UpstreamConnection) -> JsonObject:
         return await conn.request(
             method,
             sent,

@@ -40,7 +40,7 @@ from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.model import GatewayReason, State
 from elicitgate.errors import UrlElicitationRequired
 from elicitgate.fixable import warn_once
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.elicitation_tasks import ElicitationTasks
 from elicitgate.router.tasks import TASK_METHODS, RelayedTask, TaskTable
@@ -114,7 +114,7 @@ class InboundRouter:
         guessed_on: UpstreamConnection | None = None,
         url_ids: bool = True,
         reason: GatewayReason | None = None,
-    ) -> Awaitable[dict[str, Any]]:
+    ) -> Awaitable[JsonObject]:
         """The broker's coroutine itself, not one around it: one frame less held while a human is asked.
 
         `guessed_on`: the connection whose calls in flight may each own the question (see `_whose`).
@@ -133,14 +133,14 @@ class InboundRouter:
         )
 
     def gateway_question(
-        self, link: UpstreamLink, call: Origin, request: dict[str, Any], reason: GatewayReason
-    ) -> Awaitable[dict[str, Any]]:
+        self, link: UpstreamLink, call: Origin, request: JsonObject, reason: GatewayReason
+    ) -> Awaitable[JsonObject]:
         """The gateway asks before a call goes to `link` (missing arguments, a confirmation: `router.asks`)."""
         return self._ask(link.name, call, request, timeout=link.config.elicitation_timeout, reason=reason)
 
     def task_question(
         self, server: str, call: Origin, params: Mapping[str, Any], *, timeout: float | None
-    ) -> Awaitable[dict[str, Any]]:
+    ) -> Awaitable[JsonObject]:
         """A question in a 2026-07-28 server's task, for the handshake-era client that follows the task
         (`router.task_bridge`): the gateway reads it from `tasks/get` and answers it with `tasks/update`."""
         return self._ask(server, call, params, timeout=timeout, url_ids=False)
@@ -197,7 +197,7 @@ class InboundRouter:
 
     async def on_server_request(
         self, connection: UpstreamConnection, related: RequestId | None, method: str, params: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """A request a server pushed: an elicitation to the broker, sampling and roots relayed to the client;
         `tasks/*` about the elicitations the gateway runs as tasks for the server."""
         if method in TASK_METHODS:
@@ -218,7 +218,7 @@ class InboundRouter:
             clocks = connection.clocks_in_flight() if guessed else connection.clocks_for(origin)
             asked_by, asked = origin, params
 
-            def ask() -> Awaitable[dict[str, Any]]:
+            def ask() -> Awaitable[JsonObject]:
                 return self._ask(connection.server, asked_by, asked, timeout=connection.config.elicitation_timeout,
                                  clocks=clocks, guessed_on=connection if guessed else None)
 
@@ -241,7 +241,7 @@ class InboundRouter:
     def _origin_unknown(self, connection: UpstreamConnection, method: str) -> MCPError:
         """-32017 for a server request no call can own; on a shared connection, the fix is per_session."""
         server = connection.server
-        data: dict[str, Any] = {"server": server, "method": method}
+        data: JsonObject = {"server": server, "method": method}
         if connection.owner is None and self.links[server].policy == "shared":
             data["fix"] = (
                 f'remove "session_policy": "shared" from server {server!r} (the default, per_session, gives each '

@@ -26,7 +26,7 @@ from elicitgate.bridging.input_requests import PASSTHROUGH_INPUT_REQUESTS, relay
 from elicitgate.bridging.rounds import ParkedCall
 from elicitgate.capabilities import TASKS_EXTENSION, declares_tasks
 from elicitgate.contracts import Origin
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 from elicitgate.router.forward import forward
 from elicitgate.router.inbound import InboundRouter
 from elicitgate.router.tasks import RELATED_TASK, RelayedTask, TaskTable
@@ -54,7 +54,7 @@ def bridged(call: Origin, link: UpstreamLink, tool: Mapping[str, Any] | None) ->
 async def run_upstream_task(
     inbound: InboundRouter, link: UpstreamLink, table: TaskTable, park: ParkedCall, params: Mapping[str, Any],
     *, max_rounds: int,
-) -> dict[str, Any]:
+) -> JsonObject:
     """The call made as an upstream task; its final result (the parked call's outcome)."""
     assert park.tasks is not None  # `bridged` said so
     park.tasks.admit(park.peer)
@@ -91,7 +91,7 @@ async def run_upstream_task(
 
 async def _follow_modern(
     inbound: InboundRouter, link: UpstreamLink, table: TaskTable, park: ParkedCall, params: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> JsonObject:
     """The call on a 2026-07-28 task server: the upstream's task is followed as for a handshake-era client
     (`modern_task_request`), its questions put to the parked call, which waits in the client's task."""
     created, relayed = await _create_on_modern(link, table, park, {**params, "task": {}},
@@ -116,7 +116,7 @@ async def _follow_modern(
 async def _input_response(
     inbound: InboundRouter, conn: UpstreamConnection, call: Origin, key: str, request: Mapping[str, Any],
     related: Mapping[str, Any],
-) -> dict[str, Any]:
+) -> JsonObject:
     """The answer to one of a 2026-07-28 upstream task's `inputRequests`, its request naming the client's task:
     an elicitation through the broker, sampling or roots relayed to the client. -32021 when the client did not
     declare sampling or roots; -32017 for a method the gateway cannot relay."""
@@ -166,11 +166,11 @@ def serves_extension(link: UpstreamLink) -> bool:
     return is_mapping(extensions) and TASKS_EXTENSION in extensions
 
 
-def _with_extension(call: Origin) -> dict[str, Any]:
+def _with_extension(call: Origin) -> JsonObject:
     return {**modern_capabilities(call), "extensions": {TASKS_EXTENSION: {}}}
 
 
-def _as_core_task(task: Mapping[str, Any]) -> dict[str, Any]:
+def _as_core_task(task: Mapping[str, Any]) -> JsonObject:
     """An extension `Task` (or `DetailedTask`) as a 2025-11-25 `Task`: `ttl`, `pollInterval`, no payload."""
     core = {k: task[k] for k in ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt") if k in task}
     core["ttl"] = task.get("ttlMs")
@@ -181,14 +181,14 @@ def _as_core_task(task: Mapping[str, Any]) -> dict[str, Any]:
 
 async def create_on_modern(
     link: UpstreamLink, table: TaskTable, call: Origin, params: Mapping[str, Any], *, timeout: float | None
-) -> dict[str, Any]:
+) -> JsonObject:
     """`_create_on_modern`'s result as the handshake-era client gets it."""
     return (await _create_on_modern(link, table, call, params, timeout=timeout))[0]
 
 
 async def _create_on_modern(
     link: UpstreamLink, table: TaskTable, call: Origin, params: Mapping[str, Any], *, timeout: float | None
-) -> tuple[dict[str, Any], RelayedTask | None]:
+) -> tuple[JsonObject, RelayedTask | None]:
     """A task-augmented `tools/call` of a handshake-era client, to a 2026-07-28 upstream with the extension: the
     call declares the extension instead of carrying `task`, and the flat `CreateTaskResult` becomes the core one."""
     server = link.name
@@ -206,7 +206,7 @@ async def _create_on_modern(
 
 async def modern_task_request(
     inbound: InboundRouter, table: TaskTable, relayed: RelayedTask, call: Origin, method: str, timeout: float | None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """`tasks/get`, `tasks/cancel`, `tasks/result` of a handshake-era client for a task of a 2026-07-28 upstream.
     `tasks/result` follows the task with `tasks/get` until it ends: each of its `inputRequests` goes through the
     broker to this client (`related-task` naming the client's id) and its answer back with `tasks/update`."""
@@ -214,7 +214,7 @@ async def modern_task_request(
     caps = _with_extension(call)
     upstream = {"taskId": relayed.upstream_id}
 
-    async def ask(name: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    async def ask(name: str, extra: Mapping[str, Any] | None = None) -> JsonObject:
         return await conn.request(name, {**upstream, **(extra or {})}, origin=call, timeout=timeout,
                                   client_capabilities=caps)
 

@@ -27,7 +27,7 @@ from elicitgate import errors
 from elicitgate.config import GatewayConfig
 from elicitgate.contracts import Origin
 from elicitgate.errors import PeerLost
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 from elicitgate.router.forward import forward
 from elicitgate.router.inbound import InboundRouter
 from elicitgate.router.tasks import RELATED_TASK, TERMINAL, RelayedTask, TaskTable
@@ -50,7 +50,7 @@ def task_required(tool: Mapping[str, Any] | None) -> bool:
     return is_mapping(execution) and execution.get("taskSupport") == "required"
 
 
-def seen_by(tools: Iterable[dict[str, Any]], *, knows_tasks: bool) -> list[dict[str, Any]]:
+def seen_by(tools: Iterable[JsonObject], *, knows_tasks: bool) -> list[JsonObject]:
     """`tools/list` as a client sees it: a client that declares no tasks sees `required` as `optional`, since
     the gateway runs the task for its plain call (a client that refuses a `required` tool could not use it)."""
     if knows_tasks:
@@ -67,7 +67,7 @@ class TaskRunner:
         self._inbound = inbound
         self._tasks = tasks
 
-    async def run(self, call: Origin, link: UpstreamLink, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def run(self, call: Origin, link: UpstreamLink, params: Mapping[str, Any]) -> JsonObject:
         """`params` (a `tools/call` without `task`) run as a task on `link`; the task's result."""
         sent = self._tasks.request_params(link.name, call.peer, {**params, "task": {}})
         conn = await link.connection_for(call.peer)
@@ -99,10 +99,10 @@ class TaskRunner:
 
     async def _wait(
         self, relayed: RelayedTask, call: Origin, progress: _Progress, task: Mapping[str, Any]
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """`tasks/result` (blocking until the task ends, bounded by its life), with `tasks/get` polled beside it
         for progress while the client listens for it."""
-        result: dict[str, Any] = {}
+        result: JsonObject = {}
         async with anyio.create_task_group() as tg:
             if progress.token is not None:
                 tg.start_soon(self._poll, relayed, progress, _poll_interval(task))
@@ -158,7 +158,7 @@ class _Progress:
 
 async def _request(
     relayed: RelayedTask, method: str, *, timeout: float, origin: Origin | None = None
-) -> dict[str, Any]:
+) -> JsonObject:
     conn: UpstreamConnection = relayed.connection
     try:
         return await conn.request(method, {"taskId": relayed.upstream_id}, origin=origin, timeout=timeout)
@@ -185,7 +185,7 @@ def _poll_interval(task: Mapping[str, Any], default: float = 1.0) -> float:
     return min(max(seconds, MIN_POLL), MAX_POLL)
 
 
-def _without_related_task(result: dict[str, Any]) -> dict[str, Any]:
+def _without_related_task(result: JsonObject) -> JsonObject:
     """The task's result as the plain call's: the client knows no task, so none is named in it."""
     meta = result.get("_meta")
     if not is_mapping(meta) or RELATED_TASK not in meta:

@@ -23,7 +23,7 @@ from elicitgate import errors
 from elicitgate.config import GatewayConfig
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.limits import pending_limit
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 from elicitgate.upstreams.connection import UpstreamConnection
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -81,7 +81,7 @@ class TaskTable:
         self._drops: dict[str, tuple[float, asyncio.TimerHandle]] = {}
         """Per task: when it is forgotten (anyio clock, the loop's) and the timer that does it."""
         self._by_upstream: dict[tuple[UpstreamConnection, str], RelayedTask] = {}
-        self._creating: dict[UpstreamConnection, list[dict[str, Any]]] = {}
+        self._creating: dict[UpstreamConnection, list[JsonObject]] = {}
         """Per connection with a task-augmented `tools/call` in flight: the status notifications of tasks not
         known yet. A server may tell of its task before it answers the call that created it."""
         self._creating_calls: dict[UpstreamConnection, int] = {}
@@ -100,7 +100,7 @@ class TaskTable:
         kept[:] = [*kept[-(MAX_EARLY - 1):], dict(params)]
         return True
 
-    def created_done(self, connection: UpstreamConnection, relayed: RelayedTask | None) -> list[dict[str, Any]]:
+    def created_done(self, connection: UpstreamConnection, relayed: RelayedTask | None) -> list[JsonObject]:
         """The call creating a task on `connection` ended: the notifications kept for `relayed`, with its id."""
         kept = self._creating.get(connection, [])
         mine = [p for p in kept if relayed is not None and p.get("taskId") == relayed.upstream_id]
@@ -113,7 +113,7 @@ class TaskTable:
 
     # -- creating --------------------------------------------------------------------------------
 
-    def request_params(self, server: str, peer: DownstreamPeer, params: Mapping[str, Any]) -> dict[str, Any]:
+    def request_params(self, server: str, peer: DownstreamPeer, params: Mapping[str, Any]) -> JsonObject:
         """A task-augmented `tools/call` as it goes upstream: its `ttl` at most `tasks.max_ttl`; refused
         when the client already has as many open tasks as its pending limit allows."""
         task = params.get("task")
@@ -139,7 +139,7 @@ class TaskTable:
     def created(
         self, server: str, connection: UpstreamConnection, owner: DownstreamPeer, result: Mapping[str, Any],
         *, on_behalf: bool = False,
-    ) -> tuple[dict[str, Any], RelayedTask | None]:
+    ) -> tuple[JsonObject, RelayedTask | None]:
         """Record the task a `CreateTaskResult` names; the result as the client sees it, and the task."""
         task = result.get("task")
         if not is_mapping(task) or not isinstance(upstream_id := task.get("taskId"), str):
@@ -236,7 +236,7 @@ class TaskTable:
 
     # -- what the client sees --------------------------------------------------------------------
 
-    def public_task(self, relayed: RelayedTask, task: Mapping[str, Any]) -> dict[str, Any]:
+    def public_task(self, relayed: RelayedTask, task: Mapping[str, Any]) -> JsonObject:
         """An upstream `Task` with the client's id, and a ttl no longer than the gateway keeps it. A terminal
         status ends the task's keep (`ended`)."""
         relayed.saw(task)
@@ -249,7 +249,7 @@ class TaskTable:
         return public
 
     @staticmethod
-    def with_public_meta(relayed: RelayedTask, message: Mapping[str, Any]) -> dict[str, Any]:
+    def with_public_meta(relayed: RelayedTask, message: Mapping[str, Any]) -> JsonObject:
         """`message` (params or a result) with its `related-task` naming the client's id (none at all for a task
         the gateway runs for a plain call: its client knows no task)."""
         meta = message.get("_meta")
@@ -276,7 +276,7 @@ def face_capability(negotiated: Iterable[Mapping[str, Any]]) -> ServerTasksCapab
              and "call" in tools]
     if not calls:
         return None
-    declared: dict[str, Any] = {"list": {}, "requests": {"tools": {"call": {}}}}
+    declared: JsonObject = {"list": {}, "requests": {"tools": {"call": {}}}}
     if any("cancel" in t for t in calls):
         declared["cancel"] = {}
     return ServerTasksCapability.model_validate(declared)

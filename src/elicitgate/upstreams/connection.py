@@ -40,7 +40,7 @@ from elicitgate import __version__
 from elicitgate.config import HttpServer, StdioServer
 from elicitgate.contracts import DownstreamPeer, Era, InboundHandler, Origin
 from elicitgate.errors import ConnectError, describe_failure
-from elicitgate.json_shapes import is_array, is_mapping, is_object
+from elicitgate.json_shapes import JsonObject, is_array, is_mapping, is_object
 from elicitgate.logs import forget_request
 from elicitgate.upstreams.clock import PausableDeadline
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
@@ -49,7 +49,7 @@ from elicitgate.wire.endpoint import Endpoint, ProgressCallback
 
 logger = logging.getLogger(__name__)
 
-GATEWAY_CLIENT_INFO: dict[str, Any] = {"name": "elicitgate", "version": __version__}
+GATEWAY_CLIENT_INFO: JsonObject = {"name": "elicitgate", "version": __version__}
 DISCOVER_TIMEOUT = 10.0
 ENDING_WAIT = 5.0
 """Seconds `UpstreamConnection.unreachable` waits for a failed transport to end (its DELETE and its tasks'
@@ -59,8 +59,8 @@ ends are bounded to 2 s each)."""
 class Negotiated:
     era: Era
     protocol_version: str
-    capabilities: dict[str, Any]
-    server_info: dict[str, Any] | None
+    capabilities: JsonObject
+    server_info: JsonObject | None
     instructions: str | None
 
 
@@ -87,7 +87,7 @@ class UpstreamConnection:
     """A stdio server's last lines of stderr."""
     _in_flight: dict[RequestId, _InFlight] = field(default_factory=dict[RequestId, _InFlight])
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _advertised: dict[str, Any] = field(default_factory=dict[str, Any])
+    _advertised: JsonObject = field(default_factory=JsonObject)
     pool_key: str = ""
     """What it declared to the server, for the link's pool of per-call connections."""
     probing: bool = False
@@ -141,9 +141,9 @@ class UpstreamConnection:
         origin: Origin | None = None,
         timeout: float | None = None,
         on_progress: ProgressCallback | None = None,
-        client_capabilities: dict[str, Any] | None = None,
+        client_capabilities: JsonObject | None = None,
         asked: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """Send one request and return its raw result; upstream errors raise `MCPError` intact.
 
         `asked` gets the method of every request the server sends while this one is in flight and that may
@@ -166,8 +166,8 @@ class UpstreamConnection:
         await self.endpoint.notify(method, stamped, headers=headers)
 
     def _stamp(
-        self, method: str, params: dict[str, Any], client_capabilities: dict[str, Any] | None
-    ) -> tuple[dict[str, Any], dict[str, str] | None]:
+        self, method: str, params: JsonObject, client_capabilities: JsonObject | None
+    ) -> tuple[JsonObject, dict[str, str] | None]:
         """`params` and the HTTP headers as the negotiated era wants them."""
         negotiated = self.negotiated
         if negotiated is None:
@@ -226,7 +226,7 @@ class UpstreamConnection:
         handler: InboundHandler[UpstreamConnection],
         task_group: anyio.abc.TaskGroup,
         *,
-        advertised_capabilities: dict[str, Any],
+        advertised_capabilities: JsonObject,
         connect_timeout: float,
         owner: DownstreamPeer | None = None,
     ) -> UpstreamConnection:
@@ -248,14 +248,14 @@ class UpstreamConnection:
                     conn._advertised = advertised_capabilities
 
                     async def on_request(
-                        inbound: Inbound, method: str, params: dict[str, Any] | None
-                    ) -> dict[str, Any]:
+                        inbound: Inbound, method: str, params: JsonObject | None
+                    ) -> JsonObject:
                         if method == "ping":
                             return {}
                         conn.note_asked(inbound, method)
                         return await handler.on_server_request(conn, inbound.related_request_id, method, params)
 
-                    async def on_notify(inbound: Inbound, method: str, params: dict[str, Any] | None) -> None:
+                    async def on_notify(inbound: Inbound, method: str, params: JsonObject | None) -> None:
                         await handler.on_server_notification(conn, inbound.related_request_id, method, params)
 
                     async with anyio.create_task_group() as inner:
@@ -328,12 +328,12 @@ class HandshakeRefused(Exception):
     """`auto`: the server refused `initialize`, so it may speak only 2026-07-28."""
 
 
-ELICITATION_TASKS: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"elicitation": {"create": {}}}}
+ELICITATION_TASKS: JsonObject = {"list": {}, "cancel": {}, "requests": {"elicitation": {"create": {}}}}
 """The `tasks` a handshake-era upstream is told of when it is told of elicitation: it may ask an elicitation as a
 task (`tasks.requests.elicitation.create`; `Gateway.on_server_request` serves them, docs/tasks.md)."""
 
 
-async def _negotiate(endpoint: Endpoint, capabilities: dict[str, Any], era: str) -> Negotiated:
+async def _negotiate(endpoint: Endpoint, capabilities: JsonObject, era: str) -> Negotiated:
     """The era to speak with the server: `auto` prefers the handshake.
 
     A server that speaks both eras gets the handshake: the `mcp` SDK's push-style servers (`ctx.elicit`,
@@ -350,7 +350,7 @@ async def _negotiate(endpoint: Endpoint, capabilities: dict[str, Any], era: str)
         raise HandshakeRefused(exc.error.message) from exc
 
 
-async def _discover(endpoint: Endpoint, capabilities: dict[str, Any]) -> Negotiated:
+async def _discover(endpoint: Endpoint, capabilities: JsonObject) -> Negotiated:
     raw = await endpoint.request(
         "eg-discover",
         "server/discover",
@@ -381,7 +381,7 @@ async def _discover(endpoint: Endpoint, capabilities: dict[str, Any]) -> Negotia
     )
 
 
-async def _initialize(endpoint: Endpoint, capabilities: dict[str, Any]) -> Negotiated:
+async def _initialize(endpoint: Endpoint, capabilities: JsonObject) -> Negotiated:
     result = await endpoint.request(
         "eg-initialize",
         "initialize",

@@ -25,7 +25,6 @@ import logging
 import time
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -38,6 +37,7 @@ from elicitgate.config import HttpServer, StdioServer, UpstreamRetryConfig
 from elicitgate.contracts import DownstreamPeer, HostedModes, InboundHandler
 from elicitgate.errors import ConnectError, PeerLost
 from elicitgate.fixable import warn_once
+from elicitgate.json_shapes import JsonObject
 from elicitgate.metrics import UPSTREAM_UP
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.dual_era import DualEra, era_reason
@@ -46,7 +46,7 @@ from elicitgate.wire.endpoint import SESSION_LOST
 
 logger = logging.getLogger(__name__)
 
-RELAYABLE: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}}
+RELAYABLE: JsonObject = {"elicitation": {"form": {}, "url": {}}, "sampling": {}}
 """What the primary (and so every `shared`) connection declares: all the gateway can relay. Whether the
 client behind a given call can take it is checked per call (elicitation modes by the broker, sampling
 by `router.inbound`), as a shared connection cannot declare per client."""
@@ -120,7 +120,7 @@ class UpstreamLink:
         """Whether clients get connections of their own: `per_session` and an upstream that can ask."""
         return self.policy == "per_session" and self.primary is not None and self.primary.era != "modern"
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> JsonObject:
         negotiated = self.primary.negotiated if self.primary else None
         return {
             "state": str(self.state),
@@ -252,7 +252,7 @@ class UpstreamLink:
         UPSTREAM_UP.labels(server=self.name).set(0)
 
     async def open_connection(
-        self, *, owner: DownstreamPeer | None, capabilities: dict[str, Any]
+        self, *, owner: DownstreamPeer | None, capabilities: JsonObject
     ) -> UpstreamConnection:
         assert self._task_group is not None, "the link is not running"
         return await UpstreamConnection.open(
@@ -345,7 +345,7 @@ class UpstreamLink:
         self.suspect()
         return await self.connection_for(peer)
 
-    async def _open_for(self, peer: DownstreamPeer, capabilities: dict[str, Any]) -> UpstreamConnection:
+    async def _open_for(self, peer: DownstreamPeer, capabilities: JsonObject) -> UpstreamConnection:
         principal = peer.principal
         if principal is not None:
             self._keep_share(principal)
@@ -415,7 +415,7 @@ class UpstreamLink:
         if peer.log_level is not None and "logging" in negotiated.capabilities:
             await self._reapply(conn, "logging/setLevel", {"level": peer.log_level})
 
-    async def _reapply(self, conn: UpstreamConnection, method: str, params: dict[str, Any]) -> None:
+    async def _reapply(self, conn: UpstreamConnection, method: str, params: JsonObject) -> None:
         try:
             await conn.request(method, params, timeout=self.config.request_timeout)
         except (MCPError, TimeoutError) as exc:
@@ -448,7 +448,7 @@ class UpstreamLink:
             return
         await self._close(conn)
 
-    def _borrow(self, capabilities: dict[str, Any]) -> UpstreamConnection | None:
+    def _borrow(self, capabilities: JsonObject) -> UpstreamConnection | None:
         free = self._idle.get(_pool_key(capabilities), [])
         while free:
             conn = free.pop()  # the most recently used: the oldest ones are the reaper's
@@ -566,13 +566,13 @@ def forgot_session(exc: BaseException) -> bool:
     return isinstance(exc, PeerLost) and exc.error.message == SESSION_LOST
 
 
-def capabilities_for(peer: DownstreamPeer, hosted: frozenset[str] = frozenset()) -> dict[str, Any]:
+def capabilities_for(peer: DownstreamPeer, hosted: frozenset[str] = frozenset()) -> JsonObject:
     """What the gateway can deliver to an upstream on behalf of this one client (`hosted`: the modes its
     own hosted page / inbox takes for this client, see docs/hosting.md)."""
     return declared_capabilities(elicitation_modes(peer.capabilities) | hosted, capabilities_dict(peer.capabilities))
 
 
-def _pool_key(capabilities: dict[str, Any]) -> str:
+def _pool_key(capabilities: JsonObject) -> str:
     return json.dumps(capabilities, sort_keys=True, separators=(",", ":"))
 
 

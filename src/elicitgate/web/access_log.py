@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 import logging
 import re
-from typing import Any
 
+from elicitgate.json_shapes import JsonObject
 from elicitgate.logs import escape_controls
 
 _PAGE_TOKEN = re.compile(r"^/e/[^/?]+")
@@ -40,7 +40,7 @@ def redact_access_log() -> None:
         access.addFilter(RedactCapabilities())
 
 
-def uvicorn_log_config() -> dict[str, Any]:
+def uvicorn_log_config() -> JsonObject:
     """uvicorn's own logging config, with the access log redacted and on stderr like every other log."""
     from uvicorn.config import LOGGING_CONFIG
 

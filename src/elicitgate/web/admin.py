@@ -28,7 +28,7 @@ from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, State
 from elicitgate.errors import NotFinite
-from elicitgate.json_shapes import is_mapping, is_object
+from elicitgate.json_shapes import JsonObject, is_mapping, is_object
 from elicitgate.web import claims
 from elicitgate.web.admin_auth import VOUCHED, AdminAuth
 from elicitgate.web.admin_openapi import AUDIT_MAX, AUDIT_PAGE, openapi_document
@@ -69,9 +69,9 @@ class AdminRoutes:
 
     # -- views of an elicitation -----------------------------------------------------------------------
 
-    def item(self, el: Any, *, detail: bool = False) -> dict[str, Any]:
+    def item(self, el: Any, *, detail: bool = False) -> JsonObject:
         entry: HostedEntry | None = self.registry.by_id.get(el.id)
-        data: dict[str, Any] = {
+        data: JsonObject = {
             "id": el.id,
             "server": el.server,
             "message": el.params.get("message"),
@@ -94,18 +94,18 @@ class AdminRoutes:
             data["attempts"] = el.attempts
         return data
 
-    def _ended(self, id_: str) -> dict[str, Any] | None:
+    def _ended(self, id_: str) -> JsonObject | None:
         for summary in reversed(self.broker.recent):
             if summary["id"] == id_:
                 return summary
         return None
 
-    def pending(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[JsonObject]:
         """This replica's pending elicitations."""
         els = sorted(self.broker.pending.values(), key=lambda el: el.created_at)
         return [self.item(el) for el in els if not el.state.terminal]
 
-    async def all_pending(self) -> list[dict[str, Any]]:
+    async def all_pending(self) -> list[JsonObject]:
         """With `redis_url`, every replica's (raises the `MCPError` of an unreachable Redis); else `pending()`."""
         if self.hosting.elsewhere is None:
             return self.pending()
@@ -119,7 +119,7 @@ class AdminRoutes:
         state = request.query_params.get("state", "pending")
         if state not in ("pending", "ended", "all"):
             return problem(422, "state must be pending, ended or all")
-        items: list[dict[str, Any]] = []
+        items: list[JsonObject] = []
         if state in ("pending", "all"):
             try:
                 items += await self.all_pending()
@@ -176,7 +176,7 @@ class AdminRoutes:
             return problem(
                 409, "this elicitation is presented by its client, not hosted", id=el.id, state=str(el.state)
             )
-        raw: dict[str, Any] = {"action": action}
+        raw: JsonObject = {"action": action}
         if action == "accept" and el.mode == "form":
             given = body.get("content")
             content: Mapping[str, Any] = given if is_mapping(given) else {}

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from elicitgate.audit.record import FIELDS, STATES
+from elicitgate.json_shapes import JsonObject
 
 AUDIT_PAGE = 100
 AUDIT_MAX = 10_000
 
 
-def openapi_document() -> dict[str, Any]:
+def openapi_document() -> JsonObject:
     summary = {
         "type": "object",
         "required": ["id", "server", "message", "mode", "state", "form_url", "created_at", "deadline"],
@@ -52,8 +51,8 @@ def openapi_document() -> dict[str, Any]:
         "error": {"type": "string"}, "id": {"type": "string"}, "state": {"type": "string"},
         "errors": {"type": "array", "items": {"$ref": "#/components/schemas/Problem"}}}}
 
-    def responses(ok: str, *codes: int) -> dict[str, Any]:
-        out: dict[str, Any] = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": ok}}}}}
+    def responses(ok: str, *codes: int) -> JsonObject:
+        out: JsonObject = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": ok}}}}}
         words = {401: "missing or wrong token", 404: "unknown id, or the admin API is off", 503:
                  "the audit store is not open yet (Retry-After)", 409:
                  "the elicitation already ended (its final state is in `state`) or is not hosted",

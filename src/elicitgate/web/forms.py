@@ -17,7 +17,7 @@ from html import escape
 from typing import Any
 
 from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords, sensitive_fields
-from elicitgate.json_shapes import is_array
+from elicitgate.json_shapes import JsonObject, is_array
 
 INPUT_TYPES = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime-local"}
 FIELD_PREFIX = "f."
@@ -41,7 +41,7 @@ class Field:
     options: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
     default: Any = None
     sensitive: bool = False
-    attrs: dict[str, Any] = field(default_factory=dict[str, Any])
+    attrs: JsonObject = field(default_factory=JsonObject)
     min_items: int | None = None
     max_items: int | None = None
     slug: str = ""
@@ -109,9 +109,9 @@ def fields_of(schema: Mapping[str, Any], words: SensitiveWords = DEFAULT_WORDS) 
 # -- values -------------------------------------------------------------------------------------------
 
 
-def initial_values(fields: list[Field]) -> dict[str, Any]:
+def initial_values(fields: list[Field]) -> JsonObject:
     """Raw form values from the schema's defaults (what a fresh form shows)."""
-    values: dict[str, Any] = {}
+    values: JsonObject = {}
     for f in fields:
         if f.default is None:
             continue
@@ -131,13 +131,13 @@ def _raw(f: Field, value: Any) -> Any:
     return str(value)
 
 
-def raw_from_content(fields: list[Field], content: Mapping[str, Any]) -> dict[str, Any]:
+def raw_from_content(fields: list[Field], content: Mapping[str, Any]) -> JsonObject:
     return {f.name: _raw(f, content[f.name]) for f in fields if f.name in content}
 
 
-def raw_from_form(fields: list[Field], form: Any) -> dict[str, Any]:
+def raw_from_form(fields: list[Field], form: Any) -> JsonObject:
     """The submitted values as strings (lists for multi-selects), secrets included."""
-    values: dict[str, Any] = {}
+    values: JsonObject = {}
     for f in fields:
         if f.kind == "multi":
             values[f.name] = [str(v) for v in form.getlist(f.input_name)]
@@ -146,10 +146,10 @@ def raw_from_form(fields: list[Field], form: Any) -> dict[str, Any]:
     return values
 
 
-def parse(fields: list[Field], values: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def parse(fields: list[Field], values: Mapping[str, Any]) -> tuple[JsonObject, list[JsonObject]]:
     """Typed content from raw values; problems for what cannot even be typed (the schema check follows)."""
-    content: dict[str, Any] = {}
-    problems: list[dict[str, Any]] = []
+    content: JsonObject = {}
+    problems: list[JsonObject] = []
     for f in fields:
         raw = values.get(f.name)
         if f.kind == "multi":
@@ -212,7 +212,7 @@ def display(f: Field, value: Any) -> str:
 # -- HTML ---------------------------------------------------------------------------------------------
 
 
-def render_fields(fields: list[Field], values: Mapping[str, Any], errors: list[dict[str, Any]]) -> str:
+def render_fields(fields: list[Field], values: Mapping[str, Any], errors: list[JsonObject]) -> str:
     by_field: dict[str, list[str]] = {}
     general: list[str] = []
     names = {f.name for f in fields}
@@ -244,7 +244,7 @@ def _render_field(f: Field, value: Any, errors: list[str]) -> str:
     if f.description:
         hint = f'<p class="eg-hint" id="hint-{e(f.slug)}">{e(f.description)}</p>'
         described.insert(0, f"hint-{f.slug}")
-    common: dict[str, Any] = {
+    common: JsonObject = {
         "id": fid,
         "name": f.input_name,
         "aria-describedby": " ".join(described),

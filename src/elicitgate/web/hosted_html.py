@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse, Response
 from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords
 from elicitgate.elicitation.url_policy import browser_host
-from elicitgate.json_shapes import is_array, is_mapping
+from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 from elicitgate.web import forms
 from elicitgate.web.forms import e
 from elicitgate.web.responses import secure
@@ -28,7 +28,7 @@ UI_NOT_READY = "ui-not-ready"
 """`?plain=ui-not-ready`: where host-ui.js sends the person when the server's UI never started."""
 
 
-def ui_options(ui: Mapping[str, Any]) -> dict[str, Any]:
+def ui_options(ui: Mapping[str, Any]) -> JsonObject:
     """The `ui` options a host page honours: `mode` (inline, modal, sidebar) and a preferred `size`
     (`{width, height}` or mcp-ui's `[width, height]`, in px or CSS lengths); anything else is ignored."""
     mode = ui.get("mode") if ui.get("mode") in UI_MODES else "inline"
@@ -176,8 +176,8 @@ def render_entry(entry: HostedEntry, *, plain: str | None = None, ui_ready_timeo
     if entry.ui_html is not None and not plain:
         options = ui_options(ui)
         # What the server's UI gets; a `context` that is not an object is none (dict() of it raised).
-        guest: dict[str, Any] = dict(given) if is_mapping(given := ui.get("context")) else {}
-        context: dict[str, Any] = {
+        guest: JsonObject = dict(given) if is_mapping(given := ui.get("context")) else {}
+        context: JsonObject = {
             "message": entry.message,
             "schema": entry.schema,
             "context": guest,

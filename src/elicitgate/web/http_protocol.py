@@ -15,7 +15,7 @@ import asyncio
 import http
 import logging
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import ClassVar, cast
 
 import httptools
 from uvicorn.config import Config
@@ -24,6 +24,7 @@ from uvicorn.server import ServerState
 
 from elicitgate.config import HttpFaceConfig
 from elicitgate.errors import HeadTooLarge
+from elicitgate.json_shapes import JsonObject
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ class LimitedHttpTools(HttpToolsProtocol):
         self,
         config: Config,
         server_state: ServerState,
-        app_state: dict[str, Any],
+        app_state: JsonObject,
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)

@@ -22,7 +22,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.errors import NotFinite
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 from elicitgate.web import claims, forms
 from elicitgate.web.hosted_html import elsewhere_page, ended_page, page, render_entry
 from elicitgate.web.responses import UI_CSP, secure
@@ -52,8 +52,8 @@ def csrf_ok(request: Request, entry: HostedEntry, submitted: Any) -> bool:
 
 
 def check_answer(
-    entry: HostedEntry, content: Mapping[str, Any], early: Sequence[dict[str, Any]] = ()
-) -> list[dict[str, Any]]:
+    entry: HostedEntry, content: Mapping[str, Any], early: Sequence[JsonObject] = ()
+) -> list[JsonObject]:
     """The gateway's verdict on an accepted answer (the broker's own check), after `early` typing problems."""
     flagged = {p["property"] for p in early}
     return list(early) + [p for p in answer_problems(entry.schema, content) if p["property"] not in flagged]

@@ -21,7 +21,7 @@ import base64
 import logging
 import re
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx2
 from redis.exceptions import RedisError
@@ -37,6 +37,7 @@ from elicitgate.cluster.board import PendingBoard
 from elicitgate.cluster.bus import Replicas
 from elicitgate.cluster.page_links import PageLinks
 from elicitgate.elicitation.hosted_registry import token_digest
+from elicitgate.json_shapes import JsonObject
 from elicitgate.web.admin_auth import VOUCHED
 from elicitgate.web.claims import CLAIM_COOKIE, CLAIM_DIGEST, CLAIM_OFFER, CLAIM_SLOT, cookie_digest
 from elicitgate.web.forms import e
@@ -80,11 +81,11 @@ class WebReplica:
         hosting.registry.watchers.append(self.board.mark)
         hosting.elsewhere = self.others
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[JsonObject]:
         """This replica's pending items for the board: no page link, its token's digest and, for the admin
         on other replicas, the token sealed (`cluster.page_links`)."""
         admin = self.hosting.admin
-        items: list[dict[str, Any]] = []
+        items: list[JsonObject] = []
         sealed: dict[str, str] = {}
         for item in admin.pending() if admin is not None else ():
             shared = {k: v for k, v in item.items() if k != "form_url"}
@@ -98,30 +99,30 @@ class WebReplica:
         self._sealed = sealed
         return items
 
-    async def others(self) -> list[dict[str, Any]]:
+    async def others(self) -> list[JsonObject]:
         try:
             items = await self.board.others()
         except Exception as exc:
             raise self.replicas.failure(exc) from None
         return [self._shown(item) for item in items]
 
-    def _shown(self, item: dict[str, Any]) -> dict[str, Any]:
+    def _shown(self, item: JsonObject) -> JsonObject:
         """Another replica's item as the admin API shows it: its page link unsealed, if this replica can."""
         token = self.token_of(item)
         shown = {k: v for k, v in item.items() if k not in ("token_digest", "page", "page_base")}
         shown["form_url"] = f"{item.get('page_base') or ''}/e/{token}" if token is not None else None
         return shown
 
-    def token_of(self, item: dict[str, Any]) -> str | None:
+    def token_of(self, item: JsonObject) -> str | None:
         sealed = item.get("page")
         if self.links is None or not isinstance(sealed, str):
             return None
         return self.links.open(str(item.get("id")), sealed)
 
-    async def _serve_forwarded(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def _serve_forwarded(self, args: JsonObject) -> JsonObject:
         assert self.app is not None
         token: str | None = None
-        scope: dict[str, Any] = {FORWARDED: True}
+        scope: JsonObject = {FORWARDED: True}
         path = str(args["path"])
         if (digest := args.get("page")) is not None:
             token = self._token_for(str(digest))
@@ -155,7 +156,7 @@ class WebReplica:
         return None
 
 
-def _reply_of(response: httpx2.Response | Response, token: str | None) -> dict[str, Any]:
+def _reply_of(response: httpx2.Response | Response, token: str | None) -> JsonObject:
     """The owner's answer as it travels back: the page token taken out (the asking replica puts it back)."""
     if isinstance(response, Response):
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers]
@@ -176,7 +177,7 @@ def _reply_of(response: httpx2.Response | Response, token: str | None) -> dict[s
 class _Marked:
     """The forwarded request as the owner's routes see it: marked, with what the asking replica vouched for."""
 
-    def __init__(self, app: ASGIApp, marks: dict[str, Any]) -> None:
+    def __init__(self, app: ASGIApp, marks: JsonObject) -> None:
         self.app = app
         self.marks = marks
 
@@ -204,7 +205,7 @@ class ToOwner:
         replica, what, key = owner
         request = Request(scope, receive)
         headers = Headers(scope=scope)
-        args: dict[str, Any] = {
+        args: JsonObject = {
             "method": scope["method"],
             "path": scope["path"],
             "query": scope.get("query_string", b"").decode("latin-1"),

@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from elicitgate.errors import InboxError
-from elicitgate.json_shapes import is_array
+from elicitgate.json_shapes import JsonObject, is_array
 from elicitgate.logs import strip_controls
 from elicitgate.web import forms
 
@@ -51,7 +51,7 @@ class TerminalInbox:
     def __init__(self, url: str, token: str, console: Console | None = None) -> None:
         self.console = console or Console()
         self.http = httpx2.Client(base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=60)
-        self.last_errors: list[dict[str, Any]] = []
+        self.last_errors: list[JsonObject] = []
 
     # -- API ------------------------------------------------------------------------------------------
 
@@ -67,7 +67,7 @@ class TerminalInbox:
         response.raise_for_status()
         return response.json()
 
-    def pending(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[JsonObject]:
         return [item for item in self._get("/api/elicitations", state="pending")["elicitations"] if item["form_url"]]
 
     def wait_for_new(self) -> None:
@@ -83,7 +83,7 @@ class TerminalInbox:
 
     # -- screens --------------------------------------------------------------------------------------
 
-    def show(self, items: list[dict[str, Any]]) -> None:
+    def show(self, items: list[JsonObject]) -> None:
         table = Table(title="Pending elicitations", title_justify="left")
         for column in ("#", "server", "message", "mode", "waiting", "deadline"):
             table.add_column(column)
@@ -129,7 +129,7 @@ class TerminalInbox:
             return
         fields = forms.fields_of(el.get("requestedSchema") or {})
         values = forms.initial_values(fields)
-        errors: list[dict[str, Any]] = list(el.get("errors") or [])
+        errors: list[JsonObject] = list(el.get("errors") or [])
         while True:
             action = Prompt.ask("Answer, decline or cancel?", choices=["answer", "decline", "cancel"],
                                 default="answer", console=self.console)
@@ -151,12 +151,12 @@ class TerminalInbox:
             errors = self.last_errors
 
     def ask_fields(
-        self, fields: list[forms.Field], values: dict[str, Any], errors: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+        self, fields: list[forms.Field], values: JsonObject, errors: list[JsonObject]
+    ) -> JsonObject:
         by_field: dict[str, list[str]] = {}
         for problem in errors:
             by_field.setdefault(str(problem.get("property")), []).append(str(problem.get("message")))
-        out: dict[str, Any] = dict(values)
+        out: JsonObject = dict(values)
         for f in fields:
             for message in by_field.get(f.name, []):
                 self.console.print(line("  ", plain(f.label), ": ", plain(message), style="red"))
@@ -203,7 +203,7 @@ class TerminalInbox:
                 table.add_row(plain(f.label), plain(forms.display(f, content[f.name])))
         self.console.print(table)
 
-    def _send(self, id_: str, raw: dict[str, Any]) -> int:
+    def _send(self, id_: str, raw: JsonObject) -> int:
         response = self.http.post(f"/api/elicitations/{id_}/answer", json=raw)
         body = response.json()
         if response.status_code == 200:

@@ -22,6 +22,7 @@ from mcp_types import (
 
 from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, SessionMessage
 
+from elicitgate.json_shapes import JsonObject
 from elicitgate.wire import codec
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.framing import with_non_finite
@@ -34,7 +35,7 @@ class SdkStreamsWire:
         self._read = read
         self._write = write
 
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
         metadata = ClientMessageMetadata(headers=dict(headers)) if headers else None
         await self._write.send(SessionMessage(_model_of(message), metadata=metadata))
 
@@ -52,7 +53,7 @@ class SdkStreamsWire:
             await self._write.aclose()
 
 
-def _model_of(message: dict[str, Any]) -> JSONRPCMessage:
+def _model_of(message: JsonObject) -> JSONRPCMessage:
     """The SDK's model of a message the endpoint built (so unvalidated: it is ours)."""
     fields = {key: value for key, value in message.items() if key != "error"}
     if "method" in message:
@@ -62,7 +63,7 @@ def _model_of(message: dict[str, Any]) -> JSONRPCMessage:
     return JSONRPCResponse.model_construct(**fields)
 
 
-def _finite(message: dict[str, Any]) -> dict[str, Any] | Exception:
+def _finite(message: JsonObject) -> JsonObject | Exception:
     """The SDK's parser (pydantic) reads NaN and Infinity, which our own wires refuse (`with_non_finite`):
     the same rule here. The walk costs little beside the SDK's modelling of the same message."""
     if codec.first_non_finite(message) is None:
@@ -70,7 +71,7 @@ def _finite(message: dict[str, Any]) -> dict[str, Any] | Exception:
     return with_non_finite(message, "message", b"")
 
 
-def _dict_of(message: JSONRPCMessage) -> dict[str, Any]:
+def _dict_of(message: JSONRPCMessage) -> JsonObject:
     if isinstance(message, JSONRPCRequest):
         return {"jsonrpc": "2.0", "id": message.id, "method": message.method, "params": message.params}
     if isinstance(message, JSONRPCNotification):

@@ -7,15 +7,17 @@ from __future__ import annotations
 import contextvars
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from mcp_types import RequestId
+
+from elicitgate.json_shapes import JsonObject
 
 
 class MessageWire(Protocol):
     """One peer's messages as JSON-RPC dicts, whatever carries them (`wire.stdio`, `wire.http`)."""
 
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
         """Write one message; `headers` are HTTP headers for it (ignored by pipes). Raises
         `anyio.BrokenResourceError` / `anyio.ClosedResourceError` once the wire is gone."""
         ...
@@ -29,7 +31,7 @@ class MessageWire(Protocol):
 class Inbound:
     """One message from the peer, or what made a line unreadable (`message` is the exception)."""
 
-    message: dict[str, Any] | Exception
+    message: JsonObject | Exception
     related_request_id: RequestId | None = None
     """Streamable HTTP: the request whose response stream carried this message; `None` elsewhere."""
     lost: bool = False

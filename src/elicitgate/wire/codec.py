@@ -24,6 +24,7 @@ from typing import Any, cast
 import orjson
 
 from elicitgate.errors import LoneSurrogate, NotFinite, TooDeep
+from elicitgate.json_shapes import JsonObject
 
 _LONG_DIGITS = re.compile(rb"\d{20}")
 """Twenty digits in a row: maybe an integer beyond 64 bits (the largest unsigned one has twenty)."""
@@ -37,7 +38,7 @@ def first_non_finite(value: Any, path: str = "") -> str | None:
     if isinstance(value, float):
         return None if math.isfinite(value) else path or "(the value)"
     if isinstance(value, dict):
-        for key, item in cast("dict[str, Any]", value).items():
+        for key, item in cast("JsonObject", value).items():
             if (found := first_non_finite(item, f"{path}.{key}" if path else key)) is not None:
                 return found
     elif isinstance(value, list):

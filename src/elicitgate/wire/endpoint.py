@@ -36,7 +36,7 @@ from pydantic import ValidationError
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.errors import MethodNotFound, NonFiniteParams, NotAMessage, PeerLost, TooDeep, UrlElicitationRequired
-from elicitgate.json_shapes import is_mapping, is_object
+from elicitgate.json_shapes import JsonObject, is_mapping, is_object
 from elicitgate.wire.base import Inbound, MessageWire
 
 logger = logging.getLogger(__name__)
@@ -57,9 +57,9 @@ refused the request unread, so sending it again on a new session is safe (`upstr
 
 def progress_params(
     token: object, progress: float, total: float | None, message: str | None
-) -> dict[str, Any]:
+) -> JsonObject:
     """The params of a `notifications/progress`."""
-    params: dict[str, Any] = {"progressToken": token, "progress": progress}
+    params: JsonObject = {"progressToken": token, "progress": progress}
     if total is not None:
         params["total"] = total
     if message is not None:
@@ -71,13 +71,13 @@ class ProgressCallback(Protocol):
     async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
 
 
-OnRequest = Callable[[Inbound, str, "dict[str, Any] | None"], Awaitable["dict[str, Any]"]]
-OnNotify = Callable[[Inbound, str, "dict[str, Any] | None"], Awaitable[None]]
+OnRequest = Callable[[Inbound, str, "JsonObject | None"], Awaitable["JsonObject"]]
+OnNotify = Callable[[Inbound, str, "JsonObject | None"], Awaitable[None]]
 
 
 @dataclass(slots=True)
 class _Waiter:
-    future: asyncio.Future[dict[str, Any]]
+    future: asyncio.Future[JsonObject]
     on_progress: ProgressCallback | None
 
 
@@ -124,7 +124,7 @@ class Endpoint:
         on_progress: ProgressCallback | None = None,
         timeout: float | None = None,
         cancel_on_abandon: bool = True,
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         """Send a request and return its result; an error response raises `MCPError` as the peer
         said it. `timeout` raises `MCPError(REQUEST_TIMEOUT)`. Cancelled or timed out after it was
         written, the peer is told with `notifications/cancelled` (unless `cancel_on_abandon` is off)."""
@@ -132,13 +132,13 @@ class Endpoint:
             raise _closed()
         if request_id in self._waiters:
             raise ValueError(f"request id {request_id!r} is already in flight")
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if on_progress is not None:
             params = dict(params or {})
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": request_id}
         if params:
             message["params"] = params
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
         self._waiters[request_id] = _Waiter(future, on_progress)
         written = False
         try:
@@ -168,7 +168,7 @@ class Endpoint:
         self, method: str, params: Mapping[str, Any] | None, *, headers: Mapping[str, str] | None = None
     ) -> None:
         """Send a notification; a wire already gone drops it (there is nobody left to tell)."""
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        message: JsonObject = {"jsonrpc": "2.0", "method": method}
         if params:
             message["params"] = params
         try:
@@ -297,7 +297,7 @@ class Endpoint:
         return None
 
     def _on_notification(
-        self, inbound: Inbound, method: str, params: dict[str, Any] | None, on_notify: OnNotify
+        self, inbound: Inbound, method: str, params: JsonObject | None, on_notify: OnNotify
     ) -> None:
         if method == "notifications/progress" and params is not None:
             token = params.get("progressToken")
@@ -330,13 +330,13 @@ class Endpoint:
         inbound: Inbound,
         request_id: RequestId,
         method: str,
-        params: dict[str, Any] | None,
+        params: JsonObject | None,
         on_request: OnRequest,
     ) -> None:
         """Answer one request of the peer's under `scope`, which the peer's `notifications/cancelled` and the
         end of the connection (`_end_serving`) cancel. One the peer cancelled is not answered (the spec says
         so); one the connection's end cut short is answered `Connection closed` by a serving endpoint."""
-        response: dict[str, Any] | None = None
+        response: JsonObject | None = None
         try:
             with scope:
                 result = await on_request(inbound, method, params)
@@ -375,7 +375,7 @@ class Endpoint:
         error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
         await self._write_answer(error, fallback=fallback)
 
-    async def _write_answer(self, response: dict[str, Any], *, fallback: bool = True) -> None:
+    async def _write_answer(self, response: JsonObject, *, fallback: bool = True) -> None:
         """Send an answer; one the wire refuses with a `ValueError` (`TooDeep`, or a wire that could not
         send it) is answered with an error instead, once."""
         try:
@@ -391,7 +391,7 @@ class Endpoint:
             await self._answer_error(response["id"], INTERNAL_ERROR, f"the answer {why}: {exc}", fallback=False)
 
     async def _notify_contained(
-        self, on_notify: OnNotify, inbound: Inbound, method: str, params: dict[str, Any] | None
+        self, on_notify: OnNotify, inbound: Inbound, method: str, params: JsonObject | None
     ) -> None:
         try:
             await on_notify(inbound, method, params)
@@ -411,7 +411,7 @@ def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _lost_reason(message: dict[str, Any]) -> str:
+def _lost_reason(message: JsonObject) -> str:
     error = message.get("error")
     reason = error.get("message") if is_mapping(error) else None
     return reason if isinstance(reason, str) else CLOSED

@@ -9,11 +9,11 @@ from typing import Any
 from mcp_types import INTERNAL_ERROR
 
 from elicitgate.errors import NonFiniteParams, NotAMessage, NotFinite
-from elicitgate.json_shapes import is_object
+from elicitgate.json_shapes import JsonObject, is_object
 from elicitgate.wire import codec
 
 
-def parse_lines(buffer: bytes) -> tuple[list[dict[str, Any] | Exception], bytes]:
+def parse_lines(buffer: bytes) -> tuple[list[JsonObject | Exception], bytes]:
     """The messages of the complete lines in `buffer` (blank ones skipped), and the incomplete rest."""
     *lines, rest = buffer.split(b"\n")
     return [parse_line(line) for line in lines if line.strip()], rest
@@ -30,7 +30,7 @@ class LineBuffer:
         self._parts: list[bytes] = []
         """The line read so far, newline still to come."""
 
-    def feed(self, chunk: bytes) -> list[dict[str, Any] | Exception]:
+    def feed(self, chunk: bytes) -> list[JsonObject | Exception]:
         """The messages of the lines `chunk` completes."""
         if b"\n" not in chunk:
             if chunk:
@@ -43,13 +43,13 @@ class LineBuffer:
         self._parts = [rest] if rest else []
         return messages
 
-    def end(self) -> dict[str, Any] | Exception | None:
+    def end(self) -> JsonObject | Exception | None:
         """The wire ended: the message of a last line without its newline, if there was one."""
         rest, self._parts = b"".join(self._parts), []
         return parse_line(rest) if rest.strip() else None
 
 
-def parse_message(data: bytes, what: str = "message") -> dict[str, Any] | Exception:
+def parse_message(data: bytes, what: str = "message") -> JsonObject | Exception:
     """One message's bytes: the message, or the exception that says why they are not one (`what` names
     them in it: a stdio wire's "line", an HTTP body's "message")."""
     try:
@@ -63,7 +63,7 @@ def parse_message(data: bytes, what: str = "message") -> dict[str, Any] | Except
     return message
 
 
-def with_non_finite(message: Any, what: str, data: bytes) -> dict[str, Any] | Exception:
+def with_non_finite(message: Any, what: str, data: bytes) -> JsonObject | Exception:
     """A message that holds NaN or Infinity. Only in an answer does it pass: a 2026-07-28 retry's
     `params.inputResponses`, an ElicitResult's `result.content`, where the answer check
     refuses it and asks again. A request or notification elsewhere is refused; a response becomes an error
@@ -89,6 +89,6 @@ def with_non_finite(message: Any, what: str, data: bytes) -> dict[str, Any] | Ex
     return {"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": INTERNAL_ERROR, "message": error}}
 
 
-def parse_line(line: bytes) -> dict[str, Any] | Exception:
+def parse_line(line: bytes) -> JsonObject | Exception:
     """One line of a stdio wire: the message, or the exception that says why the line is not one."""
     return parse_message(line, "line")

@@ -47,7 +47,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from elicitgate import __version__, sdk
 from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
 from elicitgate.errors import BodyTooLarge, HttpError, SseEventTooLarge, TransportError
-from elicitgate.json_shapes import is_mapping, is_object
+from elicitgate.json_shapes import JsonObject, is_mapping, is_object
 from elicitgate.wire import codec
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import SESSION_LOST
@@ -116,7 +116,7 @@ class HttpWire:
 
     # -- to the server ----------------------------------------------------------------------
 
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
         """POST one message: a request in a task of its own (its answer comes through `messages`), a
         notification or an answer of ours here. Raises `anyio.ClosedResourceError` once the wire ended."""
         if self._ended:
@@ -152,7 +152,7 @@ class HttpWire:
             headers.update(extra)
         return headers
 
-    def _cancels_by_abort(self, message: dict[str, Any]) -> bool:
+    def _cancels_by_abort(self, message: JsonObject) -> bool:
         """Whether a `notifications/cancelled` is said by closing the request's POST instead (the SDK's
         rule): 2026-07-28 has no client-to-server notifications over HTTP, closing the response stream is
         the cancellation. A request sent in the handshake era is cancelled with the notification."""

@@ -5,12 +5,12 @@ that needs the codec's refusals wraps a `send`)."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp_types import RequestId
 
+from elicitgate.json_shapes import JsonObject
 from elicitgate.wire.base import Inbound
 
 Sent = tuple[Inbound, Mapping[str, str] | None]
@@ -26,7 +26,7 @@ class MemoryWire:
         self._outgoing = outgoing
         self._incoming = incoming
 
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
         await self._outgoing.send((Inbound(message), headers))
 
     async def messages(self) -> AsyncGenerator[Inbound]:
@@ -34,18 +34,18 @@ class MemoryWire:
             yield inbound
 
     async def say(
-        self, message: dict[str, Any] | Exception, related: RequestId | None = None, *, lost: bool = False
+        self, message: JsonObject | Exception, related: RequestId | None = None, *, lost: bool = False
     ) -> None:
         """Send `message` as a transport would hand it over: carried on the stream of request `related`, or made
         up by the transport (`lost`); an exception stands for what could not be read."""
         await self._outgoing.send((Inbound(message, related, lost), None))
 
-    async def receive(self) -> tuple[dict[str, Any] | Exception, Mapping[str, str] | None]:
+    async def receive(self) -> tuple[JsonObject | Exception, Mapping[str, str] | None]:
         """The next message the other end sent, and its headers."""
         inbound, headers = await self._incoming.receive()
         return inbound.message, headers
 
-    def receive_nowait(self) -> tuple[dict[str, Any] | Exception, Mapping[str, str] | None]:
+    def receive_nowait(self) -> tuple[JsonObject | Exception, Mapping[str, str] | None]:
         """The next message the other end sent, and its headers; raises `anyio.WouldBlock` if none is waiting."""
         inbound, headers = self._incoming.receive_nowait()
         return inbound.message, headers

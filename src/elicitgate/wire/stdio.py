@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any
 
 import anyio
 
 from mcp.os.win32.utilities import ServerProcess
 
+from elicitgate.json_shapes import JsonObject
 from elicitgate.wire import codec
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.framing import LineBuffer
@@ -28,7 +28,7 @@ class StdioWire:
         self._stdin = process.stdin
         self._stdout = process.stdout
 
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
         line = codec.dumps_line(message)
         try:
             await self._stdin.send(line)
@@ -55,7 +55,7 @@ class PipeWire:
         self._transport = transport
         self._flow = flow
 
-    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
         if self._flow.lost or self._transport.is_closing():
             raise anyio.BrokenResourceError("stdout is closed")
         self._transport.write(codec.dumps_line(message))

@@ -3,7 +3,9 @@ the `Elicitation` that holds one; `HumanGone` in `errors`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from elicitgate.json_shapes import JsonObject
 
 if TYPE_CHECKING:
     from elicitgate.elicitation.hosted_registry import HostedEntry, HostedRegistry
@@ -16,7 +18,7 @@ class PageHost(Protocol):
     registry: HostedRegistry
     """Every hosted question's entry: what the pages, the inbox and the admin API see."""
 
-    async def open(self, el: Elicitation, request: dict[str, Any], kind: str) -> HostedEntry:
+    async def open(self, el: Elicitation, request: JsonObject, kind: str) -> HostedEntry:
         """The question's entry (its page), made on the first ask and shown again with `request` after."""
         ...
 

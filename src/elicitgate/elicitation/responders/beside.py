@@ -19,13 +19,12 @@ The broker ends the question once; `Elicitation.answered_by` says which side ans
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 
 from elicitgate.elicitation.hosted_registry import HostedEntry
 from elicitgate.elicitation.model import Elicitation, Responder
 from elicitgate.elicitation.responders.base import PageHost
+from elicitgate.json_shapes import JsonObject
 
 CLIENT = "client"
 PAGE = "notice_page"
@@ -39,7 +38,7 @@ class FirstAnswer:
     def __init__(self, client: Responder, hosting: PageHost) -> None:
         self.client = client
         self.hosting = hosting
-        self._request: dict[str, Any] | None = None
+        self._request: JsonObject | None = None
         self._opened = anyio.Event()
         self.entry: HostedEntry | None = None
         self._page_answered_last = False
@@ -59,7 +58,7 @@ class FirstAnswer:
             self._opened.set()
         return self.entry
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
+    async def ask(self, el: Elicitation, request: JsonObject) -> object:
         self._request = request
         if self.entry is not None and self._page_answered_last:
             self.entry.reask(request)  # the page's answer failed the broker's check: its errors show there
@@ -103,7 +102,7 @@ class PageOnly:
         self.first = first
         self.entry: HostedEntry | None = None
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
+    async def ask(self, el: Elicitation, request: JsonObject) -> object:
         if self.entry is None:
             self.entry = await self.first.open_page(el) if self.first is not None else None
             if self.entry is None:
@@ -119,5 +118,5 @@ class PageOnly:
         self.hosting.ended(el)
 
 
-def _as_shown(el: Elicitation) -> dict[str, Any]:
+def _as_shown(el: Elicitation) -> JsonObject:
     return dict(el.params)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.elicitation.model import Elicitation, Responder
 from elicitgate.errors import ClientGone, HumanGone
+from elicitgate.json_shapes import JsonObject
 
 if TYPE_CHECKING:
     from elicitgate.contracts import Origin
@@ -19,7 +20,7 @@ class PushToClient:
     name = "client"
     cancel_on_timeout = False
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
+    async def ask(self, el: Elicitation, request: JsonObject) -> object:
         origin = el.asked()
         try:
             return await origin.send_request("elicitation/create", request)
@@ -45,7 +46,7 @@ class InputRequired:
     name = "input_required"
     cancel_on_timeout = True
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
+    async def ask(self, el: Elicitation, request: JsonObject) -> object:
         answer: object = await el.asked().ask("elicitation/create", request, el)
         return answer
 

@@ -8,7 +8,6 @@ the operator (`/inbox`, the terminal's `elicitgate inbox`, the admin API) or a n
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import anyio
 
@@ -17,7 +16,7 @@ from elicitgate.elicitation.model import Elicitation
 from elicitgate.elicitation.responders.base import PageHost
 from elicitgate.elicitation.responders.client import to_client
 from elicitgate.elicitation.url_routes import SessionTarget
-from elicitgate.json_shapes import is_mapping
+from elicitgate.json_shapes import JsonObject, is_mapping
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +30,7 @@ class InInbox:
     def __init__(self, hosting: PageHost) -> None:
         self.hosting = hosting
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
+    async def ask(self, el: Elicitation, request: JsonObject) -> object:
         entry = await self.hosting.open(el, request, "inbox")
         logger.info("elicitation %s from %r waits in the inbox: %s", el.id, el.server, self.hosting.inbox_url())
         return await entry.next_answer()
@@ -49,12 +48,12 @@ class HostedPage:
     def __init__(self, hosting: PageHost) -> None:
         self.hosting = hosting
 
-    async def ask(self, el: Elicitation, request: dict[str, Any]) -> object:
+    async def ask(self, el: Elicitation, request: JsonObject) -> object:
         first = el.id not in self.hosting.registry.by_id
         entry = await self.hosting.open(el, request, "page")
         if first:
             entry.client_elicitation_id = f"elicitgate-{el.id}"
-            link: dict[str, Any] = {
+            link: JsonObject = {
                 "mode": "url",
                 "message": f"{request['message']} (answer on elicitgate's page)",
                 "url": self.hosting.page_url(entry),
