@@ -91,7 +91,6 @@ class Gateway:
             self.broker.notices = self.hosting.notices = Notifier(config, self.hosting)
         self.tasks = TaskTable(config)
         """2025-11-25 tasks the clients run on upstreams through the gateway (docs/tasks.md)."""
-        """Tasks the gateway runs for a plain call of a tool whose `taskSupport` is `required`."""
         self.elicitation_tasks = ElicitationTasks(config.tasks.max_ttl)
         """Elicitations upstreams run as tasks on the gateway (`tasks.requests.elicitation.create`)."""
         self.face_listeners: list[Callable[[], None]] = []
@@ -103,8 +102,9 @@ class Gateway:
             task_group=lambda: self.task_group,
             task_seen_ended=self._shared_end,
         )
-        self.task_runner = TaskRunner(config, self.inbound, self.tasks)
         """What the servers send up, and the one way into the broker (`router.inbound`)."""
+        self.task_runner = TaskRunner(config, self.inbound, self.tasks)
+        """Tasks the gateway runs for a plain call of a tool whose `taskSupport` is `required`."""
         self.asks = GatewayAsks(config, self.catalog, self.inbound)
         self.modern_peers: dict[str, DownstreamPeer] = {}
         """2026-07-28 clients, by principal (they have no connection that could end)."""
