@@ -124,7 +124,7 @@ def test_doctor_shows_the_url_and_the_stderr_tail_readable_at_80_columns(tmp_pat
     assert "ModuleNotFoundError: No module named 'no_such_module_here'" in out
     assert f"{upstream.url}/nope: negotiation failed: Not Found" in out
     assert "the URL's path may be wrong" in out
-    assert f"http://127.0.0.1:{unreachable}/mcp: ConnectError" in out
+    assert f"http://127.0.0.1:{unreachable}/mcp: HttpConnectError" in out
     assert "\x1b[" not in out  # piped: plain text
     report = proc.stdout.splitlines()[1:]  # after the title, which names the file
     assert max(len(line) for line in report) <= 80, proc.stdout

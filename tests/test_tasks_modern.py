@@ -453,16 +453,16 @@ async def test_a_task_past_its_ttl_is_forgotten_and_its_call_cancelled():
     park = _park(peer, cfg)
     started = anyio.Event()
 
-    async def work() -> dict[str, Any]:
+    async def work(_call: object) -> dict[str, Any]:
         started.set()
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
-    task = table.create(park, ttl_ms=600_000)  # asked for more than tasks.max_ttl: lowered
-    assert task.ttl_ms == 50
     async with anyio.create_task_group() as tg:
         tg.start_soon(park.run, work)
-        await started.wait()
+        await started.wait()  # a call becomes a task while it runs (rounds, the task bridge)
+        task = table.create(park, ttl_ms=600_000)  # asked for more than tasks.max_ttl: lowered
+        assert task.ttl_ms == 50
         await anyio.sleep(0.1)  # past the ttl (a bound the table is asked about, not a synchronisation)
         with pytest.raises(MCPError):
             table.find(peer, task.id)
@@ -543,15 +543,15 @@ async def test_a_finished_task_is_dropped_keep_finished_after_its_end_and_a_runn
     park = _park(peer, cfg)
     started = anyio.Event()
 
-    async def forever() -> dict[str, Any]:
+    async def forever(_call: object) -> dict[str, Any]:
         started.set()
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
-    short.create(park)
     async with anyio.create_task_group() as tg:
         tg.start_soon(park.run, forever)
-        await started.wait()
+        await started.wait()  # a call becomes a task while it runs
+        short.create(park)
         await _until_empty(short)  # its ttl: dropped, and its call cancelled, though nobody asked
     assert isinstance(park.outcome, MCPError) and len(short) == 0
 

@@ -93,7 +93,9 @@ def _defer_module(name: str, seeded: JsonObject) -> None:
     module.__dict__.update(seeded)
 
     def getattr_(attr: str) -> Any:
-        if attr.startswith("__"):  # the import system's own questions (`__path__`: is it a package?)
+        # The import system's own questions (`__path__`: is it a package?) are not the module's names;
+        # `__all__` is (`from mcp_types.methods import *`, as `mcp.types.methods` does, must see them all).
+        if attr.startswith("__") and attr != "__all__":
             raise AttributeError(attr)
         del module.__getattr__
         assert spec.loader is not None
