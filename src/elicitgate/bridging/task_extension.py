@@ -57,7 +57,8 @@ def missing_extension(method: str) -> MCPError:
     )
 
 
-def _now() -> str:
+def task_time() -> str:
+    """Now, as a task's `createdAt` / `lastUpdatedAt` say it (ISO 8601, milliseconds, UTC)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -71,8 +72,8 @@ class ModernTask:
     ttl_ms: int
     expires: float
     """anyio clock: when the gateway forgets it."""
-    created_at: str = field(default_factory=_now)
-    updated_at: str = field(default_factory=_now)
+    created_at: str = field(default_factory=task_time)
+    updated_at: str = field(default_factory=task_time)
     cancelled: bool = False
     rejected: dict[str, int] = field(default_factory=dict[str, int])
     """Per open question: how many answers `tasks/update` refused (counted as the broker counts attempts)."""
@@ -98,7 +99,7 @@ class ModernTask:
         seen = (self.status, tuple(self.park.open))
         if seen == self._seen:
             return False
-        self._seen, self.updated_at = seen, _now()
+        self._seen, self.updated_at = seen, task_time()
         return True
 
     def handle(self) -> JsonObject:

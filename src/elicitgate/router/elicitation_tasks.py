@@ -17,7 +17,6 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -27,6 +26,7 @@ from mcp_types import INVALID_PARAMS
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
+from elicitgate.bridging.task_extension import task_time
 from elicitgate.json_shapes import JsonObject
 from elicitgate.upstreams.connection import UpstreamConnection
 
@@ -35,17 +35,13 @@ logger = logging.getLogger(__name__)
 POLL_INTERVAL_MS = 1000
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 @dataclass(eq=False)
 class ElicitationTask:
     id: str
     ttl_ms: int
     expires: float
-    created_at: str = field(default_factory=_now)
-    updated_at: str = field(default_factory=_now)
+    created_at: str = field(default_factory=task_time)
+    updated_at: str = field(default_factory=task_time)
     status: str = "working"
     message: str | None = None
     result: JsonObject | None = None
@@ -63,7 +59,7 @@ class ElicitationTask:
     def end(self, status: str, message: str | None = None) -> None:
         if self.done.is_set():
             return
-        self.status, self.message, self.updated_at = status, message, _now()
+        self.status, self.message, self.updated_at = status, message, task_time()
         self.done.set()
 
 
