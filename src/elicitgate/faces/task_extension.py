@@ -55,14 +55,10 @@ class TaskExtension:
         peer = self._checked(ctx)
         params = ctx.params or {}
         tasks = self._gateway.modern_tasks
-        task = tasks.find(peer, params.get("taskId"))
-        if ctx.method == "tasks/get":
-            return {**task.detailed(), "resultType": "complete"}
-        if ctx.method == "tasks/update":
-            tasks.update(task, params.get("inputResponses"))
-        else:
-            tasks.cancel(task)
-        return {"resultType": "complete"}
+        shared = self._gateway.shared_modern_tasks
+        if shared is not None and shared.elsewhere(params.get("taskId")):  # another replica's task, served there
+            return await shared.request(peer.principal, ctx.method, params)
+        return tasks.serve(tasks.find(peer, params.get("taskId")), ctx.method, params)
 
     async def listen(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         """Acknowledge the caller's own tasks among `taskIds`, then send `notifications/tasks` as each changes;
