@@ -17,7 +17,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import write_config
-from tests.peers.task_extension_client import task_request
+from tests.peers.task_extension_client import follow, task_request
 from tests.replicas_helpers import redis_server, replicas  # noqa: F401 (fixtures)
 from tests.test_tasks_modern import (
     EVERYTHING_STDIO,
@@ -132,3 +132,18 @@ async def test_a_replica_that_dies_leaves_its_tasks_failed_naming_it(tmp_path: P
         assert error.code == INVALID_PARAMS and error.data["replica"] == lost and error.data["reason"] == "lost"
         assert lost in error.message
     assert foreign.code == INVALID_PARAMS and "replica" not in foreign.data  # another principal learns nothing
+
+
+async def test_a_task_the_gateway_made_without_authentication_is_followed_on_another_replica(
+        tmp_path: Path, redis_server, replicas):
+    # Without `http.auth` an extension task's id is all that names it, on its replica as on the others.
+    path = write_config(tmp_path, {"everything": EVERYTHING_STDIO}, namespacing=SAME_NAMES,
+                        tasks={"hand_over_after": 0.3})
+    a, b = (f"{url}/mcp" for url in replicas(path, redis_server.url, count=2).urls)
+    home = await replica_id(a)
+    with anyio.fail_after(180):
+        async with modern_client(a) as on_a, modern_client(b) as on_b:
+            task_id = await create(on_a, "trigger-long-running-operation", {"duration": 2, "steps": 2})
+            final = await follow(on_b.session, task_id)
+    assert task_id.startswith(f"elicitgate/{home}.")  # the gateway's own task ids name their replica too
+    assert final["status"] == "completed" and "Long running operation" in text_of(final["result"])
