@@ -76,8 +76,9 @@ class SharedModernTasks:
 
     async def _record(self, task_id: str, record: JsonObject, ttl_ms: int) -> None:
         try:
-            await self.replicas.redis.set(self._record_key(task_id), json.dumps(record),
-                                          ex=max(ttl_ms // 1000, 1))
+            async with self.replicas.redis.pipeline(transaction=False) as pipe:
+                pipe.set(self._record_key(task_id), json.dumps(record), ex=max(ttl_ms // 1000, 1))
+                await pipe.execute()
         except RedisError as exc:  # the task works through the other replicas as long as this one runs
             logger.warning("task %s not recorded in Redis (%s): should this replica stop, the others will not "
                            "know it", task_id, exc)
