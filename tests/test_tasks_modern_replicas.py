@@ -12,12 +12,13 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import write_config
-from tests.peers.task_extension_client import follow, task_request
+from tests.peers.task_extension_client import AnyResult, follow, task_request
 from tests.replicas_helpers import redis_server, replicas  # noqa: F401 (fixtures)
 from tests.test_tasks_modern import (
     EVERYTHING_STDIO,
@@ -147,3 +148,35 @@ async def test_a_task_the_gateway_made_without_authentication_is_followed_on_ano
             final = await follow(on_b.session, task_id)
     assert task_id.startswith(f"elicitgate/{home}.")  # the gateway's own task ids name their replica too
     assert final["status"] == "completed" and "Long running operation" in text_of(final["result"])
+
+
+async def test_a_client_listening_on_another_replica_is_told_of_each_change_of_the_task(tmp_path: Path,
+                                                                                         redis_server, replicas):
+    _, a, b = two_replicas(tmp_path, redis_server, replicas)
+    notified: list[dict[str, Any]] = []
+    with anyio.fail_after(180):
+        async with modern_client(a, headers=ALICE) as on_a, \
+                modern_client(b, headers=ALICE, notified=notified) as on_b:
+            task_id = await create(on_a)
+            request = types.SubscriptionsListenRequest(params=types.SubscriptionsListenRequestParams(
+                notifications=types.SubscriptionFilter.model_validate({"taskIds": [task_id]})))
+            ended: list[Any] = []
+
+            async def listen() -> None:
+                ended.append(await on_b.session.send_request(request, AnyResult))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(listen)
+                while not any(n["status"] == "input_required" for n in notified):  # told, not polled by the test
+                    await anyio.sleep(0.05)
+                (key,) = next(n for n in notified if n["status"] == "input_required")["inputRequests"]
+                await task_request(on_b.session, "tasks/update", task_id,
+                                   inputResponses={key: {"action": "accept", "content": {"interpretation": "snake"}}})
+                while not ended:
+                    await anyio.sleep(0.05)
+                final = await task_request(on_b.session, "tasks/get", task_id)
+    statuses = [n["status"] for n in notified]
+    assert "input_required" in statuses and statuses[-1] == "completed"
+    assert all(n["taskId"] == task_id for n in notified)
+    assert notified[-1]["result"] == final["result"]
+    assert ended, "the stream ends once the task it follows is over"

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 from mcp_types import INVALID_PARAMS
 from redis.exceptions import RedisError
 
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 MODERN_TASK_OP = "modern-task"
 """Served by a task's home replica: `tasks/get`, `tasks/update` or `tasks/cancel` of a client on another one."""
+TERMINAL = ("completed", "failed", "cancelled")
 FORWARD_TIMEOUT = 30.0
 """None of the three waits for anything: the home answers at once, or its lease lapses first."""
 
@@ -129,3 +131,29 @@ class SharedModernTasks:
                  "data": {"replica": home, "taskId": task_id, "reason": LOST}}
         return {**(dict(task) if is_mapping(task) else {}), "taskId": task_id, "status": "failed",
                 "statusMessage": message, "lastUpdatedAt": now, "error": error, "resultType": "complete"}
+
+    async def followed(self, principal: str | None, task_ids: list[str]) -> list[JsonObject]:
+        """For `subscriptions/listen`: the current state of each of `task_ids` (another replica's) that the caller
+        may follow; the others are left out, as another's task on this replica is."""
+        seen: list[JsonObject] = []
+        for task_id in task_ids:
+            try:
+                seen.append(await self.request(principal, "tasks/get", {"taskId": task_id}))
+            except MCPError as exc:
+                if exc.error.code != INVALID_PARAMS:
+                    raise
+        return seen
+
+    async def changes(self, principal: str | None, first: JsonObject) -> AsyncIterator[JsonObject]:
+        """Another replica's task as `subscriptions/listen` follows it: `first`, then each change its home
+        shows, polled every `pollIntervalMs`; ends when the task is over (or failed with its replica)."""
+        task, last = first, None
+        while True:
+            seen = (task.get("status"), tuple(task.get("inputRequests") or ()))
+            if seen != last:
+                last = seen
+                yield {k: v for k, v in task.items() if k != "resultType"}
+            if task.get("status") in TERMINAL:
+                return
+            await anyio.sleep(POLL_INTERVAL_MS / 1000)
+            task = await self.request(principal, "tasks/get", {"taskId": task.get("taskId")})
