@@ -54,6 +54,7 @@ from elicitgate.upstreams.link import LinkState, UpstreamLink
 
 if TYPE_CHECKING:
     from elicitgate.cluster.bus import Replicas
+    from elicitgate.cluster.modern_tasks import SharedModernTasks
     from elicitgate.cluster.tasks import SharedTasks
 
 logger = logging.getLogger(__name__)
@@ -137,6 +138,12 @@ class Gateway:
 
             self.shared_tasks = SharedTasks(self.replicas, self, max_ttl=config.tasks.max_ttl)
             self.tasks.home = f"{self.replicas.id}."
+        self.shared_modern_tasks: SharedModernTasks | None = None
+        """With `redis_url`: the extension's tasks followed across replicas (`cluster.modern_tasks`)."""
+        if self.replicas is not None:
+            from elicitgate.cluster.modern_tasks import SharedModernTasks
+
+            self.shared_modern_tasks = SharedModernTasks(self.replicas, self.modern_tasks)
         self._task_group: anyio.abc.TaskGroup | None = None
 
     @asynccontextmanager

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -54,6 +54,16 @@ def missing_extension(method: str) -> MCPError:
         f"{method} needs the {TASKS_EXTENSION} extension declared on the request",
         requiredCapabilities={"extensions": {TASKS_EXTENSION: {}}},
         fix=f'add "{TASKS_EXTENSION}": {{}} to _meta["io.modelcontextprotocol/clientCapabilities"].extensions',
+    )
+
+
+def unknown_task(task_id: Any) -> MCPError:
+    """What a client gets for a task id it may not use: unknown, foreign and expired alike (-32602)."""
+    return errors.gateway_error(
+        INVALID_PARAMS,
+        f"unknown task {task_id!r}",
+        taskId=task_id,
+        fix="use a taskId this client received from tools/call; a task is kept for its ttlMs",
     )
 
 
@@ -153,6 +163,10 @@ class ModernTasks:
         """Per task: when it is dropped (anyio clock) and the timer that does it."""
         self._changed = asyncio.Event()
         """Set when any task changed, then replaced: what `subscriptions/listen` streams wait on."""
+        self.home = ""
+        """Prefix of the ids of tasks the gateway makes: with `redis_url`, `<replica id>.` (cluster.modern_tasks)."""
+        self.on_created: Callable[[ModernTask], None] | None = None
+        """Told of each new task (with `redis_url`: its record for the other replicas)."""
 
     # -- making ----------------------------------------------------------------------------------
 
@@ -178,7 +192,7 @@ class ModernTasks:
         cap = int(self.max_ttl * 1000)
         ttl = cap if ttl_ms is None else min(int(ttl_ms), cap)
         task = ModernTask(
-            id=task_id or f"{GATEWAY_TASK_PREFIX}{secrets.token_urlsafe(16)}",
+            id=task_id or f"{GATEWAY_TASK_PREFIX}{self.home}{secrets.token_urlsafe(16)}",
             park=park,
             owner=park.peer,
             ttl_ms=ttl,
@@ -189,6 +203,8 @@ class ModernTasks:
         self._drop_at(task, task.expires)
         if park.outcome is not None:
             self._changed_task(task)
+        if self.on_created is not None:
+            self.on_created(task)
         return task
 
     def __len__(self) -> int:
@@ -225,13 +241,13 @@ class ModernTasks:
         self._purge()
         task = self._by_id.get(task_id)
         if task is None or not task.owned_by(peer):
-            raise errors.gateway_error(
-                INVALID_PARAMS,
-                f"unknown task {task_id!r}",
-                taskId=task_id,
-                fix="use a taskId this client received from tools/call; a task is kept for its ttlMs",
-            )
+            raise unknown_task(task_id)
         return task
+
+    def here(self, task_id: str) -> ModernTask | None:
+        """The live task `task_id` on this gateway, whoever owns it (a forwarded request checks its principal)."""
+        self._purge()
+        return self._by_id.get(task_id)
 
     def _purge(self) -> None:
         """Drop now what is due (a timer may not have run yet when a request comes at the same moment)."""
@@ -241,6 +257,16 @@ class ModernTasks:
             self._drop(task_id)
 
     # -- what a client does with one ------------------------------------------------------------
+
+    def serve(self, task: ModernTask, method: str, params: Mapping[str, Any]) -> JsonObject:
+        """`tasks/get`, `tasks/update` or `tasks/cancel` of `task` (its owner checked already): the result."""
+        if method == "tasks/get":
+            return {**task.detailed(), "resultType": "complete"}
+        if method == "tasks/update":
+            self.update(task, params.get("inputResponses"))
+        else:
+            self.cancel(task)
+        return {"resultType": "complete"}
 
     def update(self, task: ModernTask, responses: Any) -> None:
         """`tasks/update`: answers to the task's open questions. All of them are checked before any is given:

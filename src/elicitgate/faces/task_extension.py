@@ -9,9 +9,10 @@ included. A `subscriptions/listen` that names no `taskIds` passes on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, cast
 
+import anyio
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp.server.context import HandlerResult, ServerRequestContext
@@ -55,25 +56,35 @@ class TaskExtension:
         peer = self._checked(ctx)
         params = ctx.params or {}
         tasks = self._gateway.modern_tasks
-        task = tasks.find(peer, params.get("taskId"))
-        if ctx.method == "tasks/get":
-            return {**task.detailed(), "resultType": "complete"}
-        if ctx.method == "tasks/update":
-            tasks.update(task, params.get("inputResponses"))
-        else:
-            tasks.cancel(task)
-        return {"resultType": "complete"}
+        shared = self._gateway.shared_modern_tasks
+        if shared is not None and shared.elsewhere(params.get("taskId")):  # another replica's task, served there
+            return await shared.request(peer.principal, ctx.method, params)
+        return tasks.serve(tasks.find(peer, params.get("taskId")), ctx.method, params)
 
     async def listen(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         """Acknowledge the caller's own tasks among `taskIds`, then send `notifications/tasks` as each changes;
         the stream ends (gracefully) once every one of them is over."""
         peer = self._checked(ctx)
         tasks = self._gateway.modern_tasks
-        honored = tasks.honored(peer, (ctx.params or {})["notifications"].get("taskIds"))
+        wanted = (ctx.params or {})["notifications"].get("taskIds")
+        honored = tasks.honored(peer, wanted)
+        shared = self._gateway.shared_modern_tasks
+        elsewhere: list[JsonObject] = []
+        if shared is not None and isinstance(wanted, list):  # other replicas' tasks: polled there
+            ids = [i for i in cast("list[Any]", wanted) if isinstance(i, str) and shared.elsewhere(i)]
+            elsewhere = await shared.followed(peer.principal, ids)
         meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         outbound = request_outbound(ctx)
         await outbound.notify("notifications/subscriptions/acknowledged",
-                              {"notifications": {"taskIds": honored}, "_meta": meta})
-        async for task in tasks.changes(peer, honored):
-            await outbound.notify("notifications/tasks", {**task, "_meta": meta})
+                              {"notifications": {"taskIds": honored + [t["taskId"] for t in elsewhere]}, "_meta": meta})
+
+        async def send(changes: AsyncIterator[JsonObject]) -> None:
+            async for task in changes:
+                await outbound.notify("notifications/tasks", {**task, "_meta": meta})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send, tasks.changes(peer, honored))
+            for first in elsewhere:
+                assert shared is not None
+                tg.start_soon(send, shared.changes(peer.principal, first))
         return {"_meta": meta, "resultType": "complete"}
