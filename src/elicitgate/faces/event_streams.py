@@ -15,7 +15,6 @@ them when its connection breaks.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import re
@@ -33,12 +32,12 @@ from elicitgate.faces.http_answers import (
     SSE_PING_INTERVAL,
     Late,
     encode,
-    expire,
     on_disconnect,
     send_event,
 )
 from elicitgate.json_shapes import JsonObject
 from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
+from elicitgate.wire.wakeup import Wakeable
 
 EVENT_ID = re.compile(r"^((?:[0-9a-f]{1,32}-)?\d{1,12})/(\d{1,12})$")
 """`<stream>/<seq>`: a `Last-Event-ID` of this face."""
@@ -131,15 +130,16 @@ class SessionEvents:
         self.limits.kept -= count
 
 
-class EventStream:
+class EventStream(Wakeable):
     """One response stream of a session: a POST's (what is sent on behalf of its request, then the answer, which
     ends it) or the session's GET stream. Its events stay while its client may still resume it."""
 
     __slots__ = (
-        "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_waiter", "_reader",
+        "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_reader",
     )
 
     def __init__(self, name: str, log: SessionEvents) -> None:
+        super().__init__()
         self.name = name
         self._log = log
         self.events: list[tuple[int, JsonObject]] = []
@@ -157,7 +157,6 @@ class EventStream:
         """Set once it broke, with `redis_url`: its events are copied to Redis from then on."""
         self.remote = False
         """Another replica's response is writing it (its client came back there)."""
-        self._waiter: asyncio.Future[Late | None] | None = None
         self._reader: anyio.CancelScope | None = None
         """The response writing it now; None while its client is away."""
 
@@ -192,10 +191,6 @@ class EventStream:
         self.closed = True
         self._wake()
 
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
     async def next(self, after: int, timeout: float | None) -> tuple[int, JsonObject] | None | Late:
         """The first kept event after seq `after`; None once the stream is closed with nothing after it; `LATE`
         when `timeout` seconds pass first."""
@@ -204,17 +199,7 @@ class EventStream:
                 return found
             if self.closed:
                 return None
-            loop = asyncio.get_running_loop()
-            waiter = self._waiter = loop.create_future()
-            timer = loop.call_later(timeout, expire, waiter) if timeout is not None else None
-            try:
-                await waiter
-            finally:
-                if self._waiter is waiter:
-                    self._waiter = None
-                if timer is not None:
-                    timer.cancel()
-            if waiter.result() is LATE:
+            if not await self._wait(timeout):
                 return LATE
 
     def _after(self, after: int) -> tuple[int, JsonObject] | None:

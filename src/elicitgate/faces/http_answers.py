@@ -18,6 +18,7 @@ from starlette.types import Message, Receive, Send
 
 from elicitgate.json_shapes import JsonObject
 from elicitgate.wire import codec
+from elicitgate.wire.wakeup import Wakeable
 
 JSON_WINDOW = 0.25
 """Seconds a request's answer may take to go back as one JSON body. A slower request's POST turns into an
@@ -48,21 +49,15 @@ class Late(enum.Enum):
 LATE = Late.LATE
 
 
-def expire(waiter: asyncio.Future[Late | None]) -> None:
-    """A wait's timer ran out: its waiter hears `LATE` (unless something came first)."""
-    if not waiter.done():
-        waiter.set_result(LATE)
-
-
-class Channel:
+class Channel(Wakeable):
     """The messages one HTTP response carries, in order: a POST's (what is sent on behalf of its request,
     then the answer, which closes it) or the session's GET stream."""
 
-    __slots__ = ("_items", "_waiter", "closed")
+    __slots__ = ("_items", "closed")
 
     def __init__(self) -> None:
+        super().__init__()
         self._items: deque[JsonObject] = deque()
-        self._waiter: asyncio.Future[Late | None] | None = None
         self.closed = False
 
     def put(self, message: JsonObject, *, last: bool = False) -> bool:
@@ -78,26 +73,13 @@ class Channel:
         self.closed = True
         self._wake()
 
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
     async def get(self, timeout: float | None = None) -> JsonObject | None | Late:
         """The next message; None once the channel is closed and drained; `LATE` when `timeout` seconds
         pass first."""
         while not self._items:
             if self.closed:
                 return None
-            loop = asyncio.get_running_loop()
-            waiter = self._waiter = loop.create_future()
-            timer = loop.call_later(timeout, expire, waiter) if timeout is not None else None
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-                if timer is not None:
-                    timer.cancel()
-            if waiter.result() is LATE and not self._items:
+            if not await self._wait(timeout) and not self._items:
                 return LATE
         return self._items.popleft()
 

@@ -41,6 +41,7 @@ from elicitgate.errors import (
     TransportError,
     WriteTimeout,
 )
+from elicitgate.wire.wakeup import Wakeable
 
 MAX_HEAD_BYTES = 64 * 1024
 """The largest response head (status line and headers) read: a server that sends more is refused."""
@@ -128,16 +129,16 @@ def default_tls() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-class Response:
+class Response(Wakeable):
     """One response: its head, then its body as it arrives (`chunks`, or `read` whole). `close` when done: a
     response not read to its end closes its connection; one that ended already gave it back to the pool."""
 
     __slots__ = (
-        "status", "headers", "url", "connection", "_chunks", "_buffered", "_ended", "_error", "_waiter",
-        "_read_timeout",
+        "status", "headers", "url", "connection", "_chunks", "_buffered", "_ended", "_error", "_read_timeout",
     )
 
     def __init__(self, url: Url, read_timeout: float | None) -> None:
+        super().__init__()
         self.status = 0
         self.headers: dict[str, str] = {}
         """Names in lower case; a repeated header's values joined with ", "."""
@@ -147,7 +148,6 @@ class Response:
         self._buffered = 0
         self._ended = False
         self._error: TransportError | None = None
-        self._waiter: asyncio.Future[bool] | None = None
         self._read_timeout = read_timeout
 
     # -- the connection's side (from its callbacks) -------------------------------------------------
@@ -167,11 +167,6 @@ class Response:
             self.connection = None
             self._wake()
 
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(True)
-
     # -- the reader's side ---------------------------------------------------------------------------
 
     async def chunks(self) -> AsyncIterator[bytes]:
@@ -189,20 +184,11 @@ class Response:
                 if self._error is not None:
                     raise self._error
                 return
-            await self._wait()
+            await self._read_more()
 
-    async def _wait(self) -> None:
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
+    async def _read_more(self) -> None:
         timeout = self._read_timeout
-        timer = loop.call_later(timeout, _expire, waiter) if timeout is not None else None
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-            if timer is not None:
-                timer.cancel()
-        if not waiter.result() and not self._chunks and not self._ended:  # the timer fired
+        if not await self._wait(timeout) and not self._chunks and not self._ended:  # the timer fired
             self.close()
             raise ReadTimeout(f"nothing received from {self.url.shown()} for {timeout} s")
 
@@ -236,11 +222,6 @@ class Response:
         if connection is not None:
             self.finish(ReadError("the response was closed"))
             connection.close()
-
-
-def _expire(waiter: asyncio.Future[bool]) -> None:
-    if not waiter.done():
-        waiter.set_result(False)
 
 
 class _Connection(asyncio.Protocol):
