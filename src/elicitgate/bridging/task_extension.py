@@ -33,6 +33,7 @@ from elicitgate import errors
 from elicitgate.capabilities import TASKS_EXTENSION
 from elicitgate.config import GatewayConfig
 from elicitgate.contracts import DownstreamPeer
+from elicitgate.deadlines import Deadlines
 from elicitgate.elicitation.meta import ERRORS_META_KEY
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.json_shapes import JsonObject, is_mapping
@@ -159,7 +160,7 @@ class ModernTasks:
         self.max_attempts = config.elicitation.max_answer_attempts
         self.keep_finished = config.tasks.keep_finished
         self._by_id: dict[str, ModernTask] = {}
-        self._drops: dict[str, tuple[float, asyncio.TimerHandle]] = {}
+        self._drops: Deadlines[str] = Deadlines(self._drop)
         """Per task: when it is dropped (anyio clock) and the timer that does it."""
         self._changed = asyncio.Event()
         """Set when any task changed, then replaced: what `subscriptions/listen` streams wait on."""
@@ -200,7 +201,7 @@ class ModernTasks:
         )
         self._by_id[task.id] = task
         park.on_change = lambda: self._changed_task(task)
-        self._drop_at(task, task.expires)
+        self._drops.at(task.id, task.expires)
         if park.outcome is not None:
             self._changed_task(task)
         if self.on_created is not None:
@@ -212,22 +213,11 @@ class ModernTasks:
 
     def _changed_task(self, task: ModernTask) -> None:
         if task.park.outcome is not None and task.id in self._by_id:
-            self._drop_at(task, anyio.current_time() + self.keep_finished)
+            self._drops.at(task.id, anyio.current_time() + self.keep_finished)
         self._signal()
-
-    def _drop_at(self, task: ModernTask, when: float) -> None:
-        """Drop `task` at `when` (anyio clock, which is the loop's), or earlier if it was due earlier already."""
-        current = self._drops.get(task.id)
-        if current is not None:
-            if current[0] <= when:
-                return
-            current[1].cancel()
-        handle = asyncio.get_running_loop().call_at(when, self._drop, task.id)
-        self._drops[task.id] = (when, handle)
 
     def _drop(self, task_id: str) -> None:
         """Its ttl, or its keep after its end, is over: nobody may follow it any more."""
-        self._drops.pop(task_id, None)
         task = self._by_id.pop(task_id, None)
         if task is not None and task.park.outcome is None and task.park.scope is not None:
             task.park.scope.cancel()
@@ -251,10 +241,7 @@ class ModernTasks:
 
     def _purge(self) -> None:
         """Drop now what is due (a timer may not have run yet when a request comes at the same moment)."""
-        now = anyio.current_time()
-        for task_id in [i for i, (when, _) in self._drops.items() if when <= now]:
-            self._drops.pop(task_id)[1].cancel()
-            self._drop(task_id)
+        self._drops.run_due(anyio.current_time())
 
     # -- what a client does with one ------------------------------------------------------------
 

@@ -10,7 +10,6 @@ spec says for an unknown id). An entry ends with its ttl (at most `tasks.max_ttl
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from mcp_types import INVALID_PARAMS, ServerTasksCapability
 from elicitgate import errors
 from elicitgate.config import GatewayConfig
 from elicitgate.contracts import DownstreamPeer
+from elicitgate.deadlines import Deadlines
 from elicitgate.elicitation.limits import pending_limit
 from elicitgate.json_shapes import JsonObject, is_mapping
 from elicitgate.upstreams.connection import UpstreamConnection
@@ -78,7 +78,7 @@ class TaskTable:
         self.max_open = config.elicitation.max_pending_per_session
         self.keep_finished = config.tasks.keep_finished
         self._by_id: dict[str, RelayedTask] = {}
-        self._drops: dict[str, tuple[float, asyncio.TimerHandle]] = {}
+        self._drops: Deadlines[str] = Deadlines(self._forget_id)
         """Per task: when it is forgotten (anyio clock, the loop's) and the timer that does it."""
         self._by_upstream: dict[tuple[UpstreamConnection, str], RelayedTask] = {}
         self._creating: dict[UpstreamConnection, list[JsonObject]] = {}
@@ -159,7 +159,7 @@ class TaskTable:
         self._by_id[relayed.id] = relayed
         self._by_upstream[(connection, upstream_id)] = relayed
         connection.live_tasks[upstream_id] = relayed.expires
-        self._forget_at(relayed, relayed.expires)
+        self._drops.at(relayed.id, relayed.expires)
         return {**result, "task": self.public_task(relayed, task)}, relayed
 
     def __len__(self) -> int:
@@ -168,16 +168,11 @@ class TaskTable:
     def ended(self, relayed: RelayedTask) -> None:
         """The gateway saw the task end: it is kept `tasks.keep_finished` more for its owner, then forgotten."""
         if relayed.id in self._by_id:
-            self._forget_at(relayed, anyio.current_time() + self.keep_finished)
+            self._drops.at(relayed.id, anyio.current_time() + self.keep_finished)
 
-    def _forget_at(self, relayed: RelayedTask, when: float) -> None:
-        current = self._drops.get(relayed.id)
-        if current is not None:
-            if current[0] <= when:
-                return
-            current[1].cancel()
-        handle = asyncio.get_running_loop().call_at(when, self.forget, relayed)
-        self._drops[relayed.id] = (when, handle)
+    def _forget_id(self, task_id: str) -> None:
+        if (relayed := self._by_id.get(task_id)) is not None:
+            self.forget(relayed)
 
     # -- finding ---------------------------------------------------------------------------------
 
@@ -217,8 +212,7 @@ class TaskTable:
         return [t for t in self._by_id.values() if t.owned_by(peer) and not t.on_behalf]
 
     def forget(self, relayed: RelayedTask) -> None:
-        if (drop := self._drops.pop(relayed.id, None)) is not None:
-            drop[1].cancel()
+        self._drops.cancel(relayed.id)
         self._by_id.pop(relayed.id, None)
         self._by_upstream.pop((relayed.connection, relayed.upstream_id), None)
         relayed.connection.live_tasks.pop(relayed.upstream_id, None)
