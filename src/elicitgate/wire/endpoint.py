@@ -37,7 +37,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate.errors import MethodNotFound, NonFiniteParams, NotAMessage, PeerLost, TooDeep, UrlElicitationRequired
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
-from elicitgate.wire.base import Inbound, MessageWire
+from elicitgate.wire.base import Inbound, MessageWire, PushWire
 
 logger = logging.getLogger(__name__)
 
@@ -197,10 +197,13 @@ class Endpoint:
                 self._tasks = tasks
                 task_status.started()
                 try:
-                    async for inbound in self._wire.messages():
-                        inline = self._dispatch(inbound, on_request, on_notify)
-                        if inline is not None:
-                            await inline
+                    if isinstance(self._wire, PushWire):  # each message dispatched as it is read, no task woken
+                        await self._wire.push(lambda inbound: self._dispatch(inbound, on_request, on_notify))
+                    else:
+                        async for inbound in self._wire.messages():
+                            inline = self._dispatch(inbound, on_request, on_notify)
+                            if inline is not None:
+                                await inline
                 except anyio.ClosedResourceError:
                     pass  # the transport closed its end under the read: the same as its end
                 finally:
