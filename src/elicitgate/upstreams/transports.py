@@ -1,11 +1,11 @@
 """Opening the wire to one upstream server: stdio, streamable HTTP or legacy SSE.
 
 Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`wire.base.MessageWire`). Stdio
-(`wire.stdio.PipeWire` on the pipes of the process started here, `StdioWire` on one the SDK spawned) and streamable HTTP (`wire.http.HttpWire`) run on
-the gateway's own wires; the SDK's legacy SSE transport is adapted by `wire._compat.SdkStreamsWire`. On
-streamable HTTP a request or notification that the server sends on the response stream of one of our POSTs
-is tagged with that POST's request id, so an upstream `elicitation/create` can be traced to the exact call
-that caused it (design invariant 1).
+(`wire.stdio.PipeWire` on the pipes of the process started here, `StdioWire` on one the SDK spawned) and
+streamable HTTP (`wire.http.HttpWire`) run on the gateway's own wires; the SDK's legacy SSE transport is
+adapted by `wire._compat.SdkStreamsWire`. On streamable HTTP a request or notification that the server sends
+on the response stream of one of our POSTs is tagged with that POST's request id, so an upstream
+`elicitation/create` can be traced to the exact call that caused it (design invariant 1).
 """
 
 from __future__ import annotations

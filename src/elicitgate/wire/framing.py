@@ -12,7 +12,6 @@ from elicitgate.errors import LineTooLong, NonFiniteParams, NotAMessage, NotFini
 from elicitgate.json_shapes import JsonObject, is_object
 from elicitgate.wire import codec
 
-
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """The longest line a stdio wire reads (the face's stdin, a stdio server's stdout): a peer that writes without
 ever ending its line must not grow the gateway without bound. Far above any message an MCP peer sends (the
