@@ -24,10 +24,10 @@ def too_long(max_line: int) -> LineTooLong:
 
 def parse_lines(buffer: bytes, max_line: int = MAX_LINE_BYTES) -> tuple[list[JsonObject | Exception], bytes]:
     """The messages of the complete lines in `buffer` (blank ones skipped, one longer than `max_line` a
-    `LineTooLong`), and the incomplete rest."""
+    `LineTooLong` even if blank, as when it comes in pieces), and the incomplete rest."""
     *lines, rest = buffer.split(b"\n")
     return [parse_line(line) if len(line) <= max_line else too_long(max_line)
-            for line in lines if line.strip()], rest
+            for line in lines if len(line) > max_line or line.strip()], rest
 
 
 class LineBuffer:
