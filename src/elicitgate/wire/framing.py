@@ -49,6 +49,11 @@ class LineBuffer:
 
     def feed(self, chunk: bytes) -> list[JsonObject | Exception]:
         """The messages of the lines `chunk` completes."""
+        if not self._parts and not self._skipping and chunk.find(b"\n") == len(chunk) - 1 >= 0:
+            # The usual chunk of a pipe: one whole line. Read here, without splitting and joining.
+            if len(chunk) - 1 > self._max:
+                return [too_long(self._max)]
+            return [parse_message(chunk, "line")] if chunk.strip() else []
         if self._skipping:
             end = chunk.find(b"\n")
             if end < 0:
