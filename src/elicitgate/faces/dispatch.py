@@ -348,8 +348,9 @@ class _Replay:
             if (held := sink(self._lead.pop(0))) is not None:
                 await held
         if isinstance(self._wire, PushWire):
-            if isinstance(self._source, AsyncGenerator):  # it holds nothing: the wire queues what it read
-                await self._source.aclose()
+            aclose: Callable[[], Awaitable[None]] | None = getattr(self._source, "aclose", None)
+            if aclose is not None:  # it holds nothing: the wire queues what it read
+                await aclose()
             await self._wire.push(sink)
             return
         async for inbound in self._source:
