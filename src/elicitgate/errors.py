@@ -20,6 +20,7 @@ The tree (who raises each, in brackets):
     ├── LoneSurrogate ........... half of a UTF-16 pair in a string [wire.codec]
     ├── NotFinite ............... NaN or Infinity, which JSON has not; holds the value read [wire.codec]
     ├── NotAMessage ............. valid JSON, but not a JSON-RPC message [wire.framing]
+    ├── LineTooLong ............. a stdio line past `MAX_LINE_BYTES`, skipped to its end [wire.framing]
     ├── NonFiniteParams ......... a request's params hold NaN or Infinity; names its id [wire.framing]
     └── AuthConfigError ......... `http.auth` cannot be used as written [faces.auth]
     Exception
@@ -107,6 +108,7 @@ __all__ = [
     "HeadTooLarge",
     "HumanGone",
     "InboxError",
+    "LineTooLong",
     "LoneSurrogate",
     "MethodNotFound",
     "NonFiniteParams",
@@ -194,6 +196,10 @@ class NotFinite(ValueError):
 
 class NotAMessage(ValueError):
     """Valid JSON, but not a JSON-RPC message (an object)."""
+
+
+class LineTooLong(ValueError):
+    """A stdio line longer than the wire reads (`wire.framing.MAX_LINE_BYTES`): not kept, skipped to its end."""
 
 
 class NonFiniteParams(ValueError):

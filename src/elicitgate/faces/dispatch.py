@@ -11,7 +11,7 @@ client (an elicitation) is one future.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ from mcp.shared.transport_context import TransportContext
 from elicitgate import sdk
 from elicitgate.faces.modern import EnvelopeConnection, ModernMethods
 from elicitgate.json_shapes import JsonObject
-from elicitgate.wire.base import Inbound, MessageWire
+from elicitgate.wire.base import Inbound, MessageWire, PushWire, Sink
 from elicitgate.wire.endpoint import Endpoint, progress_params
 
 if TYPE_CHECKING:
@@ -315,7 +315,7 @@ class _Replay:
 
     def __init__(self, wire: MessageWire) -> None:
         self._wire = wire
-        self._source = wire.messages()
+        self._source: AsyncIterator[Inbound] = wire.messages()
         self._lead: list[Inbound] = []
 
     async def opening_request(self) -> JsonObject | None:
@@ -341,6 +341,21 @@ class _Replay:
             yield self._lead.pop(0)
         async for inbound in self._source:
             yield inbound
+
+    async def push(self, sink: Sink) -> None:
+        """The messages read ahead, then the rest: pushed as they are read where the wire can (`PushWire`)."""
+        while self._lead:
+            if (held := sink(self._lead.pop(0))) is not None:
+                await held
+        if isinstance(self._wire, PushWire):
+            aclose: Callable[[], Awaitable[None]] | None = getattr(self._source, "aclose", None)
+            if aclose is not None:  # it holds nothing: the wire queues what it read
+                await aclose()
+            await self._wire.push(sink)
+            return
+        async for inbound in self._source:
+            if (held := sink(inbound)) is not None:
+                await held
 
 
 def _is_request(message: JsonObject) -> bool:

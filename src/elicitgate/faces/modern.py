@@ -21,9 +21,11 @@ upstream sent it (design invariant 5).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
+import anyio
 from mcp_types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -90,10 +92,17 @@ class EnvelopeConnection(Connection):
     and an `InitializeRequestParams` besides, for every request)."""
 
     def __init__(self, outbound: Outbound, protocol_version: str, client_info: Any, capabilities: Any) -> None:
+        # `Connection.__init__`'s attributes, set here: its `initialized` is a new anyio event (and a look-up of
+        # the running library) for every request, set at once; one event, set once, serves them all.
+        self.outbound = outbound
+        self.protocol_version = protocol_version
+        self.session_id = None
+        self._client_params = None
         self._client_info = client_info
-        super().__init__(outbound, protocol_version=protocol_version)
         self.client_capabilities = _typed(ClientCapabilities, capabilities)
-        self.initialized.set()
+        self.initialized = _initialized()
+        self.state = {}
+        self.exit_stack = AsyncExitStack()
 
     @property
     def client_params(self) -> InitializeRequestParams | None:
@@ -111,6 +120,18 @@ class EnvelopeConnection(Connection):
         self._client_params = value
         if value is not None:
             self.client_capabilities = value.capabilities
+
+
+_ready: anyio.Event | None = None
+
+
+def _initialized() -> anyio.Event:
+    """An event already set: every envelope connection is born initialized."""
+    global _ready
+    if _ready is None:
+        _ready = anyio.Event()
+        _ready.set()
+    return _ready
 
 
 class ModernMethods:

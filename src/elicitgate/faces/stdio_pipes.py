@@ -2,9 +2,10 @@
 
 The SDK's `stdio_server` moves every line through anyio worker threads (a thread hop and a queue
 per line each way, about a quarter of the gateway's CPU on the stdio face). Here the event loop
-reads and writes the pipes itself: a line is parsed in the task that receives it and written by the
-task that sends it, with no task or thread in between. When stdin or stdout is not a pipe, a
-socket or a terminal (a regular file, /dev/null), the SDK's transport serves instead.
+reads and writes the pipes itself: a line is parsed in the read callback, which hands it to the
+endpoint (`wire.stdio.LineReader`), and written by the task that sends it, with no task or thread in
+between. When stdin or stdout is not a pipe, a socket or a terminal (a regular file, /dev/null), the SDK's
+transport serves instead.
 
 Like the SDK's, while serving fd 0 reads the null device and fd 1 writes to stderr, so a stray
 `print` or a child that inherits them cannot corrupt the wire; both are restored on exit.
@@ -25,7 +26,7 @@ from mcp.server.stdio import stdio_server
 
 from elicitgate.wire._compat import SdkStreamsWire
 from elicitgate.wire.base import MessageWire
-from elicitgate.wire.stdio import READ_CHUNK, PipeWire, WriteFlow
+from elicitgate.wire.stdio import LineReader, PipeWire, WriteFlow
 
 CLOSE_TIMEOUT = 2.0
 """Seconds to finish writing buffered lines on exit, for a client that stopped reading."""
@@ -56,7 +57,7 @@ async def stdio_wire() -> AsyncGenerator[MessageWire]:
     os.dup2(null, 0)
     os.close(null)
     os.dup2(2, 1)
-    reader = asyncio.StreamReader(limit=READ_CHUNK * 4)
+    reader = LineReader()
     flow = WriteFlow()
     read_transport: asyncio.ReadTransport | None = None
     write_transport: asyncio.WriteTransport | None = None
@@ -65,7 +66,7 @@ async def stdio_wire() -> AsyncGenerator[MessageWire]:
     owns = isinstance(loop, asyncio.BaseEventLoop)
     try:
         read_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), open(os.dup(wire_in), "rb", buffering=0, closefd=owns)
+            lambda: reader, open(os.dup(wire_in), "rb", buffering=0, closefd=owns)
         )
         write_transport, _ = await loop.connect_write_pipe(
             lambda: flow, open(os.dup(wire_out), "wb", buffering=0, closefd=owns)

@@ -1,8 +1,10 @@
-"""A stdio server started before the event loop (`upstreams.prespawn`), taken over on it.
+"""A stdio server started with `Popen` (`upstreams.prespawn`), taken over on the event loop.
 
-`adopt` gives it the shape of the process the SDK's spawn returns (an anyio `Process`), so the stdio
-wire and the SDK's shutdown work on it unchanged: its stdout and stdin become asyncio pipe transports,
-as asyncio connects the pipes of a process it starts itself, and its state is read from `Popen`.
+Its stdout and stdin become asyncio pipe transports, read by a `wire.stdio.LineReader` (each line parsed in the
+read callback and handed to the endpoint, no task woken per message) and written straight to the transport:
+`AdoptedProcess.wire` is the connection's `PipeWire`, the same as the stdio face's. For the SDK's shutdown it has
+the shape of the process the SDK's spawn returns (an anyio `Process`: its pipes as byte streams, its state read
+from `Popen`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-PIPE_LIMIT = 1 << 16
-"""The stdout buffer's high-water mark, as asyncio's own subprocess pipes."""
+from elicitgate.wire.stdio import LineReader, PipeWire, WriteFlow
+
 EXIT_POLL_INTERVAL = 0.01
 
 
@@ -24,59 +26,60 @@ async def adopt(popen: subprocess.Popen[bytes]) -> AdoptedProcess:
     """`popen` (started with pipes for stdin and stdout) on the running event loop."""
     assert popen.stdin is not None and popen.stdout is not None, "started with pipes"
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=PIPE_LIMIT, loop=loop)
-    read_transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), popen.stdout
-    )
-    write_transport, flow = await loop.connect_write_pipe(lambda: asyncio.streams.FlowControlMixin(loop), popen.stdin)
-    writer = asyncio.StreamWriter(write_transport, flow, None, loop)
-    return AdoptedProcess(popen, _PipeWriter(writer), _PipeReader(reader, read_transport))
+    reader = LineReader()
+    flow = WriteFlow()
+    await loop.connect_read_pipe(lambda: reader, popen.stdout)
+    write_transport, _ = await loop.connect_write_pipe(lambda: flow, popen.stdin)
+    return AdoptedProcess(popen, PipeWire(reader, write_transport, flow), _PipeWriter(write_transport, flow),
+                          _PipeReader(reader))
 
 
 class _PipeReader(anyio.abc.ByteReceiveStream):
-    """The server's stdout, as anyio's wrapper of an asyncio subprocess's."""
+    """The server's stdout as a byte stream (the SDK's shutdown drains and closes it); the wire reads it as lines."""
 
-    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.ReadTransport) -> None:
+    def __init__(self, reader: LineReader) -> None:
         self._reader = reader
-        self._transport = transport
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
-        data = await self._reader.read(max_bytes)
-        if not data:
-            raise anyio.EndOfStream
-        return data
+        return await self._reader.receive_raw()
 
     async def aclose(self) -> None:
-        self._reader.set_exception(anyio.ClosedResourceError())  # a read in progress ends with it
-        self._transport.close()
+        self._reader.close()
         await anyio.lowlevel.checkpoint()
 
 
 class _PipeWriter(anyio.abc.ByteSendStream):
-    """The server's stdin, as anyio's wrapper of an asyncio subprocess's."""
+    """The server's stdin as a byte stream (the SDK's shutdown closes it)."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
+    def __init__(self, transport: asyncio.WriteTransport, flow: WriteFlow) -> None:
+        self._transport = transport
+        self._flow = flow
         self._closed = False
 
     async def send(self, item: bytes) -> None:
-        try:
-            self._writer.write(item)
-            await self._writer.drain()
-        except (ConnectionResetError, BrokenPipeError) as exc:  # the server closed its stdin or exited
-            raise (anyio.ClosedResourceError if self._closed else anyio.BrokenResourceError) from exc
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._flow.lost or self._transport.is_closing():  # the server closed its stdin or exited
+            raise anyio.BrokenResourceError
+        self._transport.write(item)
+        if not self._flow.writable.is_set():
+            await self._flow.writable.wait()
 
     async def aclose(self) -> None:
         self._closed = True
-        self._writer.close()  # what is buffered is written first
+        self._transport.close()  # what is buffered is written first
         await anyio.lowlevel.checkpoint()
 
 
 class AdoptedProcess(anyio.abc.Process):
     """An anyio `Process` over a `Popen`: its pid, exit code and signals, and the pipes above."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdin: _PipeWriter, stdout: _PipeReader) -> None:
+    def __init__(
+        self, popen: subprocess.Popen[bytes], wire: PipeWire, stdin: _PipeWriter, stdout: _PipeReader
+    ) -> None:
         self._popen = popen
+        self.wire = wire
+        """The connection's messages over the server's pipes."""
         self._stdin = stdin
         self._stdout = stdout
 

@@ -7,7 +7,7 @@ from collections.abc import Generator
 from contextlib import contextmanager
 from types import TracebackType
 
-import anyio
+from elicitgate.wire.scopes import cancel_scope, now
 
 
 class PausableDeadline:
@@ -22,7 +22,7 @@ class PausableDeadline:
 
     def __init__(self, timeout: float | None) -> None:
         self._budget = math.inf if timeout is None else timeout
-        self._scope = anyio.CancelScope(deadline=anyio.current_time() + self._budget)
+        self._scope = cancel_scope(now() + self._budget)
         self._pauses = 0
 
     def __enter__(self) -> PausableDeadline:
@@ -38,14 +38,14 @@ class PausableDeadline:
 
     def pause(self) -> None:
         if not self._pauses:
-            self._budget = max(0.0, self._scope.deadline - anyio.current_time())
+            self._budget = max(0.0, self._scope.deadline - now())
             self._scope.deadline = math.inf
         self._pauses += 1
 
     def resume(self) -> None:
         self._pauses -= 1
         if not self._pauses:
-            self._scope.deadline = anyio.current_time() + self._budget
+            self._scope.deadline = now() + self._budget
 
     @contextmanager
     def paused(self) -> Generator[None]:

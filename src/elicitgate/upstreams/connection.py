@@ -46,6 +46,7 @@ from elicitgate.upstreams.clock import PausableDeadline
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import Endpoint, ProgressCallback
+from elicitgate.wire.scopes import now
 
 logger = logging.getLogger(__name__)
 
@@ -155,11 +156,11 @@ class UpstreamConnection:
             self._in_flight[request_id] = _InFlight(origin, clock, asked)
             try:
                 result = await self.endpoint.request(request_id, method, sent, headers=headers, on_progress=on_progress)
-                self.last_answer = anyio.current_time()
+                self.last_answer = now()
                 return result
             finally:
                 del self._in_flight[request_id]
-                self.last_active = anyio.current_time()
+                self.last_active = now()
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
         stamped, headers = self._stamp(method, dict(params) if params else {}, None)

@@ -1,11 +1,11 @@
 """Opening the wire to one upstream server: stdio, streamable HTTP or legacy SSE.
 
 Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`wire.base.MessageWire`). Stdio
-(`wire.stdio.StdioWire`, on the process started here) and streamable HTTP (`wire.http.HttpWire`) run on
-the gateway's own wires; the SDK's legacy SSE transport is adapted by `wire._compat.SdkStreamsWire`. On
-streamable HTTP a request or notification that the server sends on the response stream of one of our POSTs
-is tagged with that POST's request id, so an upstream `elicitation/create` can be traced to the exact call
-that caused it (design invariant 1).
+(`wire.stdio.PipeWire` on the pipes of the process started here, `StdioWire` on one the SDK spawned) and
+streamable HTTP (`wire.http.HttpWire`) run on the gateway's own wires; the SDK's legacy SSE transport is
+adapted by `wire._compat.SdkStreamsWire`. On streamable HTTP a request or notification that the server sends
+on the response stream of one of our POSTs is tagged with that POST's request id, so an upstream
+`elicitation/create` can be traced to the exact call that caused it (design invariant 1).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from mcp.os.win32.utilities import ServerProcess
 from elicitgate import sdk
 from elicitgate.config import HttpServer, StdioServer
 from elicitgate.upstreams import prespawn
-from elicitgate.upstreams.adopted import adopt
+from elicitgate.upstreams.adopted import AdoptedProcess, adopt
 from elicitgate.upstreams.prespawn import STDERR_TAIL_LINES, StderrPump
 from elicitgate.wire._compat import SdkStreamsWire
 from elicitgate.wire.base import MessageWire
@@ -74,7 +74,7 @@ async def _streamable_http(url: str, headers: dict[str, str], max_event_bytes: i
 async def _stdio(server: str | None, config: StdioServer, tail: deque[str]) -> AsyncGenerator[Wire]:
     process, stderr = await _start_stdio(server, config, tail)
     try:
-        yield Wire(StdioWire(process))
+        yield Wire(process.wire if isinstance(process, AdoptedProcess) else StdioWire(process))
     finally:
         # Shielded and bounded (the SDK's shutdown): a cancelled caller must not leave the server running.
         # Its stdout is drained meanwhile, so a server blocked writing can read its stdin's end and exit.

@@ -5,9 +5,9 @@ sessions in `faces.streamable`)."""
 from __future__ import annotations
 
 import contextvars
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from mcp_types import RequestId
 
@@ -24,6 +24,21 @@ class MessageWire(Protocol):
 
     def messages(self) -> AsyncIterator[Inbound]:
         """What the peer sends, in order, until the wire ends."""
+        ...
+
+
+Sink = Callable[["Inbound"], "Coroutine[Any, Any, None] | None"]
+"""Takes one message; returns the handling to await before the next (an `inline` request), else None."""
+
+
+@runtime_checkable
+class PushWire(MessageWire, Protocol):
+    """A wire that can also hand each message to the endpoint as it is read (`wire.stdio.PipeWire`), with no
+    task between the read and the dispatch."""
+
+    def push(self, sink: Sink) -> Coroutine[Any, Any, None]:
+        """Hand each message to `sink` until the wire ends; a handling `sink` returns (an inline request) is
+        awaited before the next message is handed out."""
         ...
 
 

@@ -37,7 +37,8 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate.errors import MethodNotFound, NonFiniteParams, NotAMessage, PeerLost, TooDeep, UrlElicitationRequired
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
-from elicitgate.wire.base import Inbound, MessageWire
+from elicitgate.wire.base import Inbound, MessageWire, PushWire
+from elicitgate.wire.scopes import cancel_scope
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +111,8 @@ class Endpoint:
         """The peer's requests being served: the scope that cancels each, and the message."""
         self._serving_tasks: set[asyncio.Task[None]] = set()
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._handlers: tuple[OnRequest, OnNotify] | None = None
+        """What `run` hands the peer's messages to, for a wire that pushes them (`_dispatch_pushed`)."""
         self._closed = False
 
     # -- to the peer -----------------------------------------------------------------------
@@ -197,10 +200,14 @@ class Endpoint:
                 self._tasks = tasks
                 task_status.started()
                 try:
-                    async for inbound in self._wire.messages():
-                        inline = self._dispatch(inbound, on_request, on_notify)
-                        if inline is not None:
-                            await inline
+                    if isinstance(self._wire, PushWire):  # each message dispatched as it is read, no task woken
+                        self._handlers = (on_request, on_notify)
+                        await self._wire.push(self._dispatch_pushed)
+                    else:
+                        async for inbound in self._wire.messages():
+                            inline = self._dispatch(inbound, on_request, on_notify)
+                            if inline is not None:
+                                await inline
                 except anyio.ClosedResourceError:
                     pass  # the transport closed its end under the read: the same as its end
                 finally:
@@ -224,6 +231,10 @@ class Endpoint:
         for waiter in self._waiters.values():
             if not waiter.future.done():
                 waiter.future.set_exception(_closed())
+
+    def _dispatch_pushed(self, inbound: Inbound) -> Coroutine[Any, Any, None] | None:
+        assert self._handlers is not None
+        return self._dispatch(inbound, *self._handlers)
 
     def _dispatch(
         self, inbound: Inbound, on_request: OnRequest, on_notify: OnNotify
@@ -253,7 +264,7 @@ class Endpoint:
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
             elif is_request_id(request_id):
-                scope = anyio.CancelScope()
+                scope = cancel_scope()
                 self._handling[request_id] = (scope, inbound)
                 handling = self._handle(scope, inbound, request_id, method, params, on_request)
                 if method in self._inline:

@@ -8,44 +8,82 @@ from typing import Any
 
 from mcp_types import INTERNAL_ERROR
 
-from elicitgate.errors import NonFiniteParams, NotAMessage, NotFinite
+from elicitgate.errors import LineTooLong, NonFiniteParams, NotAMessage, NotFinite
 from elicitgate.json_shapes import JsonObject, is_object
 from elicitgate.wire import codec
 
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""The longest line a stdio wire reads (the face's stdin, a stdio server's stdout): a peer that writes without
+ever ending its line must not grow the gateway without bound. Far above any message an MCP peer sends (the
+HTTP face takes bodies of at most `http.max_body_bytes`, 4 MiB by default; `bench.big_message` echoes 30 MB)."""
 
-def parse_lines(buffer: bytes) -> tuple[list[JsonObject | Exception], bytes]:
-    """The messages of the complete lines in `buffer` (blank ones skipped), and the incomplete rest."""
+
+def too_long(max_line: int) -> LineTooLong:
+    return LineTooLong(f"a line longer than {max_line} bytes (the stdio wire's limit): skipped to its end")
+
+
+def parse_lines(buffer: bytes, max_line: int = MAX_LINE_BYTES) -> tuple[list[JsonObject | Exception], bytes]:
+    """The messages of the complete lines in `buffer` (blank ones skipped, one longer than `max_line` a
+    `LineTooLong` even if blank, as when it comes in pieces), and the incomplete rest."""
     *lines, rest = buffer.split(b"\n")
-    return [parse_line(line) for line in lines if line.strip()], rest
+    return [parse_line(line) if len(line) <= max_line else too_long(max_line)
+            for line in lines if len(line) > max_line or line.strip()], rest
 
 
 class LineBuffer:
     """A stdio wire's messages from the chunks read off its pipe, one per line. A line that spans many
     chunks is joined once, when its newline comes: adding each chunk to what came before would copy the
-    line again for every chunk, a cost that grows with the square of its length (`bench.big_message`)."""
+    line again for every chunk, a cost that grows with the square of its length (`bench.big_message`).
+    A line longer than `max_line` is not kept: it becomes one `LineTooLong` and the rest of it, up to its
+    newline, is dropped as it comes."""
 
-    __slots__ = ("_parts",)
+    __slots__ = ("_parts", "_size", "_max", "_skipping")
 
-    def __init__(self) -> None:
+    def __init__(self, max_line: int = MAX_LINE_BYTES) -> None:
         self._parts: list[bytes] = []
         """The line read so far, newline still to come."""
+        self._size = 0
+        self._max = max_line
+        self._skipping = False
+        """Inside a line past `max_line`, already reported: dropped up to its newline."""
 
     def feed(self, chunk: bytes) -> list[JsonObject | Exception]:
         """The messages of the lines `chunk` completes."""
+        if not self._parts and not self._skipping and chunk.find(b"\n") == len(chunk) - 1 >= 0:
+            # The usual chunk of a pipe: one whole line. Read here, without splitting and joining.
+            if len(chunk) - 1 > self._max:
+                return [too_long(self._max)]
+            return [parse_message(chunk, "line")] if chunk.strip() else []
+        if self._skipping:
+            end = chunk.find(b"\n")
+            if end < 0:
+                return []
+            self._skipping = False
+            chunk = chunk[end + 1:]
         if b"\n" not in chunk:
             if chunk:
                 self._parts.append(chunk)
+                self._size += len(chunk)
+                if self._size > self._max:
+                    return [self._skip()]
             return []
         if self._parts:
             self._parts.append(chunk)
             chunk = b"".join(self._parts)
-        messages, rest = parse_lines(chunk)
+        messages, rest = parse_lines(chunk, self._max)
         self._parts = [rest] if rest else []
+        self._size = len(rest)
+        if self._size > self._max:
+            messages.append(self._skip())
         return messages
+
+    def _skip(self) -> LineTooLong:
+        self._parts, self._size, self._skipping = [], 0, True
+        return too_long(self._max)
 
     def end(self) -> JsonObject | Exception | None:
         """The wire ended: the message of a last line without its newline, if there was one."""
-        rest, self._parts = b"".join(self._parts), []
+        rest, self._parts, self._size = b"".join(self._parts), [], 0
         return parse_line(rest) if rest.strip() else None
 
 
