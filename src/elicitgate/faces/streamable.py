@@ -30,11 +30,9 @@ import anyio.abc
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RequestId
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
-from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
-from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
@@ -322,7 +320,7 @@ class StreamableHttpEndpoint:
         self, scope: Scope, receive: Receive, send: Send, headers: Headers, session: _Session | None
     ) -> bytes | None:
         """A POST's body, once its headers say it can be served; else None, with the refusal sent."""
-        has_json, has_sse = check_accept_headers(Request(scope))
+        has_json, has_sse = _accepts(headers.get("accept", ""))
         if not (has_json and has_sse):
             refusal = "Not Acceptable: Client must accept both application/json and text/event-stream"
             await reply(send, 406, error_message(None, INVALID_REQUEST, refusal, accept=headers.get("accept")))
@@ -427,7 +425,7 @@ class StreamableHttpEndpoint:
     # -- GET: the session's own stream; DELETE: its end ---------------------------------------------
 
     async def _get(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> None:
-        if not check_accept_headers(Request(scope))[1]:
+        if not _accepts(headers.get("accept", ""))[1]:
             await reply(send, 406, error_message(None, INVALID_REQUEST, "Not Acceptable: Client must accept "
                                            "text/event-stream", accept=headers.get("accept")))
             return
@@ -634,6 +632,15 @@ class StreamableHttpEndpoint:
                 elif timeout is not None and idle >= timeout:
                     logger.info("session %s idle for %.0fs: ended", session.id, idle)
                     self._end(session)
+
+
+def _accepts(accept: str) -> tuple[bool, bool]:
+    """Whether an `Accept` header takes JSON, and SSE (RFC 9110 wildcards): the SDK's `check_accept_headers`,
+    without a Starlette `Request` built per request for it."""
+    types = {media.split(";", 1)[0].strip().lower() for media in accept.split(",")}
+    anything = "*/*" in types
+    return (anything or not types.isdisjoint(("application/json", "application/*")),
+            anything or not types.isdisjoint(("text/event-stream", "text/*")))
 
 
 def _principal_key(principal: Principal | None) -> str:
