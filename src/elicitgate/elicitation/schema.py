@@ -18,8 +18,7 @@ import orjson
 from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 
 if TYPE_CHECKING:
-    from jsonschema import FormatChecker
-    from jsonschema.protocols import Validator
+    from jsonschema import Draft202012Validator, FormatChecker
 
 ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated"})
 STRING_KEYS = ANNOTATIONS | {"type", "minLength", "maxLength", "format"}
@@ -180,13 +179,13 @@ def _formats() -> FormatChecker:
     return FormatChecker(formats=STRING_FORMATS)
 
 
-_VALIDATORS: dict[bytes, Validator] = {}
+_VALIDATORS: dict[bytes, Draft202012Validator] = {}
 """Validators by the schema they check (its JSON, keys sorted): every answer to the same form is checked by the
 one built for its first (building one is about half of what checking an answer costs)."""
 _MAX_VALIDATORS = 256
 
 
-def _validator(schema: Mapping[str, Any]) -> Validator:
+def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
     """The validator of `schema` closed to other fields (`additionalProperties: false`)."""
     strict = {**schema, "additionalProperties": False}
     strict.pop("$schema", None)
