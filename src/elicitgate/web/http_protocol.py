@@ -11,7 +11,7 @@ naming the config key, and the connection closes (docs/security.md).
 
 What a response writes in one turn of the event loop goes to the socket as one write (`CoalescedWrites`): uvicorn
 writes a head and each body part on its own, and over loopback TCP each write is a system call that also wakes
-the reader, most of what a small answer cost the gateway (bench/README.md, "The HTTP face's writes")."""
+the reader (bench/README.md, "The HTTP face's writes and `/mcp` past Starlette")."""
 
 from __future__ import annotations
 
