@@ -312,3 +312,18 @@ def test_docs_list_the_built_in_sensitive_words() -> None:
     doc = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
     listed = doc.split("The built-in list (English,", 1)[1].split("**Not promised.**", 1)[0]
     assert re.findall(r"`([^`]+)`", listed) == list(DEFAULT_SENSITIVE_WORDS)
+
+
+def test_answers_to_one_form_are_checked_by_one_validator_built_for_its_first():
+    """Building a jsonschema validator was half of what checking an answer cost; the same form (an equal schema,
+    keys in any order) reuses the one built first, and a schema orjson cannot write is still checked."""
+    from elicitgate.elicitation.schema import _validator  # pyright: ignore[reportPrivateUsage]
+
+    schema = {"type": "object", "properties": {"name": {"type": "string", "minLength": 2}}, "required": ["name"]}
+    reordered = {"required": ["name"], "properties": {"name": {"minLength": 2, "type": "string"}}, "type": "object"}
+    assert _validator(schema) is _validator(reordered)
+    assert _validator(schema) is not _validator({**schema, "required": []})
+    assert answer_problems(reordered, {"name": "x"}) == answer_problems(schema, {"name": "x"}) != []
+    huge = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 2**70}}}
+    assert _validator(huge) is not _validator(huge)  # not kept, still built
+    assert answer_problems(huge, {"n": 2**71}) and not answer_problems(huge, {"n": 5})

@@ -227,3 +227,64 @@ def test_a_request_line_limit_over_the_head_limit_is_a_configuration_error_sayin
     assert "max_request_line_bytes (65536) must not exceed max_header_bytes (32768)" in str(caught.value)
     limits = HttpLimits.of(build_config({"mcpServers": {}}, "f.json").http)
     assert limits == HttpLimits(8192, 32768, 30.0, 60.0)  # on by default
+
+
+class CountingSocket(Socket):
+    """A `Socket` that also keeps each write apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: Any) -> None:
+        super().write(data)
+        self.writes.append(bytes(data))
+
+
+async def turns(count: int = 100) -> None:
+    """Let the event loop run the app's tasks and the protocol's callbacks."""
+    for _ in range(count):
+        await asyncio.sleep(0)
+
+
+def test_what_a_response_writes_in_one_turn_of_the_loop_leaves_in_one_write():
+    """A JSON answer is one write (head and body), an SSE stream one write for its head and first event and one
+    for its last event and its end: each write is a system call and a wake-up of the client (uvicorn made one
+    per `send`)."""
+
+    async def main() -> list[bytes]:
+        later = asyncio.Event()
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await receive()
+            if scope["path"] == "/json":
+                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+                await send({"type": "http.response.body", "body": b"ok"})
+                return
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream")]})
+            await send({"type": "http.response.body", "body": b"data: 1\r\n\r\n", "more_body": True})
+            await later.wait()
+            await send({"type": "http.response.body", "body": b"data: 2\r\n\r\n", "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        loop = asyncio.get_running_loop()
+        protocol = limited_protocol(HttpLimits(MAX_LINE, MAX_HEAD, 3600, 3600))(
+            config=Config(app, lifespan="off", log_level="critical"), server_state=ServerState(), app_state={},
+            _loop=loop)
+        socket = CountingSocket()
+        protocol.connection_made(socket)
+        protocol.data_received(b"GET /json HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        await turns()
+        protocol.data_received(b"GET /sse HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        await turns()
+        later.set()
+        await turns()
+        protocol.connection_lost(None)
+        return socket.writes
+
+    writes = asyncio.run(main())
+    assert len(writes) == 3, writes
+    assert writes[0].startswith(b"HTTP/1.1 200 OK") and writes[0].endswith(b"\r\n\r\nok")
+    assert writes[1].startswith(b"HTTP/1.1 200 OK") and writes[1].endswith(b"\r\n\r\nb\r\ndata: 1\r\n\r\n\r\n")
+    assert writes[2] == b"b\r\ndata: 2\r\n\r\n\r\n0\r\n\r\n"

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+import orjson
+
 from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 
 if TYPE_CHECKING:
-    from jsonschema import FormatChecker
+    from jsonschema import Draft202012Validator, FormatChecker
 
 ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated"})
 STRING_KEYS = ANNOTATIONS | {"type", "minLength", "maxLength", "format"}
@@ -177,6 +179,33 @@ def _formats() -> FormatChecker:
     return FormatChecker(formats=STRING_FORMATS)
 
 
+_VALIDATORS: dict[bytes, Draft202012Validator] = {}
+"""Validators by the schema they check (its JSON, keys sorted): every answer to the same form is checked by the
+one built for its first (building one is about half of what checking an answer costs)."""
+_MAX_VALIDATORS = 256
+
+
+def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
+    """The validator of `schema` closed to other fields (`additionalProperties: false`)."""
+    strict = {**schema, "additionalProperties": False}
+    strict.pop("$schema", None)
+    try:
+        key = orjson.dumps(strict, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # what orjson cannot write (an integer past 64 bits) is not kept
+        key = None
+    found = _VALIDATORS.get(key) if key is not None else None
+    if found is None:
+        from jsonschema import Draft202012Validator
+
+        # A kept validator checks its own copy: a caller changing its schema later changes no other form's check.
+        found = Draft202012Validator(strict if key is None else orjson.loads(key), format_checker=_formats())
+        if key is not None:
+            if len(_VALIDATORS) >= _MAX_VALIDATORS:
+                _VALIDATORS.pop(next(iter(_VALIDATORS)))
+            _VALIDATORS[key] = found
+    return found
+
+
 def answer_problems(schema: Mapping[str, Any], content: Any) -> list[JsonObject]:
     """Validation errors of an accepted answer's `content` against an already-checked schema.
 
@@ -189,11 +218,7 @@ def answer_problems(schema: Mapping[str, Any], content: Any) -> list[JsonObject]
     # NaN satisfies every `minimum` and `maximum` (each comparison is false) and JSON has no such number:
     # written on, it would reach the server as null.
     non_finite = {str(name) for name, value in content.items() if _non_finite(value)}
-    strict = {**schema, "additionalProperties": False}
-    strict.pop("$schema", None)
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(strict, format_checker=_formats())
+    validator = _validator(schema)
     problems: list[JsonObject] = []
     # jsonschema's deprecated second overload of iter_errors leaves `instance` unannotated.
     errors = validator.iter_errors(dict(content))  # pyright: ignore[reportUnknownMemberType]

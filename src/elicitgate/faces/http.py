@@ -38,6 +38,24 @@ class HttpFaceServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
+class HttpFaceApp(Starlette):
+    """The HTTP face's app. A request to `/mcp` itself goes straight through the middleware that applies to it
+    (Host / Origin, base URL, bearer auth, headless marks) to its endpoint, past Starlette's error and exception
+    middleware and router, whose wrapped `send`s and lookups were a good part of what each `/mcp` request cost the
+    face; everything else, `/mcp/` (redirected) and the lifespan go through Starlette as built. Not with
+    `redis_url`: `ToOwner` sees every request there."""
+
+    mcp_direct: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        direct = self.mcp_direct
+        if direct is not None and scope["type"] == "http" and scope["path"] == MCP_PATH:
+            scope["app"] = self
+            await direct(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     """`base_url` is where the gateway listens (the OAuth resource default when `http.public_url` is unset)."""
     server = build_server(gateway, face="http")
@@ -72,9 +90,10 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
         async with gateway.running(), mcp.run():
             yield
 
-    app = Starlette(
+    at_mcp = _mark_headless(mcp, gateway.config.elicitation.headless)
+    app = HttpFaceApp(
         routes=[
-            Route(MCP_PATH, _mark_headless(mcp, gateway.config.elicitation.headless)),
+            Route(MCP_PATH, at_mcp),
             Route("/healthz", healthz), metrics_route(), *auth.routes(), *web_routes(gateway),
         ],
         lifespan=lifespan,
@@ -88,8 +107,11 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     app.add_middleware(BodyLimit, limit=http.max_body_bytes, exempt=MCP_PATH)  # outside ToOwner: it reads bodies
     if gateway.config.http.auth.enabled:
         app.add_middleware(RequireBearer, auth=auth)
+        at_mcp = RequireBearer(at_mcp, auth=auth)
     app.add_middleware(LearnBaseUrl, hosting=hosting)
     app.add_middleware(HostGuard, settings=security)
+    if gateway.replicas is None:  # the same middleware as `add_middleware`'s, in the same order, for `/mcp` alone
+        app.mcp_direct = HostGuard(LearnBaseUrl(at_mcp, hosting=hosting), settings=security)
     if gateway.replicas is not None:
         app.middleware_stack = app.build_middleware_stack()  # other replicas' requests may come before any here
     return app

@@ -14,41 +14,34 @@ go on the session's GET stream.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import json
 import logging
 import secrets
-from collections import deque
-from collections.abc import AsyncGenerator, Mapping
-from types import CoroutineType
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.abc
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RequestId
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RequestId
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
-from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext, authorization_context
-from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
-from mcp.shared.dispatcher import CallOptions
-from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
-from mcp.shared.transport_context import TransportContext
 
 from elicitgate.errors import NonFiniteParams, NotAMessage
-from elicitgate.faces.dispatch import RequestContext, serve_handshake
+from elicitgate.faces.dispatch import serve_handshake
 from elicitgate.faces.elsewhere import FORWARD_OP, READER_OP, ElsewhereSessions, serve_forwarded
-from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEvents, protocol_at_least_2025_11_25
+from elicitgate.faces.event_streams import EventLimits, EventStream, protocol_at_least_2025_11_25
 from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, read_body, reply
+from elicitgate.faces.http_session import HttpRequestContext, SessionWire
 from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
-from elicitgate.json_shapes import JsonObject, is_object
+from elicitgate.json_shapes import JsonObject
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import is_request_id
@@ -56,139 +49,11 @@ from elicitgate.wire.framing import parse_message
 
 if TYPE_CHECKING:
     from elicitgate.cluster.streams import SharedStreams  # redis-py only with replicas (test_startup)
-    from elicitgate.elicitation.model import Elicitation
 
 logger = logging.getLogger(__name__)
 
 SESSION_HEADER = "mcp-session-id"
 LAST_EVENT_ID = "last-event-id"
-STREAMABLE_HTTP = TransportContext(kind="streamable-http", can_send_request=True)
-
-class SessionWire:
-    """One session's `MessageWire`: POSTs hand in the client's messages; what the gateway sends goes to the
-    response stream of the request it answers or is sent on behalf of, else to the GET stream. Every stream is
-    resumable (`faces.event_streams`): one whose client went away keeps what it carries until it is resumed."""
-
-    def __init__(self, limits: EventLimits) -> None:
-        self._inbox: deque[Inbound] = deque()
-        self._reader: asyncio.Future[None] | None = None
-        self.closed = False
-        self.events = SessionEvents(limits)
-        self.answers: dict[RequestId, EventStream] = {}
-        """The client's requests being served, each with its response stream (kept while the call runs, even
-        once the POST that opened it broke)."""
-        self.standalone: EventStream | None = None
-        self._carriers: dict[RequestId, RequestId] = {}
-        """Our requests to the client that were sent on behalf of one of its requests: that request's id."""
-
-    def hand_in(self, inbound: Inbound) -> None:
-        message = inbound.message
-        if isinstance(message, dict) and "method" not in message:  # the client answers one of ours
-            answered = message.get("id")
-            if is_request_id(answered):
-                self._carriers.pop(answered, None)
-        self._inbox.append(inbound)
-        if self._reader is not None and not self._reader.done():
-            self._reader.set_result(None)
-
-    async def messages(self) -> AsyncGenerator[Inbound]:
-        while True:
-            while self._inbox:
-                yield self._inbox.popleft()
-            if self.closed:
-                return
-            self._reader = asyncio.get_running_loop().create_future()
-            try:
-                await self._reader
-            finally:
-                self._reader = None
-
-    def carry(self, request_id: RequestId, on_behalf_of: RequestId | None) -> None:
-        if on_behalf_of is not None:
-            self._carriers[request_id] = on_behalf_of
-
-    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
-        if self.closed:
-            raise anyio.ClosedResourceError
-        if "method" not in message:  # our answer to one of the client's requests
-            answered = message.get("id")
-            channel = self.answers.pop(answered, None) if is_request_id(answered) else None
-            if channel is None or not channel.put(message, last=True):
-                logger.debug("the answer to %r has no response stream any more: dropped", answered)
-            return
-        request_id = message.get("id")
-        carrier: RequestId | None = None
-        if is_request_id(request_id):
-            carrier = self._carriers.get(request_id)
-        elif message["method"] == "notifications/cancelled" and is_object(params := message.get("params")):
-            cancelled = params.get("requestId")
-            carrier = self._carriers.pop(cancelled, None) if is_request_id(cancelled) else None
-        self.send_on_behalf(message, carrier)
-
-    def send_on_behalf(self, message: JsonObject, request_id: RequestId | None) -> None:
-        """Send `message` on the response stream of the client's request `request_id` until its answer (kept
-        for a resuming client while the stream is broken), else on the GET stream; with no GET stream it is
-        dropped (as the SDK's transport does)."""
-        channel = self.answers.get(request_id) if request_id is not None else None
-        if channel is not None and channel.put(message):
-            return
-        if self.standalone is not None and self.standalone.put(message):
-            return
-        logger.debug("no stream open for %s: dropped", message.get("method"))
-
-    def carry_question(self, elicitation: Elicitation, request_id: RequestId | None) -> None:
-        """`elicitation` goes out on behalf of the client's request `request_id`: its stream carries it."""
-        stream = self.answers.get(request_id) if request_id is not None else None
-        if stream is not None:
-            stream.carry(elicitation)
-
-    def close(self) -> None:
-        """End the session: every request still waiting for its answer gets `Connection closed`."""
-        self.closed = True
-        for request_id, channel in self.answers.items():
-            channel.put(error_message(request_id, CONNECTION_CLOSED, "Connection closed: the session ended"), last=True)
-        self.answers.clear()
-        if self.standalone is not None:
-            self.standalone.close()
-        if self._reader is not None and not self._reader.done():
-            self._reader.set_result(None)
-        self.events.clear()
-
-
-class HttpRequestContext(RequestContext):
-    """A client message's context on an HTTP session: what is sent on its behalf goes on its POST."""
-
-    __slots__ = ()
-
-    transport: TransportContext = STREAMABLE_HTTP
-
-    @property
-    def _wire(self) -> SessionWire:
-        return cast(SessionWire, self._dispatcher.wire)
-
-    def send_raw_request(
-        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> CoroutineType[Any, Any, JsonObject]:
-        if self.closed:
-            raise NoBackChannelError(method)
-        options: CallOptions = {**(opts or {})}
-        request_id = options.get("request_id")
-        if request_id is None:
-            request_id = options["request_id"] = self._dispatcher.next_request_id()
-        self._wire.carry(request_id, self.request_id)
-        return self._dispatcher.send_raw_request(method, params, options)
-
-    def carry(self, elicitation: Elicitation) -> None:
-        """This request's response stream carries `elicitation` (`faces.event_streams`)."""
-        self._wire.carry_question(elicitation, self.request_id)
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
-        if not self.closed and not self._wire.closed:
-            message: JsonObject = {"jsonrpc": "2.0", "method": method}
-            if params:
-                message["params"] = params
-            self._wire.send_on_behalf(message, self.request_id)
-
 
 Principal = tuple[str, str | None, str | None]
 """Who opened a session under `http.auth`: the token's client, issuer and subject (`AuthorizationContext`)."""
@@ -322,7 +187,7 @@ class StreamableHttpEndpoint:
         self, scope: Scope, receive: Receive, send: Send, headers: Headers, session: _Session | None
     ) -> bytes | None:
         """A POST's body, once its headers say it can be served; else None, with the refusal sent."""
-        has_json, has_sse = check_accept_headers(Request(scope))
+        has_json, has_sse = _accepts(headers.get("accept", ""))
         if not (has_json and has_sse):
             refusal = "Not Acceptable: Client must accept both application/json and text/event-stream"
             await reply(send, 406, error_message(None, INVALID_REQUEST, refusal, accept=headers.get("accept")))
@@ -427,7 +292,7 @@ class StreamableHttpEndpoint:
     # -- GET: the session's own stream; DELETE: its end ---------------------------------------------
 
     async def _get(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> None:
-        if not check_accept_headers(Request(scope))[1]:
+        if not _accepts(headers.get("accept", ""))[1]:
             await reply(send, 406, error_message(None, INVALID_REQUEST, "Not Acceptable: Client must accept "
                                            "text/event-stream", accept=headers.get("accept")))
             return
@@ -634,6 +499,15 @@ class StreamableHttpEndpoint:
                 elif timeout is not None and idle >= timeout:
                     logger.info("session %s idle for %.0fs: ended", session.id, idle)
                     self._end(session)
+
+
+def _accepts(accept: str) -> tuple[bool, bool]:
+    """Whether an `Accept` header takes JSON, and SSE (RFC 9110 wildcards): the SDK's `check_accept_headers`,
+    without a Starlette `Request` built per request for it."""
+    types = {media.split(";", 1)[0].strip().lower() for media in accept.split(",")}
+    anything = "*/*" in types
+    return (anything or not types.isdisjoint(("application/json", "application/*")),
+            anything or not types.isdisjoint(("text/event-stream", "text/*")))
 
 
 def _principal_key(principal: Principal | None) -> str:

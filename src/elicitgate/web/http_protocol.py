@@ -7,11 +7,16 @@ connection open for as long as the client liked.
 before the parser sees them, and a head over `http.max_header_bytes` (414 for a request line over
 `http.max_request_line_bytes`) is answered at once, without feeding, or keeping, the rest. A head or a body
 still incomplete after `http.head_timeout` / `http.body_timeout` is answered 408. Each refusal is plain text
-naming the config key, and the connection closes (docs/security.md)."""
+naming the config key, and the connection closes (docs/security.md).
+
+What a response writes in one turn of the event loop goes to the socket as one write (`CoalescedWrites`): uvicorn
+writes a head and each body part on its own, and over loopback TCP each write is a system call that also wakes
+the reader (bench/README.md, "The HTTP face's writes and `/mcp` past Starlette")."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import http
 import logging
 from dataclasses import dataclass
@@ -122,6 +127,75 @@ class HeadScanner:
         return min(ends, default=len(data))
 
 
+class CoalescedWrites(asyncio.Transport):
+    """A connection's transport whose writes are joined until the event loop's turn ends: a JSON answer (head,
+    then body) or an SSE event with the stream's end leave as one write. `close` and `write_eof` write what is
+    held first; everything else is the transport's own."""
+
+    __slots__ = ("_transport", "_held", "_flush")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._transport = transport
+        self._held: list[bytes | bytearray | memoryview] = []
+        self._flush = functools.partial(loop.call_soon, self.flush)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if not self._held:
+            self._flush()
+        self._held.append(data)
+
+    def flush(self) -> None:
+        held = self._held
+        if not held:
+            return
+        self._held = []
+        if not self._transport.is_closing():
+            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held = []
+        self._transport.abort()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(len(part) for part in self._held)
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return self._transport.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.flush()
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._transport.get_protocol()
+
+
 def plain_answer(status: int, text: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
     """A whole HTTP/1.1 response that closes its connection."""
     body = text.encode()
@@ -187,6 +261,7 @@ class LimitedHttpTools(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = CoalescedWrites(transport, self.loop)  # the flow control keeps the transport itself
         self._head_timer = self.loop.call_later(self.limits.head_timeout, self._head_late)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -1,0 +1,106 @@
+"""The HTTP face's CPU per call, before / after: `python -m bench.http_cpu [--base REF] [--runs N] [--calls N]`.
+
+Two gateways with the HTTP face (one on `src/` as committed at `--base`, default `main`, one on the work tree) in
+front of one demo server over streamable HTTP, as `bench.floor`'s HTTP rows have them: a handshake-era client
+with a handshake-era upstream, and a 2026-07-28 client with a 2026-07-28 upstream. For each row and operation
+(`echo`, `elicit`: one form elicitation), `--calls` sequential calls through one gateway, then through the
+other, `--runs` times; each gateway's CPU time (from `/proc`) per call, median of the runs. CPU, not wall time:
+the machine may be busy with other work. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+from contextlib import AsyncExitStack, ExitStack
+from pathlib import Path
+
+import anyio
+
+from mcp import Client
+
+from bench import configs, latency
+from bench.ab import export_src
+from bench.procs import HttpProcess, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+ROWS = (("handshake", "legacy", "handshake"), ("2026-07-28", "2026-07-28", "modern"))
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of every thread of `pid` so far, in nanoseconds' resolution (`schedstat`; `/proc/<pid>/stat` counts
+    in clock ticks, 10 ms, as much as a hundred calls take)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            pass
+    return total / 1e9
+
+
+def gateway_argv(src: Path, config: Path, listen: str) -> list[str]:
+    return [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); from elicitgate.cli import app; app()",
+            "serve", "--config", str(config), "--http", listen]
+
+
+async def measure(args: argparse.Namespace) -> None:
+    work = ROOT / "bench" / "results" / "http_cpu"
+    work.mkdir(parents=True, exist_ok=True)
+    sources = {"base": export_src(args.base), "work": ROOT / "src"}
+    found: dict[tuple[str, str, str], list[float]] = {}
+    with open(work / "http_cpu.log", "w") as log, ExitStack() as stack:
+        port = free_port()
+        upstream = f"{stack.enter_context(HttpProcess(configs.demo_argv(f'127.0.0.1:{port}'), port, log)).url}/mcp"
+        gateways: dict[str, HttpProcess] = {}
+        for label, src in sources.items():
+            servers = {era: configs.http_upstream(upstream, era) for _, _, era in ROWS}
+            config = configs.write_config(work, f"gw-{label}", configs.gateway_config(servers, src=src))
+            port = free_port()
+            gateways[label] = stack.enter_context(
+                HttpProcess(gateway_argv(src, config, f"127.0.0.1:{port}"), port, log, ready_path="/healthz"))
+        async with AsyncExitStack() as clients:
+            opened: dict[tuple[str, str], Client] = {}
+            for label, gateway in gateways.items():
+                for row, mode, _era in ROWS:
+                    client = await clients.enter_async_context(Client(
+                        f"{gateway.url}/mcp", mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
+                        read_timeout_seconds=latency.CALL_TIMEOUT))
+                    opened[(label, row)] = client
+            for run in range(args.runs):
+                for row, _mode, era in ROWS:
+                    for op in latency.OPS:
+                        name, arguments = latency.TOOLS[op]
+                        order = list(gateways) if run % 2 == 0 else list(reversed(gateways))
+                        for label in order:
+                            client, pid = opened[(label, row)], gateways[label].pid
+                            for _ in range(args.warmup):
+                                await latency.call(client, f"{era}__{name}", arguments)
+                            before = cpu_seconds(pid)
+                            for _ in range(args.calls):
+                                await latency.call(client, f"{era}__{name}", arguments)
+                            found.setdefault((row, op, label), []).append(
+                                (cpu_seconds(pid) - before) * 1000 / args.calls)
+    print(f"gateway CPU per call, ms (median of {args.runs} runs x {args.calls} calls; load {os.getloadavg()[0]:.1f})")
+    print("| row | op | base | work | change |")
+    print("|---|---|---:|---:|---:|")
+    for row, _, _ in ROWS:
+        for op in latency.OPS:
+            base, mine = (statistics.median(found[(row, op, label)]) for label in ("base", "work"))
+            runs = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(found[(row, op, "base")], found[(row, op, "work")],
+                                                                strict=True))
+            print(f"| {row} | {op} | {base:.2f} | {mine:.2f} | {(mine - base) / base:+.0%} | runs {runs}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="bench.http_cpu", description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="main")
+    parser.add_argument("--runs", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=10)
+    anyio.run(measure, parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""One HTTP session's `MessageWire`: which response stream carries what the gateway sends to a client of the
+HTTP face (the response of the request it answers or is sent on behalf of, else the session's GET stream), and
+the context of a client's request on such a session. The endpoint that serves `/mcp` and holds the sessions is
+`faces.streamable`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncGenerator, Mapping
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+from mcp_types import CONNECTION_CLOSED, RequestId
+
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.transport_context import TransportContext
+
+from elicitgate.faces.dispatch import RequestContext
+from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEvents
+from elicitgate.faces.http_answers import error_message
+from elicitgate.json_shapes import JsonObject, is_object
+from elicitgate.wire.base import Inbound
+from elicitgate.wire.endpoint import is_request_id
+
+if TYPE_CHECKING:
+    from elicitgate.elicitation.model import Elicitation
+
+logger = logging.getLogger(__name__)
+
+STREAMABLE_HTTP = TransportContext(kind="streamable-http", can_send_request=True)
+
+class SessionWire:
+    """One session's `MessageWire`: POSTs hand in the client's messages; what the gateway sends goes to the
+    response stream of the request it answers or is sent on behalf of, else to the GET stream. Every stream is
+    resumable (`faces.event_streams`): one whose client went away keeps what it carries until it is resumed."""
+
+    def __init__(self, limits: EventLimits) -> None:
+        self._inbox: deque[Inbound] = deque()
+        self._reader: asyncio.Future[None] | None = None
+        self.closed = False
+        self.events = SessionEvents(limits)
+        self.answers: dict[RequestId, EventStream] = {}
+        """The client's requests being served, each with its response stream (kept while the call runs, even
+        once the POST that opened it broke)."""
+        self.standalone: EventStream | None = None
+        self._carriers: dict[RequestId, RequestId] = {}
+        """Our requests to the client that were sent on behalf of one of its requests: that request's id."""
+
+    def hand_in(self, inbound: Inbound) -> None:
+        message = inbound.message
+        if isinstance(message, dict) and "method" not in message:  # the client answers one of ours
+            answered = message.get("id")
+            if is_request_id(answered):
+                self._carriers.pop(answered, None)
+        self._inbox.append(inbound)
+        if self._reader is not None and not self._reader.done():
+            self._reader.set_result(None)
+
+    async def messages(self) -> AsyncGenerator[Inbound]:
+        while True:
+            while self._inbox:
+                yield self._inbox.popleft()
+            if self.closed:
+                return
+            self._reader = asyncio.get_running_loop().create_future()
+            try:
+                await self._reader
+            finally:
+                self._reader = None
+
+    def carry(self, request_id: RequestId, on_behalf_of: RequestId | None) -> None:
+        if on_behalf_of is not None:
+            self._carriers[request_id] = on_behalf_of
+
+    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
+        if self.closed:
+            raise anyio.ClosedResourceError
+        if "method" not in message:  # our answer to one of the client's requests
+            answered = message.get("id")
+            channel = self.answers.pop(answered, None) if is_request_id(answered) else None
+            if channel is None or not channel.put(message, last=True):
+                logger.debug("the answer to %r has no response stream any more: dropped", answered)
+            return
+        request_id = message.get("id")
+        carrier: RequestId | None = None
+        if is_request_id(request_id):
+            carrier = self._carriers.get(request_id)
+        elif message["method"] == "notifications/cancelled" and is_object(params := message.get("params")):
+            cancelled = params.get("requestId")
+            carrier = self._carriers.pop(cancelled, None) if is_request_id(cancelled) else None
+        self.send_on_behalf(message, carrier)
+
+    def send_on_behalf(self, message: JsonObject, request_id: RequestId | None) -> None:
+        """Send `message` on the response stream of the client's request `request_id` until its answer (kept
+        for a resuming client while the stream is broken), else on the GET stream; with no GET stream it is
+        dropped (as the SDK's transport does)."""
+        channel = self.answers.get(request_id) if request_id is not None else None
+        if channel is not None and channel.put(message):
+            return
+        if self.standalone is not None and self.standalone.put(message):
+            return
+        logger.debug("no stream open for %s: dropped", message.get("method"))
+
+    def carry_question(self, elicitation: Elicitation, request_id: RequestId | None) -> None:
+        """`elicitation` goes out on behalf of the client's request `request_id`: its stream carries it."""
+        stream = self.answers.get(request_id) if request_id is not None else None
+        if stream is not None:
+            stream.carry(elicitation)
+
+    def close(self) -> None:
+        """End the session: every request still waiting for its answer gets `Connection closed`."""
+        self.closed = True
+        for request_id, channel in self.answers.items():
+            channel.put(error_message(request_id, CONNECTION_CLOSED, "Connection closed: the session ended"), last=True)
+        self.answers.clear()
+        if self.standalone is not None:
+            self.standalone.close()
+        if self._reader is not None and not self._reader.done():
+            self._reader.set_result(None)
+        self.events.clear()
+
+
+class HttpRequestContext(RequestContext):
+    """A client message's context on an HTTP session: what is sent on its behalf goes on its POST."""
+
+    __slots__ = ()
+
+    transport: TransportContext = STREAMABLE_HTTP
+
+    @property
+    def _wire(self) -> SessionWire:
+        return cast(SessionWire, self._dispatcher.wire)
+
+    def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> CoroutineType[Any, Any, JsonObject]:
+        if self.closed:
+            raise NoBackChannelError(method)
+        options: CallOptions = {**(opts or {})}
+        request_id = options.get("request_id")
+        if request_id is None:
+            request_id = options["request_id"] = self._dispatcher.next_request_id()
+        self._wire.carry(request_id, self.request_id)
+        return self._dispatcher.send_raw_request(method, params, options)
+
+    def carry(self, elicitation: Elicitation) -> None:
+        """This request's response stream carries `elicitation` (`faces.event_streams`)."""
+        self._wire.carry_question(elicitation, self.request_id)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        if not self.closed and not self._wire.closed:
+            message: JsonObject = {"jsonrpc": "2.0", "method": method}
+            if params:
+                message["params"] = params
+            self._wire.send_on_behalf(message, self.request_id)
