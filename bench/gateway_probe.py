@@ -60,7 +60,7 @@ def main() -> None:
         if not made:
             return
         gateway = made[0]
-        stats = {"pid": os.getpid(), "pending": len(gateway.broker.pending), "peers": len(gateway.peers),
+        stats = {"pid": os.getpid(), "pending": len(gateway.broker.pending), "peers": len(gateway.peers.connected),
                  "tasks": tasks, "audit_open": gateway.audit is None or gateway.audit.store is not None}
         if tracemalloc.is_tracing() and signum == signal.SIGUSR1:
             top = tracemalloc.take_snapshot().statistics(os.environ.get("BENCH_TRACEMALLOC_BY", "filename"))

@@ -83,13 +83,13 @@ async def gateway(cfg: dict[str, Any]) -> AsyncIterator[Any]:
     """The in-process gateway; every client peer it ever saw must end with no elicitations."""
     async with inprocess_gateway(cfg) as gw:
         seen: list[Any] = []
-        add_peer = gw.gateway.add_peer
+        add_peer = gw.gateway.peers.add
 
         def recording_add_peer(peer: Any) -> None:
             seen.append(peer)
             add_peer(peer)
 
-        gw.gateway.add_peer = recording_add_peer
+        gw.gateway.peers.add = recording_add_peer
         gw.seen_peers = seen
         yield gw
         await assert_settled(gw)

@@ -143,7 +143,7 @@ async def test_cancellation_reaches_the_upstream(http_upstream, kind):
 
 def _connections(gw, server: str) -> list:
     link = gw.gateway.links[server]
-    conns = [link.primary] + [link.connection_of(peer) for peer in gw.gateway.peers]
+    conns = [link.primary] + [link.connection_of(peer) for peer in gw.gateway.peers.connected]
     return [c for c in conns if c is not None]
 
 

@@ -234,7 +234,7 @@ async def test_a_question_whose_client_does_not_come_back_ends_after_the_grace_p
         # The server got `cancel` (its tool returned it as its result), and the session, gone quiet since its
         # stream broke, ended: what it held upstream is free.
         with anyio.fail_after(20):
-            while gw.gateway.peers:
+            while gw.gateway.peers.connected:
                 await anyio.sleep(0.05)
         async with Client(gw.mcp_url, mode="legacy") as fresh:
             stats = json.loads((await fresh.call_tool("s__stats", {})).content[0].text)
@@ -258,7 +258,7 @@ async def test_with_abandoned_keep_a_question_outlives_the_grace_period_and_a_la
             while kept == 0:
                 await anyio.sleep(0.05)
                 kept = await _metric(gw.url, "elicitgate_elicitations_abandoned_total", server="s", outcome="keep")
-        assert len(gw.gateway.broker.pending) == 1 and gw.gateway.peers  # still pending, the session still open
+        assert len(gw.gateway.broker.pending) == 1 and gw.gateway.peers.connected  # still pending, the session open
         assert priming is not None and question is not None
         async with http.stream("GET", "/mcp", headers={**session, "last-event-id": priming}) as resumed:
             events = sse_events(resumed)

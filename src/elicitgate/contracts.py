@@ -304,6 +304,37 @@ class SharedLimits(Protocol):
         ...
 
 
+class SharedTaskRecords(Protocol):
+    """2025-11-25 tasks followed across replicas (`cluster.tasks.SharedTasks`, with `redis_url`), as the task
+    requests see them (`router.task_requests`)."""
+
+    def elsewhere(self, task_id: Any) -> bool:
+        """A task id that names another replica."""
+        ...
+
+    async def request(
+        self, call: Origin, principal: str | None, method: str, params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """`tasks/get`, `tasks/result` or `tasks/cancel` of a task another replica holds, sent there."""
+        ...
+
+    async def listed(self, principal: str | None) -> list[dict[str, Any]]:
+        """The principal's tasks on the other replicas."""
+        ...
+
+    async def open_elsewhere(self, principal: str) -> int:
+        """The principal's tasks open on the other live replicas."""
+        ...
+
+    async def created(self, task_id: str, principal: str | None, task: Mapping[str, Any], keep: float) -> None:
+        """A task made here, recorded for the principal's sessions on any replica."""
+        ...
+
+    async def ended(self, task_id: str, *, keep: float) -> None:
+        """A task of this replica was seen ended."""
+        ...
+
+
 class Announces(Protocol):
     """The notifier as the hosting sees it (`elicitation.notify.Notifier`)."""
 

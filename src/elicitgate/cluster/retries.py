@@ -11,15 +11,18 @@ within seconds; Redis out of reach: -32009 at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_types import INVALID_PARAMS, ClientCapabilities
 
 from elicitgate import errors
 from elicitgate.capabilities import elicitation_modes
 from elicitgate.cluster.bus import Replicas
-from elicitgate.contracts import DownstreamPeer, Origin
+from elicitgate.contracts import DownstreamPeer, Era, Origin
 from elicitgate.json_shapes import JsonObject, is_mapping
+
+if TYPE_CHECKING:
+    from elicitgate.bridging.rounds import Rounds
 
 RETRY_OP = "resume"
 RETRY_TIMEOUT = 24 * 3600.0
@@ -41,7 +44,8 @@ def home_of(state: Any) -> str | None:
 class ForwardedCall:
     """A retry that reached another replica, as the parked call here sees it (the `DownstreamCall` surface)."""
 
-    era = "modern"
+    era: Era = "modern"
+    asks_in_rounds = False
     cancel_requested = False
 
     def __init__(self, peer: DownstreamPeer, method: str, args: Mapping[str, Any]) -> None:
@@ -66,14 +70,34 @@ class ForwardedCall:
     async def send_request(self, method: str, params: Mapping[str, Any]) -> JsonObject:
         raise errors.gateway_error(errors.ELICITATION_UNDELIVERABLE, "a forwarded retry cannot carry requests")
 
+    # The parked call is what the broker asks (its questions become its rounds): a retry only carries them.
 
-def install(gateway: Any, replicas: Replicas) -> None:
+    async def ask(self, method: str, params: JsonObject, elicitation: Any) -> Any:
+        raise errors.gateway_error(errors.ELICITATION_UNDELIVERABLE, "a forwarded retry is not asked: its call is")
+
+    def expect(self, count: int) -> None:
+        """Rounds are the parked call's."""
+
+    def require(self, capabilities: JsonObject) -> None:
+        """Rounds are the parked call's."""
+
+    def elicitation_ended(self, elicitation: Any) -> None:
+        """Nothing kept per elicitation."""
+
+    def carry(self, elicitation: Any) -> None:
+        """The channel back is Redis and the other replica's request: nothing to attach here."""
+
+    async def url_completed(self, params: Mapping[str, Any]) -> None:
+        """URL-mode completions reach the parked call, not the retry."""
+
+
+def install(rounds: Rounds, replicas: Replicas) -> None:
     """Name this replica's parked calls after it, and take the retries the others forward."""
-    gateway.rounds.home = f"{replicas.id}."
+    rounds.home = f"{replicas.id}."
 
     async def resume(args: JsonObject) -> JsonObject:
         method, state = str(args.get("method")), args.get("state")
-        park = gateway.rounds.parked_for(state)
+        park = rounds.parked_for(state)
         if park is None:
             raise errors.gateway_error(INVALID_PARAMS, "Invalid or expired requestState",
                                        reason="the call this requestState belongs to has ended or expired")
@@ -81,7 +105,7 @@ def install(gateway: Any, replicas: Replicas) -> None:
             raise errors.gateway_error(INVALID_PARAMS, "Invalid or expired requestState",
                                        reason="requestState belongs to another client's call")
         call = ForwardedCall(park.peer, method, args)
-        return await gateway.rounds.resume(call, method, str(state), args.get("responses"))
+        return await rounds.resume(call, method, str(state), args.get("responses"))
 
     replicas.handlers[RETRY_OP] = resume
 

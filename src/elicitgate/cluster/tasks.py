@@ -50,7 +50,7 @@ ENDED_WAIT = 1.0
 
 
 class TaskHome(Protocol):
-    """What the gateway does for a forwarded task request (`Gateway`)."""
+    """What the gateway does for a forwarded task request (`router.task_requests.TaskRequests`)."""
 
     def task_owner(self, task_id: str) -> DownstreamPeer | None:
         """The client that owns the live task `task_id` on this replica."""

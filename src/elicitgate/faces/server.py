@@ -136,7 +136,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     )
     server.middleware.clear()  # no per-message tracing span on the pass-through path
     server.declared = []
-    server.tasks_capability = gateway.tasks_capability
+    server.tasks_capability = gateway.task_requests.tasks_capability
     gateway.face_listeners.append(server.refresh_tasks_capability)
     observer = RequestObserver(face, {*LISTS, *ROUTED, *OBSERVED, *TASK_METHODS, *EXTENSION_METHODS})
     server.middleware.append(observer)
@@ -144,11 +144,11 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
     server.middleware.append(boundary)
     server.middleware.append(TaskRelay(gateway, lambda ctx: _handshake_peer(gateway, ctx)))
     server.middleware.append(TaskExtension(gateway))
-    server.task_extension = gateway.task_extension_served
+    server.task_extension = gateway.task_requests.task_extension_served
     if gateway.replicas is not None:
         from elicitgate.cluster import retries
 
-        retries.install(gateway, gateway.replicas)
+        retries.install(gateway.rounds, gateway.replicas)
 
     def make_list(kind: str) -> Any:
         async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> JsonObject:
@@ -174,7 +174,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
             call = DownstreamCall(peer=peer, ctx=ctx, method=method)
             peer.calls.add(call)
             try:
-                result = await gateway.call(call, method, ctx.params or {})
+                result = await gateway.requests.call(call, method, ctx.params or {})
                 # `resultType` is 2026-07-28's (a modern upstream sends it): a handshake-era client's strict
                 # schemas refuse it (the TypeScript SDK's EmptyResult for resources/subscribe, logging/setLevel).
                 return {k: v for k, v in result.items() if k != "resultType"}
@@ -245,7 +245,7 @@ def _modern_methods(gateway: Gateway, server: GatewayServer, middleware: Sequenc
 
 def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> DownstreamPeer:
     """The client's session; with `http.auth` it carries the principal (the SDK keeps a session to it)."""
-    peer = peer_for(ctx, gateway.add_peer)
+    peer = peer_for(ctx, gateway.peers.add)
     if peer.principal is None:
         peer.principal = authenticated_principal_of(ctx)
     if HEADER_MARKED.get():
@@ -259,14 +259,14 @@ async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], m
     asking = method in spec_methods.INPUT_REQUIRED_METHODS
     state = params.get("requestState") if asking else None
     resumed = gateway.rounds.parked_for(state) if state is not None else None
-    peer = gateway.modern_peer(authenticated_principal_of(ctx), connection_of(ctx), resuming=resumed)
+    peer = gateway.peers.modern_peer(authenticated_principal_of(ctx), connection_of(ctx), resuming=resumed)
     if HEADER_MARKED.get():
         peer.headless = True
     call = DownstreamCall(peer=peer, ctx=ctx, method=method)
     if not asking:
         peer.calls.add(call)
         try:
-            return {"resultType": "complete", **await gateway.call_once(call, method, params)}
+            return {"resultType": "complete", **await gateway.requests.call_once(call, method, params)}
         finally:
             peer.calls.discard(call)
     if state is not None and resumed is None and gateway.replicas is not None:
@@ -274,7 +274,7 @@ async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], m
     elif state is not None:
         result = await gateway.rounds.resume(call, method, state, params.get("inputResponses"))
     else:
-        result = await gateway.rounds.start(call, method, lambda park: gateway.call_once(park, method, params))
+        result = await gateway.rounds.start(call, method, lambda park: gateway.requests.call_once(park, method, params))
     return result if result.get("resultType") == "input_required" else {"resultType": "complete", **result}
 
 

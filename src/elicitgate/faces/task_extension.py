@@ -50,7 +50,7 @@ class TaskExtension:
         """The client's peer, once the request declared the extension (-32021 otherwise)."""
         if not declares_tasks(capabilities_dict(connection_of(ctx).client_capabilities)):
             raise missing_extension(ctx.method)
-        return self._gateway.modern_peer(authenticated_principal_of(ctx), connection_of(ctx))
+        return self._gateway.peers.modern_peer(authenticated_principal_of(ctx), connection_of(ctx))
 
     async def serve(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         peer = self._checked(ctx)

@@ -53,8 +53,8 @@ class TaskRelay:
         peer.calls.add(call)
         try:
             if ctx.method == "tools/call":
-                return await self._gateway.call(call, ctx.method, ctx.params or {})
-            return await self._gateway.task_request(call, ctx.method, ctx.params or {})
+                return await self._gateway.requests.call(call, ctx.method, ctx.params or {})
+            return await self._gateway.task_requests.task_request(call, ctx.method, ctx.params or {})
         finally:
             peer.calls.discard(call)
 

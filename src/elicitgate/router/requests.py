@@ -1,0 +1,156 @@
+"""A client's requests, each routed to its upstream: the downward twin of `router.inbound`.
+
+`call` resolves a public name or URI in the merged catalog (`router.catalog`), asks what the gateway must ask
+first (`router.asks`), and hands the request to `router.forward`, which takes it down. On the way it picks
+what runs the call: a 2025-11-25 task (`router.task_requests`), a task a 2026-07-28 upstream runs for a
+plain call (`router.task_bridge`), a task the gateway runs for a tool that requires one (`router.task_runner`),
+or a 2026-07-28 subscription (`bridging.subscriptions`). `logging/setLevel` goes to every upstream that logs.
+What the servers send up during the call comes back through `router.inbound`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
+
+from mcp.shared.exceptions import MCPError
+
+from elicitgate import errors
+from elicitgate.bridging import subscriptions
+from elicitgate.config import GatewayConfig
+from elicitgate.contracts import Origin
+from elicitgate.json_shapes import JsonObject, is_mapping
+from elicitgate.router.asks import Answered, GatewayAsks
+from elicitgate.router.catalog import Catalog
+from elicitgate.router.forward import forward
+from elicitgate.router.inbound import InboundRouter
+from elicitgate.router.peers import Peers
+from elicitgate.router.task_bridge import bridged, run_upstream_task
+from elicitgate.router.task_requests import TaskRequests
+from elicitgate.router.task_runner import TaskRunner, task_required
+from elicitgate.router.tasks import TaskTable
+from elicitgate.upstreams.link import UpstreamLink
+
+logger = logging.getLogger(__name__)
+
+
+class RequestRouter:
+    """The client-to-upstream direction: one client request to the upstream that serves it."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        catalog: Catalog,
+        links: Mapping[str, UpstreamLink],
+        inbound: InboundRouter,
+        *,
+        asks: GatewayAsks,
+        tasks: TaskTable,
+        task_requests: TaskRequests,
+        task_runner: TaskRunner,
+        peers: Peers,
+        task_group: Callable[[], anyio.abc.TaskGroup],
+    ) -> None:
+        self.config = config
+        self.catalog = catalog
+        self.links = links
+        self.inbound = inbound
+        self.asks = asks
+        self.tasks = tasks
+        self.task_requests = task_requests
+        self.task_runner = task_runner
+        self.peers = peers
+        self._task_group = task_group
+
+    async def call(self, call: Origin, method: str, params: Mapping[str, Any]) -> JsonObject:
+        """Route one client request to its upstream (tools/call, prompts/get, resources/*, completion)."""
+        if method in ("tools/call", "prompts/get"):
+            kind = "tool" if method == "tools/call" else "prompt"
+            public_name = params.get("name")
+            server, name = self.catalog.resolve_name(kind, public_name)
+            params = {**params, "name": name}
+            as_task = method == "tools/call" and "task" in params and call.era == "handshake"  # 2025-11-25 tasks
+            if (ask := self.asks.needed(f"{kind}s", server, name, params)) is not None:
+                asked = await self.asks.run(ask, self.links[server], call, params)
+                if isinstance(asked, Answered):
+                    if as_task:  # no task was made: a CallToolResult is not what the client waits for
+                        raise errors.gateway_error(
+                            INVALID_PARAMS, asked.result["content"][0]["text"], tool=public_name, as_task=True
+                        )
+                    return asked.result
+                params = asked
+            if as_task:
+                return await self.task_requests.create(call, server, params)
+            if method == "tools/call" and (park := bridged(call, self.links[server],
+                                                           self.catalog.find("tools", server, name))) is not None:
+                return await run_upstream_task(self.inbound, self.links[server], self.tasks, park, params,
+                                               max_rounds=self.config.bridging.max_rounds)
+            if method == "tools/call" and "task" not in params and self._runs_as_task(server, name):
+                return await self.task_runner.run(call, self.links[server], params)
+        elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
+            server, uri = self.catalog.resolve_uri(params.get("uri"))
+            params = {**params, "uri": uri}
+        elif method == "completion/complete":
+            server, params = self._route_completion(params)
+        elif method == "logging/setLevel":
+            return await self._set_log_level(call, params)
+        else:
+            raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
+        link = self.links[server]
+        if method in ("resources/subscribe", "resources/unsubscribe") and link.primary is not None:
+            if link.primary.era == "modern":  # 2026-07-28 subscribes with subscriptions/listen
+                if method == "resources/subscribe":
+                    return await subscriptions.subscribe(self._task_group(), call.peer, link, params["uri"])
+                return subscriptions.unsubscribe(call.peer, server, params["uri"])
+        result = await forward(self.inbound, link, call, method, params, max_rounds=self.config.bridging.max_rounds)
+        if method in ("resources/subscribe", "resources/unsubscribe"):  # whom its updates are for
+            subscriptions.remember(call.peer, server, params["uri"], subscribed=method == "resources/subscribe")
+        return result
+
+    async def call_once(self, call: Origin, method: str, params: Mapping[str, Any]) -> JsonObject:
+        """`call`, then give back what a per-call client borrowed for it (its pooled upstream connections)."""
+        try:
+            return await self.call(call, method, params)
+        finally:
+            if call.peer.per_call:
+                with anyio.CancelScope(shield=True):
+                    await self.peers.release_upstreams(call.peer)
+
+    def _runs_as_task(self, server: str, name: str) -> bool:
+        """A tool of a 2025-11-25 upstream that can only be called as a task (`router.task_runner`)."""
+        primary = self.links[server].primary
+        return primary is not None and primary.era == "handshake" and task_required(
+            self.catalog.find("tools", server, name))
+
+    async def _set_log_level(self, call: Origin, params: Mapping[str, Any]) -> JsonObject:
+        """`logging/setLevel` is remembered for the client and goes to every handshake-era upstream that
+        offers logging (on the connection this client's calls use: its own under `per_session`, the
+        shared one otherwise, where the last level set wins). 2026-07-28 upstreams take the remembered
+        level with each request (`forward`). One upstream refusing does not fail the others."""
+        if isinstance(params.get("level"), str):
+            call.peer.log_level = params["level"]
+        for link in self.links.values():
+            negotiated = link.primary.negotiated if link.primary is not None else None
+            if negotiated is None or negotiated.era == "modern" or "logging" not in negotiated.capabilities:
+                continue  # a 2026-07-28 upstream gets the level with each request (`forward`)
+            try:
+                conn = await link.connection_for(call.peer)
+                await conn.request("logging/setLevel", params, origin=call, timeout=link.config.request_timeout)
+            except (MCPError, TimeoutError) as exc:
+                logger.warning("upstream %r refused logging/setLevel: %s", link.name, exc)
+        return {}
+
+    def _route_completion(self, params: Mapping[str, Any]) -> tuple[str, JsonObject]:
+        ref = params.get("ref")
+        if not is_mapping(ref):
+            raise errors.gateway_error(INVALID_PARAMS, "completion/complete needs a ref", rule="ref is required")
+        if ref.get("type") == "ref/prompt":
+            server, name = self.catalog.resolve_name("prompt", ref.get("name"))
+            return server, {**params, "ref": {**ref, "name": name}}
+        server, uri = self.catalog.resolve_uri(ref.get("uri"))
+        return server, {**params, "ref": {**ref, "uri": uri}}
