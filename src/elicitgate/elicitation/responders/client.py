@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from mcp.shared.exceptions import MCPError
@@ -47,7 +47,7 @@ class InputRequired:
     name = "input_required"
     cancel_on_timeout = True
 
-    def ask(self, el: Elicitation, request: JsonObject) -> Coroutine[Any, Any, object]:
+    def ask(self, el: Elicitation, request: JsonObject) -> CoroutineType[Any, Any, object]:
         # The parked call's own coroutine, not one around it: one frame less held while a human is asked.
         return el.asked().ask("elicitation/create", request, el)
 
