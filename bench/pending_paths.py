@@ -90,7 +90,8 @@ async def _figures(probe: Probe, before: dict[str, Any], n: int, reached: float)
 
 
 async def parked(n: int, workdir: Path) -> dict[str, Any]:
-    settings = configs.gateway_config({"demo": configs.stdio_upstream("modern")})
+    # 10,000 calls queue up on one stdio upstream: on a busy machine the last ones wait past the default 60 s.
+    settings = configs.gateway_config({"demo": {**configs.stdio_upstream("modern"), "request_timeout": 900}})
     settings["bridging"] = {"max_parked_calls": 1_000_000}  # 10,000 pending and the warm-up's calls
     config = configs.write_config(workdir, "parked", settings)
     probe_file = workdir / "parked.probe.json"

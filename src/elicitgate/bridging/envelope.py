@@ -48,6 +48,19 @@ def upstream_params(params: Mapping[str, Any], call: Origin, era: Era) -> tuple[
     return params, token
 
 
+def without_envelope(params: JsonObject) -> JsonObject:
+    """`params` without the client's envelope in `_meta`, which no upstream gets (`upstream_params`): what a parked
+    call keeps of its first request while it waits for retries."""
+    given = params.get("_meta")
+    if not is_mapping(given) or ENVELOPE_META_KEYS.isdisjoint(given):
+        return params
+    meta = {k: v for k, v in given.items() if k not in ENVELOPE_META_KEYS}
+    kept = {k: v for k, v in params.items() if k != "_meta"}
+    if meta:
+        kept["_meta"] = meta
+    return kept
+
+
 def modern_capabilities(call: Origin) -> JsonObject:
     """The per-request capabilities a 2026-07-28 upstream is told: the elicitation modes of the call's client."""
     return declared_capabilities(call.modes)

@@ -44,7 +44,14 @@ async def answer_input_requests(
             errors.ELICITATION_FAILED, f"upstream {server!r} sent malformed inputRequests", server=server
         )
     responses: JsonObject = {}
-    if call.asks_in_rounds:
+    if call.asks_in_rounds and len(requests) == 1:
+        # The usual round asks one question: awaited here, with no task and no task group (their scopes,
+        # contexts and events) held for as long as its human thinks.
+        call.expect(1)
+        only: JsonObject = requests if isinstance(requests, dict) else dict(requests)
+        key = next(iter(only))
+        responses[key] = await answer_one(key, only.pop(key))  # not held meanwhile (see below)
+    elif call.asks_in_rounds:
 
         async def answer(key: str, request: Any) -> None:
             responses[key] = await answer_one(key, request)
@@ -64,6 +71,10 @@ async def answer_input_requests(
         unasked: JsonObject = requests if isinstance(requests, dict) else dict(requests)
         for key in list(unasked):
             responses[key] = await answer_one(key, unasked.pop(key))
+    return _retry(params, responses, request_state)
+
+
+def _retry(params: JsonObject, responses: JsonObject, request_state: object) -> JsonObject:
     retry = dict(params)
     retry["inputResponses"] = responses
     if request_state is not None:

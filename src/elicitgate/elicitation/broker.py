@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence, Set
 from contextlib import nullcontext
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import anyio
@@ -155,7 +156,7 @@ class Broker:
             source=source,
             gateway_reason=gateway_reason,
         )
-        el.carriers = Carriers(self.config.abandoned_grace, lambda why: self._abandoned(el, why))
+        el.carriers = Carriers(self.config.abandoned_grace, partial(self._abandoned, el))  # no closure and cell
         origin.carry(el)  # the call's channel to its client, hosted or not: nothing is left to answer without it
         self.pending[el.id] = el
         self._open[identity] = self._open.get(identity, 0) + 1

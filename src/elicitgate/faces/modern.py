@@ -20,6 +20,7 @@ upstream sent it (design invariant 5).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -92,17 +93,29 @@ class EnvelopeConnection(Connection):
     and an `InitializeRequestParams` besides, for every request)."""
 
     def __init__(self, outbound: Outbound, protocol_version: str, client_info: Any, capabilities: Any) -> None:
-        # `Connection.__init__`'s attributes, set here: its `initialized` is a new anyio event (and a look-up of
-        # the running library) for every request, set at once; one event, set once, serves them all.
+        # Not the base's __init__: its event, exit stack and scratch dict are made at their first use
+        # (`__getattr__`). A 2026-07-28 request uses none of them, and a parked call's per-call peer holds its
+        # latest request's connection for as long as the call waits for a retry (~1.5 KB each, bench/README.md).
         self.outbound = outbound
         self.protocol_version = protocol_version
         self.session_id = None
-        self._client_params = None
         self._client_info = client_info
-        self.client_capabilities = _typed(ClientCapabilities, capabilities)
-        self.initialized = _initialized()
-        self.state = {}
-        self.exit_stack = AsyncExitStack()
+        self._client_params = None
+        self.client_capabilities = _capabilities(capabilities)
+
+    def __getattr__(self, name: str) -> Any:
+        """The base's per-connection state, made when first read: `initialized` (born set), `exit_stack`, `state`."""
+        value: Any
+        if name == "initialized":
+            value = _initialized()
+        elif name == "exit_stack":
+            value = AsyncExitStack()
+        elif name == "state":
+            value = {}
+        else:
+            raise AttributeError(name)
+        setattr(self, name, value)
+        return value
 
     @property
     def client_params(self) -> InitializeRequestParams | None:
@@ -209,7 +222,9 @@ class ModernMethods:
         try:
             return cast(JsonObject, await self._chain(ctx))
         finally:
-            await connection.exit_stack.aclose()  # nothing is pushed on it today: no shielded scope for nothing
+            # Nothing is pushed on it today: no shielded scope for nothing, and none made for an envelope's.
+            if (stack := vars(connection).get("exit_stack")) is not None:
+                await stack.aclose()
 
     async def _inner(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         entry = self._methods[ctx.method]
@@ -264,6 +279,29 @@ def _reads_fit(reads: tuple[ParamRule, ...], params: Mapping[str, Any] | None) -
         elif not isinstance(value, kind):
             return False
     return True
+
+
+_CAPABILITIES: dict[str, ClientCapabilities | None] = {}
+"""Modelled capabilities by their JSON: a client declares the same ones with every request, and nothing changes a
+model once made (each is ~1.3 KB, held as long as a parked call's peer holds its latest request's connection)."""
+_MAX_CAPABILITIES = 256
+_MAX_CAPABILITIES_KEY = 2048
+
+
+def _capabilities(raw: Any) -> ClientCapabilities | None:
+    if raw is None:
+        return None
+    try:
+        key = json.dumps(raw, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return _typed(ClientCapabilities, raw)
+    if len(key) > _MAX_CAPABILITIES_KEY:  # kept only small: the cache must not hold what clients make up
+        return _typed(ClientCapabilities, raw)
+    if key not in _CAPABILITIES:
+        if len(_CAPABILITIES) >= _MAX_CAPABILITIES:
+            _CAPABILITIES.clear()
+        _CAPABILITIES[key] = _typed(ClientCapabilities, raw)
+    return _CAPABILITIES[key]
 
 
 def _typed(model: type[_M], raw: Any) -> _M | None:

@@ -21,6 +21,7 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import __version__
+from elicitgate.bridging.envelope import without_envelope
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
 from elicitgate.bridging.task_extension import EXTENSION_METHODS
 from elicitgate.capabilities import TASKS_EXTENSION, capabilities_dict, knows_tasks
@@ -274,7 +275,8 @@ async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], m
     elif state is not None:
         result = await gateway.rounds.resume(call, method, state, params.get("inputResponses"))
     else:
-        result = await gateway.rounds.start(call, method, lambda park: gateway.requests.call_once(park, method, params))
+        kept = without_envelope(params)  # the client's description is the request's, not the parked call's
+        result = await gateway.rounds.start(call, method, lambda park: gateway.requests.call_once(park, method, kept))
     return result if result.get("resultType") == "input_required" else {"resultType": "complete", **result}
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any
 
 from mcp.shared.exceptions import MCPError
 
@@ -46,9 +47,9 @@ class InputRequired:
     name = "input_required"
     cancel_on_timeout = True
 
-    async def ask(self, el: Elicitation, request: JsonObject) -> object:
-        answer: object = await el.asked().ask("elicitation/create", request, el)
-        return answer
+    def ask(self, el: Elicitation, request: JsonObject) -> CoroutineType[Any, Any, object]:
+        # The parked call's own coroutine, not one around it: one frame less held while a human is asked.
+        return el.asked().ask("elicitation/create", request, el)
 
     def ended(self, el: Elicitation) -> None:
         """Nothing kept."""
