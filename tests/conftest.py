@@ -217,7 +217,9 @@ def _unit(nodeid: str) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longest units of work first, so that neither worker ends the run on a long one while the other idles:
     the tests that declare a longer timeout (longest first, with the module of TOGETHER they belong to), then the
-    other modules of TOGETHER (most tests first), then the rest as collected. A unit stays in one piece."""
+    other modules of TOGETHER (most tests first), then the rest as collected. A unit stays in one piece.
+    Under xdist the scheduler then puts the units of most tests first (`--loadscope-reorder`, on by default,
+    a stable sort): the modules of TOGETHER lead, then the single tests in this order, the long ones first."""
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
         units.setdefault(_unit(item.nodeid), []).append(item)
