@@ -179,7 +179,7 @@ async def inprocess_gateway(config: dict[str, Any]):
 
 TOGETHER = frozenset({
     "tests/test_audit_postgres.py", "tests/test_docs_commands.py", "tests/test_fuzz.py", "tests/test_hosted_browser.py",
-    "tests/test_inbox_terminal.py", "tests/test_replicas.py", "tests/test_typescript.py",
+    "tests/test_inbox_terminal.py", "tests/test_replicas.py",
 })
 """The modules whose tests share a module-scoped fixture (a gateway, a browser, a PostgreSQL cluster...): each
 runs whole on one worker, so it is set up once. Every other test is a unit of its own that either worker may
@@ -197,20 +197,41 @@ def _shares_fixtures(item: pytest.Item) -> bool:
     return any(defs and defs[-1].baseid and defs[-1].scope in SHARED_SCOPES for defs in definitions)
 
 
-def _long(item: pytest.Item) -> bool:
-    """A test that says it needs more than the default timeout (the conformance run, the wheel install)."""
+def _bound(item: pytest.Item) -> float:
+    """The timeout a test says it needs past the default (the conformance run, the wheel install, pyright), else 0."""
     marker = item.get_closest_marker("timeout")
-    return bool(marker and marker.args and float(marker.args[0]) > float(item.config.getini("timeout") or 0))
+    if marker and marker.args and float(marker.args[0]) > float(item.config.getini("timeout") or 0):
+        return float(marker.args[0])
+    return 0.0
 
 
 def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+def _unit(nodeid: str) -> str:
+    """What one worker takes at once (`TestsOrModules`): a module of TOGETHER, else the test."""
+    return _module(nodeid) if _module(nodeid) in TOGETHER else nodeid
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Modules with long tests are collected first, so the workers take those early and end on short ones."""
-    first = {_module(item.nodeid) for item in items if _long(item)}
-    items.sort(key=lambda item: _module(item.nodeid) not in first)  # stable: each module stays in one piece
+    """The longest units of work first, so that neither worker ends the run on a long one while the other idles:
+    the tests that declare a longer timeout (longest first, with the module of TOGETHER they belong to), then the
+    other modules of TOGETHER (most tests first), then the rest as collected. A unit stays in one piece.
+    Under xdist the scheduler then puts the units of most tests first (`--loadscope-reorder`, on by default,
+    a stable sort): the modules of TOGETHER lead, then the single tests in this order, the long ones first."""
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        units.setdefault(_unit(item.nodeid), []).append(item)
+
+    def rank(entry: tuple[int, list[pytest.Item]]) -> tuple[float, float, int]:
+        index, tests = entry
+        bound = max(_bound(item) for item in tests)
+        together = len(tests) if _module(tests[0].nodeid) in TOGETHER else 0
+        return -bound, -together, index
+
+    ordered = sorted(enumerate(units.values()), key=rank)
+    items[:] = [item for _, tests in ordered for item in tests]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -229,6 +250,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class TestsOrModules(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return _module(nodeid) if _module(nodeid) in TOGETHER else nodeid
+            return _unit(nodeid)
 
     return TestsOrModules(config, log)

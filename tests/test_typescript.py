@@ -27,7 +27,7 @@ PY_UPSTREAM = stdio_server("tests.peers.py_server", "--name", "py")
 GATEWAY_ARGV = [PY, "-m", "elicitgate.cli", "serve", "--config"]
 
 
-@pytest.fixture(autouse=True, scope="module")
+@pytest.fixture(autouse=True)
 def _node_peers_installed() -> None:
     if shutil.which("node") is None:
         pytest.fail("node is not on PATH: the TypeScript SDK peers need Node.js 20+")

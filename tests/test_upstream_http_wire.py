@@ -215,8 +215,11 @@ async def test_a_404_to_our_session_ends_the_wire(http_upstream):
         assert "no longer knows this session" in inbound.message["error"]["message"]
         with anyio.fail_after(30), pytest.raises(StopAsyncIteration):
             await messages.__anext__()
-        with pytest.raises(anyio.ClosedResourceError):
+        # Nothing more goes on the forgotten session: a request is refused unread as its 404 would refuse it
+        # (the link sends it again on the new session), not taken for lost in the middle.
+        with pytest.raises(PeerLost) as refused:
             await wire.send(_call("later", "echo", text="y"))
+        assert "no longer knows this session" in refused.value.error.message
     finally:
         await wire.aclose()
 

@@ -94,6 +94,32 @@ async def test_a_client_session_s_next_call_after_its_upstream_restarted_succeed
         upstream.stop()
 
 
+@pytest.mark.parametrize("policy", ["per_session", "shared"])
+async def test_calls_on_their_way_together_after_the_upstream_restarted_all_succeed(policy: str) -> None:
+    # Each is refused with its own 404: the first one's must not end the connection under the others (they
+    # were taken for lost in the middle, -32012 "went away", though the server had not read them).
+    upstream = Upstream()
+    config = {"mcpServers": {"h": {"url": upstream.url, "era": "handshake", "session_policy": policy}}}
+    try:
+        async with inprocess_gateway(config) as gw, Client(gw.mcp_url, mode="legacy") as client:
+            assert text(await client.call_tool("h__echo", {"text": "before"})) == "before"
+            upstream.kill()
+            upstream.restart()
+            said: list[str] = []
+
+            async def echo(word: str) -> None:
+                said.append(text(await client.call_tool("h__echo", {"text": word})))
+
+            async with anyio.create_task_group() as together:
+                for word in ("one", "two", "three", "four"):
+                    together.start_soon(echo, word)
+            assert sorted(said) == ["four", "one", "three", "two"]
+            # Each ran once, on the new server.
+            assert text(await client.call_tool("h__stats", {})).startswith('{"calls": 4')
+    finally:
+        upstream.stop()
+
+
 async def test_a_call_while_the_upstream_is_down_fails_clearly_and_the_next_one_after_it_is_back_works() -> None:
     upstream = Upstream()
     config = {"mcpServers": {"h": {"url": upstream.url, "era": "handshake"}},

@@ -160,6 +160,10 @@ class PeerLost(MCPError):
     even one with the same code."""
 
 
+class NotSent(PeerLost):
+    """The connection had ended before the request was written: the peer never saw it."""
+
+
 class MethodNotFound(MCPError):
     """The peer's -32601: it does not serve the method."""
 

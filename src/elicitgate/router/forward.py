@@ -17,8 +17,9 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.bridging.envelope import modern_capabilities, upstream_params, without_upstream_identity
 from elicitgate.bridging.input_requests import answer_input_requests
+from elicitgate.config import HttpServer
 from elicitgate.contracts import Origin
-from elicitgate.errors import PeerLost, UrlElicitationRequired
+from elicitgate.errors import NotSent, PeerLost, UrlElicitationRequired
 from elicitgate.json_shapes import JsonObject
 from elicitgate.router.inbound import InboundRouter
 from elicitgate.upstreams.connection import UpstreamConnection
@@ -156,7 +157,10 @@ async def _rounds(
         try:
             result = await send(conn)
         except PeerLost as lost:
-            if rejoined or not forgot_session(lost):
+            # Refused unread, or never written because the connection had just ended (an HTTP link reconnects
+            # at once): either way the server has not seen it, and it goes on the connection in its place.
+            unseen = forgot_session(lost) or (isinstance(lost, NotSent) and isinstance(link.config, HttpServer))
+            if rejoined or not unseen:
                 raise
             rejoined = True
             conn = await link.rejoin(call.peer, conn)

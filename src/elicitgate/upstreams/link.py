@@ -218,6 +218,8 @@ class UpstreamLink:
             with anyio.fail_after(timeout):
                 await conn.request("ping", None)
         except PeerLost as exc:
+            if forgot_session(exc):
+                await _settled(conn)
             await self._reconnect(conn, exc.error.message)
         except MCPError:
             pass  # an error *answer* is an answer: the server is there
@@ -309,6 +311,7 @@ class UpstreamLink:
         `forgot_session`): a new session in its place, with what `peer` declares, as `connection_for`
         would open it. The server restarted, so the idle pooled sessions are as stale: they are closed,
         and the primary connection is checked at once."""
+        await _settled(lost)
         await self.client_connections.drop_stale(lost)
         self.suspect()
         return await self.connection_for(peer)
@@ -339,3 +342,11 @@ def forgot_session(exc: BaseException) -> bool:
     404 to an `Mcp-Session-Id`: it restarted). The server refused the request before processing it, so
     sending it again on a new session is safe whatever its method: it will run once."""
     return isinstance(exc, PeerLost) and exc.error.message == SESSION_LOST
+
+
+async def _settled(forgotten: UpstreamConnection) -> None:
+    """Until the connection whose session the server forgot has ended by itself, which it does once the other
+    requests on their way on it had their own answers (`wire.http`), so that closing it loses none of them."""
+    with anyio.move_on_after(STANDALONE_WAIT):
+        await forgotten.closed.wait()
+

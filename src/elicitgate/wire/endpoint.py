@@ -35,7 +35,15 @@ from pydantic import ValidationError
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.errors import MethodNotFound, NonFiniteParams, NotAMessage, PeerLost, TooDeep, UrlElicitationRequired
+from elicitgate.errors import (
+    MethodNotFound,
+    NonFiniteParams,
+    NotAMessage,
+    NotSent,
+    PeerLost,
+    TooDeep,
+    UrlElicitationRequired,
+)
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
 from elicitgate.wire.base import Inbound, MessageWire, PushWire
 from elicitgate.wire.scopes import cancel_scope
@@ -132,7 +140,7 @@ class Endpoint:
         said it. `timeout` raises `MCPError(REQUEST_TIMEOUT)`. Cancelled or timed out after it was
         written, the peer is told with `notifications/cancelled` (unless `cancel_on_abandon` is off)."""
         if self._closed or self._tasks is None:
-            raise _closed()
+            raise NotSent(code=CONNECTION_CLOSED, message=CLOSED)
         if request_id in self._waiters:
             raise ValueError(f"request id {request_id!r} is already in flight")
         message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
@@ -151,7 +159,7 @@ class Endpoint:
                 try:
                     await self._wire.send(message, headers)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    raise _closed() from None
+                    raise NotSent(code=CONNECTION_CLOSED, message=CLOSED) from None
                 written = True
                 return await future
             if written and cancel_on_abandon:

@@ -46,7 +46,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
 from elicitgate import __version__, sdk
 from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
-from elicitgate.errors import BodyTooLarge, HttpError, SseEventTooLarge, TransportError
+from elicitgate.errors import BodyTooLarge, HttpError, PeerLost, SseEventTooLarge, TransportError
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
 from elicitgate.wire import codec
 from elicitgate.wire.base import Inbound
@@ -106,6 +106,9 @@ class HttpWire:
         self._inbox: deque[Inbound] = deque()
         self._wakeup: asyncio.Future[None] | None = None
         self._ended = False
+        self._forgotten = False
+        """The server answered 404 to our session id: nothing more is sent, the wire ends once the POSTs on
+        their way settled (`_forget_session`)."""
         self._failure: BaseException | None = None
         self._failed = anyio.Event()
         self._watched = False
@@ -118,10 +121,15 @@ class HttpWire:
 
     async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
         """POST one message: a request in a task of its own (its answer comes through `messages`), a
-        notification or an answer of ours here. Raises `anyio.ClosedResourceError` once the wire ended."""
+        notification or an answer of ours here. Raises `anyio.ClosedResourceError` once the wire ended, and
+        for a request `PeerLost` (`SESSION_LOST`) once the server forgot the session."""
+        method = message.get("method")
+        if self._forgotten:  # not sent: a request is refused as the server's 404 would refuse it, unread
+            if method is not None and message.get("id") is not None:
+                raise PeerLost(code=CONNECTION_CLOSED, message=SESSION_LOST)
+            return
         if self._ended:
             raise anyio.ClosedResourceError
-        method = message.get("method")
         if method == "notifications/cancelled" and self._cancels_by_abort(message):
             return
         if method == "initialize":
@@ -205,6 +213,8 @@ class HttpWire:
             post = self._posts.get(request_id)
             if post is not None and post[0] is asyncio.current_task():
                 del self._posts[request_id]
+            if self._forgotten:
+                self._end_once_settled()
 
     async def _take_answer(
         self, request_id: RequestId, response: Response, headers: dict[str, str], initialize: bool
@@ -436,9 +446,17 @@ class HttpWire:
 
     def _forget_session(self) -> None:
         """The server no longer knows our session: the wire ends (the link opens a new one), with no
-        DELETE for it and no more tries of its standalone stream."""
+        DELETE for it and no more tries of its standalone stream. Not before the other requests already on
+        their way have their own answers: each is refused with its own 404 (so it is sent again on the new
+        session, `upstreams.link.forgot_session`), where ending now would take them for lost in the middle."""
         self.session_id = None
-        self._end()
+        self._forgotten = True
+        self._end_once_settled()
+
+    def _end_once_settled(self) -> None:
+        current = asyncio.current_task()
+        if all(task is current or task.done() for task, _ in self._posts.values()):
+            self._end()
 
     def _end(self, failure: BaseException | None = None) -> None:
         """No more messages: `messages` returns once it has handed over the rest. A `failure` goes to the
