@@ -103,11 +103,13 @@ class SharedLimits:
         rate = self.config.rate_limit_per_minute / 60.0
         verdict: list[Any] | None = None
         try:
-            with anyio.move_on_after(ADMIT_WAIT):  # a cancelled command closes its connection (redis-py)
+            with anyio.move_on_after(ADMIT_WAIT) as waited:  # a cancelled command closes its connection (redis-py)
                 verdict = await self._admit(args=[
                     self.replicas.prefix, identity, self.replicas.id, self.config.max_pending_per_session,
                     self.config.max_pending_total, repr(rate), self.config.rate_limit_burst, LEASE_SECONDS,
                 ])
+            if waited.cancelled_caught:
+                logger.warning("Redis did not answer an admission within %s s: counted on this replica", ADMIT_WAIT)
         except RedisError as exc:
             logger.debug("shared limits out of reach (%s): counted on this replica", exc)
         if verdict is None:  # should Redis have counted it after all, the next renewal rewrites the counts
