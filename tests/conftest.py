@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +56,39 @@ def gateway_stdio(config: Path) -> StdioServerParameters:
     )
 
 
+def _listening_inodes(port: int) -> set[str]:
+    """The inodes of the sockets listening on TCP `port` (any address), from /proc/net/tcp{,6}."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[1].rpartition(":")[2] == f"{port:04X}" and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(fields[9])
+    return inodes
+
+
+def _listens_on(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a socket listening on `port` (not another process that took the port)."""
+    inodes = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(fds / fd) in inodes for fd in os.listdir(fds))
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+class PortTaken(RuntimeError):
+    """The process exited because another process had taken the port picked for it (`free_port` only
+    promises a port free when it was picked: on a busy machine another test may bind it first)."""
+
+
 class Process:
-    """A background process serving HTTP, waited on until its port answers."""
+    """A background process serving HTTP, waited on until it listens on its port (itself: an answer from
+    another process that took the port meanwhile is not taken for its own)."""
 
     def __init__(self, argv: list[str], port: int, path: str = "/healthz", env: dict[str, str] | None = None) -> None:
         self.port = port
@@ -66,13 +97,29 @@ class Process:
         deadline = time.monotonic() + 90  # a start takes seconds on a busy machine: a bound, not an expectation
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{argv} exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
+                err = self.proc.stderr.read() if self.proc.stderr else ""
+                taken = "already in use" in err or "address in use" in err.lower()
+                raise (PortTaken if taken else RuntimeError)(f"{argv} exited: {err}")
+            if sys.platform == "linux" and not _listens_on(self.proc.pid, port):
+                time.sleep(0.05)
+                continue
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                     return
             except OSError:
                 time.sleep(0.05)
         raise TimeoutError(f"{argv} did not listen on {port}")
+
+    @classmethod
+    def on_free_port(cls, argv_for: Callable[[int], list[str]], env: dict[str, str] | None = None) -> Process:
+        """`argv_for(port)` started on a free port, and on another one if that port was taken meanwhile."""
+        for _ in range(5):
+            port = free_port()
+            try:
+                return cls(argv_for(port), port, env=env)
+            except PortTaken:
+                continue
+        raise RuntimeError("no free port held long enough to start on, five times")
 
     def stop(self) -> str:
         self.proc.terminate()

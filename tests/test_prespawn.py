@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
@@ -27,7 +28,8 @@ from elicitgate.errors import ConnectError
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import AdoptedProcess
 from elicitgate.upstreams.connection import UpstreamConnection
-from tests.conftest import PEERS, PY, Process, free_port, inprocess_gateway, wait_healthy, write_config
+from tests import conftest
+from tests.conftest import PEERS, PY, PortTaken, Process, free_port, inprocess_gateway, wait_healthy, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -60,9 +62,12 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _serve_http(config: Path) -> Process:
-    port = free_port()
-    return Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"], port)
+def _serve_http(config: Path, env: dict[str, str] | None = None) -> Process:
+    """On another port if the one picked was taken before the gateway bound it: a gateway that could not bind
+    exits before it starts a server, so the launchers' pid files count only this gateway's processes."""
+    return Process.on_free_port(
+        lambda port: [PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
+        env=env)
 
 
 # -- the gateway, end to end ------------------------------------------------------------------------------
@@ -108,9 +113,7 @@ async def test_a_started_server_gets_only_the_safe_environment_and_its_own_env(t
         "ELICITGATE_ADMIN_TOKEN": "admin-CbA1VFdV9SuAbDAnpdFk0bFxP00Kx10PIUJHKqD3Urw",
         "OTHER_SERVICE_API_KEY": "sk-other",
     }
-    port = free_port()
-    gateway = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
-                      port, env=secrets)
+    gateway = _serve_http(config, env=secrets)
     try:
         wait_healthy(gateway.url)
         async with Client(f"{gateway.url}/mcp", mode="legacy") as client:
@@ -144,6 +147,31 @@ async def test_the_started_process_is_the_primary_and_a_crash_starts_a_new_one_t
     assert len(pids) == 2 and not _alive(pids[0]), log
     assert "upstream 'one' went away" in log
     assert not _alive(pids[1])  # the gateway stopped it on its way out
+
+
+async def test_a_port_another_process_took_first_is_not_mistaken_for_the_gateway(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`free_port` only says a port was free: on a busy machine another test's process may listen there before
+    the gateway binds it. That process's answers are not the gateway's (its `/healthz` said healthy for a
+    gateway that had exited without starting anything); the gateway goes on another port, and the one that
+    could not bind started no server."""
+    config = write_config(tmp_path, {"one": {**_launched("one", tmp_path), "session_policy": "shared"}},
+                          audit={"enabled": False})
+    with socket.socket() as taker:
+        taker.bind(("127.0.0.1", 0))
+        taker.listen()
+        taken = taker.getsockname()[1]
+        argv = [PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{taken}"]
+        with pytest.raises(PortTaken, match="already in use"):
+            Process(argv, taken)
+        picks = iter([taken])
+        monkeypatch.setattr(conftest, "free_port", lambda: next(picks, None) or free_port())
+        gateway = _serve_http(config)
+    try:
+        wait_healthy(gateway.url)
+        assert gateway.port != taken and len(_pids(tmp_path, "one")) == 1
+    finally:
+        gateway.stop()
 
 
 def test_a_started_server_nobody_took_is_stopped_when_start_up_fails(tmp_path: Path) -> None:

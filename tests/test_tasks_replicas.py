@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import write_config
 from tests.replicas_helpers import redis_server, replicas  # noqa: F401 (fixtures)
 from tests.test_http_face import HEADERS, open_session, sse_messages
-from tests.test_tasks import AMBIGUOUS, EVERYTHING_STDIO, PLAIN, SAME_NAMES, TOKENS, related_task, report, task_client
+from tests.test_tasks import AMBIGUOUS, EVERYTHING_STDIO, SAME_NAMES, TOKENS, related_task, report, task_client
 
 pytestmark = [pytest.mark.node]
 ALICE, BOB = (entry["token"] for entry in TOKENS)
@@ -52,8 +52,10 @@ def test_a_task_made_on_one_replica_is_followed_and_answered_on_another(tmp_path
 
 
 def test_a_task_made_on_one_replica_is_cancelled_on_another(tmp_path: Path, redis_server, replicas):
+    """The task waits for its owner's answer (AMBIGUOUS: asked only in tasks/result, which nobody calls before
+    the cancel), so it is still running when B cancels it however slowly B's client gets there."""
     _, a, b = two_replicas(tmp_path, redis_server, replicas)
-    via = task_client(*PLAIN, "--foreign", "--token", ALICE, "--foreign-token", ALICE, "--foreign-url", b,
+    via = task_client(*AMBIGUOUS, "--foreign", "--token", ALICE, "--foreign-token", ALICE, "--foreign-url", b,
                       "--foreign-ops", "get,cancel", url=a)
     foreign = via["foreign"]
     assert foreign["cancel"]["ok"]["status"] == "cancelled"
@@ -63,16 +65,21 @@ def test_a_task_made_on_one_replica_is_cancelled_on_another(tmp_path: Path, redi
 
 
 def test_another_principal_on_another_replica_cannot_reach_a_task(tmp_path: Path, redis_server, replicas):
+    """The task waits for its owner's answer (AMBIGUOUS): it cannot end before Bob's attempts, however slow they
+    are, so its owner sees it still running after them, then answers it and sees it complete."""
     _, a, b = two_replicas(tmp_path, redis_server, replicas)
-    via = task_client(*PLAIN, "--foreign", "--token", ALICE, "--foreign-token", BOB, "--foreign-url", b,
-                      "--get", "everything/0123456789ab.forged", url=a)
+    via = task_client(*AMBIGUOUS, "--answer", json.dumps({"interpretation": "snake"}), "--foreign", "--token", ALICE,
+                      "--foreign-token", BOB, "--foreign-url", b, "--get", "everything/0123456789ab.forged", url=a)
     task_id = via["created"]["task"]["taskId"]
     assert via["got"]["error"]["code"] == -32602  # an id naming a replica that never made it
     for op in ("get", "result", "cancel"):
         assert via["foreign"][op]["error"]["code"] == -32602, op
         assert via["foreign"][op]["error"]["data"]["taskId"] == task_id
-    assert via["foreign"]["listed"] == []
-    assert via["statuses"] == ["working", "completed"]  # the owner's task was left alone
+    assert via["foreign"]["listed"] == [] and via["foreign"]["elicitations"] == []
+    # The owner's task was left alone: polled after Bob's attempts, it was still running (working for its first
+    # stages, then waiting for the owner's answer), and with that answer it completed.
+    assert via["statuses"] in (["working", "input_required", "completed"], ["input_required", "completed"])
+    assert "Clarification**: snake" in report(via)
 
 
 # -- a replica that dies -----------------------------------------------------------------------------------
