@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import random
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import pexpect
 import pytest
 
 from mcp.client.stdio import StdioServerParameters
@@ -24,6 +29,7 @@ os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="elicitgate-test-state-")
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = Path(__file__).resolve().parent / "peers"
 PY = sys.executable
+_random = random.SystemRandom()
 
 
 @pytest.fixture
@@ -31,10 +37,59 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def _signals_as_at_a_terminal() -> None:
+    # A shell without job control starts a background command (`./scripts/test &`, a second suite beside
+    # this one) with SIGINT and SIGQUIT ignored, and every process below it inherits that: Ctrl-C typed in
+    # the terminal a test opens would then reach a process that ignores it. A person's terminal does not.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
+def in_terminal(*args: Any, **kwargs: Any) -> pexpect.spawn:
+    """`pexpect.spawn`, the process started as from a person's terminal, whatever started the suite."""
+    return pexpect.spawn(*args, preexec_fn=_signals_as_at_a_terminal, **kwargs)
+
+
+def _listen_ports() -> range:
+    """Ports outside the kernel's ephemeral range, which no outgoing connection takes as its local port."""
+    try:
+        low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    if low - 10000 >= 4096:
+        return range(10000, low)
+    if 65535 - high >= 4096:
+        return range(high + 1, 65536)
+    return range(1024, 65536)
+
+
+LISTEN_PORTS = _listen_ports()
+PORT_LOCKS = Path(tempfile.gettempdir()) / "elicitgate-test-ports"
+_reserved: deque[int] = deque()
+"""Lock files of the ports this process handed out last: a second suite on the machine skips them until the
+server they were picked for has bound them (by the time 64 more have been handed out, long since)."""
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nothing listens on, that no other test process (this suite's other worker, a second suite beside
+    it) is handed meanwhile: one port's lock file, `flock`ed, between choosing it and the server binding it. A
+    port the kernel picks (bind to 0) may be handed to another process's outgoing connection or bind first."""
+    PORT_LOCKS.mkdir(exist_ok=True)
+    for _ in range(1000):
+        port = _random.choice(LISTEN_PORTS)
+        fd = os.open(PORT_LOCKS / str(port), os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", port))
+        except OSError:  # held by another test process, or in use
+            os.close(fd)
+            continue
+        _reserved.append(fd)
+        if len(_reserved) > 64:
+            os.close(_reserved.popleft())
+        return port
+    raise RuntimeError(f"no free port in {LISTEN_PORTS}")
 
 
 def stdio_server(module_or_script: str, *args: str, era: str = "auto", **extra: Any) -> dict[str, Any]:

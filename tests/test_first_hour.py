@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import PY, ROOT, Process, free_port
+from tests.conftest import PY, ROOT, Process, free_port, in_terminal
 
 CLI = [PY, "-m", "elicitgate.cli"]
 
@@ -165,7 +165,7 @@ async def test_undeliverable_elicitation_says_how_to_get_the_inbox(tmp_path, mon
 
 
 def _walkthrough() -> pexpect.spawn:
-    child = pexpect.spawn(PY, ["-m", "elicitgate.cli", "demo", "--walkthrough"], cwd=str(ROOT), encoding="utf-8",
+    child = in_terminal(PY, ["-m", "elicitgate.cli", "demo", "--walkthrough"], cwd=str(ROOT), encoding="utf-8",
                           timeout=90, dimensions=(40, 120), env={**os.environ, "NO_COLOR": "1", "TERM": "dumb"})
     return child
 
@@ -321,7 +321,7 @@ async def test_no_line_per_request_by_default(tmp_path):
 
 def test_serve_stdio_ctrl_c_exits_cleanly(tmp_path):
     config = _write(tmp_path, {"demo": {"command": PY, "args": ["-m", "elicitgate.demo.server"]}})
-    child = pexpect.spawn(PY, ["-m", "elicitgate.cli", "serve", "--config", str(config)], encoding="utf-8",
+    child = in_terminal(PY, ["-m", "elicitgate.cli", "serve", "--config", str(config)], encoding="utf-8",
                           timeout=90, dimensions=(40, 120))
     child.expect("ready on stdio")
     child.sendintr()

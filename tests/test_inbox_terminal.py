@@ -13,7 +13,7 @@ import httpx2
 import pexpect
 import pytest
 
-from tests.conftest import PY, ROOT, Process, serve_http
+from tests.conftest import PY, ROOT, Process, in_terminal, serve_http
 from tests.hosted_helpers import AUTH, TOKEN
 from tests.test_hosted_browser import ToolCall, content_of
 
@@ -47,7 +47,7 @@ def inbox(gw: Process, *args: str, token: str | None = TOKEN) -> Any:
     env.pop("ELICITGATE_ADMIN_TOKEN", None)
     if token is not None:
         env["ELICITGATE_ADMIN_TOKEN"] = token
-    return pexpect.spawn(PY, ["-m", "elicitgate.cli", "inbox", "--url", gw.url, *args], cwd=str(ROOT), env=env,
+    return in_terminal(PY, ["-m", "elicitgate.cli", "inbox", "--url", gw.url, *args], cwd=str(ROOT), env=env,
                          encoding="utf-8", timeout=90, dimensions=(50, 160))  # per expect: generous, for a busy machine
 
 

@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment
 from elicitgate.elicitation.broker import ERRORS_META_KEY
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.web import admin_auth
-from tests.conftest import PEERS, PY, free_port, serve_http, write_config
+from tests.conftest import PEERS, PY, free_port, in_terminal, serve_http, write_config
 from tests.hosted_helpers import AUTH, TOKEN, PlainPage, next_pending
 from tests.test_broker import Human, form, gateway, stdio_upstream, text
 
@@ -356,7 +356,7 @@ def test_terminal_inbox_shows_upstream_text_literally_without_control_characters
         call = ToolCall(gw.url, "x__elicit", {"schema": schema, "message": HOSTILE_MESSAGE})
         env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "160", "ELICITGATE_ADMIN_TOKEN": ADMIN_TOKEN}
         env.pop("NO_COLOR", None)
-        term = pexpect.spawn(PY, ["-m", "elicitgate.cli", "inbox", "--url", gw.url, "--once"], cwd=str(ROOT),
+        term = in_terminal(PY, ["-m", "elicitgate.cli", "inbox", "--url", gw.url, "--once"], cwd=str(ROOT),
                              env=env, encoding="utf-8", timeout=90, dimensions=(50, 160))
         term.logfile_read = seen = io.StringIO()
         term.expect(r"Answer which one\?")
