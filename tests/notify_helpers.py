@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -108,7 +107,4 @@ async def silent_receiver() -> AsyncIterator[Silent]:
 
 def closed_port_url() -> str:
     """A `json://` URL at a port nothing listens on (connection refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"json://127.0.0.1:{port}/closed"
+    return f"json://127.0.0.1:{free_port()}/closed"
