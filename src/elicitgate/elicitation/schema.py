@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-import orjson
-
+from elicitgate.json_memo import JsonMemo
 from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 
 if TYPE_CHECKING:
@@ -179,31 +178,22 @@ def _formats() -> FormatChecker:
     return FormatChecker(formats=STRING_FORMATS)
 
 
-_VALIDATORS: dict[bytes, Draft202012Validator] = {}
-"""Validators by the schema they check (its JSON, keys sorted): every answer to the same form is checked by the
-one built for its first (building one is about half of what checking an answer costs)."""
-_MAX_VALIDATORS = 256
+def _strict_validator(strict: Mapping[str, Any]) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(strict, format_checker=_formats())
+
+
+_VALIDATORS = JsonMemo(_strict_validator)
+"""Validators by the schema they check: every answer to the same form is checked by the one built for its first
+(building one is about half of what checking an answer costs)."""
 
 
 def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
     """The validator of `schema` closed to other fields (`additionalProperties: false`)."""
     strict = {**schema, "additionalProperties": False}
     strict.pop("$schema", None)
-    try:
-        key = orjson.dumps(strict, option=orjson.OPT_SORT_KEYS)
-    except (TypeError, orjson.JSONEncodeError):  # what orjson cannot write (an integer past 64 bits) is not kept
-        key = None
-    found = _VALIDATORS.get(key) if key is not None else None
-    if found is None:
-        from jsonschema import Draft202012Validator
-
-        # A kept validator checks its own copy: a caller changing its schema later changes no other form's check.
-        found = Draft202012Validator(strict if key is None else orjson.loads(key), format_checker=_formats())
-        if key is not None:
-            if len(_VALIDATORS) >= _MAX_VALIDATORS:
-                _VALIDATORS.pop(next(iter(_VALIDATORS)))
-            _VALIDATORS[key] = found
-    return found
+    return _VALIDATORS(strict)
 
 
 def answer_problems(schema: Mapping[str, Any], content: Any) -> list[JsonObject]:

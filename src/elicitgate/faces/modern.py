@@ -20,7 +20,6 @@ upstream sent it (design invariant 5).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from mcp.shared.dispatcher import DispatchContext, Outbound
 from mcp.shared.exceptions import MCPError
 from mcp.shared.transport_context import TransportContext
 
+from elicitgate.json_memo import JsonMemo
 from elicitgate.json_shapes import JsonObject, is_mapping
 
 ModernHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[JsonObject]]
@@ -281,27 +281,13 @@ def _reads_fit(reads: tuple[ParamRule, ...], params: Mapping[str, Any] | None) -
     return True
 
 
-_CAPABILITIES: dict[str, ClientCapabilities | None] = {}
+_CAPABILITIES = JsonMemo(lambda raw: _typed(ClientCapabilities, raw), max_key=2048)
 """Modelled capabilities by their JSON: a client declares the same ones with every request, and nothing changes a
 model once made (each is ~1.3 KB, held as long as a parked call's peer holds its latest request's connection)."""
-_MAX_CAPABILITIES = 256
-_MAX_CAPABILITIES_KEY = 2048
 
 
 def _capabilities(raw: Any) -> ClientCapabilities | None:
-    if raw is None:
-        return None
-    try:
-        key = json.dumps(raw, sort_keys=True, separators=(",", ":"))
-    except (TypeError, ValueError):
-        return _typed(ClientCapabilities, raw)
-    if len(key) > _MAX_CAPABILITIES_KEY:  # kept only small: the cache must not hold what clients make up
-        return _typed(ClientCapabilities, raw)
-    if key not in _CAPABILITIES:
-        if len(_CAPABILITIES) >= _MAX_CAPABILITIES:
-            _CAPABILITIES.clear()
-        _CAPABILITIES[key] = _typed(ClientCapabilities, raw)
-    return _CAPABILITIES[key]
+    return None if raw is None else _CAPABILITIES(raw)
 
 
 def _typed(model: type[_M], raw: Any) -> _M | None:
