@@ -16,12 +16,14 @@ import importlib.util
 import pkgutil
 import sys
 from collections.abc import Sequence
-from importlib.abc import Loader
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from elicitgate.json_shapes import JsonObject
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader  # importing it imports importlib.resources, tempfile, ...: ~2 MiB
 
 PACKAGES = ("mcp", "mcp.server", "mcp.client")
 """Parents before children: finding `mcp.server` imports `mcp`, which must be the deferred one."""
@@ -103,11 +105,11 @@ class _SeededFinder:
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _SeededLoader(spec.loader, seeded)
+        spec.loader = cast("Loader", _SeededLoader(spec.loader, seeded))  # a loader by its methods
         return spec
 
 
-class _SeededLoader(Loader):
+class _SeededLoader:
     """The module's own loader, run at the first read of a name other than its seeded ones."""
 
     def __init__(self, loader: Loader, seeded: JsonObject) -> None:
@@ -116,6 +118,9 @@ class _SeededLoader(Loader):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)  # get_source, get_filename, ...: the module's own loader answers
+
+    def create_module(self, spec: ModuleSpec) -> None:
+        return None  # the usual module object
 
     def exec_module(self, module: ModuleType) -> None:
         module.__dict__.update(self._seeded)
