@@ -7,8 +7,9 @@ the latency rounds interleave all of them (`bench.latency.interleave`), so machi
 both alike. Prints p50 per target and operation, and each gateway's CPU time per call served (from
 `/proc`, less sensitive to other work on the machine than wall time; each row is a gateway process
 of its own, so each has its own figure, half elicit and half echo calls). With `--startup N`: N
-interleaved start-ups of each (`serve --http`, two stdio upstreams, as `bench.startup`): seconds to
-`/healthz` 200, the gateway's CPU seconds by then, its RSS one second later. Asserts nothing.
+interleaved start-ups of each (`serve --http`, two stdio upstreams, as `bench.startup`, each running the demo
+server of the same tree): seconds to `/healthz` 200, the gateway's CPU seconds by then and its upstreams', its RSS
+one second later. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def startup(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "ab"
     sources = {"base": export_src(args.base), "work": ROOT / "src"}
     servers = {"one": configs.stdio_upstream("auto"), "two": configs.stdio_upstream("auto")}
-    runs: dict[str, list[tuple[float, float, float]]] = {label: [] for label in sources}
+    runs: dict[str, list[tuple[float, float, float, float]]] = {label: [] for label in sources}
+    pythonpath = os.environ.get("PYTHONPATH")
     with open(ROOT / "bench" / "results" / "ab.log", "w") as log:
         for _ in range(args.startup):
             for label, src in sources.items():
@@ -71,14 +73,25 @@ def startup(args: argparse.Namespace) -> None:
                 argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
                         "from elicitgate.cli import app; app()", "serve", "--config", str(config),
                         "--http", f"127.0.0.1:{port}"]
-                with HttpProcess(argv, port, log, ready_path="/healthz") as gw:
-                    cpu = cpu_seconds(gw.pid)
-                    time.sleep(1.0)
-                    runs[label].append((gw.ready_after, cpu, rss_kb(gw.pid) / 1024))
+                # The upstreams (the demo server, a module of the same tree) run that tree too.
+                os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), pythonpath]))
+                try:
+                    with HttpProcess(argv, port, log, ready_path="/healthz") as gw:
+                        cpu = cpu_seconds(gw.pid)
+                        upstreams = sum(cpu_seconds(pid) for pid in children(gw.pid))
+                        time.sleep(1.0)
+                        runs[label].append((gw.ready_after, cpu, upstreams, rss_kb(gw.pid) / 1024))
+                finally:
+                    if pythonpath is None:
+                        os.environ.pop("PYTHONPATH", None)
+                    else:
+                        os.environ["PYTHONPATH"] = pythonpath
     for label, found in runs.items():
-        ready, cpu, rss = (statistics.median(r[i] for r in found) for i in range(3))
-        print(f"{label}: ready {ready:.2f} s, gateway CPU by then {cpu:.2f} s, idle RSS {rss:.1f} MiB "
-              f"(median of {len(found)})")
+        ready, cpu, upstreams, rss = (statistics.median(r[i] for r in found) for i in range(4))
+        spread = ", ".join(f"{name} {min(r[i] for r in found):.2f}-{max(r[i] for r in found):.2f}"
+                           for i, name in enumerate(("ready", "gateway CPU", "upstreams' CPU", "RSS")))
+        print(f"{label}: ready {ready:.2f} s, gateway CPU by then {cpu:.2f} s (its upstreams' {upstreams:.2f} s), "
+              f"idle RSS {rss:.1f} MiB (median of {len(found)}; ranges: {spread})")
 
 
 async def main(args: argparse.Namespace) -> None:

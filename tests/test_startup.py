@@ -174,3 +174,36 @@ def test_the_names_seeded_for_the_deferred_spec_schemas_are_the_sdks():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+MODULES_AT_PRESPAWN = """
+import json, sys
+out = sys.argv.pop(1)
+from elicitgate.upstreams import prespawn
+start = prespawn.start
+def recording(servers):
+    open(out, "w").write(json.dumps(sorted(sys.modules)))
+    start(servers)
+prespawn.start = recording
+from elicitgate.cli import app
+app(prog_name="elicitgate")
+"""
+"""`elicitgate ...` that writes the names of the modules imported by the time it starts its stdio servers."""
+SDK_MODELS = {"mcp_types", "mcp_types._types", "mcp.shared.exceptions", "mcp.server.lowlevel.server"}
+
+
+def test_the_stdio_servers_start_before_the_gateway_imports_the_sdk(tmp_path):
+    """`serve` starts its stdio servers as soon as it has read its configuration (`upstreams.prespawn`), so that
+    their start-up overlaps the gateway's: reading it imports neither the SDK's models (`mcp_types`, ~0.2 s of
+    CPU) nor the gateway itself."""
+    demo = {"command": PY, "args": ["-m", "elicitgate.demo.server"]}
+    config = write_config(tmp_path, {"demo": demo}, audit={"enabled": False})
+    out = tmp_path / "modules.json"
+    done = subprocess.run(
+        [PY, "-c", MODULES_AT_PRESPAWN, str(out), "serve", "--config", str(config)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    modules = set(json.loads(out.read_text()))
+    assert "elicitgate.config" in modules  # it had read the configuration
+    assert modules & (SDK_MODELS | {"elicitgate.errors", "elicitgate.gateway", "uvicorn", "starlette"}) == set()

@@ -12,8 +12,8 @@ import typer
 
 from elicitgate.cli_serve import claim_port, parse_http_option, run_gateway
 from elicitgate.config import GatewayConfig, build_config, load_config
+from elicitgate.config_error import ConfigError
 from elicitgate.console import say
-from elicitgate.errors import ConfigError
 from elicitgate.hostport import url_host
 from elicitgate.json_shapes import JsonObject
 

@@ -13,8 +13,8 @@ import typer
 
 from elicitgate.audit.record import FIELDS, as_json, parse_filters
 from elicitgate.config import load_config
+from elicitgate.config_error import ConfigError
 from elicitgate.console import err, say
-from elicitgate.errors import ConfigError
 from elicitgate.json_shapes import JsonObject
 
 audit_app = typer.Typer(help="Read the audit trail (works without a running gateway).", no_args_is_help=True)

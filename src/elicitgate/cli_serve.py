@@ -16,8 +16,8 @@ import typer
 
 from elicitgate import heap
 from elicitgate.config import GatewayConfig
+from elicitgate.config_error import ConfigError
 from elicitgate.console import say
-from elicitgate.errors import ConfigError
 from elicitgate.hostport import http_url, parse_hostport, url_host
 from elicitgate.upstreams import prespawn
 

@@ -8,7 +8,6 @@ module turns such a file into the gateway's own shape, or says exactly what to c
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -35,6 +34,8 @@ def input_variable(input_id: str) -> str:
 
 
 def close_match(word: str, choices: list[str]) -> str | None:
+    import difflib  # only for a mistyped key (~0.3 MiB)
+
     found = difflib.get_close_matches(word, choices, n=1, cutoff=0.75)
     return found[0] if found else None
 

@@ -25,6 +25,8 @@ The tree (who raises each, in brackets):
     └── AuthConfigError ......... `http.auth` cannot be used as written [faces.auth]
     Exception
     ├── ConfigError ............. a configuration problem, for the person who wrote the file [config]
+    │                             (defined in config_error.py, which imports nothing: the configuration
+    │                             loads before the SDK does)
     ├── ConnectError ............ an upstream could not be started or did not negotiate [upstreams.connection]
     ├── HumanGone ............... the human's side went away with the elicitation open [elicitation.responders]
     ├── HeadTooLarge ............ an HTTP request head over a limit, with the status that answers it
@@ -57,6 +59,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from mcp.shared.exceptions import MCPError
 
+from elicitgate.config_error import ConfigError
 from elicitgate.json_shapes import JsonObject, is_array, is_mapping
 
 UPSTREAM_UNAVAILABLE = -32010
@@ -216,20 +219,6 @@ class NonFiniteParams(ValueError):
 
 
 # -- configuration -----------------------------------------------------------------------------
-
-class ConfigError(Exception):
-    """A configuration problem, phrased for the person who wrote the file."""
-
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        super().__init__(f"{source}: " + "; ".join(problems))
-
-    def render(self) -> str:
-        lines = [f"invalid configuration in {self.source}:"]
-        lines += [f"  - {p}" for p in self.problems]
-        return "\n".join(lines)
-
 
 class AuthConfigError(ValueError):
     """`http.auth` cannot be used as written (a tokens file that is missing or malformed)."""

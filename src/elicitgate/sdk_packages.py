@@ -11,13 +11,19 @@ that `__init__` then, so every name is still there for whoever asks.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import pkgutil
 import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from elicitgate.json_shapes import JsonObject
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader  # importing it imports importlib.resources, tempfile, ...: ~2 MiB
 
 PACKAGES = ("mcp", "mcp.server", "mcp.client")
 """Parents before children: finding `mcp.server` imports `mcp`, which must be the deferred one."""
@@ -49,8 +55,8 @@ def defer_sdk_package_inits() -> None:
             _defer_package(name)
     if PACKAGES[0] in sys.modules:
         return
-    for name, seeded in SEEDED.items():
-        _defer_module(name, seeded)
+    if not any(isinstance(finder, _SeededFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _SeededFinder())
     for name in PACKAGES:
         if not _defer_package(name):
             return  # not the SDK layout this was written for: leave the imports alone
@@ -84,25 +90,49 @@ def _loader(package: ModuleType, submodules: frozenset[str]) -> Any:
     return getattr_
 
 
-def _defer_module(name: str, seeded: JsonObject) -> None:
-    """`name` holding `seeded` alone until another of its names is read, which runs the module's code then."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    module.__dict__.update(seeded)
+class _SeededFinder:
+    """Finds a module of `SEEDED` when something first imports it, as the import system would, and makes it hold
+    its seeded names alone until another of its names is read (`_SeededLoader`).
 
-    def getattr_(attr: str) -> Any:
-        # The import system's own questions (`__path__`: is it a package?) are not the module's names;
-        # `__all__` is (`from mcp_types.methods import *`, as `mcp.types.methods` does, must see them all).
-        if attr.startswith("__") and attr != "__all__":
-            raise AttributeError(attr)
-        del module.__getattr__
-        assert spec.loader is not None
-        spec.loader.exec_module(module)
-        return getattr(module, attr)
+    A finder rather than the module made at once: finding `mcp_types.methods` imports `mcp_types`, the SDK's
+    version-free models (~0.2 s of CPU), and `import elicitgate` must not, so that `serve` reads its configuration
+    and starts its stdio servers first (`upstreams.prespawn`)."""
 
-    module.__getattr__ = getattr_  # type: ignore[method-assign]
-    sys.modules[name] = module
-    parent, _, child = name.rpartition(".")
-    setattr(sys.modules[parent], child, module)
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
+        seeded = SEEDED.get(name)
+        if seeded is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = cast("Loader", _SeededLoader(spec.loader, seeded))  # a loader by its methods
+        return spec
+
+
+class _SeededLoader:
+    """The module's own loader, run at the first read of a name other than its seeded ones."""
+
+    def __init__(self, loader: Loader, seeded: JsonObject) -> None:
+        self._loader = loader
+        self._seeded = seeded
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)  # get_source, get_filename, ...: the module's own loader answers
+
+    def create_module(self, spec: ModuleSpec) -> None:
+        return None  # the usual module object
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__dict__.update(self._seeded)
+        loader = self._loader
+
+        def getattr_(attr: str) -> Any:
+            # The import system's own questions (`__path__`: is it a package?) are not the module's names;
+            # `__all__` is (`from mcp_types.methods import *`, as `mcp.types.methods` does, must see them all).
+            if attr.startswith("__") and attr != "__all__":
+                raise AttributeError(attr)
+            del module.__getattr__
+            loader.exec_module(module)
+            return getattr(module, attr)
+
+        module.__getattr__ = getattr_  # type: ignore[method-assign]

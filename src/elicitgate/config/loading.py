@@ -16,7 +16,7 @@ from pydantic_core import ErrorDetails
 from elicitgate.client_files import adapt, close_match, expand_placeholders, parse_jsonc
 from elicitgate.config.servers import HttpServer, StdioServer
 from elicitgate.config.settings import ENV_PREFIX, GatewayConfig
-from elicitgate.errors import ConfigError
+from elicitgate.config_error import ConfigError
 from elicitgate.json_shapes import JsonObject, is_object
 
 

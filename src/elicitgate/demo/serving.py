@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import anyio
 import uvicorn
+from mcp_types import methods
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -16,6 +17,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.sse import SseServerTransport
 from mcp.server.stdio import stdio_server
 
+from elicitgate import heap
 from elicitgate.hostport import parse_hostport
 from elicitgate.sdk import raw_send
 
@@ -34,6 +36,11 @@ def sse_app(server: Server) -> Starlette:
 
 def run_server(server: Server, *, http: str | None = None, sse: str | None = None) -> None:
     """Serve until killed: streamable HTTP at `/mcp` with `http`, SSE at `/sse` with `sse`, else stdio."""
+    # The SDK's server checks every request against the spec's schemas per protocol version (`mcp_types.methods`,
+    # ~0.2 s of CPU, which `elicitgate.sdk_packages` defers to the first read): load them now, before the heap
+    # settles and while the client is still starting, not as its first request waits.
+    _ = methods.CLIENT_REQUESTS  # not one of the names seeded there: reading it loads the module
+    heap.settle()  # what the start-up built lives for the process (and collections resume if `hold` paused them)
     if http:
         host, port = parse_hostport(http)
         uvicorn.run(server.streamable_http_app(host=host), host=host, port=port, log_level="warning")
