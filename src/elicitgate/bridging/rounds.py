@@ -276,13 +276,17 @@ class ParkedCall:
                         while self.outcome is None and not all(e.is_set() for e in self._url_waits.values()):
                             await self._change()
                     self._url_waits.clear()
-                handing = self._may_become_task(call)
-                after = self.tasks.hand_over_after if handing and self.tasks is not None else None
-                with anyio.move_on_after(after if after is not None else float("inf")) as held:
-                    while not self._ready() and not (handing and self._hand_over):
+                if self._may_become_task(call):
+                    assert self.tasks is not None
+                    after = self.tasks.hand_over_after
+                    with anyio.move_on_after(after if after is not None else float("inf")) as held:
+                        while not self._ready() and not self._hand_over:
+                            await self._change()
+                    if self.outcome is None and (self._hand_over or held.cancelled_caught):
+                        return self._become_task()
+                else:  # no deadline to keep: no scope for it (most requests)
+                    while not self._ready():
                         await self._change()
-                if handing and self.outcome is None and (self._hand_over or held.cancelled_caught):
-                    return self._become_task()
         except anyio.get_cancelled_exc_class():
             # The request the client waited with is gone. A first request leaves it nothing to retry
             # with, and a cancel it asked for means it will not: the call ends. A retry that was merely

@@ -121,9 +121,10 @@ class EnvelopeConnection(Connection):
     def client_params(self) -> InitializeRequestParams | None:
         params = self._client_params
         if params is None and self._client_info is not None:
-            info, self._client_info = _typed(Implementation, self._client_info), None
+            info, self._client_info = _IMPLEMENTATIONS(self._client_info), None
             if info is not None and self.client_capabilities is not None:
-                params = self._client_params = InitializeRequestParams(
+                # Both parts are models already (validated, or kept by their JSON): put together, not validated again.
+                params = self._client_params = InitializeRequestParams.model_construct(
                     protocol_version=self.protocol_version, capabilities=self.client_capabilities, client_info=info
                 )
         return params
@@ -284,6 +285,11 @@ def _reads_fit(reads: tuple[ParamRule, ...], params: Mapping[str, Any] | None) -
 _CAPABILITIES = JsonMemo(lambda raw: _typed(ClientCapabilities, raw), max_key=2048)
 """Modelled capabilities by their JSON: a client declares the same ones with every request, and nothing changes a
 model once made (each is ~1.3 KB, held as long as a parked call's peer holds its latest request's connection)."""
+
+
+_IMPLEMENTATIONS = JsonMemo(lambda raw: _typed(Implementation, raw), max_key=2048)
+"""Modelled `clientInfo` by its JSON: read for every elicitation a 2026-07-28 client's call makes (who asks, in the
+audit trail and the log), and the same with every request of one client."""
 
 
 def _capabilities(raw: Any) -> ClientCapabilities | None:
