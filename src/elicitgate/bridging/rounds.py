@@ -388,10 +388,20 @@ class Rounds:
             keep = await park.run(work)
         finally:
             park.peer.calls.discard(park)
-            if keep and not park.claimed:
-                self._keep_until_claimed(park)
+            if keep and not park.claimed and park.current is not None:
+                # A request is waiting and was just woken: it takes the outcome in its next step (most calls).
+                # Settled after that step, not with a timer made and cancelled per call.
+                asyncio.get_running_loop().call_soon(self._settle, park)
             else:
-                self.parked.pop(park.id, None)
+                self._settle(park, keep)
+
+    def _settle(self, park: ParkedCall, keep: bool = True) -> None:
+        """A finished call: its outcome kept for the retry that comes for it (`keep`, and no request took it), or
+        the call dropped."""
+        if keep and not park.claimed:
+            self._keep_until_claimed(park)
+        else:
+            self.parked.pop(park.id, None)
 
     def _keep_until_claimed(self, park: ParkedCall) -> None:
         """Nobody may be looking right now: the outcome waits for the retry that comes for it, at most
