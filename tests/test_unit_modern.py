@@ -66,3 +66,46 @@ async def test_a_relayed_method_has_what_the_gateway_reads_checked_and_its_resul
         with pytest.raises(MCPError) as refused:
             await serve(table, "tools/call", bad)
         assert (refused.value.error.code, refused.value.error.message) == (-32602, "Invalid request parameters"), bad
+
+
+ROUND_QUESTIONS = {
+    "q1": {"method": "elicitation/create", "params": {
+        "mode": "form", "message": "Name?", "extra": "dropped by the sieve",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+    }},
+    "q2": {"method": "elicitation/create", "params": {"mode": "url", "message": "Sign in", "url": "https://x.test/a"}},
+}
+
+
+@pytest.mark.parametrize("questions", [ROUND_QUESTIONS, {"q1": ROUND_QUESTIONS["q2"]}])
+async def test_a_round_is_sieved_as_the_spec_shapes_it_with_its_own_state_each_time(questions: dict[str, Any]):
+    from mcp_types import methods as spec_methods
+
+    table = ModernMethods(Server("gw", version="1"))
+    states = iter(("s1", "s2"))
+
+    async def call(ctx: Any) -> dict[str, Any]:
+        return {"resultType": "input_required", "inputRequests": questions, "requestState": next(states)}
+
+    table.add("tools/call", call, reads=RELAYED_PARAMS["tools/call"])
+    first = await serve(table, "tools/call", {"name": "t"})
+    second = await serve(table, "tools/call", {"name": "t"})  # the same questions again: from the memo
+    for result, state in ((first, "s1"), (second, "s2")):
+        expected = spec_methods.serialize_server_result(
+            "tools/call", VERSION, {"resultType": "input_required", "inputRequests": questions, "requestState": state}
+        )
+        assert {k: v for k, v in result.items() if k != "_meta"} == expected
+    assert first["inputRequests"] is not second["inputRequests"]  # each result its own, nothing shared
+
+
+async def test_an_invalid_round_is_an_internal_error_every_time():
+    table = ModernMethods(Server("gw", version="1"))
+
+    async def call(ctx: Any) -> dict[str, Any]:
+        return {"resultType": "input_required", "inputRequests": {"q1": {"method": 7}}, "requestState": "s"}
+
+    table.add("tools/call", call, reads=RELAYED_PARAMS["tools/call"])
+    for _ in range(2):
+        with pytest.raises(MCPError) as invalid:
+            await serve(table, "tools/call", {"name": "t"})
+        assert (invalid.value.error.code, invalid.value.error.message) == (-32603, "Handler returned an invalid result")

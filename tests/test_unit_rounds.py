@@ -360,3 +360,15 @@ async def test_closing_in_a_cancelled_scope_still_ends_the_parked_calls() -> Non
             closed.append(call.ended.is_set())  # close waited for the call to end, cancelled scope or not
     assert closed == [True] and r.parked == {}
     assert [e.error.message for e in call.heard] == ["the call was cancelled"]
+
+
+async def test_an_outcome_a_waiting_request_took_leaves_nothing_parked_and_no_timer() -> None:
+    r, p = rounds(), peer()
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, asks(FORM))
+        assert await r.resume(Request(p, 2), METHOD, first["requestState"], {"q1": {"action": "accept"}}) == RESULT
+        assert await r.start(Request(p, 3), METHOD, asks()) == RESULT  # a call that never asks
+        with anyio.fail_after(5):
+            while r.parked:  # settled once the request that took the outcome has had its step
+                await anyio.sleep(0)
+        assert r._expiries == {}  # pyright: ignore[reportPrivateUsage]

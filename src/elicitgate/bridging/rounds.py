@@ -60,7 +60,7 @@ class ParkedCall:
     asks_in_rounds = True
     __slots__ = (
         "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "_seen", "rounds",
-        "round_nonce", "spent_nonce", "_waiting", "open", "outcome", "scope", "claimed", "on_claimed", "_keys",
+        "round_nonce", "spent_nonce", "_superseded", "open", "outcome", "scope", "claimed", "on_claimed", "_keys",
         "_registering", "_processing", "_url_waits", "_changed", "_failure", "tasks", "task", "_hand_over",
         "on_change", "task_seed",
     )
@@ -86,7 +86,8 @@ class ParkedCall:
         self.spent_nonce: str | None = None
         """The nonce of the retry that answered the current round: while its request waits it may be lost
         (the client's HTTP request cancelled), and the client may come back with the same state."""
-        self._waiting: anyio.CancelScope | None = None
+        self._superseded: ClientRequest | None = None
+        """The request that was waiting when a retry with its state came (`supersede`): it steps aside."""
         self.open: dict[str, Question] = {}
         self.outcome: JsonObject | BaseException | None = None
         self.scope: anyio.CancelScope | None = None
@@ -259,30 +260,42 @@ class ParkedCall:
         return {**self.task.handle(), "resultType": "task"}
 
     def supersede(self) -> None:
-        """A retry with the state of the one now waiting: that one was lost; the new one takes its place."""
-        if self._waiting is not None:
-            self._waiting.cancel()
+        """A retry with the state of the one now waiting: that one was lost; the new one takes its place. The one
+        waiting is woken to step aside (a flag it reads, not a cancel scope made around every wait for it)."""
+        if self.current is not None:
+            self._superseded = self.current
+            if self._changed is not None:
+                self._changed.set()
+                self._changed = None
 
     async def next_round(self, call: ClientRequest) -> JsonObject:
         """Wait, as `call`, for the parked call's result or its next questions."""
         self.current, self._latest = call, call
+        superseded = False
         try:
-            with anyio.CancelScope() as waiting:
-                self._waiting = waiting
-                if self._url_waits:
-                    # A call that already has its outcome needs no completion (the gateway's own hosted
-                    # page never sends one to a 2026-07-28 client: its answer is the outcome).
-                    with anyio.move_on_after(self.config.url_complete_wait):
-                        while self.outcome is None and not all(e.is_set() for e in self._url_waits.values()):
-                            await self._change()
-                    self._url_waits.clear()
-                handing = self._may_become_task(call)
-                after = self.tasks.hand_over_after if handing and self.tasks is not None else None
-                with anyio.move_on_after(after if after is not None else float("inf")) as held:
-                    while not self._ready() and not (handing and self._hand_over):
+            if self._url_waits:
+                # A call that already has its outcome needs no completion (the gateway's own hosted
+                # page never sends one to a 2026-07-28 client: its answer is the outcome).
+                with anyio.move_on_after(self.config.url_complete_wait):
+                    while (self.outcome is None and not all(e.is_set() for e in self._url_waits.values())
+                           and self._superseded is not call):
                         await self._change()
-                if handing and self.outcome is None and (self._hand_over or held.cancelled_caught):
+                if self._superseded is not call:
+                    self._url_waits.clear()
+            if self._superseded is call:
+                pass
+            elif self._may_become_task(call):
+                assert self.tasks is not None
+                after = self.tasks.hand_over_after
+                with anyio.move_on_after(after if after is not None else float("inf")) as held:
+                    while not self._ready() and not self._hand_over and self._superseded is not call:
+                        await self._change()
+                taken = self._superseded is call
+                if not taken and self.outcome is None and (self._hand_over or held.cancelled_caught):
                     return self._become_task()
+            else:  # no deadline to keep: no scope for it (most requests)
+                while not self._ready() and self._superseded is not call:
+                    await self._change()
         except anyio.get_cancelled_exc_class():
             # The request the client waited with is gone. A first request leaves it nothing to retry
             # with, and a cancel it asked for means it will not: the call ends. A retry that was merely
@@ -294,7 +307,9 @@ class ParkedCall:
         finally:
             if self.current is call:
                 self.current = None
-        if waiting.cancelled_caught:
+            if self._superseded is call:
+                superseded, self._superseded = True, None
+        if superseded:
             raise errors.gateway_error(
                 errors.ELICITATION_FAILED, "a newer retry with the same requestState took this request's place"
             )
@@ -384,10 +399,20 @@ class Rounds:
             keep = await park.run(work)
         finally:
             park.peer.calls.discard(park)
-            if keep and not park.claimed:
-                self._keep_until_claimed(park)
+            if keep and not park.claimed and park.current is not None:
+                # A request is waiting and was just woken: it takes the outcome in its next step (most calls).
+                # Settled after that step, not with a timer made and cancelled per call.
+                asyncio.get_running_loop().call_soon(self._settle, park)
             else:
-                self.parked.pop(park.id, None)
+                self._settle(park, keep)
+
+    def _settle(self, park: ParkedCall, keep: bool = True) -> None:
+        """A finished call: its outcome kept for the retry that comes for it (`keep`, and no request took it), or
+        the call dropped."""
+        if keep and not park.claimed:
+            self._keep_until_claimed(park)
+        else:
+            self.parked.pop(park.id, None)
 
     def _keep_until_claimed(self, park: ParkedCall) -> None:
         """Nobody may be looking right now: the outcome waits for the retry that comes for it, at most

@@ -131,8 +131,15 @@ class RequestsOnly:
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None or ctx.method not in spec_methods.INPUT_REQUIRED_METHODS:
             return await call_next(ctx)
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and (ctx.params or {}).get("requestState") is None:
-            return await call_next(ctx)
+        if (ctx.params or {}).get("requestState") is None:
+            # Nothing to unseal: the boundary only seals, and only an `input_required` result (the boundary's own
+            # rule). Most calls end without a round: they pass by, and the boundary is not loaded for them.
+            if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                return await call_next(ctx)
+            result = await call_next(ctx)
+            if not spec_methods.is_input_required(result):
+                return result
+            return await self._loaded()(ctx, _answered(result))
         return await self._loaded()(ctx, call_next)
 
     def _loaded(self) -> RequestStateBoundary:
@@ -145,3 +152,12 @@ class RequestsOnly:
             self._boundary = RequestStateBoundary(security, default_audience=AUDIENCE)
             heap.settle()  # cryptography's modules stay for the process: out of every later full collection
         return self._boundary
+
+
+def _answered(result: HandlerResult) -> CallNext:
+    """The rest of the chain, already run: `result`."""
+
+    async def call_next(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
+        return result
+
+    return call_next

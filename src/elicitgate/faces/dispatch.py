@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from elicitgate.elicitation.model import Elicitation
 
 STDIO = TransportContext(kind="stdio", can_send_request=True)
+MODERN_STDIO = TransportContext(kind="stdio", can_send_request=False)
 
 DirectHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[JsonObject]]
 """A request handler that reads the raw params off its context and returns the result as a dict."""
@@ -168,6 +169,23 @@ class RequestContext:
             await self.notify("notifications/progress", progress_params(token, progress, total, message))
 
 
+class ModernRequestContext(RequestContext):
+    """A 2026-07-28 connection's `RequestContext`: the era has no request to the client (the SDK's
+    `_NoServerRequestsDispatchContext`, without a wrapper around each request's context)."""
+
+    __slots__ = ()
+
+    transport: TransportContext = MODERN_STDIO
+
+    @property
+    def can_send_request(self) -> bool:
+        return False
+
+    def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> CoroutineType[Any, Any, JsonObject]:
+        raise NoBackChannelError(method)
+
 
 async def serve_connection(
     server: Server[Any],
@@ -239,7 +257,7 @@ async def _serve_modern(
     server: Server[Any], wire: MessageWire, lifespan_state: Any, modern: ModernMethods | None
 ) -> None:
     """Every request carries its own envelope; the client is never sent a request of the server's."""
-    dispatcher = EndpointDispatcher(wire)
+    dispatcher = EndpointDispatcher(wire, context_type=ModernRequestContext)
     outbound = NotifyOnlyOutbound(dispatcher)
 
     async def on_request(
@@ -259,14 +277,12 @@ async def _serve_modern(
                 connection = EnvelopeConnection(
                     outbound, route.protocol_version, route.client_info, route.client_capabilities
                 )
-                return await modern.serve(
-                    sdk.without_server_requests(context), method, params, connection, lifespan_state
-                )
+                return await modern.serve(context, method, params, connection, lifespan_state)
             connection = Connection.from_envelope(
                 route.protocol_version, route.client_info, route.client_capabilities, outbound=outbound
             )
             return await serve_one(
-                server, sdk.without_server_requests(context), method, params,
+                server, context, method, params,
                 connection=connection, lifespan_state=lifespan_state,
             )
         except (MCPError, ValidationError):
@@ -281,9 +297,7 @@ async def _serve_modern(
         # The envelope is request-only, so a notification runs at the latest version served.
         connection = Connection.from_envelope(LATEST_MODERN_VERSION, None, None, outbound=outbound)
         try:
-            await ServerRunner(server, connection, lifespan_state).on_notify(
-                sdk.without_server_requests(context), method, params
-            )
+            await ServerRunner(server, connection, lifespan_state).on_notify(context, method, params)
         finally:
             await aclose_shielded(connection)
 

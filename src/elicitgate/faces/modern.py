@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 import anyio
+import orjson
 from mcp_types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -121,9 +122,10 @@ class EnvelopeConnection(Connection):
     def client_params(self) -> InitializeRequestParams | None:
         params = self._client_params
         if params is None and self._client_info is not None:
-            info, self._client_info = _typed(Implementation, self._client_info), None
+            info, self._client_info = _IMPLEMENTATIONS(self._client_info), None
             if info is not None and self.client_capabilities is not None:
-                params = self._client_params = InitializeRequestParams(
+                # Both parts are models already (validated, or kept by their JSON): put together, not validated again.
+                params = self._client_params = InitializeRequestParams.model_construct(
                     protocol_version=self.protocol_version, capabilities=self.client_capabilities, client_info=info
                 )
         return params
@@ -241,7 +243,8 @@ class ModernMethods:
         # not define (an extension's) has no schema here: its handler shapes its result.
         if (sieve or asking) and method in spec_methods.SPEC_CLIENT_METHODS:
             try:
-                result = spec_methods.serialize_server_result(method, version, result)
+                sieved = _round_sieved(method, version, result) if asking else None
+                result = sieved if sieved is not None else spec_methods.serialize_server_result(method, version, result)
             except ValidationError:
                 raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
         if result.get("resultType") is None:
@@ -284,6 +287,44 @@ def _reads_fit(reads: tuple[ParamRule, ...], params: Mapping[str, Any] | None) -
 _CAPABILITIES = JsonMemo(lambda raw: _typed(ClientCapabilities, raw), max_key=2048)
 """Modelled capabilities by their JSON: a client declares the same ones with every request, and nothing changes a
 model once made (each is ~1.3 KB, held as long as a parked call's peer holds its latest request's connection)."""
+
+
+_ROUND_KEYS = frozenset({"resultType", "inputRequests", "requestState"})
+_STATE_STANDIN = "\x00state"
+
+
+def _sieve_round(key: Any) -> tuple[JsonObject, bytes]:
+    """A round's result sieved (`serialize_server_result`) with a stand-in state, and its `inputRequests` as JSON."""
+    method, version, requests = key
+    sieved = spec_methods.serialize_server_result(
+        method, version, {"resultType": "input_required", "inputRequests": requests, "requestState": _STATE_STANDIN}
+    )
+    return sieved, orjson.dumps(sieved.get("inputRequests"))
+
+
+_ROUNDS_SIEVED = JsonMemo(_sieve_round, max_key=16384)
+"""Sieved rounds by what they ask: a round's questions are mostly the same form asked again, and only its state (a
+plain string, which the sieve passes as it is) differs."""
+
+
+def _round_sieved(method: str, version: str, result: JsonObject) -> JsonObject | None:
+    """`serialize_server_result` of a round of the gateway's (`bridging.rounds`: `inputRequests` and a string
+    `requestState`, nothing else), from the memo; None for any other `input_required` result (sieved in full)."""
+    state = result.get("requestState")
+    if not isinstance(state, str) or not _ROUND_KEYS.issuperset(result) or not is_mapping(result.get("inputRequests")):
+        return None
+    sieved, requests = _ROUNDS_SIEVED([method, version, result["inputRequests"]])
+    if sieved.get("requestState") != _STATE_STANDIN:
+        return None
+    return {
+        key: state if key == "requestState" else orjson.loads(requests) if key == "inputRequests" else value
+        for key, value in sieved.items()
+    }
+
+
+_IMPLEMENTATIONS = JsonMemo(lambda raw: _typed(Implementation, raw), max_key=2048)
+"""Modelled `clientInfo` by its JSON: read for every elicitation a 2026-07-28 client's call makes (who asks, in the
+audit trail and the log), and the same with every request of one client."""
 
 
 def _capabilities(raw: Any) -> ClientCapabilities | None:

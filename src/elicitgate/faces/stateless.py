@@ -17,7 +17,7 @@ import asyncio
 import contextvars
 import enum
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -32,13 +32,16 @@ from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
     MCP_PARAM_HEADER_PREFIX,
     MCP_PROTOCOL_VERSION_HEADER,
     InboundLadderRejection,
     classify_inbound_request,
-    find_duplicated_routing_header,
+    find_invalid_x_mcp_header,
     unsupported_protocol_version_rejection,
     validate_mcp_param_headers,
+    x_mcp_header_map,
 )
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.transport_context import TransportContext
@@ -122,6 +125,7 @@ class StatelessRequests:
         self.lifespan_state: Any = None
         self._streaming: set[Channel] = set()
         """The POSTs answering with an SSE stream now."""
+        self._annotated = HeaderAnnotations()
 
     def stop(self) -> None:
         """Close every open stream (the face is stopping): each one's request is cancelled."""
@@ -155,17 +159,15 @@ class StatelessRequests:
         if method == "subscriptions/listen":
             await self._listen(scope, receive, send, body)
             return
-        duplicated = find_duplicated_routing_header(
-            (name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]
-        )
+        routing, duplicated, param_headers = _routing_headers(scope["headers"])
         if duplicated is not None:
             await _refuse(send, request_id, HEADER_MISMATCH, f"{duplicated} header appears more than once")
             return
-        route = classify_inbound_request(request, headers=dict(headers))
+        route = classify_inbound_request(request, headers=routing)
         if isinstance(route, InboundLadderRejection):
             await _refuse(send, request_id, route.code, route.message, data=route.data)
             return
-        rejection = self._param_headers_rejection(request, headers)
+        rejection = self._param_headers_rejection(request, headers, param_headers)
         if rejection is not None:
             await _refuse(send, request_id, rejection.code, rejection.message, data=rejection.data)
             return
@@ -220,15 +222,18 @@ class StatelessRequests:
             return
         await reply(send, 202, None)
 
-    def _param_headers_rejection(self, request: JsonObject, headers: Headers) -> InboundLadderRejection | None:
-        """A `tools/call`'s `Mcp-Param-*` headers checked against the called tool's input schema."""
+    def _param_headers_rejection(
+        self, request: JsonObject, headers: Headers, param_headers: bool
+    ) -> InboundLadderRejection | None:
+        """A `tools/call`'s `Mcp-Param-*` headers checked against the called tool's input schema (`param_headers`:
+        the request has one)."""
         params = request.get("params")
         if request["method"] != "tools/call" or not is_mapping(params):
             return None
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str) or (arguments is not None and not is_mapping(arguments)):
             return None
-        if not arguments and not any(header.startswith(_PARAM_PREFIX) for header in headers):
+        if not arguments and not param_headers:
             return None
         lookup = self._server.get_tool_input_schema
         try:
@@ -236,7 +241,7 @@ class StatelessRequests:
         except Exception:  # fail open, as the SDK does: the check must never break a call that works
             logger.exception("Mcp-Param header validation skipped: the tool's schema could not be read")
             return None
-        if schema is None:
+        if schema is None or not self._annotated.declares(schema):
             return None
         return validate_mcp_param_headers(schema, arguments or {}, headers)
 
@@ -283,6 +288,55 @@ async def _first_or_gone(
         watcher.cancel()
         await asyncio.wait([watcher])  # `stream` reads `receive` next: never two readers at once
     return GONE if gone else first
+
+
+_ROUTING_HEADERS = {name.encode("latin-1"): name for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER,
+                                                                MCP_NAME_HEADER)}
+_PARAM_PREFIX_BYTES = _PARAM_PREFIX.encode("latin-1")
+
+
+def _routing_headers(raw: Iterable[tuple[bytes, bytes]]) -> tuple[dict[str, str], str | None, bool]:
+    """One pass over the request's raw header lines: the routing headers the classification ladder reads (by
+    lowercase name, as `classify_inbound_request` takes them), the first routing header given twice (the SDK's
+    `find_duplicated_routing_header`), and whether any `Mcp-Param-*` header came. Only those few values are
+    decoded (a folded `Headers` mapping decoded every line, and looked each name up with a scan of them all)."""
+    routing: dict[str, str] = {}
+    duplicated: str | None = None
+    param_headers = False
+    for name, value in raw:
+        lowered = name.lower()
+        key = _ROUTING_HEADERS.get(lowered)
+        if key is not None:
+            if key in routing:
+                duplicated = duplicated or key
+            else:
+                routing[key] = value.decode("latin-1")
+        elif lowered.startswith(_PARAM_PREFIX_BYTES):
+            param_headers = True
+    return routing, duplicated, param_headers
+
+
+class HeaderAnnotations:
+    """Whether a tool's input schema declares any `x-mcp-header` (valid ones: the SDK validates nothing against a
+    schema with an invalid one), by schema, so that the schema is walked once and not on every call: a tool that
+    declares none has no `Mcp-Param-*` header to check (`validate_mcp_param_headers` would find nothing to compare).
+    The catalog hands out the same schema object until the tool's server lists it again."""
+
+    LIMIT = 1024
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Mapping[str, Any], bool]] = {}
+        """By the schema's id, with the schema itself (held, so that its id is not reused meanwhile)."""
+
+    def declares(self, schema: Mapping[str, Any]) -> bool:
+        seen = self._seen.get(id(schema))
+        if seen is not None and seen[0] is schema:
+            return seen[1]
+        verdict = find_invalid_x_mcp_header(schema) is None and bool(x_mcp_header_map(schema))
+        if len(self._seen) >= self.LIMIT:
+            self._seen.clear()
+        self._seen[id(schema)] = (schema, verdict)
+        return verdict
 
 
 def _request_of(message: object) -> JsonObject | None:
