@@ -338,6 +338,18 @@ class LeanCycle(RequestResponseCycle):
         self.transport.write(b"".join(content))
 
 
+def _address(transport: asyncio.BaseTransport, name: str) -> tuple[str, int] | None:
+    """A TCP connection's local or remote (host, port) as the transport keeps it (uvloop's, without the system
+    call and socket object that uvicorn's `get_local_addr` / `get_remote_addr` make per connection); None for
+    anything else (a Unix socket), which uvicorn's then read."""
+    info: object = transport.get_extra_info(name)
+    if isinstance(info, tuple):
+        pair = cast("tuple[object, ...]", info)
+        if len(pair) >= 2 and isinstance(port := pair[1], int):  # IPv6: (host, port, flowinfo, scope id)
+            return (str(pair[0]), port)
+    return None
+
+
 def plain_answer(status: int, text: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
     """A whole HTTP/1.1 response that closes its connection."""
     body = text.encode()
@@ -401,7 +413,7 @@ class LimitedHttpTools(HttpToolsProtocol):
                                            access_logger.hasHandlers())
         _, self.logger, self.access_logger, self.access_log = shared
         self.config = config
-        self.app = config.loaded_app
+        self.app = cast("Any", config.loaded_app)  # pyright: ignore[reportUnknownMemberType]
         self.loop = _loop or asyncio.get_event_loop()
         self.parser = httptools.HttpRequestParser(self)
         self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn: answer a pipelined first
@@ -443,8 +455,8 @@ class LimitedHttpTools(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.connections.add(self)
         self.flow = FlowControl(transport)  # the flow control keeps the transport itself
-        self.server = get_local_addr(transport)
-        self.client = get_remote_addr(transport)
+        self.server = _address(transport, "sockname") or get_local_addr(transport)
+        self.client = _address(transport, "peername") or get_remote_addr(transport)  # type: ignore[assignment]
         self.scheme = "https" if is_ssl(transport) else "http"
         if self.logger.level <= TRACE_LOG_LEVEL:
             self.logger.log(TRACE_LOG_LEVEL, "%sHTTP connection made", "%s:%d - " % self.client if self.client else "")
@@ -487,7 +499,7 @@ class LimitedHttpTools(HttpToolsProtocol):
     def _feed(self, chunk: memoryview) -> bool:
         """Feed the parser as uvicorn does; False when the connection is handed over or answered 400."""
         parser = self.parser
-        if parser is None:  # the connection is gone (uvicorn drops its parser then)
+        if parser is None:  # pyright: ignore[reportUnnecessaryComparison]  # the connection is gone (uvicorn drops it)
             return False
         try:
             parser.feed_data(chunk)
@@ -573,7 +585,7 @@ class LimitedHttpTools(HttpToolsProtocol):
             direct.prepare(scope)
             app = direct.app
         else:
-            app = self.app
+            app = cast("ASGIApp", self.app)
         existing_cycle = self.cycle
         self.cycle = cycle = LeanCycle(
             scope=self.scope, transport=self.transport, flow=self.flow, logger=self.logger,
@@ -582,7 +594,7 @@ class LimitedHttpTools(HttpToolsProtocol):
             expect_100_continue=self.expect_100_continue,
             keep_alive=http_version != "1.0" and parser.should_keep_alive(), on_response=self.on_response_complete,
         )
-        if existing_cycle is None or existing_cycle.response_complete:
+        if existing_cycle is None or existing_cycle.response_complete:  # pyright: ignore[reportUnnecessaryComparison]
             self._start_asgi_task(cycle, app)  # type: ignore[arg-type]
         else:  # pipelined: queued until the answers before it are written
             self.flow.pause_reading()
