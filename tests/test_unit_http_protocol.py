@@ -319,7 +319,7 @@ def test_the_direct_route_gives_the_scope_client_address_gives(peer: str, header
     outer = ClientAddress(inner, trusted)
     asyncio.run(outer(scope(), None, None))  # pyright: ignore[reportArgumentType]
     direct = scope()
-    DirectRoute(b"/mcp", inner, inner, outer.inner.trusted_hosts).prepare(direct)
+    DirectRoute(b"/mcp", inner, inner, outer.inner).prepare(direct)
     assert (direct["client"], direct["scheme"], direct[PEER]) == (seen[0]["client"], seen[0]["scheme"], seen[0][PEER])
     assert direct["app"] is inner
 
@@ -346,7 +346,7 @@ def test_only_the_direct_routes_exact_path_goes_past_the_outer_app():
         from elicitgate.web.client_address import ClientAddress
 
         protocol_class.direct = DirectRoute(b"/mcp", app_named("direct"), outer,
-                                            ClientAddress(outer).inner.trusted_hosts)
+                                            ClientAddress(outer).inner)
         protocol = protocol_class(config=Config(outer, lifespan="off", log_level="critical"),
                                   server_state=ServerState(), app_state={}, _loop=loop)
         socket = Socket()

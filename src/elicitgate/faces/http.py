@@ -132,7 +132,7 @@ def _route_mcp_directly(config: uvicorn.Config, app: Starlette) -> None:
             or not isinstance(outer, ClientAddress) or outer.inner.app is not app or config.proxy_headers
             or config.log_level in ("trace", TRACE_LOG_LEVEL)):
         return
-    protocol.direct = DirectRoute(MCP_PATH.encode(), direct, app, outer.inner.trusted_hosts)
+    protocol.direct = DirectRoute(MCP_PATH.encode(), direct, app, outer.inner)
 
 
 def _mark_headless(app: ASGIApp, config: HeadlessConfig) -> ASGIApp:

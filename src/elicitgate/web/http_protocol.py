@@ -29,7 +29,7 @@ import httptools
 from starlette.types import ASGIApp
 from uvicorn.config import Config
 from uvicorn.logging import TRACE_LOG_LEVEL
-from uvicorn.middleware.proxy_headers import _TrustedHosts  # pyright: ignore[reportPrivateUsage]
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, FlowControl, service_unavailable
 from uvicorn.protocols.http.httptools_impl import (
     HEADER_RE,
@@ -223,15 +223,15 @@ class DirectRoute:
     is done in `prepare`, before the request's task starts, instead of by three more frames that every resumption
     of that task passes through."""
 
-    __slots__ = ("raw_path", "app", "owner", "trusted")
+    __slots__ = ("raw_path", "app", "owner", "proxy")
 
-    def __init__(self, raw_path: bytes, app: ASGIApp, owner: ASGIApp, trusted: _TrustedHosts) -> None:
+    def __init__(self, raw_path: bytes, app: ASGIApp, owner: ASGIApp, proxy: ProxyHeadersMiddleware) -> None:
         self.raw_path = raw_path
         self.app = app
         self.owner = owner
         """What `scope["app"]` names (the HTTP face's Starlette app)."""
-        self.trusted = trusted
-        """The proxies whose headers are believed (`ClientAddress`'s)."""
+        self.proxy = proxy
+        """`ClientAddress`'s proxy-header middleware: the proxies whose headers it believes."""
 
     def prepare(self, scope: dict[str, Any]) -> None:
         """`ClientAddress` then uvicorn's `ProxyHeadersMiddleware`, for an HTTP request, in place."""
@@ -239,7 +239,8 @@ class DirectRoute:
         host = client[0] if client else None
         scope[PEER] = host
         scope["app"] = self.owner
-        if host not in self.trusted:
+        trusted = self.proxy.trusted_hosts
+        if host not in trusted:
             return
         proto: bytes | None = None
         forwarded: list[bytes] = []
@@ -253,7 +254,7 @@ class DirectRoute:
             if scheme in ("http", "https", "ws", "wss"):
                 scope["scheme"] = scheme
         if forwarded:
-            host, port = self.trusted.get_trusted_client_address(b", ".join(forwarded).decode("latin1"))
+            host, port = trusted.get_trusted_client_address(b", ".join(forwarded).decode("latin1"))
             if host:
                 scope["client"] = (host, port)
 
