@@ -362,3 +362,55 @@ def test_only_the_direct_routes_exact_path_goes_past_the_outer_app():
     assert asyncio.run(main()) == [
         ("direct", "/mcp", "/mcp", b""), ("outer", "/mcp/", "/mcp/", b""), ("outer", "/mcp", "/mcp", b"x=1"),
         ("outer", "/mc", "/mc", b""), ("outer", "/mcp/", "/mcp%2F", b""), ("direct", "/mcp", "/mcp", b"")]
+
+
+def test_a_streamed_response_learns_its_client_has_gone_without_a_task_watching():
+    """An SSE response (`faces.http_answers.on_disconnect`, as `/mcp`'s streams use it) is told its client went
+    away by the connection's protocol: no task waits on `receive` beside the request's own for as long as the
+    stream stays open (a pushed question holds it until answered), and `gone` is called once the connection is
+    lost; a watch cancelled as the response ends is never called."""
+    from elicitgate.faces.http_answers import on_disconnect
+
+    async def main() -> tuple[int, int, list[str]]:
+        calls: list[str] = []
+        opened = asyncio.Event()
+        tasks_while_open: list[int] = []
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await receive()
+            name = scope["path"]
+            watch = on_disconnect(receive, lambda: calls.append(name))
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream")]})
+            await send({"type": "http.response.body", "body": b"data: 1\r\n\r\n", "more_body": True})
+            if name == "/ends":
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                watch.cancel()
+                return
+            tasks_while_open.append(len(asyncio.all_tasks()))
+            opened.set()
+            await asyncio.Event().wait()  # held open until the client goes
+
+        loop = asyncio.get_running_loop()
+        protocol_class = limited_protocol(HttpLimits(MAX_LINE, MAX_HEAD, 3600, 3600))
+        baseline = len(asyncio.all_tasks())
+        ended = protocol_class(config=Config(app, lifespan="off", log_level="critical"), server_state=ServerState(),
+                               app_state={}, _loop=loop)
+        ended.connection_made(Socket())
+        ended.data_received(b"GET /ends HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        await turns()
+        ended.connection_lost(None)
+        held = protocol_class(config=Config(app, lifespan="off", log_level="critical"), server_state=ServerState(),
+                              app_state={}, _loop=loop)
+        held.connection_made(Socket())
+        held.data_received(b"GET /held HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        await opened.wait()
+        held.connection_lost(None)
+        await turns()
+        for task in asyncio.all_tasks() - {asyncio.current_task()}:
+            task.cancel()
+        return baseline, tasks_while_open[0], calls
+
+    baseline, while_open, calls = asyncio.run(main())
+    assert while_open == baseline + 1, "the request's own task, and no watcher beside it"
+    assert calls == ["/held"]

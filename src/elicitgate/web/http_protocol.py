@@ -259,10 +259,50 @@ class DirectRoute:
                 scope["client"] = (host, port)
 
 
+class Watch:
+    """A call of `gone` once a response's client has gone (`LeanCycle.watch`); `cancel` when the response ends
+    first."""
+
+    __slots__ = ("_cycle", "_gone")
+
+    def __init__(self, cycle: LeanCycle, gone: Callable[[], object]) -> None:
+        self._cycle: LeanCycle | None = cycle
+        self._gone: Callable[[], object] | None = gone
+
+    def cancel(self) -> None:
+        self._gone = None
+        cycle, self._cycle = self._cycle, None
+        if cycle is not None and cycle.watched is self:
+            cycle.watched = None
+
+    def fire(self) -> None:
+        gone, self._gone = self._gone, None
+        self._cycle = None
+        if gone is not None:
+            gone()
+
+
 class LeanCycle(RequestResponseCycle):
     """uvicorn's request-response cycle, with `send` written for the usual case: a response body part on a
     chunked or sized response goes out in a few steps; everything else (the head, HEAD requests, errors) as
-    uvicorn does it."""
+    uvicorn does it. `watch` tells a streamed response that its client has gone without a task waiting on
+    `receive` for as long as it stays open."""
+
+    watched: Watch | None = None
+
+    def watch(self, gone: Callable[[], object]) -> Watch:
+        """Call `gone` soon (from the event loop) once the client has gone, as a task returning from `receive`'s
+        `http.disconnect` would have: at once if it has gone already."""
+        watch = self.watched = Watch(self, gone)
+        if self.disconnected:
+            self.lost()
+        return watch
+
+    def lost(self) -> None:
+        """The client has gone (the protocol marked this cycle `disconnected`)."""
+        watch, self.watched = self.watched, None
+        if watch is not None:
+            asyncio.get_running_loop().call_soon(watch.fire)
 
     async def send(self, message: Any) -> None:
         if self.flow.write_paused and not self.disconnected:
@@ -469,6 +509,9 @@ class LimitedHttpTools(HttpToolsProtocol):
         if self._linger is not None:
             self._linger.cancel()
         super().connection_lost(exc)
+        cycle = self.cycle
+        if isinstance(cycle, LeanCycle) and cycle.disconnected:
+            cycle.lost()
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -672,6 +715,8 @@ class LimitedHttpTools(HttpToolsProtocol):
             return
         cycle.disconnected = True  # the app's `receive` says the client has gone, and what it sends is dropped
         cycle.message_event.set()
+        if isinstance(cycle, LeanCycle):
+            cycle.lost()
         self._answer_and_close(408, f"Request Timeout: the request body did not arrive within http.body_timeout "
                                     f"({self.limits.body_timeout:g} s)\n")
 
