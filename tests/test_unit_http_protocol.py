@@ -288,3 +288,129 @@ def test_what_a_response_writes_in_one_turn_of_the_loop_leaves_in_one_write():
     assert writes[0].startswith(b"HTTP/1.1 200 OK") and writes[0].endswith(b"\r\n\r\nok")
     assert writes[1].startswith(b"HTTP/1.1 200 OK") and writes[1].endswith(b"\r\n\r\nb\r\ndata: 1\r\n\r\n\r\n")
     assert writes[2] == b"b\r\ndata: 2\r\n\r\n\r\n0\r\n\r\n"
+
+
+forwarded_headers = st.lists(st.tuples(
+    st.sampled_from([b"x-forwarded-for", b"x-forwarded-proto", b"x-other"]),
+    st.one_of(st.sampled_from([b"https", b"http", b"wss", b" http ", b"gopher", b"", b"10.0.0.1", b"::1",
+                               b"10.0.0.1, 127.0.0.1", b"[::1]:8080", b"10.0.0.2:99"]),
+              st.binary(max_size=12).filter(lambda value: b"\xff" not in value))),
+    max_size=4)
+
+
+@fuzz(300)
+@given(peer=st.sampled_from(["127.0.0.1", "10.9.9.9", "::1"]), headers=forwarded_headers,
+       trusted=st.sampled_from(["127.0.0.1", "127.0.0.1,10.9.9.9", "*"]))
+def test_the_direct_route_gives_the_scope_client_address_gives(peer: str, headers: list[tuple[bytes, bytes]],
+                                                                 trusted: str):
+    """`/mcp` skips `ClientAddress` (and uvicorn's proxy-header rules inside it): `DirectRoute.prepare` leaves its
+    scope with the same client, scheme and connecting address, whoever connects and whatever they forward."""
+    from elicitgate.web.client_address import PEER, ClientAddress
+    from elicitgate.web.http_protocol import DirectRoute
+
+    seen: list[dict[str, Any]] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(dict(scope))
+
+    def scope() -> dict[str, Any]:
+        return {"type": "http", "client": (peer, 5000), "scheme": "http", "headers": list(headers), "path": "/mcp"}
+
+    outer = ClientAddress(inner, trusted)
+    asyncio.run(outer(scope(), None, None))  # pyright: ignore[reportArgumentType]
+    direct = scope()
+    DirectRoute(b"/mcp", inner, inner, outer.inner).prepare(direct)
+    assert (direct["client"], direct["scheme"], direct[PEER]) == (seen[0]["client"], seen[0]["scheme"], seen[0][PEER])
+    assert direct["app"] is inner
+
+
+def test_only_the_direct_routes_exact_path_goes_past_the_outer_app():
+    """`/mcp` reaches the direct route's app; `/mcp/`, `/mcp?x=1`, `/mc` and `/mcp%2F` the server's app (uvicorn's
+    parsing of the path and query kept for them)."""
+    from elicitgate.web.http_protocol import DirectRoute
+
+    async def main() -> list[tuple[str, str, str, bytes]]:
+        seen: list[tuple[str, str, str, bytes]] = []
+
+        def app_named(name: str) -> Any:
+            async def app(scope: Any, receive: Any, send: Any) -> None:
+                await receive()
+                seen.append((name, scope["path"], scope["raw_path"].decode(), scope["query_string"]))
+                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
+                await send({"type": "http.response.body", "body": b""})
+            return app
+
+        loop = asyncio.get_running_loop()
+        protocol_class = limited_protocol(HttpLimits(MAX_LINE, MAX_HEAD, 3600, 3600))
+        outer = app_named("outer")
+        from elicitgate.web.client_address import ClientAddress
+
+        protocol_class.direct = DirectRoute(b"/mcp", app_named("direct"), outer,
+                                            ClientAddress(outer).inner)
+        protocol = protocol_class(config=Config(outer, lifespan="off", log_level="critical"),
+                                  server_state=ServerState(), app_state={}, _loop=loop)
+        socket = Socket()
+        protocol.connection_made(socket)
+        for target in ("/mcp", "/mcp/", "/mcp?x=1", "/mc", "/mcp%2F", "/mcp"):
+            protocol.data_received(f"POST {target} HTTP/1.1\r\nHost: example.test\r\nContent-Length: 0\r\n\r\n"
+                                   .encode())
+            await turns()
+        protocol.connection_lost(None)
+        assert socket.written.count(b"HTTP/1.1 200 OK") == 6
+        return seen
+
+    assert asyncio.run(main()) == [
+        ("direct", "/mcp", "/mcp", b""), ("outer", "/mcp/", "/mcp/", b""), ("outer", "/mcp", "/mcp", b"x=1"),
+        ("outer", "/mc", "/mc", b""), ("outer", "/mcp/", "/mcp%2F", b""), ("direct", "/mcp", "/mcp", b"")]
+
+
+def test_a_streamed_response_learns_its_client_has_gone_without_a_task_watching():
+    """An SSE response (`faces.http_answers.on_disconnect`, as `/mcp`'s streams use it) is told its client went
+    away by the connection's protocol: no task waits on `receive` beside the request's own for as long as the
+    stream stays open (a pushed question holds it until answered), and `gone` is called once the connection is
+    lost; a watch cancelled as the response ends is never called."""
+    from elicitgate.faces.http_answers import on_disconnect
+
+    async def main() -> tuple[int, int, list[str]]:
+        calls: list[str] = []
+        opened = asyncio.Event()
+        tasks_while_open: list[int] = []
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await receive()
+            name = scope["path"]
+            watch = on_disconnect(receive, lambda: calls.append(name))
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/event-stream")]})
+            await send({"type": "http.response.body", "body": b"data: 1\r\n\r\n", "more_body": True})
+            if name == "/ends":
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                watch.cancel()
+                return
+            tasks_while_open.append(len(asyncio.all_tasks()))
+            opened.set()
+            await asyncio.Event().wait()  # held open until the client goes
+
+        loop = asyncio.get_running_loop()
+        protocol_class = limited_protocol(HttpLimits(MAX_LINE, MAX_HEAD, 3600, 3600))
+        baseline = len(asyncio.all_tasks())
+        ended = protocol_class(config=Config(app, lifespan="off", log_level="critical"), server_state=ServerState(),
+                               app_state={}, _loop=loop)
+        ended.connection_made(Socket())
+        ended.data_received(b"GET /ends HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        await turns()
+        ended.connection_lost(None)
+        held = protocol_class(config=Config(app, lifespan="off", log_level="critical"), server_state=ServerState(),
+                              app_state={}, _loop=loop)
+        held.connection_made(Socket())
+        held.data_received(b"GET /held HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        await opened.wait()
+        held.connection_lost(None)
+        await turns()
+        for task in asyncio.all_tasks() - {asyncio.current_task()}:
+            task.cancel()
+        return baseline, tasks_while_open[0], calls
+
+    baseline, while_open, calls = asyncio.run(main())
+    assert while_open == baseline + 1, "the request's own task, and no watcher beside it"
+    assert calls == ["/held"]

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.logging import TRACE_LOG_LEVEL
 
 from elicitgate.config import HeadlessConfig
 from elicitgate.elicitation.headless import HEADER_MARKED, header_matches
@@ -22,7 +23,9 @@ from elicitgate.faces.streamable import StreamableHttpEndpoint
 from elicitgate.gateway import Gateway
 from elicitgate.web.app import LearnBaseUrl, metrics_route, web_routes
 from elicitgate.web.body_limit import BodyLimit
+from elicitgate.web.client_address import ClientAddress
 from elicitgate.web.guard import HostGuard, security_settings
+from elicitgate.web.http_protocol import DirectRoute, LimitedHttpTools
 
 
 class HttpFaceServer(uvicorn.Server):
@@ -32,6 +35,7 @@ class HttpFaceServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: Starlette) -> None:
         super().__init__(config)
         self._mcp: StreamableHttpEndpoint = app.state.mcp
+        _route_mcp_directly(config, app)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self._mcp.stop()
@@ -115,6 +119,20 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     if gateway.replicas is not None:
         app.middleware_stack = app.build_middleware_stack()  # other replicas' requests may come before any here
     return app
+
+
+def _route_mcp_directly(config: uvicorn.Config, app: Starlette) -> None:
+    """Requests to `/mcp` go from the connection's protocol to `HttpFaceApp.mcp_direct`, past `ClientAddress` and the
+    app's own dispatch (`DirectRoute` does their work on the scope), when the server is the face's as `serve` builds
+    it: `LimitedHttpTools` in front of `ClientAddress(app)`, no proxy-header or message-logging middleware of
+    uvicorn's own in between."""
+    protocol, outer = config.http, config.app
+    direct = app.mcp_direct if isinstance(app, HttpFaceApp) else None
+    if (direct is None or not isinstance(protocol, type) or not issubclass(protocol, LimitedHttpTools)
+            or not isinstance(outer, ClientAddress) or outer.inner.app is not app or config.proxy_headers
+            or config.log_level in ("trace", TRACE_LOG_LEVEL)):
+        return
+    protocol.direct = DirectRoute(MCP_PATH.encode(), direct, app, outer.inner)
 
 
 def _mark_headless(app: ASGIApp, config: HeadlessConfig) -> ASGIApp:

@@ -10,13 +10,14 @@ import enum
 import functools
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from mcp_types import RequestId
 from starlette.types import Message, Receive, Send
 
 from elicitgate.json_shapes import JsonObject
+from elicitgate.web.http_protocol import LeanCycle
 from elicitgate.wire import codec
 from elicitgate.wire.wakeup import Wakeable
 
@@ -114,12 +115,20 @@ async def disconnected(receive: Receive) -> None:
         pass
 
 
-def on_disconnect(receive: Receive, gone: Callable[[], object]) -> asyncio.Task[None]:
-    """Call `gone` once the client has gone; cancel the returned task when the response ends first.
+class Cancellable(Protocol):
+    def cancel(self) -> object: ...
 
-    One plain task watching `receive`, where a task group around the response (its cancel scope, its task's
-    state, a closure and a frame more) was held by every SSE response for as long as it stayed open: a question
-    pushed to a handshake-era client keeps its POST's response open until it is answered."""
+
+def on_disconnect(receive: Receive, gone: Callable[[], object]) -> Cancellable:
+    """Call `gone` once the client has gone; cancel the returned watch when the response ends first.
+
+    On the HTTP face's own server (`receive` of a `LeanCycle`) the connection's protocol calls it, with no task
+    at all; elsewhere one plain task watches `receive`, where a task group around the response (its cancel
+    scope, its task's state, a closure and a frame more) was held by every SSE response for as long as it stayed
+    open: a question pushed to a handshake-era client keeps its POST's response open until it is answered."""
+    cycle = getattr(receive, "__self__", None)
+    if isinstance(cycle, LeanCycle):
+        return cycle.watch(gone)
     task = asyncio.get_running_loop().create_task(disconnected(receive))
     task.add_done_callback(functools.partial(_watched, gone))
     return task

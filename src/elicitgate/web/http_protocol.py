@@ -19,17 +19,38 @@ import asyncio
 import functools
 import http
 import logging
+import urllib.parse
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import ClassVar, cast
+from typing import Any, ClassVar, cast
 
 import httptools
+from starlette.types import ASGIApp
 from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.logging import TRACE_LOG_LEVEL
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT, FlowControl, service_unavailable
+from uvicorn.protocols.http.httptools_impl import (
+    HEADER_RE,
+    HEADER_VALUE_RE,
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
+from uvicorn.protocols.utils import (
+    get_client_addr,
+    get_local_addr,
+    get_path_with_query_string,
+    get_remote_addr,
+    is_ssl,
+)
 from uvicorn.server import ServerState
 
 from elicitgate.config import HttpFaceConfig
 from elicitgate.errors import HeadTooLarge
 from elicitgate.json_shapes import JsonObject
+from elicitgate.web.client_address import PEER
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +217,180 @@ class CoalescedWrites(asyncio.Transport):
         return self._transport.get_protocol()
 
 
+class DirectRoute:
+    """One path that a `LimitedHttpTools` server hands straight to its endpoint's app: what the outer middleware
+    (`ClientAddress`, with uvicorn's proxy-header rules, and the app's own dispatch by path) would do to its scope
+    is done in `prepare`, before the request's task starts, instead of by three more frames that every resumption
+    of that task passes through."""
+
+    __slots__ = ("raw_path", "app", "owner", "proxy")
+
+    def __init__(self, raw_path: bytes, app: ASGIApp, owner: ASGIApp, proxy: ProxyHeadersMiddleware) -> None:
+        self.raw_path = raw_path
+        self.app = app
+        self.owner = owner
+        """What `scope["app"]` names (the HTTP face's Starlette app)."""
+        self.proxy = proxy
+        """`ClientAddress`'s proxy-header middleware: the proxies whose headers it believes."""
+
+    def prepare(self, scope: dict[str, Any]) -> None:
+        """`ClientAddress` then uvicorn's `ProxyHeadersMiddleware`, for an HTTP request, in place."""
+        client = scope.get("client")
+        host = client[0] if client else None
+        scope[PEER] = host
+        scope["app"] = self.owner
+        trusted = self.proxy.trusted_hosts
+        if host not in trusted:
+            return
+        proto: bytes | None = None
+        forwarded: list[bytes] = []
+        for name, value in scope["headers"]:
+            if name == b"x-forwarded-proto":
+                proto = value
+            elif name == b"x-forwarded-for":
+                forwarded.append(value)
+        if proto is not None:
+            scheme = proto.decode("latin1").strip()
+            if scheme in ("http", "https", "ws", "wss"):
+                scope["scheme"] = scheme
+        if forwarded:
+            host, port = trusted.get_trusted_client_address(b", ".join(forwarded).decode("latin1"))
+            if host:
+                scope["client"] = (host, port)
+
+
+class Watch:
+    """A call of `gone` once a response's client has gone (`LeanCycle.watch`); `cancel` when the response ends
+    first."""
+
+    __slots__ = ("_cycle", "_gone")
+
+    def __init__(self, cycle: LeanCycle, gone: Callable[[], object]) -> None:
+        self._cycle: LeanCycle | None = cycle
+        self._gone: Callable[[], object] | None = gone
+
+    def cancel(self) -> None:
+        self._gone = None
+        cycle, self._cycle = self._cycle, None
+        if cycle is not None and cycle.watched is self:
+            cycle.watched = None
+
+    def fire(self) -> None:
+        gone, self._gone = self._gone, None
+        self._cycle = None
+        if gone is not None:
+            gone()
+
+
+class LeanCycle(RequestResponseCycle):
+    """uvicorn's request-response cycle, with `send` written for the usual case: a response body part on a
+    chunked or sized response goes out in a few steps; everything else (the head, HEAD requests, errors) as
+    uvicorn does it. `watch` tells a streamed response that its client has gone without a task waiting on
+    `receive` for as long as it stays open."""
+
+    watched: Watch | None = None
+
+    def watch(self, gone: Callable[[], object]) -> Watch:
+        """Call `gone` soon (from the event loop) once the client has gone, as a task returning from `receive`'s
+        `http.disconnect` would have: at once if it has gone already."""
+        watch = self.watched = Watch(self, gone)
+        if self.disconnected:
+            self.lost()
+        return watch
+
+    def lost(self) -> None:
+        """The client has gone (the protocol marked this cycle `disconnected`)."""
+        watch, self.watched = self.watched, None
+        if watch is not None:
+            asyncio.get_running_loop().call_soon(watch.fire)
+
+    async def send(self, message: Any) -> None:
+        if self.flow.write_paused and not self.disconnected:
+            await self.flow.drain()
+        if self.disconnected:
+            return
+        if not self.response_started:
+            self._start(message)
+            return
+        if self.response_complete or message["type"] != "http.response.body" or self.scope["method"] == "HEAD":
+            await super().send(message)
+            return
+        body = message.get("body", b"")
+        more_body = message.get("more_body", False)
+        if self.chunked_encoding:
+            if more_body:
+                if body:
+                    self.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
+                return
+            self.transport.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n")
+        else:
+            left = self.expected_content_length - len(body)
+            if left < 0:
+                raise RuntimeError("Response content longer than Content-Length")
+            self.expected_content_length = left
+            self.transport.write(body)
+            if more_body:
+                return
+            if left:
+                raise RuntimeError("Response content shorter than Content-Length")
+        self.response_complete = True
+        self.message_event.set()
+        if not self.keep_alive:
+            self.transport.close()
+        self.on_response()
+
+    def _start(self, message: Any) -> None:
+        """The status line and headers, as uvicorn writes them."""
+        if message["type"] != "http.response.start":
+            raise RuntimeError(f"Expected ASGI message 'http.response.start', but got '{message['type']}'.")
+        self.response_started = True
+        self.waiting_for_100_continue = False
+        status_code = message["status"]
+        scope = self.scope
+        if self.access_log:
+            self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(scope), scope["method"],
+                                    get_path_with_query_string(scope), scope["http_version"], status_code)
+        content = [STATUS_LINE[status_code]]
+        has_connection_close = False
+        for headers in (self.default_headers, message.get("headers", ())):
+            for name, value in headers:
+                if HEADER_RE.search(name):
+                    raise RuntimeError("Invalid HTTP header name.")
+                if HEADER_VALUE_RE.search(value):
+                    raise RuntimeError("Invalid HTTP header value.")
+                name = name.lower()
+                if name == b"content-length" and self.chunked_encoding is None:
+                    self.expected_content_length = int(value.decode())
+                    self.chunked_encoding = False
+                elif name == b"transfer-encoding" and value.lower() == b"chunked":
+                    self.expected_content_length = 0
+                    self.chunked_encoding = True
+                elif name == b"connection":
+                    if b"close" in [token.lower().strip() for token in value.split(b",")]:
+                        self.keep_alive = False
+                        has_connection_close = True
+                content += (name, b": ", value, b"\r\n")
+        if not self.keep_alive and not has_connection_close:
+            content.append(b"connection: close\r\n")
+        if self.chunked_encoding is None and scope["method"] != "HEAD" and status_code not in (204, 304):
+            self.chunked_encoding = True
+            content.append(b"transfer-encoding: chunked\r\n")
+        content.append(b"\r\n")
+        self.transport.write(b"".join(content))
+
+
+def _address(transport: asyncio.BaseTransport, name: str) -> tuple[str, int] | None:
+    """A TCP connection's local or remote (host, port) as the transport keeps it (uvloop's, without the system
+    call and socket object that uvicorn's `get_local_addr` / `get_remote_addr` make per connection); None for
+    anything else (a Unix socket), which uvicorn's then read."""
+    info: object = transport.get_extra_info(name)
+    if isinstance(info, tuple):
+        pair = cast("tuple[object, ...]", info)
+        if len(pair) >= 2 and isinstance(port := pair[1], int):  # IPv6: (host, port, flowinfo, scope id)
+            return (str(pair[0]), port)
+    return None
+
+
 def plain_answer(status: int, text: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
     """A whole HTTP/1.1 response that closes its connection."""
     body = text.encode()
@@ -236,6 +431,9 @@ class LimitedHttpTools(HttpToolsProtocol):
     """uvicorn's httptools protocol with `limits` (set per server by `limited_protocol`)."""
 
     limits: ClassVar[HttpLimits] = HttpLimits()
+    direct: ClassVar[DirectRoute | None] = None
+    """A path served past the outer middleware (`faces.http` sets `/mcp`'s), else None."""
+    _shared: ClassVar[tuple[Config, logging.Logger, logging.Logger, bool] | None] = None
 
     def __init__(
         self,
@@ -244,7 +442,43 @@ class LimitedHttpTools(HttpToolsProtocol):
         app_state: JsonObject,
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
-        super().__init__(config, server_state, app_state, _loop)
+        # uvicorn's own `__init__`, less what it recomputed for every connection (two logger lookups and a walk
+        # of the logging tree for the access log's handlers): a client that opens a connection per request (the
+        # `mcp` SDK's does for an elicitation's two POSTs) paid it each time. Computed once per server's config.
+        shared = type(self)._shared
+        if shared is None or shared[0] is not config:
+            if not config.loaded:
+                config.load()
+            access_logger = logging.getLogger("uvicorn.access")
+            shared = type(self)._shared = (config, logging.getLogger("uvicorn.error"), access_logger,
+                                           access_logger.hasHandlers())
+        _, self.logger, self.access_logger, self.access_log = shared
+        self.config = config
+        self.app = cast("Any", config.loaded_app)  # pyright: ignore[reportUnknownMemberType]
+        self.loop = _loop or asyncio.get_event_loop()
+        self.parser = httptools.HttpRequestParser(self)
+        self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn: answer a pipelined first
+        self.ws_protocol_class = config.ws_protocol_class
+        self.root_path = config.root_path
+        self.asgi_version = config.asgi_version
+        self.limit_concurrency = config.limit_concurrency
+        self.app_state = app_state
+        self.timeout_keep_alive_task = None
+        self.timeout_keep_alive = config.timeout_keep_alive
+        self.server_state = server_state
+        self.connections = server_state.connections
+        self.tasks = server_state.tasks
+        self.transport = None  # type: ignore[assignment]  # until connection_made, as uvicorn's
+        self.flow = None  # type: ignore[assignment]
+        self.server = None
+        self.client = None
+        self.scheme = None
+        self.pipeline = deque()
+        self.scope = None  # type: ignore[assignment]
+        self.headers = None  # type: ignore[assignment]
+        self.expect_100_continue = False
+        self.cycle = None  # type: ignore[assignment]
+
         self._head = HeadScanner(self.limits.max_request_line_bytes, self.limits.max_header_bytes)
         self._in_head = True
         """Between requests or inside a head (not inside a body)."""
@@ -260,8 +494,14 @@ class LimitedHttpTools(HttpToolsProtocol):
     # -- the connection -------------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self.transport = CoalescedWrites(transport, self.loop)  # the flow control keeps the transport itself
+        self.connections.add(self)
+        self.flow = FlowControl(transport)  # the flow control keeps the transport itself
+        self.server = _address(transport, "sockname") or get_local_addr(transport)
+        self.client = _address(transport, "peername") or get_remote_addr(transport)  # type: ignore[assignment]
+        self.scheme = "https" if is_ssl(transport) else "http"
+        if self.logger.level <= TRACE_LOG_LEVEL:
+            self.logger.log(TRACE_LOG_LEVEL, "%sHTTP connection made", "%s:%d - " % self.client if self.client else "")
+        self.transport = CoalescedWrites(transport, self.loop)
         self._head_timer = self.loop.call_later(self.limits.head_timeout, self._head_late)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -269,6 +509,9 @@ class LimitedHttpTools(HttpToolsProtocol):
         if self._linger is not None:
             self._linger.cancel()
         super().connection_lost(exc)
+        cycle = self.cycle
+        if isinstance(cycle, LeanCycle) and cycle.disconnected:
+            cycle.lost()
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -300,7 +543,7 @@ class LimitedHttpTools(HttpToolsProtocol):
     def _feed(self, chunk: memoryview) -> bool:
         """Feed the parser as uvicorn does; False when the connection is handed over or answered 400."""
         parser = self.parser
-        if parser is None:  # the connection is gone (uvicorn drops its parser then)
+        if parser is None:  # pyright: ignore[reportUnnecessaryComparison]  # the connection is gone (uvicorn drops it)
             return False
         try:
             parser.feed_data(chunk)
@@ -320,21 +563,98 @@ class LimitedHttpTools(HttpToolsProtocol):
 
     # -- parser callbacks -----------------------------------------------------------------------------------
 
+    # uvicorn's own callbacks, written out for one request's work: a scope built in one step, headers lowered as
+    # they come, and the request served by `LeanCycle`; `/mcp` (`direct`) past the outer middleware.
+
     def on_message_begin(self) -> None:
         self._began_in_feed = True
-        super().on_message_begin()
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        self.scope = {  # type: ignore[assignment]  # uvicorn's HTTPScope, as uvicorn builds it
+            "type": "http",
+            "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+            "http_version": "1.1",
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,
+            "root_path": self.root_path,
+            "headers": self.headers,
+            "state": self.app_state.copy(),
+        }
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._cancel_head_timer()
         self._body_left = _content_length(self.headers)
-        super().on_headers_complete()
+        parser = self.parser
+        scope = cast("dict[str, Any]", self.scope)
+        http_version = parser.get_http_version()
+        scope["method"] = parser.get_method().decode("ascii")
+        if http_version != "1.1":
+            scope["http_version"] = http_version
+        if parser.should_upgrade() and self._should_upgrade():
+            return
+        url = self.url
+        direct = self.direct
+        if direct is not None and url == direct.raw_path:  # no query, nothing to unquote
+            raw_path, query = url, b""
+        else:
+            parsed_url = httptools.parse_url(url)
+            raw_path, query = parsed_url.path, parsed_url.query or b""
+            direct = None
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        root_path = self.root_path
+        scope["path"] = root_path + path if root_path else path
+        scope["raw_path"] = root_path.encode("ascii") + raw_path if root_path else raw_path
+        scope["query_string"] = query
+        app: Callable[..., Awaitable[None]]
+        if self.limit_concurrency is not None and (
+            len(self.connections) >= self.limit_concurrency or len(self.tasks) >= self.limit_concurrency
+        ):
+            app = service_unavailable
+            self.logger.warning("Exceeded concurrency limit.")
+        elif direct is not None and not root_path:
+            direct.prepare(scope)
+            app = direct.app
+        else:
+            app = cast("ASGIApp", self.app)
+        existing_cycle = self.cycle
+        self.cycle = cycle = LeanCycle(
+            scope=self.scope, transport=self.transport, flow=self.flow, logger=self.logger,
+            access_logger=self.access_logger, access_log=self.access_log,
+            default_headers=self.server_state.default_headers, message_event=asyncio.Event(),
+            expect_100_continue=self.expect_100_continue,
+            keep_alive=http_version != "1.0" and parser.should_keep_alive(), on_response=self.on_response_complete,
+        )
+        if existing_cycle is None or existing_cycle.response_complete:  # pyright: ignore[reportUnnecessaryComparison]
+            self._start_asgi_task(cycle, app)  # type: ignore[arg-type]
+        else:  # pipelined: queued until the answers before it are written
+            self.flow.pause_reading()
+            self.pipeline.appendleft((cycle, app))  # type: ignore[arg-type]
 
     def on_body(self, body: bytes) -> None:
         self._body_in_feed += len(body)
         if self._body_left is not None:
             self._body_left -= len(body)
-        super().on_body(body)
+        cycle = self.cycle
+        if (self.parser.should_upgrade() and self._should_upgrade()) or cycle.response_complete:
+            return
+        cycle.body += body
+        if len(cycle.body) > HIGH_WATER_LIMIT:
+            self.flow.pause_reading()
+        cycle.message_event.set()
 
     def on_message_complete(self) -> None:
         self._in_head = True
@@ -342,7 +662,11 @@ class LimitedHttpTools(HttpToolsProtocol):
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
-        super().on_message_complete()
+        cycle = self.cycle
+        if (self.parser.should_upgrade() and self._should_upgrade()) or cycle.response_complete:
+            return
+        cycle.more_body = False
+        cycle.message_event.set()
 
     # -- timers and refusals --------------------------------------------------------------------------------
 
@@ -391,6 +715,8 @@ class LimitedHttpTools(HttpToolsProtocol):
             return
         cycle.disconnected = True  # the app's `receive` says the client has gone, and what it sends is dropped
         cycle.message_event.set()
+        if isinstance(cycle, LeanCycle):
+            cycle.lost()
         self._answer_and_close(408, f"Request Timeout: the request body did not arrive within http.body_timeout "
                                     f"({self.limits.body_timeout:g} s)\n")
 
