@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -358,7 +360,7 @@ def test_answers_the_plain_check_lets_through_are_those_jsonschema_finds_nothing
 
     properties = {name: VALID_PROPERTIES[name] for name in names}
     schema = {"type": "object", "properties": properties, "required": [r for r in required if r in properties]}
-    content: dict[str, object] = {name: GOOD_ANSWER[name] for name in names if data.draw(st.booleans())}
+    content: dict[str, Any] = {name: GOOD_ANSWER[name] for name in names if data.draw(st.booleans())}
     # A good answer with one or two values changed: each rule gets its turn at being the only one broken.
     content |= data.draw(st.dictionaries(st.sampled_from([*names, "extra"]), _VALUES, max_size=2))
     fits = _FITS(schema)

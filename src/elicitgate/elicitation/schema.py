@@ -287,9 +287,9 @@ def _value_fits(prop: Mapping[str, Any]) -> Callable[[Any], bool] | None:
 
         return number
     if kind == "string":
-        choices = _string_choices(prop)
-        if choices is not None:
-            return lambda value: isinstance(value, str) and value in choices
+        allowed = _string_choices(prop)
+        if allowed is not None:
+            return lambda value: isinstance(value, str) and value in allowed
         if not known <= {"type", "minLength", "maxLength", "format"} or not _counts(prop, "minLength", "maxLength"):
             return None
         shortest, longest, form = prop.get("minLength", 0), prop.get("maxLength"), prop.get("format")
@@ -300,7 +300,7 @@ def _value_fits(prop: Mapping[str, Any]) -> Callable[[Any], bool] | None:
         def string(value: Any) -> bool:
             if not isinstance(value, str) or len(value) < shortest or (longest is not None and len(value) > longest):
                 return False
-            return checker is None or checker.conforms(value, form)  # pyright: ignore[reportUnknownMemberType]
+            return checker is None or checker.conforms(value, str(form))  # pyright: ignore[reportUnknownMemberType]
 
         return string
     if kind == "array" and known <= {"type", "items", "minItems", "maxItems", "uniqueItems"}:
