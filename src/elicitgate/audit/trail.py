@@ -152,7 +152,7 @@ class AuditTrail:
         async for first in self._receive:
             # The writer wakes once per batch, not once per record: it waits for the batch to fill or for
             # `LINGER` to pass, then takes what is queued.
-            if self._queued < BATCH:
+            if self._queued < BATCH and not self._closed:  # closing: what is queued is stored now, unlingered
                 full = self._batch_full = anyio.Event()
                 with anyio.move_on_after(LINGER):
                     await full.wait()
