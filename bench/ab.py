@@ -1,4 +1,5 @@
-"""Before / after, side by side: `python -m bench.ab [--base REF] [--rounds N] [--batch N] [--startup N] [--http]`.
+"""Before / after, side by side: `python -m bench.ab [--base REF] [--rounds N] [--batch N] [--startup N] [--http]
+[--ops elicit]`.
 
 Two stdio gateways run at once, one on `src/` as committed at `--base` (default `main`) and one on
 the work tree, in front of the same kind of stdio upstreams (with `--http`: one demo server over
@@ -6,7 +7,8 @@ streamable HTTP that both gateways and the direct client share), beside the demo
 the latency rounds interleave all of them (`bench.latency.interleave`), so machine load lands on
 both alike. Prints p50 per target and operation, and each gateway's CPU time per call served (from
 `/proc`, less sensitive to other work on the machine than wall time; each row is a gateway process
-of its own, so each has its own figure, half elicit and half echo calls). With `--startup N`: N
+of its own, so each has its own figure, half elicit and half echo calls; `--ops elicit` or `--ops echo` makes
+only one kind, for its CPU per call alone). With `--startup N`: N
 interleaved start-ups of each (`serve --http`, two stdio upstreams, as `bench.startup`, each running the demo
 server of the same tree): seconds to `/healthz` 200, the gateway's CPU seconds by then and its upstreams', its RSS
 one second later. Asserts nothing.
@@ -146,7 +148,7 @@ async def compare(
             pids = {t.note: [p for p in children(os.getpid()) if f"{t.note}.json" in " ".join(cmdline(p))]
                     for t in found if t.note}
             start = {name: sum(cpu_seconds(p) for p in ps) for name, ps in pids.items()}
-            await latency.run_rounds(found, clients, args.rounds, args.batch, seed=6)
+            await latency.run_rounds(found, clients, args.rounds, args.batch, seed=6, ops=args.ops)
             for t in found:
                 if t.note:
                     calls = sum(len(t.samples[op]) for op in latency.OPS)
@@ -177,6 +179,8 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--startup", type=int, default=0)
+    parser.add_argument("--ops", type=lambda text: tuple(text.split(",")), default=latency.OPS,
+                        help="the calls made, comma-separated (elicit,echo): CPU per call of one kind alone")
     parser.add_argument("--http", action="store_true", help="the upstreams are the demo server over streamable HTTP")
     parser.add_argument("--pin", action="store_true",
                         help="every process on one core (steadier p50s, see procs.pin_to_one_core)")

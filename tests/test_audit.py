@@ -264,6 +264,43 @@ async def test_a_cancelled_gateway_with_a_store_that_never_opens_still_stops_wit
     assert trail.store is None
 
 
+async def test_records_queued_while_a_batch_is_being_stored_are_stored_at_close_without_lingering(
+    tmp_path, monkeypatch
+):
+    """`close` while the writer is storing a batch: what was queued meanwhile is stored at once, not after the
+    writer's `LINGER` (which `close` would not wait out: the records would be lost)."""
+    url = f"sqlite:///{tmp_path / 'audit.db'}"
+    add = AuditStore.add
+    writing, release = anyio.Event(), anyio.Event()
+
+    async def gated(self: AuditStore, batch: list[AuditRecord]) -> None:
+        if not writing.is_set():
+            monkeypatch.setattr(trail_module, "LINGER", 3600.0)  # from the second batch on, only close ends a wait
+            writing.set()
+            await release.wait()
+        await add(self, batch)
+
+    monkeypatch.setattr(trail_module, "LINGER", 0.01)
+    monkeypatch.setattr(AuditStore, "add", gated)
+    trail = AuditTrail(AuditConfig(url=url))
+    now = datetime.now(UTC)
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(trail.run)
+            trail.record(_record("first", "accepted", now))
+            await writing.wait()
+            trail.record(_record("second", "accepted", now))
+            tg.start_soon(trail.close, 30.0)
+            while not trail._closed:  # pyright: ignore[reportPrivateUsage]
+                await anyio.sleep(0.01)
+            release.set()
+    store = await AuditStore.open(url)
+    try:
+        assert sorted(r["server"] for r in await store.query()) == ["first", "second"]
+    finally:
+        await store.close()
+
+
 @pytest.mark.timeout(300)  # seven CLI processes, each importing SQLAlchemy and Alembic
 async def test_audit_list_and_export_filter_without_a_running_gateway(tmp_path):
     url = sqlite_url(tmp_path)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elicitgate.elicitation.schema import answer_problems, check_requested_schema
 from elicitgate.elicitation.sensitive import DEFAULT_SENSITIVE_WORDS, sensitive_fields, sensitive_words
@@ -327,3 +331,53 @@ def test_answers_to_one_form_are_checked_by_one_validator_built_for_its_first():
     huge = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 2**70}}}
     assert _validator(huge) is not _validator(huge)  # not kept, still built
     assert answer_problems(huge, {"n": 2**71}) and not answer_problems(huge, {"n": 5})
+
+
+# -- the plain check of answers that fit agrees with jsonschema ---------------------------------
+
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-12, 12), st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["", "a", "ab", "abcdef", "r", "g", "Red", "ada@example.com", "nope", "2026-12-24",
+                     "2026-12-24T18:30:00Z", "https://example.com/a", "not a uri", "2" * 70]),
+    st.lists(st.sampled_from(["a", "b", "c", "d", "A", 1]), max_size=4),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    names=st.lists(st.sampled_from(sorted(VALID_PROPERTIES)), min_size=1, max_size=5, unique=True),
+    required=st.lists(st.sampled_from(sorted(VALID_PROPERTIES)), max_size=3, unique=True),
+    data=st.data(),
+)
+def test_answers_the_plain_check_lets_through_are_those_jsonschema_finds_nothing_in(
+    names: list[str], required: list[str], data: st.DataObject
+) -> None:
+    """`answer_problems` skips jsonschema for an answer its plain Python check of the form-mode subset passes: that
+    check must never pass an answer jsonschema finds something wrong with (nor a NaN), and it passes the good ones."""
+    from jsonschema import Draft202012Validator
+
+    from elicitgate.elicitation.schema import _FITS, _formats  # pyright: ignore[reportPrivateUsage]
+
+    properties = {name: VALID_PROPERTIES[name] for name in names}
+    schema = {"type": "object", "properties": properties, "required": [r for r in required if r in properties]}
+    content: dict[str, Any] = {name: GOOD_ANSWER[name] for name in names if data.draw(st.booleans())}
+    # A good answer with one or two values changed: each rule gets its turn at being the only one broken.
+    content |= data.draw(st.dictionaries(st.sampled_from([*names, "extra"]), _VALUES, max_size=2))
+    fits = _FITS(schema)
+    assert fits is not None, "every form-mode variant has a plain check"
+    strict = Draft202012Validator({**schema, "additionalProperties": False}, format_checker=_formats())
+    finite = all(not (isinstance(v, float) and v != v or v in (float("inf"), float("-inf"))) for v in content.values())
+    assert fits(content) == (strict.is_valid(content) and finite), (schema, content)  # pyright: ignore[reportUnknownMemberType]
+    if fits(content):
+        assert answer_problems(schema, content) == []
+    good = {name: GOOD_ANSWER[name] for name in names}
+    assert fits(good), (schema, good)
+
+
+def test_a_schema_beyond_the_plain_check_is_checked_by_jsonschema_alone() -> None:
+    from elicitgate.elicitation.schema import _FITS  # pyright: ignore[reportPrivateUsage]
+
+    odd = {"type": "object", "properties": {"n": {"type": "string", "pattern": "^a"}}}
+    assert _FITS(odd) is None
+    assert [p["property"] for p in answer_problems(odd, {"n": 5})] == ["n"]
+    assert _FITS({"type": "object", "properties": {"n": {"type": "string", "minLength": None}}}) is None

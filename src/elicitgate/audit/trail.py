@@ -29,8 +29,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BATCH = 500
-LINGER = 0.25
-"""Seconds the writer waits for more records after the first of a batch: one transaction for many ends."""
+LINGER = 1.0
+"""Seconds the writer waits for more records after the first of a batch: one transaction for many ends. A commit
+costs the gateway more CPU than the rows in it (SQLite's pages, the driver thread's round trips): at 0.25 s a
+busy stdio gateway stored ~25 records a commit and the trail cost ~250 us of CPU per elicitation, at 1 s ~70
+(`bench/README.md`, "The stdio face's elicitation"). `close` stores what is queued at once."""
 CLEANUP_EVERY = 3600.0
 REOPEN_BACKOFF = (1.0, 60.0)
 DROP_LOG_EVERY = 60.0
@@ -149,7 +152,7 @@ class AuditTrail:
         async for first in self._receive:
             # The writer wakes once per batch, not once per record: it waits for the batch to fill or for
             # `LINGER` to pass, then takes what is queued.
-            if self._queued < BATCH:
+            if self._queued < BATCH and not self._closed:  # closing: what is queued is stored now, unlingered
                 full = self._batch_full = anyio.Event()
                 with anyio.move_on_after(LINGER):
                     await full.wait()

@@ -8,7 +8,7 @@ variants), phrased so each problem names the property and the rule. Answers are 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -205,6 +205,9 @@ def answer_problems(schema: Mapping[str, Any], content: Any) -> list[JsonObject]
     """
     if not is_mapping(content):
         return [{"property": None, "message": "content must be an object"}]
+    fits = _FITS(schema)
+    if fits is not None and fits(content):
+        return []  # the answer fits: jsonschema below only says how one does not
     # NaN satisfies every `minimum` and `maximum` (each comparison is false) and JSON has no such number:
     # written on, it would reach the server as null.
     non_finite = {str(name) for name, value in content.items() if _non_finite(value)}
@@ -230,6 +233,132 @@ def answer_problems(schema: Mapping[str, Any], content: Any) -> list[JsonObject]
             {"property": name, "message": NON_FINITE_TEXT} for name in sorted(non_finite)
         ]
     return problems
+
+
+Fits = Callable[[Mapping[str, Any]], bool]
+"""Whether an answer fits a form: true only when jsonschema would find nothing wrong with it."""
+
+
+def _fits(schema: Any) -> Fits | None:
+    """The form-mode subset checked in plain Python, for the answers that fit (nearly all of them): jsonschema's
+    walk costs ten times as much. None for a schema with anything this does not know: jsonschema checks those."""
+    if not is_mapping(schema) or any(key not in TOP_LEVEL_KEYS for key in schema):
+        return None
+    properties, required = schema.get("properties"), schema.get("required", [])
+    if not is_mapping(properties) or not _is_str_list(required):
+        return None
+    checks: dict[str, Callable[[Any], bool]] = {}
+    for name, prop in properties.items():
+        check = _value_fits(prop) if is_mapping(prop) else None
+        if check is None:
+            return None
+        checks[name] = check
+    needed = tuple(required)
+
+    def fits(content: Mapping[str, Any]) -> bool:
+        if any(name not in content for name in needed):
+            return False
+        for name, value in content.items():
+            check = checks.get(name)
+            if check is None or not check(value):
+                return False
+        return True
+
+    return fits
+
+
+def _value_fits(prop: Mapping[str, Any]) -> Callable[[Any], bool] | None:
+    """A check of one field's value, exactly as strict as jsonschema's (a bool is no number, 2.0 is an integer,
+    NaN fits nothing here so that the caller words it); None for a field it does not know."""
+    kind = prop.get("type")
+    known = {key for key in prop if key not in ANNOTATIONS}
+    if kind == "boolean" and known == {"type"}:
+        return lambda value: isinstance(value, bool)
+    if kind in ("number", "integer") and known <= {"type", "minimum", "maximum"}:
+        low, high = prop.get("minimum"), prop.get("maximum")
+        if not all(bound is None or _finite_number(bound) for bound in (low, high)):
+            return None
+        whole = kind == "integer"
+
+        def number(value: Any) -> bool:
+            if not _finite_number(value) or (whole and isinstance(value, float) and not value.is_integer()):
+                return False
+            return (low is None or value >= low) and (high is None or value <= high)
+
+        return number
+    if kind == "string":
+        allowed = _string_choices(prop)
+        if allowed is not None:
+            return lambda value: isinstance(value, str) and value in allowed
+        if not known <= {"type", "minLength", "maxLength", "format"} or not _counts(prop, "minLength", "maxLength"):
+            return None
+        shortest, longest, form = prop.get("minLength", 0), prop.get("maxLength"), prop.get("format")
+        if form is not None and form not in STRING_FORMATS:
+            return None
+        checker = _formats() if form is not None else None
+
+        def string(value: Any) -> bool:
+            if not isinstance(value, str) or len(value) < shortest or (longest is not None and len(value) > longest):
+                return False
+            return checker is None or checker.conforms(value, str(form))  # pyright: ignore[reportUnknownMemberType]
+
+        return string
+    if kind == "array" and known <= {"type", "items", "minItems", "maxItems", "uniqueItems"}:
+        items = prop.get("items")
+        options = _string_choices(items) if is_mapping(items) else None
+        if options is None or not _counts(prop, "minItems", "maxItems") or not isinstance(
+            prop.get("uniqueItems", False), bool
+        ):
+            return None
+        fewest, most, unique = prop.get("minItems", 0), prop.get("maxItems"), prop.get("uniqueItems") is True
+
+        def choices(value: Any) -> bool:
+            if not is_array(value) or len(value) < fewest or (most is not None and len(value) > most):
+                return False
+            if not all(isinstance(item, str) and item in options for item in value):
+                return False
+            return not unique or len(set(value)) == len(value)
+
+        return choices
+    return None
+
+
+def _string_choices(prop: Mapping[str, Any]) -> frozenset[str] | None:
+    """The values a single choice among strings allows (`enum`, or `oneOf` / `anyOf` of distinct `const`s), or
+    None when `prop` is not one."""
+    known = {key for key in prop if key not in ANNOTATIONS}
+    if known == {"type", "enum"} or known == {"type", "enum", "enumNames"} or known == {"enum"}:
+        options = prop["enum"]
+        if prop.get("type", "string") == "string" and _is_str_list(options):
+            return frozenset(options)
+        return None
+    for key in ("oneOf", "anyOf"):
+        if known in ({"type", key}, {key}) and prop.get("type", "string") == "string" and _const_titles(prop[key]):
+            consts = [option["const"] for option in prop[key]]
+            # oneOf: exactly one must match, so a repeated const would make its value fit none.
+            if len(set(consts)) == len(consts) and all(
+                {k for k in option if k not in ANNOTATIONS} == {"const"} for option in prop[key]
+            ):
+                return frozenset(consts)
+    return None
+
+
+def _finite_number(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool)  # math.isfinite fails on an int past a double
+
+
+def _counts(prop: Mapping[str, Any], *keys: str) -> bool:
+    """Each of `keys` that `prop` has is a count (a non-negative integer)."""
+    return all(
+        key not in prop or (isinstance(prop[key], int) and not isinstance(prop[key], bool) and prop[key] >= 0)
+        for key in keys
+    )
+
+
+_FITS = JsonMemo(_fits)
+"""The plain check of each form, built once (the answers to one form are checked again and again)."""
 
 
 NON_FINITE_TEXT = "must be a finite number (NaN and Infinity are not JSON numbers)"
