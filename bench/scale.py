@@ -39,7 +39,7 @@ import mcp_types as types
 from mcp import Client
 
 from bench import configs
-from bench.procs import HttpProcess, find_child, free_port, rss_kb, stdio_transport
+from bench.procs import HttpProcess, children, cpu_seconds, find_child, free_port, rss_kb, stdio_transport
 
 TOOL = "confirm"
 ARGS = {"question": "Proceed?"}
@@ -78,7 +78,7 @@ class Probe:
     async def read(self, *, traced: bool = True) -> dict[str, Any]:
         self.path.unlink(missing_ok=True)
         os.kill(self.pid, signal.SIGUSR1 if traced else signal.SIGUSR2)
-        with anyio.fail_after(30):
+        with anyio.fail_after(600):  # a traced snapshot of a large heap, dumped, on a loaded machine: minutes
             while not self.path.exists():
                 await anyio.sleep(0.02)
         stats = json.loads(self.path.read_text())
@@ -183,23 +183,35 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
                  progress: Callable[[str], None]) -> dict[str, Any]:
     await concurrent_calls(call, wave, wave)  # warm-up: the heap reaches a wave's high-water mark
     before = await probe.read()
-    trace = [{"completed": 0, "rss_kb": before["rss_kb"]}]
+    trace = [{"completed": 0, **_memory(before)}]
+    def cpu_now() -> tuple[float, float, float]:  # the gateway, its upstream processes, this client
+        return cpu_seconds(probe.pid), sum(map(cpu_seconds, children(probe.pid))), time.process_time()
+
+    cpu_before = cpu_now()
     start = time.perf_counter()
     done = 0
     while done < total:
         n = min(wave, total - done)
         await concurrent_calls(call, n, n)
         done += n
-        trace.append({"completed": done, "rss_kb": rss_kb(probe.pid)})
-        if done * 10 // total != (done - n) * 10 // total:  # every tenth
-            progress(f"waves: {done:,}/{total:,} completed, gateway RSS {trace[-1]['rss_kb'] / 1024:.1f} MiB")
+        if done * 10 // total != (done - n) * 10 // total:  # every tenth: what the probe says (traced, if on)
+            tenth = await probe.read()
+            trace.append({"completed": done, **_memory(tenth)})
+            progress(f"waves: {done:,}/{total:,} completed, gateway RSS {tenth['rss_kb'] / 1024:.1f} MiB"
+                     + "".join(f", {name} {value / 1024:.1f} MiB" for name, value in _memory(tenth).items()
+                               if name != "rss_kb"))
+        else:
+            trace.append({"completed": done, "rss_kb": rss_kb(probe.pid)})
     elapsed = time.perf_counter() - start
+    cpu = [now - then for now, then in zip(cpu_now(), cpu_before, strict=True)]
     after = await probe.read()
     return {
         "total": total,
         "wave": wave,
         "seconds": round(elapsed, 2),
         "per_second": round(total / elapsed, 1),
+        "cpu_ms_per_question": {name: round(1000 * seconds / total, 3)
+                                for name, seconds in zip(("gateway", "upstream", "client"), cpu, strict=True)},
         "rss_before_kb": before["rss_kb"],
         "rss_after_kb": after["rss_kb"],
         "growth_pct": round(100 * (after["rss_kb"] - before["rss_kb"]) / before["rss_kb"], 2),
@@ -208,6 +220,21 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
         "tasks_after": after["tasks"],
         "trace": trace,
     }
+
+
+WAVE = 10
+"""Concurrent calls per wave of phase 1 (`bench/__main__.py`'s profiles set their own)."""
+
+def _memory(stats: dict[str, Any]) -> dict[str, int]:
+    """From a probe: the gateway's RSS, what Python has allocated (traced, with BENCH_TRACEMALLOC=1), and glibc's
+    heap in use and free inside it: RSS rising while the traced and in-use figures stay flat is the allocator
+    holding freed memory, not objects kept."""
+    found = {"rss_kb": stats["rss_kb"]}
+    if "traced_total_kb" in stats:
+        found["traced_kb"] = stats["traced_total_kb"]
+    if malloc := stats.get("malloc"):
+        found |= {"malloc_in_use_kb": malloc["in_use_kb"], "malloc_free_kb": malloc["free_kb"]}
+    return found
 
 
 THROUGHPUT_ROUNDS = 3
@@ -280,19 +307,34 @@ async def _pending(client: Client, answer: Answerer, probe: Probe, n: int,
     }
 
 
+async def waves_phase(total: int, wave: int, log: IO[str], workdir: Path,
+                      progress: Callable[[str], None]) -> dict[str, Any]:
+    """Phase 1 alone: `total` elicitations completed in waves of `wave`, through a fresh gateway."""
+    answer = Answerer()
+    async with _gateway(workdir, "scale-waves", configs.stdio_upstream("handshake"), answer, log) as (client, probe):
+        return await _waves(_checked(client, f"demo__{TOOL}"), probe, total, wave, progress)
+
+
 def main() -> None:
     """`python -m bench.scale --only pending|pushed --pending N`: one half of phase 3, its figures as JSON on
-    stdout (`pending`: through a 2026-07-28 stdio upstream; `pushed`: pushed by a handshake-era HTTP upstream)."""
+    stdout (`pending`: through a 2026-07-28 stdio upstream; `pushed`: pushed by a handshake-era HTTP upstream).
+    `--only waves --total N --wave W`: phase 1 alone (completed questions, RSS at each tenth)."""
     parser = argparse.ArgumentParser(prog="python -m bench.scale")
-    parser.add_argument("--only", choices=["pending", "pushed"], required=True)
+    parser.add_argument("--only", choices=["pending", "pushed", "waves"], required=True)
     parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--total", type=int, default=1_000_000)
+    parser.add_argument("--wave", type=int, default=WAVE)
     parser.add_argument("--workdir", type=Path, default=Path("bench/results/work"))
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     os.environ["XDG_STATE_HOME"] = str(args.workdir / "state")
     with open(args.workdir / "scale.log", "w") as log:
-        phase = pending_phase if args.only == "pending" else pushed_phase
-        found = anyio.run(phase, args.pending, log, args.workdir, lambda line: print(line, file=sys.stderr, flush=True))
+        say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+        if args.only == "waves":
+            found = anyio.run(waves_phase, args.total, args.wave, log, args.workdir, say)
+        else:
+            phase = pending_phase if args.only == "pending" else pushed_phase
+            found = anyio.run(phase, args.pending, log, args.workdir, say)
     print(json.dumps(found, indent=2))
 
 
