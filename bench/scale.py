@@ -22,6 +22,7 @@ Phases, in this order (so that the leak check runs before the pending phase infl
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -39,6 +40,7 @@ import mcp_types as types
 from mcp import Client
 
 from bench import configs
+from bench.lean_client import LeanClient
 from bench.procs import HttpProcess, children, cpu_seconds, find_child, free_port, rss_kb, stdio_transport
 
 TOOL = "confirm"
@@ -125,14 +127,13 @@ async def run(
     *, pending: int, pushed_pending: int, total: int, wave: int, levels: tuple[int, ...], per_level: int, log: IO[str],
     workdir: Path, progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"waves": await waves_phase(total, wave, log, workdir, progress)}
     answer = Answerer()
-    async with _gateway(workdir, "scale-stdio", configs.stdio_upstream("handshake"), answer, log) as (client, probe), \
+    async with _gateway(workdir, "scale-stdio", configs.stdio_upstream("handshake"), answer, log) as (client, _), \
             Client(stdio_transport(configs.demo_argv(), log), mode="legacy", elicitation_callback=answer,
                    read_timeout_seconds=900) as direct:
-        via_gateway = _checked(client, f"demo__{TOOL}")
-        out["waves"] = await _waves(via_gateway, probe, total, wave, progress)
-        out["throughput"] = await _throughput(via_gateway, _checked(direct, TOOL), levels, per_level, progress)
+        out["throughput"] = await _throughput(_checked(client, f"demo__{TOOL}"), _checked(direct, TOOL), levels,
+                                              per_level, progress)
     out["pending_pushed"] = await pushed_phase(pushed_pending, log, workdir, progress)
     out["pending"] = await pending_phase(pending, log, workdir, progress)
     return out
@@ -189,7 +190,7 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
 
     cpu_before = cpu_now()
     start = time.perf_counter()
-    done = 0
+    done = first_tenth = 0
     while done < total:
         n = min(wave, total - done)
         await concurrent_calls(call, n, n)
@@ -197,6 +198,7 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
         if done * 10 // total != (done - n) * 10 // total:  # every tenth: what the probe says (traced, if on)
             tenth = await probe.read()
             trace.append({"completed": done, **_memory(tenth)})
+            first_tenth = first_tenth or tenth["rss_kb"]
             progress(f"waves: {done:,}/{total:,} completed, gateway RSS {tenth['rss_kb'] / 1024:.1f} MiB"
                      + "".join(f", {name} {value / 1024:.1f} MiB" for name, value in _memory(tenth).items()
                                if name != "rss_kb"))
@@ -215,6 +217,10 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
         "rss_before_kb": before["rss_kb"],
         "rss_after_kb": after["rss_kb"],
         "growth_pct": round(100 * (after["rss_kb"] - before["rss_kb"]) / before["rss_kb"], 2),
+        # From the first tenth on: the bounded records (the broker's last 1,000 ends, caches) are full by then,
+        # so what grows after it is what would grow without end.
+        "rss_first_tenth_kb": first_tenth,
+        "growth_after_first_tenth_pct": round(100 * (after["rss_kb"] - first_tenth) / first_tenth, 2),
         "broker_pending_after": after["pending"],
         "tasks_before": before["tasks"],
         "tasks_after": after["tasks"],
@@ -307,12 +313,40 @@ async def _pending(client: Client, answer: Answerer, probe: Probe, n: int,
     }
 
 
-async def waves_phase(total: int, wave: int, log: IO[str], workdir: Path,
-                      progress: Callable[[str], None]) -> dict[str, Any]:
-    """Phase 1 alone: `total` elicitations completed in waves of `wave`, through a fresh gateway."""
-    answer = Answerer()
-    async with _gateway(workdir, "scale-waves", configs.stdio_upstream("handshake"), answer, log) as (client, probe):
-        return await _waves(_checked(client, f"demo__{TOOL}"), probe, total, wave, progress)
+LEAN_UPSTREAM: dict[str, Any] = {"command": configs.PY, "args": ["-m", "bench.lean_server"], "era": "handshake"}
+
+
+async def waves_phase(total: int, wave: int, log: IO[str], workdir: Path, progress: Callable[[str], None],
+                      *, sdk_client: bool = False, demo_upstream: bool = False) -> dict[str, Any]:
+    """Phase 1 alone: `total` elicitations completed in waves of `wave`, through a fresh gateway, between the lean
+    client and the lean upstream (`bench.lean_client`, `bench.lean_server`: the gateway's CPU is then most of each
+    question's; `sdk_client`: the `mcp` SDK's client, as the other phases; `demo_upstream`: the demo server)."""
+    upstream = configs.stdio_upstream("handshake") if demo_upstream else LEAN_UPSTREAM
+    if sdk_client:
+        answer = Answerer()
+        async with _gateway(workdir, "scale-waves", upstream, answer, log) as (client, probe):
+            found = await _waves(_checked(client, f"demo__{TOOL}"), probe, total, wave, progress)
+            return {"client": "mcp SDK", "upstream": upstream["args"][-1], **found}
+    config = configs.write_config(workdir, "scale-waves", configs.gateway_config({"demo": upstream}))
+    probe_file = workdir / "scale-waves.probe.json"
+    accept = {"action": "accept", "content": {"ok": True}}
+    lean = await LeanClient.start([configs.PY, "-m", "bench.gateway_probe", str(config), str(probe_file)], log,
+                                  lambda params: accept)
+    try:
+        async def call() -> None:
+            await lean.call_tool(f"demo__{TOOL}", ARGS)
+
+        await call()
+        probe = Probe(lean.pid, probe_file)
+        await probe.audit_opened()
+        asked = lean.elicitations
+        found = await _waves(call, probe, total, wave, progress)
+        if lean.elicitations - asked != total + wave:  # the warm-up wave's too
+            raise RuntimeError(f"{lean.elicitations - asked:,} elicitations answered for {total + wave:,} calls")
+        return {"client": "bench.lean_client", "upstream": upstream["args"][-1],
+                "elicitations_answered": lean.elicitations - asked, **found}
+    finally:
+        await lean.close()
 
 
 def main() -> None:
@@ -324,6 +358,8 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--total", type=int, default=1_000_000)
     parser.add_argument("--wave", type=int, default=WAVE)
+    parser.add_argument("--sdk-client", action="store_true", help="waves: the mcp SDK's client, not the lean one")
+    parser.add_argument("--demo-upstream", action="store_true", help="waves: the demo server, not the lean one")
     parser.add_argument("--workdir", type=Path, default=Path("bench/results/work"))
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -331,7 +367,8 @@ def main() -> None:
     with open(args.workdir / "scale.log", "w") as log:
         say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
         if args.only == "waves":
-            found = anyio.run(waves_phase, args.total, args.wave, log, args.workdir, say)
+            waves = functools.partial(waves_phase, sdk_client=args.sdk_client, demo_upstream=args.demo_upstream)
+            found = anyio.run(waves, args.total, args.wave, log, args.workdir, say)
         else:
             phase = pending_phase if args.only == "pending" else pushed_phase
             found = anyio.run(phase, args.pending, log, args.workdir, say)
