@@ -1,13 +1,17 @@
 """Scale: many elicitations in one gateway process.
 
-Set-up: one `mcp.Client` (handshake era) talks to the gateway over stdio (`bench.gateway_probe`,
-the real gateway plus a SIGUSR1 probe); the gateway talks to the demo server over stdio (the
-desktop default: one upstream process for the client's session). Every call is `demo__confirm`:
-one form elicitation, answered by the client.
+Set-up: one handshake-era client talks to the gateway over stdio (`bench.gateway_probe`, the real
+gateway plus a SIGUSR1 probe); the gateway talks to its upstream over stdio (the desktop default: one
+upstream process for the client's session). Every call is `demo__confirm`: one form elicitation,
+answered by the client. Each phase has a gateway of its own.
 
 Phases, in this order (so that the leak check runs before the pending phase inflates the heap):
-1. waves: `total` elicitations completed in waves of `wave` concurrent calls; the gateway's RSS
-   after the warm-up wave and after the last one (no leak: within 5%), and the broker empty after;
+1. waves: `total` completed questions (the full run: 1,000,000) in waves of `wave` concurrent calls, between
+   `bench.lean_client` and `bench.lean_server` (the SDK's client and server spend 5x the gateway's CPU per
+   question between them; these a fifth of it, so a million take minutes, not hours); the gateway's RSS after
+   the warm-up wave, at every tenth (with glibc's heap in use and free, and Python's traced memory with
+   BENCH_TRACEMALLOC=1) and after the last wave (no leak: within 2%), every elicitation answered, and the
+   broker empty after;
 2. throughput at concurrency 1 / 10 / 100, through the gateway and direct (client -> upstream), the median
    of `THROUGHPUT_ROUNDS` runs each, alternating;
 3. pending: calls whose elicitations the client holds unanswered, all at once; the gateway's RSS
@@ -127,16 +131,22 @@ async def run(
     *, pending: int, pushed_pending: int, total: int, wave: int, levels: tuple[int, ...], per_level: int, log: IO[str],
     workdir: Path, progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"waves": await waves_phase(total, wave, log, workdir, progress)}
+    out: dict[str, Any] = {"waves": await waves_phase(total, wave, log, workdir, progress),
+                           "throughput": await throughput_phase(levels, per_level, log, workdir, progress)}
+    out["pending_pushed"] = await pushed_phase(pushed_pending, log, workdir, progress)
+    out["pending"] = await pending_phase(pending, log, workdir, progress)
+    return out
+
+
+async def throughput_phase(levels: tuple[int, ...], per_level: int, log: IO[str], workdir: Path,
+                           progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Phase 2 alone: the `mcp` SDK's client through the gateway to the demo upstream, and to the demo directly."""
     answer = Answerer()
     async with _gateway(workdir, "scale-stdio", configs.stdio_upstream("handshake"), answer, log) as (client, _), \
             Client(stdio_transport(configs.demo_argv(), log), mode="legacy", elicitation_callback=answer,
                    read_timeout_seconds=900) as direct:
-        out["throughput"] = await _throughput(_checked(client, f"demo__{TOOL}"), _checked(direct, TOOL), levels,
-                                              per_level, progress)
-    out["pending_pushed"] = await pushed_phase(pushed_pending, log, workdir, progress)
-    out["pending"] = await pending_phase(pending, log, workdir, progress)
-    return out
+        return await _throughput(_checked(client, f"demo__{TOOL}"), _checked(direct, TOOL), levels, per_level,
+                                 progress)
 
 
 async def pushed_phase(pending: int, log: IO[str], workdir: Path, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -352,12 +362,14 @@ async def waves_phase(total: int, wave: int, log: IO[str], workdir: Path, progre
 def main() -> None:
     """`python -m bench.scale --only pending|pushed --pending N`: one half of phase 3, its figures as JSON on
     stdout (`pending`: through a 2026-07-28 stdio upstream; `pushed`: pushed by a handshake-era HTTP upstream).
-    `--only waves --total N --wave W`: phase 1 alone (completed questions, RSS at each tenth)."""
+    `--only waves --total N --wave W`: phase 1 alone (completed questions, RSS at each tenth); `--only throughput
+    [--per-level N]`: phase 2 alone."""
     parser = argparse.ArgumentParser(prog="python -m bench.scale")
-    parser.add_argument("--only", choices=["pending", "pushed", "waves"], required=True)
+    parser.add_argument("--only", choices=["pending", "pushed", "waves", "throughput"], required=True)
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--total", type=int, default=1_000_000)
     parser.add_argument("--wave", type=int, default=WAVE)
+    parser.add_argument("--per-level", type=int, default=300, help="throughput: calls per level (at least 10x it)")
     parser.add_argument("--sdk-client", action="store_true", help="waves: the mcp SDK's client, not the lean one")
     parser.add_argument("--demo-upstream", action="store_true", help="waves: the demo server, not the lean one")
     parser.add_argument("--workdir", type=Path, default=Path("bench/results/work"))
@@ -366,7 +378,9 @@ def main() -> None:
     os.environ["XDG_STATE_HOME"] = str(args.workdir / "state")
     with open(args.workdir / "scale.log", "w") as log:
         say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-        if args.only == "waves":
+        if args.only == "throughput":
+            found = anyio.run(throughput_phase, (1, 10, 100), args.per_level, log, args.workdir, say)
+        elif args.only == "waves":
             waves = functools.partial(waves_phase, sdk_client=args.sdk_client, demo_upstream=args.demo_upstream)
             found = anyio.run(waves, args.total, args.wave, log, args.workdir, say)
         else:
