@@ -24,6 +24,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import tracemalloc
 from pathlib import Path
 from types import FrameType
@@ -55,6 +56,36 @@ def malloc_info() -> dict[str, int]:
     info = mallinfo2()
     return {"heap_kb": info.arena // 1024, "in_use_kb": info.uordblks // 1024, "free_kb": info.fordblks // 1024,
             "mmapped_kb": info.hblkhd // 1024}
+
+
+def pymalloc_info() -> dict[str, int]:
+    """Python's small-object allocator in KiB (from `sys._debugmallocstats`, which writes to fd 2): `arenas_kb` mapped
+    (1 MiB arenas), `allocated_kb` in live blocks, `available_kb` in free blocks of pools in use. An arena is
+    given back only when all of it is free: arenas well above what is allocated is fragmentation."""
+    with tempfile.TemporaryFile() as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        lines = out.read().decode(errors="replace").splitlines()
+    found: dict[str, int] = {}
+    for line in lines:
+        name, _, value = line.partition("=")
+        number = int(value.strip().replace(",", "") or 0) if value.strip().replace(",", "").isdigit() else None
+        if number is None:
+            continue
+        if name.startswith("# bytes in allocated blocks"):
+            found["allocated_kb"] = number // 1024
+        elif name.startswith("# bytes in available blocks"):
+            found["available_kb"] = number // 1024
+        elif name.startswith("Total") and "arenas_kb" not in found:
+            found["arenas_kb"] = number // 1024
+    return found
 
 
 def main() -> None:
@@ -102,6 +133,7 @@ def main() -> None:
                                 stat.size // 1024, stat.count]
                                for stat in top[:40]]
         stats["malloc"] = malloc_info()
+        stats["pymalloc"] = pymalloc_info()
         tmp = probe.with_suffix(".tmp")
         tmp.write_text(json.dumps(stats))
         tmp.replace(probe)

@@ -242,14 +242,16 @@ WAVE = 10
 """Concurrent calls per wave of phase 1 (`bench/__main__.py`'s profiles set their own)."""
 
 def _memory(stats: dict[str, Any]) -> dict[str, int]:
-    """From a probe: the gateway's RSS, what Python has allocated (traced, with BENCH_TRACEMALLOC=1), and glibc's
-    heap in use and free inside it: RSS rising while the traced and in-use figures stay flat is the allocator
-    holding freed memory, not objects kept."""
+    """From a probe: the gateway's RSS, what Python has allocated (traced, with BENCH_TRACEMALLOC=1), glibc's heap in
+    use and free inside it, pymalloc's arenas and the blocks live in them: RSS rising while the traced, in-use and
+    allocated figures stay flat is an allocator holding freed memory, not objects kept."""
     found = {"rss_kb": stats["rss_kb"]}
     if "traced_total_kb" in stats:
         found["traced_kb"] = stats["traced_total_kb"]
     if malloc := stats.get("malloc"):
         found |= {"malloc_in_use_kb": malloc["in_use_kb"], "malloc_free_kb": malloc["free_kb"]}
+    if pymalloc := stats.get("pymalloc"):
+        found |= {"pymalloc_arenas_kb": pymalloc["arenas_kb"], "pymalloc_allocated_kb": pymalloc["allocated_kb"]}
     return found
 
 
