@@ -10,7 +10,9 @@ live Python memory by source file to the probe (`traced`), to see where pending 
 (by source line with BENCH_TRACEMALLOC_BY=lineno; whole stacks with BENCH_TRACEMALLOC_BY=traceback and
 BENCH_TRACEMALLOC_FRAMES=N); with BENCH_TRACEMALLOC_DUMP=1 each SIGUSR1 also dumps the whole snapshot beside
 PROBE_FILE (`<probe>.<n>.snap`, n counting from 1) for `tracemalloc.Snapshot.load(...).compare_to(...)`, which is
-how growth between two moments is found by stack. SIGUSR2 writes the same without the traced memory (quick).
+how growth between two moments is found by stack; with BENCH_MALLOC_TRIM=1 each probe calls glibc's
+`malloc_trim(0)` first (what trimming after bursts would give back). SIGUSR2 writes the same without the traced
+memory (quick).
 
 `python -m bench.gateway_probe CONFIG PROBE_FILE HOST:PORT` serves the HTTP face there instead (as `elicitgate
 serve --http` does), with the same probe (`bench.pending_paths`).
@@ -132,6 +134,8 @@ def main() -> None:
                                            for frame in stat.traceback),
                                 stat.size // 1024, stat.count]
                                for stat in top[:40]]
+        if os.environ.get("BENCH_MALLOC_TRIM"):  # what glibc would give back if the gateway trimmed after bursts
+            stats["trimmed"] = ctypes.CDLL(None).malloc_trim(0)
         stats["malloc"] = malloc_info()
         stats["pymalloc"] = pymalloc_info()
         tmp = probe.with_suffix(".tmp")
