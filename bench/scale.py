@@ -7,8 +7,8 @@ answered by the client. Each phase has a gateway of its own.
 
 Phases, in this order (so that the leak check runs before the pending phase inflates the heap):
 1. waves: `total` completed questions (the full run: 1,000,000) in waves of `wave` concurrent calls, between
-   `bench.lean_client` and `bench.lean_server` (the SDK's client and server spend 5x the gateway's CPU per
-   question between them; these a fifth of it, so a million take minutes, not hours); the gateway's RSS after
+   `bench.lean_client` and `bench.lean_server` (the SDK's client and server spend ~3x the gateway's CPU per
+   question between them; these a quarter of it, so a million take minutes, not hours); the gateway's RSS after
    the warm-up wave, at every tenth (with glibc's heap in use and free, and Python's traced memory with
    BENCH_TRACEMALLOC=1) and after the last wave (no leak: within 2%), every elicitation answered, and the
    broker empty after;
@@ -195,6 +195,7 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
     await concurrent_calls(call, wave, wave)  # warm-up: the heap reaches a wave's high-water mark
     before = await probe.read()
     trace = [{"completed": 0, **_memory(before)}]
+
     def cpu_now() -> tuple[float, float, float]:  # the gateway, its upstream processes, this client
         return cpu_seconds(probe.pid), sum(map(cpu_seconds, children(probe.pid))), time.process_time()
 
@@ -238,8 +239,9 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
     }
 
 
-WAVE = 10
+WAVE = 100
 """Concurrent calls per wave of phase 1 (`bench/__main__.py`'s profiles set their own)."""
+
 
 def _memory(stats: dict[str, Any]) -> dict[str, int]:
     """From a probe: the gateway's RSS, what Python has allocated (traced, with BENCH_TRACEMALLOC=1), glibc's heap in
