@@ -8,7 +8,11 @@ can check that every elicitation it counts is really pending in the broker, and 
 left after the waves. With BENCH_TRACEMALLOC=1 it also traces allocations (slower) and adds the
 live Python memory by source file to the probe (`traced`), to see where pending elicitations' bytes go
 (by source line with BENCH_TRACEMALLOC_BY=lineno; whole stacks with BENCH_TRACEMALLOC_BY=traceback and
-BENCH_TRACEMALLOC_FRAMES=N). SIGUSR2 writes the same without the traced memory (quick).
+BENCH_TRACEMALLOC_FRAMES=N); with BENCH_TRACEMALLOC_DUMP=1 each SIGUSR1 also dumps the whole snapshot beside
+PROBE_FILE (`<probe>.<n>.snap`, n counting from 1) for `tracemalloc.Snapshot.load(...).compare_to(...)`, which is
+how growth between two moments is found by stack; with BENCH_MALLOC_TRIM=1 each probe calls glibc's
+`malloc_trim(0)` first (what trimming after bursts would give back). SIGUSR2 writes the same without the traced
+memory (quick).
 
 `python -m bench.gateway_probe CONFIG PROBE_FILE HOST:PORT` serves the HTTP face there instead (as `elicitgate
 serve --http` does), with the same probe (`bench.pending_paths`).
@@ -17,10 +21,12 @@ serve --http` does), with the same probe (`bench.pending_paths`).
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import os
 import signal
 import sys
+import tempfile
 import tracemalloc
 from pathlib import Path
 from types import FrameType
@@ -31,6 +37,57 @@ from elicitgate.cli_serve import _setup_logging
 from elicitgate.config import load_config
 from elicitgate.faces.stdio import serve_stdio
 from elicitgate.gateway import Gateway
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def malloc_info() -> dict[str, int]:
+    """glibc's heap in KiB (`mallinfo2`, every arena): `heap_kb` obtained by brk/mmap'd arenas, `in_use_kb` of it
+    handed out, `free_kb` free inside it (held, not returned: fragmentation or reuse to come), `mmapped_kb` in
+    chunks of their own. Python's small objects live in pymalloc's 256 KiB arenas, which come from mmap
+    directly and are in none of these. Empty where the C library has no mallinfo2 (musl)."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except AttributeError:
+        return {}
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    return {"heap_kb": info.arena // 1024, "in_use_kb": info.uordblks // 1024, "free_kb": info.fordblks // 1024,
+            "mmapped_kb": info.hblkhd // 1024}
+
+
+def pymalloc_info() -> dict[str, int]:
+    """Python's small-object allocator in KiB (from `sys._debugmallocstats`, which writes to fd 2): `arenas_kb` mapped
+    (1 MiB arenas), `allocated_kb` in live blocks, `available_kb` in free blocks of pools in use. An arena is
+    given back only when all of it is free: arenas well above what is allocated is fragmentation."""
+    with tempfile.TemporaryFile() as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        lines = out.read().decode(errors="replace").splitlines()
+    found: dict[str, int] = {}
+    for line in lines:
+        name, _, value = line.partition("=")
+        number = int(value.strip().replace(",", "") or 0) if value.strip().replace(",", "").isdigit() else None
+        if number is None:
+            continue
+        if name.startswith("# bytes in allocated blocks"):
+            found["allocated_kb"] = number // 1024
+        elif name.startswith("# bytes in available blocks"):
+            found["available_kb"] = number // 1024
+        elif name.startswith("Total") and "arenas_kb" not in found:
+            found["arenas_kb"] = number // 1024
+    return found
 
 
 def main() -> None:
@@ -52,7 +109,10 @@ def main() -> None:
     if os.environ.get("BENCH_TRACEMALLOC"):
         tracemalloc.start(int(os.environ.get("BENCH_TRACEMALLOC_FRAMES", "1")))
 
+    dumps = 0
+
     def on_probe(signum: int, frame: FrameType | None) -> None:
+        nonlocal dumps
         try:
             tasks = len(asyncio.all_tasks())
         except RuntimeError:
@@ -63,12 +123,21 @@ def main() -> None:
         stats = {"pid": os.getpid(), "pending": len(gateway.broker.pending), "peers": len(gateway.peers.connected),
                  "tasks": tasks, "audit_open": gateway.audit is None or gateway.audit.store is not None}
         if tracemalloc.is_tracing() and signum == signal.SIGUSR1:
-            top = tracemalloc.take_snapshot().statistics(os.environ.get("BENCH_TRACEMALLOC_BY", "filename"))
+            snapshot = tracemalloc.take_snapshot()
+            if os.environ.get("BENCH_TRACEMALLOC_DUMP"):
+                dumps += 1
+                snapshot.dump(str(probe.with_suffix(f".{dumps}.snap")))
+                stats["snapshot"] = str(probe.with_suffix(f".{dumps}.snap"))
+            top = snapshot.statistics(os.environ.get("BENCH_TRACEMALLOC_BY", "filename"))
             stats["traced_total_kb"] = sum(stat.size for stat in top) // 1024
             stats["traced"] = [[" < ".join(f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}"
                                            for frame in stat.traceback),
                                 stat.size // 1024, stat.count]
                                for stat in top[:40]]
+        if os.environ.get("BENCH_MALLOC_TRIM"):  # what glibc would give back if the gateway trimmed after bursts
+            stats["trimmed"] = ctypes.CDLL(None).malloc_trim(0)
+        stats["malloc"] = malloc_info()
+        stats["pymalloc"] = pymalloc_info()
         tmp = probe.with_suffix(".tmp")
         tmp.write_text(json.dumps(stats))
         tmp.replace(probe)

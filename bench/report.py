@@ -256,7 +256,9 @@ def markdown(results: dict[str, Any]) -> str:
             f"- {waves['total']:,} elicitations completed in waves of {waves['wave']} over stdio "
             f"({waves['per_second']:.0f}/s): gateway RSS {waves['rss_before_kb'] / 1024:.1f} -> "
             f"{waves['rss_after_kb'] / 1024:.1f} MiB ({waves['growth_pct']:+.2f}%), broker pending after: "
-            f"{waves['broker_pending_after']}, asyncio tasks {waves['tasks_before']} -> {waves['tasks_after']}.",
+            f"{waves['broker_pending_after']}, asyncio tasks {waves['tasks_before']} -> {waves['tasks_after']}"
+            + (f"; from the first tenth on {waves['growth_after_first_tenth_pct']:+.2f}%; client "
+               f"{waves['client']}, upstream {waves['upstream']}" if "client" in waves else "") + ".",
         ]
         for key in ("pending", "pending_pushed"):
             if key in scale:

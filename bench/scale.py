@@ -1,13 +1,17 @@
 """Scale: many elicitations in one gateway process.
 
-Set-up: one `mcp.Client` (handshake era) talks to the gateway over stdio (`bench.gateway_probe`,
-the real gateway plus a SIGUSR1 probe); the gateway talks to the demo server over stdio (the
-desktop default: one upstream process for the client's session). Every call is `demo__confirm`:
-one form elicitation, answered by the client.
+Set-up: one handshake-era client talks to the gateway over stdio (`bench.gateway_probe`, the real
+gateway plus a SIGUSR1 probe); the gateway talks to its upstream over stdio (the desktop default: one
+upstream process for the client's session). Every call is `demo__confirm`: one form elicitation,
+answered by the client. Each phase has a gateway of its own.
 
 Phases, in this order (so that the leak check runs before the pending phase inflates the heap):
-1. waves: `total` elicitations completed in waves of `wave` concurrent calls; the gateway's RSS
-   after the warm-up wave and after the last one (no leak: within 5%), and the broker empty after;
+1. waves: `total` completed questions (the full run: 1,000,000) in waves of `wave` concurrent calls, between
+   `bench.lean_client` and `bench.lean_server` (the SDK's client and server spend ~3x the gateway's CPU per
+   question between them; these a quarter of it, so a million take minutes, not hours); the gateway's RSS after
+   the warm-up wave, at every tenth (with glibc's heap in use and free, and Python's traced memory with
+   BENCH_TRACEMALLOC=1) and after the last wave (no leak: within 2%), every elicitation answered, and the
+   broker empty after;
 2. throughput at concurrency 1 / 10 / 100, through the gateway and direct (client -> upstream), the median
    of `THROUGHPUT_ROUNDS` runs each, alternating;
 3. pending: calls whose elicitations the client holds unanswered, all at once; the gateway's RSS
@@ -22,6 +26,7 @@ Phases, in this order (so that the leak check runs before the pending phase infl
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -39,7 +44,8 @@ import mcp_types as types
 from mcp import Client
 
 from bench import configs
-from bench.procs import HttpProcess, find_child, free_port, rss_kb, stdio_transport
+from bench.lean_client import LeanClient
+from bench.procs import HttpProcess, children, cpu_seconds, find_child, free_port, rss_kb, stdio_transport
 
 TOOL = "confirm"
 ARGS = {"question": "Proceed?"}
@@ -78,7 +84,7 @@ class Probe:
     async def read(self, *, traced: bool = True) -> dict[str, Any]:
         self.path.unlink(missing_ok=True)
         os.kill(self.pid, signal.SIGUSR1 if traced else signal.SIGUSR2)
-        with anyio.fail_after(30):
+        with anyio.fail_after(600):  # a traced snapshot of a large heap, dumped, on a loaded machine: minutes
             while not self.path.exists():
                 await anyio.sleep(0.02)
         stats = json.loads(self.path.read_text())
@@ -125,17 +131,22 @@ async def run(
     *, pending: int, pushed_pending: int, total: int, wave: int, levels: tuple[int, ...], per_level: int, log: IO[str],
     workdir: Path, progress: Callable[[str], None],
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    answer = Answerer()
-    async with _gateway(workdir, "scale-stdio", configs.stdio_upstream("handshake"), answer, log) as (client, probe), \
-            Client(stdio_transport(configs.demo_argv(), log), mode="legacy", elicitation_callback=answer,
-                   read_timeout_seconds=900) as direct:
-        via_gateway = _checked(client, f"demo__{TOOL}")
-        out["waves"] = await _waves(via_gateway, probe, total, wave, progress)
-        out["throughput"] = await _throughput(via_gateway, _checked(direct, TOOL), levels, per_level, progress)
+    out: dict[str, Any] = {"waves": await waves_phase(total, wave, log, workdir, progress),
+                           "throughput": await throughput_phase(levels, per_level, log, workdir, progress)}
     out["pending_pushed"] = await pushed_phase(pushed_pending, log, workdir, progress)
     out["pending"] = await pending_phase(pending, log, workdir, progress)
     return out
+
+
+async def throughput_phase(levels: tuple[int, ...], per_level: int, log: IO[str], workdir: Path,
+                           progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Phase 2 alone: the `mcp` SDK's client through the gateway to the demo upstream, and to the demo directly."""
+    answer = Answerer()
+    async with _gateway(workdir, "scale-stdio", configs.stdio_upstream("handshake"), answer, log) as (client, _), \
+            Client(stdio_transport(configs.demo_argv(), log), mode="legacy", elicitation_callback=answer,
+                   read_timeout_seconds=900) as direct:
+        return await _throughput(_checked(client, f"demo__{TOOL}"), _checked(direct, TOOL), levels, per_level,
+                                 progress)
 
 
 async def pushed_phase(pending: int, log: IO[str], workdir: Path, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -183,31 +194,67 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
                  progress: Callable[[str], None]) -> dict[str, Any]:
     await concurrent_calls(call, wave, wave)  # warm-up: the heap reaches a wave's high-water mark
     before = await probe.read()
-    trace = [{"completed": 0, "rss_kb": before["rss_kb"]}]
+    trace = [{"completed": 0, **_memory(before)}]
+
+    def cpu_now() -> tuple[float, float, float]:  # the gateway, its upstream processes, this client
+        return cpu_seconds(probe.pid), sum(map(cpu_seconds, children(probe.pid))), time.process_time()
+
+    cpu_before = cpu_now()
     start = time.perf_counter()
-    done = 0
+    done = first_tenth = 0
     while done < total:
         n = min(wave, total - done)
         await concurrent_calls(call, n, n)
         done += n
-        trace.append({"completed": done, "rss_kb": rss_kb(probe.pid)})
-        if done * 10 // total != (done - n) * 10 // total:  # every tenth
-            progress(f"waves: {done:,}/{total:,} completed, gateway RSS {trace[-1]['rss_kb'] / 1024:.1f} MiB")
+        if done * 10 // total != (done - n) * 10 // total:  # every tenth: what the probe says (traced, if on)
+            tenth = await probe.read()
+            trace.append({"completed": done, **_memory(tenth)})
+            first_tenth = first_tenth or tenth["rss_kb"]
+            progress(f"waves: {done:,}/{total:,} completed, gateway RSS {tenth['rss_kb'] / 1024:.1f} MiB"
+                     + "".join(f", {name} {value / 1024:.1f} MiB" for name, value in _memory(tenth).items()
+                               if name != "rss_kb"))
+        else:
+            trace.append({"completed": done, "rss_kb": rss_kb(probe.pid)})
     elapsed = time.perf_counter() - start
+    cpu = [now - then for now, then in zip(cpu_now(), cpu_before, strict=True)]
     after = await probe.read()
     return {
         "total": total,
         "wave": wave,
         "seconds": round(elapsed, 2),
         "per_second": round(total / elapsed, 1),
+        "cpu_ms_per_question": {name: round(1000 * seconds / total, 3)
+                                for name, seconds in zip(("gateway", "upstream", "client"), cpu, strict=True)},
         "rss_before_kb": before["rss_kb"],
         "rss_after_kb": after["rss_kb"],
         "growth_pct": round(100 * (after["rss_kb"] - before["rss_kb"]) / before["rss_kb"], 2),
+        # From the first tenth on: the bounded records (the broker's last 1,000 ends, caches) are full by then,
+        # so what grows after it is what would grow without end.
+        "rss_first_tenth_kb": first_tenth,
+        "growth_after_first_tenth_pct": round(100 * (after["rss_kb"] - first_tenth) / first_tenth, 2),
         "broker_pending_after": after["pending"],
         "tasks_before": before["tasks"],
         "tasks_after": after["tasks"],
         "trace": trace,
     }
+
+
+WAVE = 100
+"""Concurrent calls per wave of phase 1 (`bench/__main__.py`'s profiles set their own)."""
+
+
+def _memory(stats: dict[str, Any]) -> dict[str, int]:
+    """From a probe: the gateway's RSS, what Python has allocated (traced, with BENCH_TRACEMALLOC=1), glibc's heap in
+    use and free inside it, pymalloc's arenas and the blocks live in them: RSS rising while the traced, in-use and
+    allocated figures stay flat is an allocator holding freed memory, not objects kept."""
+    found = {"rss_kb": stats["rss_kb"]}
+    if "traced_total_kb" in stats:
+        found["traced_kb"] = stats["traced_total_kb"]
+    if malloc := stats.get("malloc"):
+        found |= {"malloc_in_use_kb": malloc["in_use_kb"], "malloc_free_kb": malloc["free_kb"]}
+    if pymalloc := stats.get("pymalloc"):
+        found |= {"pymalloc_arenas_kb": pymalloc["arenas_kb"], "pymalloc_allocated_kb": pymalloc["allocated_kb"]}
+    return found
 
 
 THROUGHPUT_ROUNDS = 3
@@ -280,19 +327,69 @@ async def _pending(client: Client, answer: Answerer, probe: Probe, n: int,
     }
 
 
+LEAN_UPSTREAM: dict[str, Any] = {"command": configs.PY, "args": ["-m", "bench.lean_server"], "era": "handshake"}
+
+
+async def waves_phase(total: int, wave: int, log: IO[str], workdir: Path, progress: Callable[[str], None],
+                      *, sdk_client: bool = False, demo_upstream: bool = False) -> dict[str, Any]:
+    """Phase 1 alone: `total` elicitations completed in waves of `wave`, through a fresh gateway, between the lean
+    client and the lean upstream (`bench.lean_client`, `bench.lean_server`: the gateway's CPU is then most of each
+    question's; `sdk_client`: the `mcp` SDK's client, as the other phases; `demo_upstream`: the demo server)."""
+    upstream = configs.stdio_upstream("handshake") if demo_upstream else LEAN_UPSTREAM
+    if sdk_client:
+        answer = Answerer()
+        async with _gateway(workdir, "scale-waves", upstream, answer, log) as (client, probe):
+            found = await _waves(_checked(client, f"demo__{TOOL}"), probe, total, wave, progress)
+            return {"client": "mcp SDK", "upstream": upstream["args"][-1], **found}
+    config = configs.write_config(workdir, "scale-waves", configs.gateway_config({"demo": upstream}))
+    probe_file = workdir / "scale-waves.probe.json"
+    accept = {"action": "accept", "content": {"ok": True}}
+    lean = await LeanClient.start([configs.PY, "-m", "bench.gateway_probe", str(config), str(probe_file)], log,
+                                  lambda params: accept)
+    try:
+        async def call() -> None:
+            await lean.call_tool(f"demo__{TOOL}", ARGS)
+
+        await call()
+        probe = Probe(lean.pid, probe_file)
+        await probe.audit_opened()
+        asked = lean.elicitations
+        found = await _waves(call, probe, total, wave, progress)
+        if lean.elicitations - asked != total + wave:  # the warm-up wave's too
+            raise RuntimeError(f"{lean.elicitations - asked:,} elicitations answered for {total + wave:,} calls")
+        return {"client": "bench.lean_client", "upstream": upstream["args"][-1],
+                "elicitations_answered": lean.elicitations - asked, **found}
+    finally:
+        await lean.close()
+
+
 def main() -> None:
     """`python -m bench.scale --only pending|pushed --pending N`: one half of phase 3, its figures as JSON on
-    stdout (`pending`: through a 2026-07-28 stdio upstream; `pushed`: pushed by a handshake-era HTTP upstream)."""
+    stdout (`pending`: through a 2026-07-28 stdio upstream; `pushed`: pushed by a handshake-era HTTP upstream).
+    `--only waves --total N --wave W`: phase 1 alone (completed questions, RSS at each tenth); `--only throughput
+    [--per-level N]`: phase 2 alone."""
     parser = argparse.ArgumentParser(prog="python -m bench.scale")
-    parser.add_argument("--only", choices=["pending", "pushed"], required=True)
+    parser.add_argument("--only", choices=["pending", "pushed", "waves", "throughput"], required=True)
     parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--total", type=int, default=1_000_000)
+    parser.add_argument("--wave", type=int, default=WAVE)
+    parser.add_argument("--per-level", type=int, default=300, help="throughput: calls per level (at least 10x it)")
+    parser.add_argument("--sdk-client", action="store_true", help="waves: the mcp SDK's client, not the lean one")
+    parser.add_argument("--demo-upstream", action="store_true", help="waves: the demo server, not the lean one")
     parser.add_argument("--workdir", type=Path, default=Path("bench/results/work"))
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     os.environ["XDG_STATE_HOME"] = str(args.workdir / "state")
     with open(args.workdir / "scale.log", "w") as log:
-        phase = pending_phase if args.only == "pending" else pushed_phase
-        found = anyio.run(phase, args.pending, log, args.workdir, lambda line: print(line, file=sys.stderr, flush=True))
+        say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+        if args.only == "throughput":
+            found = anyio.run(throughput_phase, (1, 10, 100), args.per_level, log, args.workdir, say)
+        elif args.only == "waves":
+            waves = functools.partial(waves_phase, sdk_client=args.sdk_client, demo_upstream=args.demo_upstream)
+            found = anyio.run(waves, args.total, args.wave, log, args.workdir, say)
+        else:
+            phase = pending_phase if args.only == "pending" else pushed_phase
+            found = anyio.run(phase, args.pending, log, args.workdir, say)
     print(json.dumps(found, indent=2))
 
 
