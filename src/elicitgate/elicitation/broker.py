@@ -18,7 +18,6 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence, Set
 from contextlib import nullcontext
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 import anyio
@@ -31,7 +30,6 @@ from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import ElicitationConfig, Unattended
 from elicitgate.contracts import DownstreamPeer, Origin, SharedLimits, UrlCompletionTarget
-from elicitgate.elicitation.carriers import Carriers
 from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
 from elicitgate.elicitation.headless import is_headless
 from elicitgate.elicitation.hosting import Hosting
@@ -96,6 +94,8 @@ class Broker:
         """With notice targets configured: who tells people a question waits (docs/notify.md)."""
         self.unattended: Callable[[str, str | None], Unattended] = lambda server, tool: config.unattended
         """What a question of (server, tool) nobody answered by its deadline becomes (`notice_rules`)."""
+        self._abandon = self._abandoned
+        """Bound once: every admitted elicitation keeps it (`Elicitation.abandon`), not a method object each."""
 
     # -- the source-facing entry -----------------------------------------------------------
 
@@ -156,7 +156,7 @@ class Broker:
             source=source,
             gateway_reason=gateway_reason,
         )
-        el.carriers = Carriers(self.config.abandoned_grace, partial(self._abandoned, el))  # no closure and cell
+        el.abandon, el.grace = self._abandon, self.config.abandoned_grace  # its carriers: made when one attaches
         origin.carry(el)  # the call's channel to its client, hosted or not: nothing is left to answer without it
         self.pending[el.id] = el
         self._open[identity] = self._open.get(identity, 0) + 1
@@ -164,11 +164,20 @@ class Broker:
         labelled(ELICITATIONS_PENDING, server).inc()
         if self.notices is not None:
             self.notices.watch(el)
+        for clock in clocks:  # the request clocks stop while a person answers
+            clock.pause()
         try:
-            with _Paused(clocks), request_context(**_request_ids(origin), elicitation=el.id):
-                # Here, not in a coroutine of its own: one frame less held by every pending elicitation.
-                with anyio.CancelScope(deadline=el.deadline) as el.scope:
+            with request_context(**_request_ids(origin), elicitation=el.id):
+                # Here, not in a coroutine of its own: one frame less held by every pending elicitation. No cancel
+                # scope either: its deadline is a loop timer that interrupts the wait (`Elicitation.interrupt`).
+                cancelling = el.wait_begins()
+                try:
                     return await self._present(el, responder)
+                except asyncio.CancelledError:
+                    if not el.woken(cancelling):  # its deadline came, or it was stopped: else the call is cancelled
+                        raise
+                finally:
+                    el.wait_ends()
                 unattended = self.unattended(server, origin.tool)
                 if unattended == "wait" and (page := self._page_only(el, responder)) is not None:
                     # Past its deadline the question waits on its page only: the client's request was let go.
@@ -176,8 +185,14 @@ class Broker:
                     el.responder = responder = page
                     if self.notices is not None:
                         self.notices.watch(el)
-                    with anyio.CancelScope(deadline=el.deadline) as el.scope:
+                    cancelling = el.wait_begins()
+                    try:
                         return await self._present(el, responder)
+                    except asyncio.CancelledError:
+                        if not el.woken(cancelling):
+                            raise
+                    finally:
+                        el.wait_ends()
                 return self._unanswered(el, responder, unattended)
         except anyio.get_cancelled_exc_class():
             self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
@@ -191,6 +206,8 @@ class Broker:
             logger.exception("elicitation %s failed", el.id)
             raise
         finally:
+            for clock in clocks:
+                clock.resume()
             self.pending.pop(el.id, None)
             if (left := self._open.pop(identity) - 1) > 0:
                 self._open[identity] = left
@@ -498,9 +515,7 @@ class Broker:
         # request ids): the answer goes on its way to the server first. Writing them costs more than relaying
         # the answer, and the server, in a process of its own, can use that time.
         asyncio.get_running_loop().call_soon(self._record_end, el)
-        el.mark_ended()
-        if el.carriers is not None:
-            el.carriers.stop()
+        el.mark_ended()  # and its carriers' grace timer stopped
         # Who else keeps state about it: a parked call counting its open answers, a hosted page.
         if el.origin is not None:
             el.origin.elicitation_ended(el)
@@ -597,20 +612,3 @@ def _retry_params(el: Elicitation, problems: list[JsonObject]) -> JsonObject:
     outgoing["message"] = f"{prefix} Your previous answer was not accepted ({listed}). {message}"
     outgoing["_meta"][ERRORS_META_KEY] = problems
     return outgoing
-
-
-class _Paused:
-    """The request clocks stopped while a person answers (a class: one is open per pending elicitation)."""
-
-    __slots__ = ("_clocks",)
-
-    def __init__(self, clocks: Sequence[PausableDeadline]) -> None:
-        self._clocks = clocks
-
-    def __enter__(self) -> None:
-        for clock in self._clocks:
-            clock.pause()
-
-    def __exit__(self, *exc_info: object) -> None:
-        for clock in self._clocks:
-            clock.resume()
