@@ -276,7 +276,8 @@ async def _pending(client: Client, answer: Answerer, probe: Probe, n: int,
         "broker_pending_after": after["pending"],
         # With BENCH_TRACEMALLOC=1: Python's own allocations per pending (steadier than RSS), and where they are.
         **({"traced_bytes_per_pending": round((during["traced_total_kb"] - before["traced_total_kb"]) * 1024 / n),
-            "traced_during": during["traced"]} if "traced" in during else {}),
+            "traced_during": during["traced"], "traced_growth": during.get("traced_growth", [])}
+           if "traced" in during else {}),
     }
 
 

@@ -12,11 +12,12 @@ a short reason).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence, Set
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,14 +38,21 @@ from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limit
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Responder, Source, State
 from elicitgate.elicitation.notify import Notifier
-from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, FirstAnswer, PageOnly, to_client
+from elicitgate.elicitation.responders import (
+    INPUT_REQUIRED,
+    PUSH_TO_CLIENT,
+    FirstAnswer,
+    PageOnly,
+    PushToClient,
+    to_client,
+)
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.sensitive import sensitive_fields, sensitive_words
 from elicitgate.elicitation.url_policy import UrlPolicy
 from elicitgate.elicitation.url_routes import SessionTarget, UrlRoutes
 from elicitgate.errors import HumanGone
 from elicitgate.json_shapes import JsonObject, is_array, is_mapping
-from elicitgate.logs import log_event, request_context
+from elicitgate.logs import current_request, log_event, request_context
 from elicitgate.metrics import (
     ABANDONED,
     ELICITATION_DURATION,
@@ -167,7 +175,7 @@ class Broker:
         for clock in clocks:  # the request clocks stop while a person answers
             clock.pause()
         try:
-            with request_context(**_request_ids(origin), elicitation=el.id):
+            with _named(origin, el):
                 # Here, not in a coroutine of its own: one frame less held by every pending elicitation. No cancel
                 # scope either: its deadline is a loop timer that interrupts the wait (`Elicitation.interrupt`).
                 cancelling = el.wait_begins()
@@ -455,6 +463,9 @@ class Broker:
                 self._end(el, State.CANCELLED, str(gone))
                 return {"action": "cancel"}
             except MCPError as exc:
+                if responder is PUSH_TO_CLIENT and (gone := PushToClient.gone(el, exc)) is not None:
+                    self._end(el, State.CANCELLED, str(gone))
+                    return {"action": "cancel"}
                 self._end(el, State.FAILED, f"{responder.name} error {exc.error.code}: {exc.error.message}")
                 raise errors.gateway_error(
                     errors.ELICITATION_FAILED,
@@ -511,10 +522,10 @@ class Broker:
         labelled(ELICITATION_DURATION, el.server, el.mode, str(state)).observe(
             el.ended_at - el.created_at
         )
-        # The log line and the audit record one event-loop turn later (in this task's context, so with its
-        # request ids): the answer goes on its way to the server first. Writing them costs more than relaying
-        # the answer, and the server, in a process of its own, can use that time.
-        asyncio.get_running_loop().call_soon(self._record_end, el)
+        # The log line and the audit record one event-loop turn later (with the request's ids and its own): the
+        # answer goes on its way to the server first. Writing them costs more than relaying the answer, and the
+        # server, in a process of its own, can use that time.
+        asyncio.get_running_loop().call_soon(self._record_end, el, context=_ids_context(el))
         el.mark_ended()  # and its carriers' grace timer stopped
         # Who else keeps state about it: a parked call counting its open answers, a hosted page.
         if el.origin is not None:
@@ -577,6 +588,29 @@ class Broker:
 def _request_ids(origin: Origin) -> JsonObject:
     """For the log lines written while it runs (this task may have been started by another request)."""
     return {"request_id": origin.request_id, "client": origin.peer.id}
+
+
+_SAME_REQUEST = nullcontext()
+
+
+def _named(origin: Origin, el: Elicitation) -> AbstractContextManager[None]:
+    """The log lines written while `el` waits name its request: in the task of another request (a server's push),
+    by a context of its own; in the call's own task, which names it already, by nothing more held while it waits
+    (its end is logged with its own id all the same: `_ids_context`)."""
+    current = current_request()
+    if current is not None and current.get("request_id") == origin.request_id and current.get("client") == (
+        origin.peer.id
+    ):
+        return _SAME_REQUEST
+    return request_context(**_request_ids(origin), elicitation=el.id)
+
+
+def _ids_context(el: Elicitation) -> contextvars.Context:
+    """A context naming `el` and its request, for what is logged of its end."""
+    context = contextvars.copy_context()
+    ids: JsonObject = {**_request_ids(el.asked()), "elicitation": el.id}
+    context.run(request_context(**ids).__enter__)
+    return context
 
 
 def _about(origin: Origin | None) -> JsonObject:

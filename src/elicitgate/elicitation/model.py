@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import time
 import uuid
@@ -33,6 +34,9 @@ class State(enum.StrEnum):
     def terminal(self) -> bool:
         return self not in (State.PENDING, State.PRESENTED)
 
+
+_TIMER_CONTEXT = contextvars.Context()
+"""What a deadline's timer runs in: it reads no context variable, so it shares one rather than copy the task's."""
 
 ACTION_STATES = {"accept": State.ACCEPTED, "decline": State.DECLINED, "cancel": State.CANCELLED}
 
@@ -165,7 +169,7 @@ class Elicitation:
         task = asyncio.current_task()
         assert task is not None, "an elicitation is waited for in a task"
         self.interrupted = False
-        self.timer = asyncio.get_running_loop().call_at(self.deadline, self.interrupt)
+        self.timer = asyncio.get_running_loop().call_at(self.deadline, self.interrupt, context=_TIMER_CONTEXT)
         self.waiting = task
         if self.stop_state is not None:  # stopped before it could be waited for
             self.interrupt()
