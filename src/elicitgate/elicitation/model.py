@@ -63,7 +63,8 @@ class Responder(Protocol):
     async def ask(self, el: Elicitation, request: JsonObject) -> object:
         """Present `request` (already prefixed with the asking server; on a repeat, carrying the errors)
         and return the raw answer, whatever its shape (the broker checks it). Raises
-        `elicitation.responders.HumanGone`, or `MCPError` when the human's side failed it.
+        `elicitation.responders.HumanGone`, or `MCPError` when the human's side failed it (a push to a client that
+        went away raises the client's error: the broker tells that apart, `PushToClient.gone`).
         """
         ...
 
