@@ -108,6 +108,7 @@ def main() -> None:
         Gateway.__init__ = keep  # type: ignore[method-assign]
     if os.environ.get("BENCH_TRACEMALLOC"):
         tracemalloc.start(int(os.environ.get("BENCH_TRACEMALLOC_FRAMES", "1")))
+    snapshots: list[tracemalloc.Snapshot] = []
 
     dumps = 0
 
@@ -123,17 +124,19 @@ def main() -> None:
         stats = {"pid": os.getpid(), "pending": len(gateway.broker.pending), "peers": len(gateway.peers.connected),
                  "tasks": tasks, "audit_open": gateway.audit is None or gateway.audit.store is not None}
         if tracemalloc.is_tracing() and signum == signal.SIGUSR1:
+            by = os.environ.get("BENCH_TRACEMALLOC_BY", "filename")
             snapshot = tracemalloc.take_snapshot()
             if os.environ.get("BENCH_TRACEMALLOC_DUMP"):
                 dumps += 1
                 snapshot.dump(str(probe.with_suffix(f".{dumps}.snap")))
                 stats["snapshot"] = str(probe.with_suffix(f".{dumps}.snap"))
-            top = snapshot.statistics(os.environ.get("BENCH_TRACEMALLOC_BY", "filename"))
+            top = snapshot.statistics(by)
             stats["traced_total_kb"] = sum(stat.size for stat in top) // 1024
-            stats["traced"] = [[" < ".join(f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}"
-                                           for frame in stat.traceback),
-                                stat.size // 1024, stat.count]
-                               for stat in top[:40]]
+            stats["traced"] = [[_where(stat.traceback), stat.size // 1024, stat.count] for stat in top[:40]]
+            if snapshots:  # what grew since the previous probe (the pending ones alone, not the heap before)
+                grown = [d for d in snapshot.compare_to(snapshots[-1], by) if d.size_diff > 0][:40]
+                stats["traced_growth"] = [[_where(d.traceback), d.size_diff, d.count_diff] for d in grown]
+            snapshots[:] = [snapshot]
         if os.environ.get("BENCH_MALLOC_TRIM"):  # what glibc would give back if the gateway trimmed after bursts
             stats["trimmed"] = ctypes.CDLL(None).malloc_trim(0)
         stats["malloc"] = malloc_info()
@@ -150,6 +153,10 @@ def main() -> None:
         from elicitgate.cli import run_gateway
 
         run_gateway(cfg, http)
+
+
+def _where(traceback: tracemalloc.Traceback) -> str:
+    return " < ".join(f"{frame.filename.rsplit('/', 2)[-1]}:{frame.lineno}" for frame in traceback)
 
 
 if __name__ == "__main__":

@@ -166,7 +166,10 @@ async def pushed_phase(pending: int, log: IO[str], workdir: Path, progress: Call
 async def pending_phase(pending: int, log: IO[str], workdir: Path, progress: Callable[[str], None]) -> dict[str, Any]:
     """Phase 3's main half alone: `pending` elicitations through a 2026-07-28 stdio upstream."""
     answer = Answerer()
-    async with _gateway(workdir, "scale-modern", configs.stdio_upstream("modern"), answer, log) as (client, probe):
+    # 900 s for the upstream's answer, as in `bench.pending_paths`: at 60 s, 10,000 calls queued on one stdio upstream
+    # fail with -32011 before all are pending when the machine is busy.
+    upstream = {**configs.stdio_upstream("modern"), "request_timeout": 900}
+    async with _gateway(workdir, "scale-modern", upstream, answer, log) as (client, probe):
         return {
             "setup": "2026-07-28 upstream over stdio returns input_required; the broker pushes elicitation/create "
                      "to the client and holds it; the upstream holds nothing",
@@ -323,7 +326,8 @@ async def _pending(client: Client, answer: Answerer, probe: Probe, n: int,
         "broker_pending_after": after["pending"],
         # With BENCH_TRACEMALLOC=1: Python's own allocations per pending (steadier than RSS), and where they are.
         **({"traced_bytes_per_pending": round((during["traced_total_kb"] - before["traced_total_kb"]) * 1024 / n),
-            "traced_during": during["traced"]} if "traced" in during else {}),
+            "traced_during": during["traced"], "traced_growth": during.get("traced_growth", [])}
+           if "traced" in during else {}),
     }
 
 

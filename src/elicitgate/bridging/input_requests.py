@@ -71,10 +71,25 @@ async def answer_input_requests(
         unasked: JsonObject = requests if isinstance(requests, dict) else dict(requests)
         for key in list(unasked):
             responses[key] = await answer_one(key, unasked.pop(key))
-    return _retry(params, responses, request_state)
+    return retry_params(params, responses, request_state)
 
 
-def _retry(params: JsonObject, responses: JsonObject, request_state: object) -> JsonObject:
+def only_input_request(call: Origin, requests: object) -> tuple[str, Any] | None:
+    """The round's one request, `(key, request)`, when it asks exactly one (the usual round): `router.forward`
+    awaits its answer itself, in its own frame, then makes the retry (`retry_params`). None for any other round
+    (`answer_input_requests`). The request leaves the decoded result: only the broker's copy of its params is
+    held while its human is asked."""
+    if not is_mapping(requests) or len(requests) != 1:
+        return None
+    if call.asks_in_rounds:
+        call.expect(1)
+    only: JsonObject = requests if isinstance(requests, dict) else dict(requests)
+    key = next(iter(only))
+    return key, only.pop(key)
+
+
+def retry_params(params: JsonObject, responses: JsonObject, request_state: object) -> JsonObject:
+    """The params of the retry: the request again, with the answers and the upstream's `requestState`."""
     retry = dict(params)
     retry["inputResponses"] = responses
     if request_state is not None:

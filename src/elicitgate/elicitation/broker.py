@@ -12,13 +12,13 @@ a short reason).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence, Set
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 import anyio
@@ -31,7 +31,6 @@ from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import ElicitationConfig, Unattended
 from elicitgate.contracts import DownstreamPeer, Origin, SharedLimits, UrlCompletionTarget
-from elicitgate.elicitation.carriers import Carriers
 from elicitgate.elicitation.form_schemas import CheckedSchema, FormSchemas
 from elicitgate.elicitation.headless import is_headless
 from elicitgate.elicitation.hosting import Hosting
@@ -39,14 +38,21 @@ from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limit
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Responder, Source, State
 from elicitgate.elicitation.notify import Notifier
-from elicitgate.elicitation.responders import INPUT_REQUIRED, PUSH_TO_CLIENT, FirstAnswer, PageOnly, to_client
+from elicitgate.elicitation.responders import (
+    INPUT_REQUIRED,
+    PUSH_TO_CLIENT,
+    FirstAnswer,
+    PageOnly,
+    PushToClient,
+    to_client,
+)
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.elicitation.sensitive import sensitive_fields, sensitive_words
 from elicitgate.elicitation.url_policy import UrlPolicy
 from elicitgate.elicitation.url_routes import SessionTarget, UrlRoutes
 from elicitgate.errors import HumanGone
 from elicitgate.json_shapes import JsonObject, is_array, is_mapping
-from elicitgate.logs import log_event, request_context
+from elicitgate.logs import current_request, log_event, request_context
 from elicitgate.metrics import (
     ABANDONED,
     ELICITATION_DURATION,
@@ -96,6 +102,8 @@ class Broker:
         """With notice targets configured: who tells people a question waits (docs/notify.md)."""
         self.unattended: Callable[[str, str | None], Unattended] = lambda server, tool: config.unattended
         """What a question of (server, tool) nobody answered by its deadline becomes (`notice_rules`)."""
+        self._abandon = self._abandoned
+        """Bound once: every admitted elicitation keeps it (`Elicitation.abandon`), not a method object each."""
 
     # -- the source-facing entry -----------------------------------------------------------
 
@@ -156,7 +164,7 @@ class Broker:
             source=source,
             gateway_reason=gateway_reason,
         )
-        el.carriers = Carriers(self.config.abandoned_grace, partial(self._abandoned, el))  # no closure and cell
+        el.abandon, el.grace = self._abandon, self.config.abandoned_grace  # its carriers: made when one attaches
         origin.carry(el)  # the call's channel to its client, hosted or not: nothing is left to answer without it
         self.pending[el.id] = el
         self._open[identity] = self._open.get(identity, 0) + 1
@@ -164,11 +172,20 @@ class Broker:
         labelled(ELICITATIONS_PENDING, server).inc()
         if self.notices is not None:
             self.notices.watch(el)
+        for clock in clocks:  # the request clocks stop while a person answers
+            clock.pause()
         try:
-            with _Paused(clocks), request_context(**_request_ids(origin), elicitation=el.id):
-                # Here, not in a coroutine of its own: one frame less held by every pending elicitation.
-                with anyio.CancelScope(deadline=el.deadline) as el.scope:
+            with _named(origin, el):
+                # Here, not in a coroutine of its own: one frame less held by every pending elicitation. No cancel
+                # scope either: its deadline is a loop timer that interrupts the wait (`Elicitation.interrupt`).
+                cancelling = el.wait_begins()
+                try:
                     return await self._present(el, responder)
+                except asyncio.CancelledError:
+                    if not el.woken(cancelling):  # its deadline came, or it was stopped: else the call is cancelled
+                        raise
+                finally:
+                    el.wait_ends()
                 unattended = self.unattended(server, origin.tool)
                 if unattended == "wait" and (page := self._page_only(el, responder)) is not None:
                     # Past its deadline the question waits on its page only: the client's request was let go.
@@ -176,8 +193,14 @@ class Broker:
                     el.responder = responder = page
                     if self.notices is not None:
                         self.notices.watch(el)
-                    with anyio.CancelScope(deadline=el.deadline) as el.scope:
+                    cancelling = el.wait_begins()
+                    try:
                         return await self._present(el, responder)
+                    except asyncio.CancelledError:
+                        if not el.woken(cancelling):
+                            raise
+                    finally:
+                        el.wait_ends()
                 return self._unanswered(el, responder, unattended)
         except anyio.get_cancelled_exc_class():
             self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
@@ -191,6 +214,8 @@ class Broker:
             logger.exception("elicitation %s failed", el.id)
             raise
         finally:
+            for clock in clocks:
+                clock.resume()
             self.pending.pop(el.id, None)
             if (left := self._open.pop(identity) - 1) > 0:
                 self._open[identity] = left
@@ -438,6 +463,9 @@ class Broker:
                 self._end(el, State.CANCELLED, str(gone))
                 return {"action": "cancel"}
             except MCPError as exc:
+                if responder is PUSH_TO_CLIENT and (gone := PushToClient.gone(el, exc)) is not None:
+                    self._end(el, State.CANCELLED, str(gone))
+                    return {"action": "cancel"}
                 self._end(el, State.FAILED, f"{responder.name} error {exc.error.code}: {exc.error.message}")
                 raise errors.gateway_error(
                     errors.ELICITATION_FAILED,
@@ -494,13 +522,11 @@ class Broker:
         labelled(ELICITATION_DURATION, el.server, el.mode, str(state)).observe(
             el.ended_at - el.created_at
         )
-        # The log line and the audit record one event-loop turn later (in this task's context, so with its
-        # request ids): the answer goes on its way to the server first. Writing them costs more than relaying
-        # the answer, and the server, in a process of its own, can use that time.
-        asyncio.get_running_loop().call_soon(self._record_end, el)
-        el.mark_ended()
-        if el.carriers is not None:
-            el.carriers.stop()
+        # The log line and the audit record one event-loop turn later (with the request's ids and its own): the
+        # answer goes on its way to the server first. Writing them costs more than relaying the answer, and the
+        # server, in a process of its own, can use that time.
+        asyncio.get_running_loop().call_soon(self._record_end, el, context=_ids_context(el))
+        el.mark_ended()  # and its carriers' grace timer stopped
         # Who else keeps state about it: a parked call counting its open answers, a hosted page.
         if el.origin is not None:
             el.origin.elicitation_ended(el)
@@ -564,6 +590,29 @@ def _request_ids(origin: Origin) -> JsonObject:
     return {"request_id": origin.request_id, "client": origin.peer.id}
 
 
+_SAME_REQUEST = nullcontext()
+
+
+def _named(origin: Origin, el: Elicitation) -> AbstractContextManager[None]:
+    """The log lines written while `el` waits name its request: in the task of another request (a server's push),
+    by a context of its own; in the call's own task, which names it already, by nothing more held while it waits
+    (its end is logged with its own id all the same: `_ids_context`)."""
+    current = current_request()
+    if current is not None and current.get("request_id") == origin.request_id and current.get("client") == (
+        origin.peer.id
+    ):
+        return _SAME_REQUEST
+    return request_context(**_request_ids(origin), elicitation=el.id)
+
+
+def _ids_context(el: Elicitation) -> contextvars.Context:
+    """A context naming `el` and its request, for what is logged of its end."""
+    context = contextvars.copy_context()
+    ids: JsonObject = {**_request_ids(el.asked()), "elicitation": el.id}
+    context.run(request_context(**ids).__enter__)
+    return context
+
+
 def _about(origin: Origin | None) -> JsonObject:
     """Who caused it: the client, its principal, the call (and its tool or prompt)."""
     if origin is None:
@@ -597,20 +646,3 @@ def _retry_params(el: Elicitation, problems: list[JsonObject]) -> JsonObject:
     outgoing["message"] = f"{prefix} Your previous answer was not accepted ({listed}). {message}"
     outgoing["_meta"][ERRORS_META_KEY] = problems
     return outgoing
-
-
-class _Paused:
-    """The request clocks stopped while a person answers (a class: one is open per pending elicitation)."""
-
-    __slots__ = ("_clocks",)
-
-    def __init__(self, clocks: Sequence[PausableDeadline]) -> None:
-        self._clocks = clocks
-
-    def __enter__(self) -> None:
-        for clock in self._clocks:
-            clock.pause()
-
-    def __exit__(self, *exc_info: object) -> None:
-        for clock in self._clocks:
-            clock.resume()

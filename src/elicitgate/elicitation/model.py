@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import enum
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import anyio
 
+from elicitgate.elicitation.carriers import Carriers
 from elicitgate.json_shapes import JsonObject
 
 if TYPE_CHECKING:
     from elicitgate.contracts import Origin
-    from elicitgate.elicitation.carriers import Carriers
 
 
 class State(enum.StrEnum):
@@ -31,6 +34,9 @@ class State(enum.StrEnum):
     def terminal(self) -> bool:
         return self not in (State.PENDING, State.PRESENTED)
 
+
+_TIMER_CONTEXT = contextvars.Context()
+"""What a deadline's timer runs in: it reads no context variable, so it shares one rather than copy the task's."""
 
 ACTION_STATES = {"accept": State.ACCEPTED, "decline": State.DECLINED, "cancel": State.CANCELLED}
 
@@ -57,7 +63,8 @@ class Responder(Protocol):
     async def ask(self, el: Elicitation, request: JsonObject) -> object:
         """Present `request` (already prefixed with the asking server; on a repeat, carrying the errors)
         and return the raw answer, whatever its shape (the broker checks it). Raises
-        `elicitation.responders.HumanGone`, or `MCPError` when the human's side failed it.
+        `elicitation.responders.HumanGone`, or `MCPError` when the human's side failed it (a push to a client that
+        went away raises the client's error: the broker tells that apart, `PushToClient.gone`).
         """
         ...
 
@@ -97,12 +104,19 @@ class Elicitation:
     """Which surface ended it when several could (`client`, `notice_page`), or `unattended` when the policy for
     an unanswered question did (docs/notify.md); None: its responder's (the audit trail's `responder`)."""
     ended_at: float | None = None
-    scope: anyio.CancelScope | None = None
+    waiting: asyncio.Task[object] | None = None
+    """The task that waits for its answer, while it waits (the broker's): `interrupt` wakes it. No cancel scope
+    per question: the deadline is one loop timer (`timer`), and a stop cancels the wait itself."""
+    timer: asyncio.TimerHandle | None = None
+    """Its deadline on the event loop while it waits: calls `interrupt`."""
+    interrupted: bool = False
+    """`interrupt` cancelled the waiting task: the broker takes that cancellation for its own, not the call's."""
     stop_state: State | None = None
-    """Set by whoever stops it from outside (client gone, call cancelled) before cancelling `scope`."""
-    carriers: Carriers | None = None
-    """What carries it to its human now (a client's response stream) and the grace period when nothing does
-    (`elicitation.carriers`); set by the broker once it is admitted."""
+    """Set by whoever stops it from outside (client gone, call cancelled) before interrupting the wait."""
+    abandon: Callable[[Elicitation, str], object] | None = None
+    """Set by the broker once it is admitted: what ends it when no carrier came back within `grace`."""
+    grace: float = 0.0
+    _carriers: Carriers | None = None
     _ended: anyio.Event | None = None
     """Made only when someone waits for the end (`wait_ended`): most elicitations never need one."""
 
@@ -114,6 +128,15 @@ class Elicitation:
     @property
     def hosted(self) -> bool:
         return self.responder is not None and self.responder.name.startswith("hosted")
+
+    @property
+    def carriers(self) -> Carriers | None:
+        """What carries it to its human now (a client's response stream) and the grace period when nothing does
+        (`elicitation.carriers`): None before the broker admitted it and once it ended; made when first asked
+        for, as most questions never have a carrier tracked (stdio, 2026-07-28 rounds)."""
+        if self._carriers is None and self.abandon is not None and not self.state.terminal:
+            self._carriers = Carriers(self.grace, partial(self.abandon, self))
+        return self._carriers
 
     @property
     def requested_schema(self) -> JsonObject:
@@ -130,14 +153,57 @@ class Elicitation:
     def mark_ended(self) -> None:
         if self._ended is not None:
             self._ended.set()
+        if self._carriers is not None:  # no grace timer outlives it
+            self._carriers.stop()
+            self._carriers = None
 
     def stop(self, state: State, reason: str) -> None:
         """End it from outside: the waiting task wakes and records `state`."""
         if self.state.terminal or self.stop_state is not None:
             return
         self.stop_state, self.reason = state, reason
-        if self.scope is not None:
-            self.scope.cancel()
+        self.interrupt()
+
+    def wait_begins(self) -> int:
+        """The running task waits for its answer from now until `wait_ends`, at most until `deadline`; returns
+        how many cancellations of that task were pending already (for `woken`)."""
+        task = asyncio.current_task()
+        assert task is not None, "an elicitation is waited for in a task"
+        self.interrupted = False
+        self.timer = asyncio.get_running_loop().call_at(self.deadline, self.interrupt, context=_TIMER_CONTEXT)
+        self.waiting = task
+        if self.stop_state is not None:  # stopped before it could be waited for
+            self.interrupt()
+        return task.cancelling()
+
+    def woken(self, cancelling: int) -> bool:
+        """In the waiting task, on its `CancelledError`: whether that was `interrupt` alone (the deadline, a stop),
+        now taken back; False when the task itself is being cancelled (the caller raises it again)."""
+        task = self.waiting
+        return self.interrupted and task is not None and task.uncancel() <= cancelling
+
+    def wait_ends(self) -> None:
+        self.waiting = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def interrupt(self) -> None:
+        """Wake the task waiting for its answer (its deadline came, or it was stopped): it goes on as from a
+        question nobody answered (the broker tells this cancellation from the call's by `interrupted`)."""
+        task = self.waiting
+        if task is None or self.interrupted:
+            return
+        self.interrupted = True
+        if task is asyncio.current_task():
+            # Asked from inside that task, which is not at its wait right now: cancelled once it is back there.
+            asyncio.get_running_loop().call_soon(self._cancel_wait)
+        else:
+            task.cancel()
+
+    def _cancel_wait(self) -> None:
+        if self.waiting is not None and self.interrupted:
+            self.waiting.cancel()
 
     def summary(self) -> JsonObject:
         """What may be logged or shown: never the answer's values."""

@@ -9,14 +9,14 @@ links) and the end of the call go to `router.inbound`, the one way into the brok
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
 from elicitgate.bridging.envelope import modern_capabilities, upstream_params, without_upstream_identity
-from elicitgate.bridging.input_requests import answer_input_requests
+from elicitgate.bridging.input_requests import answer_input_requests, only_input_request, retry_params
 from elicitgate.config import HttpServer
 from elicitgate.contracts import Origin
 from elicitgate.errors import NotSent, PeerLost, UrlElicitationRequired
@@ -25,7 +25,7 @@ from elicitgate.router.inbound import InboundRouter
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.upstreams.dual_era import CallKey, call_key
 from elicitgate.upstreams.link import UpstreamLink, forgot_session
-from elicitgate.wire.endpoint import CLOSED, progress_params
+from elicitgate.wire.endpoint import CLOSED, ProgressCallback, progress_params
 
 
 async def forward(
@@ -136,26 +136,13 @@ async def _rounds(
     """The request on `conn`, and its `input_required` rounds until the final result. `asked` hears of the
     server's requests during it; `on_first` is called when the first answer is a result."""
     sent, token = upstream_params(params, call, conn.era)
-
-    async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
-        await call.notify("notifications/progress", progress_params(token, progress, total, message))
-
-    async def send(conn: UpstreamConnection) -> JsonObject:
-        return await conn.request(
-            method,
-            sent,
-            origin=call,
-            timeout=link.config.request_timeout,
-            on_progress=relay_progress if token is not None else None,
-            client_capabilities=modern_capabilities(call) if conn.era == "modern" else None,
-            asked=asked,
-        )
-
+    # No closures here: their cells would stay with the frame for as long as a question of the call waits.
+    progress = _Progress(call, token) if token is not None else None
     minted: list[str] = []
     rejoined = False
     for _ in range(max_rounds + 1):
         try:
-            result = await send(conn)
+            result = await _send(link, conn, call, method, sent, progress, asked)
         except PeerLost as lost:
             # Refused unread, or never written because the connection had just ended (an HTTP link reconnects
             # at once): either way the server has not seen it, and it goes on the connection in its place.
@@ -164,7 +151,7 @@ async def _rounds(
                 raise
             rejoined = True
             conn = await link.rejoin(call.peer, conn)
-            result = await send(conn)
+            result = await _send(link, conn, call, method, sent, progress, asked)
         if on_first is not None:
             on_first()
             on_first = None
@@ -173,13 +160,57 @@ async def _rounds(
             return without_upstream_identity(result)
         requests, state = result.get("inputRequests"), result.get("requestState")
         del result  # not held while the questions wait for their humans
-        sent = await answer_input_requests(
-            link.name, call, sent, requests, state,
-            lambda key, request: inbound.input_request(link, call, key, request, minted),
-        )
+        if (one := only_input_request(call, requests)) is not None:
+            # The usual round asks one question: awaited here, in this frame, with nothing else held for as long
+            # as its human thinks (no coroutine, closure or task of the round's own, nor the decoded request).
+            key, request = one
+            del one, requests
+            asking = inbound.input_request(link, call, key, request, minted)
+            del request
+            sent = retry_params(sent, {key: await asking}, state)
+        else:
+            sent = await answer_input_requests(
+                link.name, call, sent, requests, state,
+                lambda key, request: inbound.input_request(link, call, key, request, minted),
+            )
     raise errors.gateway_error(
         errors.ELICITATION_FAILED,
         f"upstream {link.name!r} asked for input more than {max_rounds} times",
         server=link.name,
         rule="bridging.max_rounds",
     )
+
+
+def _send(
+    link: UpstreamLink,
+    conn: UpstreamConnection,
+    call: Origin,
+    method: str,
+    sent: JsonObject,
+    progress: ProgressCallback | None,
+    asked: list[str] | None,
+) -> Awaitable[JsonObject]:
+    """One try of the request on `conn` (the connection's own coroutine, no frame around it): its result,
+    complete or `input_required`."""
+    return conn.request(
+        method,
+        sent,
+        origin=call,
+        timeout=link.config.request_timeout,
+        on_progress=progress,
+        client_capabilities=modern_capabilities(call) if conn.era == "modern" else None,
+        asked=asked,
+    )
+
+
+class _Progress:
+    """The upstream's progress, relayed to the client on the client's own progress token."""
+
+    __slots__ = ("_call", "_token")
+
+    def __init__(self, call: Origin, token: object) -> None:
+        self._call = call
+        self._token = token
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        await self._call.notify("notifications/progress", progress_params(self._token, progress, total, message))

@@ -21,16 +21,17 @@ class PushToClient:
     name = "client"
     cancel_on_timeout = False
 
-    async def ask(self, el: Elicitation, request: JsonObject) -> object:
-        origin = el.asked()
-        try:
-            return await origin.send_request("elicitation/create", request)
-        except ClientGone:
-            raise HumanGone("the client disconnected") from None
-        except MCPError:
-            if origin.peer.closed:
-                raise HumanGone("the client disconnected") from None
-            raise
+    def ask(self, el: Elicitation, request: JsonObject) -> CoroutineType[Any, Any, object]:
+        # The call's own request to its client, not a coroutine around it: one frame less held while a human is
+        # asked. How it fails when the client went away is the broker's to tell (`gone`).
+        return el.asked().send_request("elicitation/create", request)
+
+    @staticmethod
+    def gone(el: Elicitation, exc: MCPError) -> HumanGone | None:
+        """The push failed because its client went away (its connection closed): the human is gone."""
+        if isinstance(exc, ClientGone) or el.asked().peer.closed:
+            return HumanGone("the client disconnected")
+        return None
 
     def ended(self, el: Elicitation) -> None:
         """Nothing kept."""
