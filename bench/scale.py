@@ -42,6 +42,13 @@ from bench import configs
 from bench.procs import HttpProcess, find_child, free_port, rss_kb, stdio_transport
 
 TOOL = "confirm"
+PUSHED_UPSTREAM_TIMEOUT = 900.0
+"""Seconds the pushed phase's upstream may take to answer the link's probe (`probe_timeout`, default 4) and to
+send a call's elicitation (`request_timeout`, default 60)."""
+PUSHED_ON_THE_WAY = 1_000
+"""Calls of the pushed phase on their way at once (sent, their elicitation not yet at the client): each opens a
+connection to the demo server, whose listen backlog (uvicorn's, 2,048) overflows when thousands come at once, and
+a connection still unanswered after the connect timeout (30 s) ends the gateway's session with the upstream."""
 ARGS = {"question": "Proceed?"}
 
 
@@ -144,11 +151,16 @@ async def pushed_phase(pending: int, log: IO[str], workdir: Path, progress: Call
     with HttpProcess(configs.demo_argv(f"127.0.0.1:{port}"), port, log) as upstream:
         answer = Answerer()
         http = configs.http_upstream(f"{upstream.url}/mcp", "handshake")
+        # The demo server takes the calls' POSTs one after another, slower as more are pending (about 20 ms each at
+        # 2,000): at 10,000 a probe's ping queued behind them waits longer than the default 4 s (the link would take
+        # the busy server for gone), and a call for its elicitation longer than the default request timeout (60 s).
+        http["probe_timeout"] = http["request_timeout"] = PUSHED_UPSTREAM_TIMEOUT
         async with _gateway(workdir, "scale-http", http, answer, log) as (client, probe):
             return {
                 "setup": "handshake-era upstream over streamable HTTP pushes each elicitation/create; each pending "
                          "elicitation also holds its call's POST to the upstream",
-                **await _pending(client, answer, probe, pending, progress),
+                **await _pending(client, answer, probe, pending, progress, on_the_way=PUSHED_ON_THE_WAY),
+                "on_the_way": PUSHED_ON_THE_WAY,
             }
 
 
@@ -245,12 +257,17 @@ async def _throughput(via_gateway: Callable[[], Awaitable[None]], direct: Callab
 
 
 async def _pending(client: Client, answer: Answerer, probe: Probe, n: int,
-                   progress: Callable[[str], None]) -> dict[str, Any]:
+                   progress: Callable[[str], None], *, on_the_way: int | None = None) -> dict[str, Any]:
+    """`n` calls held pending at once. `on_the_way`: at most that many calls sent and not yet held by the client
+    at any moment (else all `n` are sent at once)."""
     before = await probe.read()
     answer.start_holding(n)
     start = time.perf_counter()
     async with anyio.create_task_group() as tg:
-        for _ in range(n):
+        for sent in range(n):
+            if on_the_way is not None:
+                while sent - answer.held >= on_the_way:
+                    await anyio.sleep(0.02)
             tg.start_soon(_checked(client, f"demo__{TOOL}"))
         with anyio.fail_after(900):
             await answer.all_held.wait()
