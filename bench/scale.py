@@ -75,6 +75,11 @@ class Answerer:
         return types.ElicitResult(action="accept", content={"ok": True})
 
 
+PROBE_WAIT = 300
+"""Seconds a probe may take: a tracemalloc snapshot by traceback of 10,000 pending questions takes minutes on a
+loaded machine."""
+
+
 class Probe:
     """Asks `bench.gateway_probe` what its broker holds."""
 
@@ -85,7 +90,7 @@ class Probe:
     async def read(self, *, traced: bool = True) -> dict[str, Any]:
         self.path.unlink(missing_ok=True)
         os.kill(self.pid, signal.SIGUSR1 if traced else signal.SIGUSR2)
-        with anyio.fail_after(30):
+        with anyio.fail_after(PROBE_WAIT):
             while not self.path.exists():
                 await anyio.sleep(0.02)
         stats = json.loads(self.path.read_text())
