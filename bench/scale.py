@@ -11,12 +11,11 @@ Phases, in this order (so that the leak check runs before the pending phase infl
 2. throughput at concurrency 1 / 10 / 100, through the gateway and direct (client -> upstream), the median
    of `THROUGHPUT_ROUNDS` runs each, alternating;
 3. pending: calls whose elicitations the client holds unanswered, all at once; the gateway's RSS
-   then, minus before, divided by their number; the broker's own count as a check. Twice: a few
-   thousand pushed by the handshake-era HTTP upstream (each also holds its call's upstream POST),
-   then `pending` (10,000) through a fresh gateway whose 2026-07-28 stdio upstream returns
-   `input_required`, so that only the gateway holds them. Thousands of concurrent calls on one HTTP
-   upstream get slower per call as they grow (httpcore2's connection pool scans every connection
-   for every request), which is why the 10,000 go the second way.
+   then, minus before, divided by their number; the broker's own count as a check. Twice:
+   `pushed_pending` (10,000 in the full run) pushed by the handshake-era HTTP upstream (each also holds its
+   call's upstream POST; at most `PUSHED_ON_THE_WAY` calls on their way at once, so that the demo server's
+   listen backlog holds their connections), then `pending` (10,000) through a fresh gateway whose 2026-07-28
+   stdio upstream returns `input_required`, so that only the gateway holds them.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ from bench.procs import HttpProcess, find_child, free_port, rss_kb, stdio_transp
 TOOL = "confirm"
 PUSHED_UPSTREAM_TIMEOUT = 900.0
 """Seconds the pushed phase's upstream may take to answer the link's probe (`probe_timeout`, default 4) and to
-send a call's elicitation (`request_timeout`, default 60)."""
+send a call's elicitation (`request_timeout`, default 60), and its questions' deadline (`elicitation_timeout`)."""
 PUSHED_ON_THE_WAY = 1_000
 """Calls of the pushed phase on their way at once (sent, their elicitation not yet at the client): each opens a
 connection to the demo server, whose listen backlog (uvicorn's, 2,048) overflows when thousands come at once, and
@@ -158,8 +157,10 @@ async def pushed_phase(pending: int, log: IO[str], workdir: Path, progress: Call
         http = configs.http_upstream(f"{upstream.url}/mcp", "handshake")
         # The demo server takes the calls' POSTs one after another, slower as more are pending (about 20 ms each at
         # 2,000): at 10,000 a probe's ping queued behind them waits longer than the default 4 s (the link would take
-        # the busy server for gone), and a call for its elicitation longer than the default request timeout (60 s).
+        # the busy server for gone), a call for its elicitation longer than the default request timeout (60 s), and
+        # on a loaded machine the first question held longer than its default deadline (300 s) before the last one.
         http["probe_timeout"] = http["request_timeout"] = PUSHED_UPSTREAM_TIMEOUT
+        http["elicitation_timeout"] = PUSHED_UPSTREAM_TIMEOUT
         async with _gateway(workdir, "scale-http", http, answer, log) as (client, probe):
             return {
                 "setup": "handshake-era upstream over streamable HTTP pushes each elicitation/create; each pending "

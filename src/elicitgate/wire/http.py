@@ -4,10 +4,11 @@ stream, pydantic model or httpx2 between.
 
 The SDK's client transport spent about 2 ms of gateway CPU per upstream request (a task group and a
 task per message, two memory streams, a pydantic validation of every message, three layers of SSE
-decoding, the client's auth, redirect, cookie and logging hooks). Here a request costs one POST task
-(its response stream may carry server requests before the answer, and the caller must be free to wait
-for its future meanwhile); a notification or an answer of ours is POSTed in the caller's own task.
-Each body is parsed once (`codec.loads`).
+decoding, the client's auth, redirect, cookie and logging hooks). Here a request costs one POST task until
+its response's head came (the caller must be free to wait for its future meanwhile); an event-stream body is
+then read in the connection's callbacks (`_PostStream`), so a call whose stream is held open (an elicitation
+waiting for a person) holds no task here. A notification or an answer of ours is POSTed in the caller's own
+task. Each body is parsed once (`codec.loads`).
 
 The protocol is the SDK client's (`mcp.client.streamable_http`), including what the gateway added on
 top of it:
