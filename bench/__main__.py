@@ -29,7 +29,7 @@ MODES: dict[str, dict[str, Any]] = {
     "quick": {"rounds": 3, "batch": 20, "pending": 2_000, "pushed_pending": 300, "total": 5_000, "wave": 10,
               "per_level": 100, "startup_repeats": 2, "profile_calls": 200, "audit_rounds": 3, "audit_batch": 20,
               "load_calls": 100},
-    "full": {"rounds": 10, "batch": 50, "pending": 10_000, "pushed_pending": 2_000, "total": 1_000_000, "wave": 100,
+    "full": {"rounds": 10, "batch": 50, "pending": 10_000, "pushed_pending": 10_000, "total": 1_000_000, "wave": 100,
              "per_level": 300, "startup_repeats": 5, "profile_calls": 1_000, "audit_rounds": 10, "audit_batch": 50,
              "load_calls": 1_000},
 }

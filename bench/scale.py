@@ -15,12 +15,11 @@ Phases, in this order (so that the leak check runs before the pending phase infl
 2. throughput at concurrency 1 / 10 / 100, through the gateway and direct (client -> upstream), the median
    of `THROUGHPUT_ROUNDS` runs each, alternating;
 3. pending: calls whose elicitations the client holds unanswered, all at once; the gateway's RSS
-   then, minus before, divided by their number; the broker's own count as a check. Twice: a few
-   thousand pushed by the handshake-era HTTP upstream (each also holds its call's upstream POST),
-   then `pending` (10,000) through a fresh gateway whose 2026-07-28 stdio upstream returns
-   `input_required`, so that only the gateway holds them. Thousands of concurrent calls on one HTTP
-   upstream get slower per call as they grow (httpcore2's connection pool scans every connection
-   for every request), which is why the 10,000 go the second way.
+   then, minus before, divided by their number; the broker's own count as a check. Twice:
+   `pushed_pending` (10,000 in the full run) pushed by the handshake-era HTTP upstream (each also holds its
+   call's upstream POST; at most `PUSHED_ON_THE_WAY` calls on their way at once, so that the demo server's
+   listen backlog holds their connections), then `pending` (10,000) through a fresh gateway whose 2026-07-28
+   stdio upstream returns `input_required`, so that only the gateway holds them.
 """
 
 from __future__ import annotations
@@ -48,6 +47,13 @@ from bench.lean_client import LeanClient
 from bench.procs import HttpProcess, children, cpu_seconds, find_child, free_port, rss_kb, stdio_transport
 
 TOOL = "confirm"
+PUSHED_UPSTREAM_TIMEOUT = 900.0
+"""Seconds the pushed phase's upstream may take to answer the link's probe (`probe_timeout`, default 4) and to
+send a call's elicitation (`request_timeout`, default 60), and its questions' deadline (`elicitation_timeout`)."""
+PUSHED_ON_THE_WAY = 1_000
+"""Calls of the pushed phase on their way at once (sent, their elicitation not yet at the client): each opens a
+connection to the demo server, whose listen backlog (uvicorn's, 2,048) overflows when thousands come at once, and
+a connection still unanswered after the connect timeout (30 s) ends the gateway's session with the upstream."""
 ARGS = {"question": "Proceed?"}
 
 
@@ -74,6 +80,11 @@ class Answerer:
         return types.ElicitResult(action="accept", content={"ok": True})
 
 
+PROBE_WAIT = 600
+"""Seconds a probe may take: a tracemalloc snapshot by traceback of 10,000 pending questions takes minutes on a
+loaded machine."""
+
+
 class Probe:
     """Asks `bench.gateway_probe` what its broker holds."""
 
@@ -84,7 +95,7 @@ class Probe:
     async def read(self, *, traced: bool = True) -> dict[str, Any]:
         self.path.unlink(missing_ok=True)
         os.kill(self.pid, signal.SIGUSR1 if traced else signal.SIGUSR2)
-        with anyio.fail_after(600):  # a traced snapshot of a large heap, dumped, on a loaded machine: minutes
+        with anyio.fail_after(PROBE_WAIT):
             while not self.path.exists():
                 await anyio.sleep(0.02)
         stats = json.loads(self.path.read_text())
@@ -155,11 +166,18 @@ async def pushed_phase(pending: int, log: IO[str], workdir: Path, progress: Call
     with HttpProcess(configs.demo_argv(f"127.0.0.1:{port}"), port, log) as upstream:
         answer = Answerer()
         http = configs.http_upstream(f"{upstream.url}/mcp", "handshake")
+        # The demo server takes the calls' POSTs one after another, slower as more are pending (about 20 ms each at
+        # 2,000): at 10,000 a probe's ping queued behind them waits longer than the default 4 s (the link would take
+        # the busy server for gone), a call for its elicitation longer than the default request timeout (60 s), and
+        # on a loaded machine the first question held longer than its default deadline (300 s) before the last one.
+        http["probe_timeout"] = http["request_timeout"] = PUSHED_UPSTREAM_TIMEOUT
+        http["elicitation_timeout"] = PUSHED_UPSTREAM_TIMEOUT
         async with _gateway(workdir, "scale-http", http, answer, log) as (client, probe):
             return {
                 "setup": "handshake-era upstream over streamable HTTP pushes each elicitation/create; each pending "
                          "elicitation also holds its call's POST to the upstream",
-                **await _pending(client, answer, probe, pending, progress),
+                **await _pending(client, answer, probe, pending, progress, on_the_way=PUSHED_ON_THE_WAY),
+                "on_the_way": PUSHED_ON_THE_WAY,
             }
 
 
@@ -295,12 +313,17 @@ async def _throughput(via_gateway: Callable[[], Awaitable[None]], direct: Callab
 
 
 async def _pending(client: Client, answer: Answerer, probe: Probe, n: int,
-                   progress: Callable[[str], None]) -> dict[str, Any]:
+                   progress: Callable[[str], None], *, on_the_way: int | None = None) -> dict[str, Any]:
+    """`n` calls held pending at once. `on_the_way`: at most that many calls sent and not yet held by the client
+    at any moment (else all `n` are sent at once)."""
     before = await probe.read()
     answer.start_holding(n)
     start = time.perf_counter()
     async with anyio.create_task_group() as tg:
-        for _ in range(n):
+        for sent in range(n):
+            if on_the_way is not None:
+                while sent - answer.held >= on_the_way:
+                    await anyio.sleep(0.02)
             tg.start_soon(_checked(client, f"demo__{TOOL}"))
         with anyio.fail_after(900):
             await answer.all_held.wait()

@@ -353,6 +353,70 @@ async def test_a_silent_server_is_a_read_timeout_before_the_head_and_in_the_midd
         await client.aclose()
 
 
+async def test_a_streamed_body_gets_what_came_then_each_chunk_and_a_silent_server_ends_it_with_a_read_timeout() -> None:
+    async def half_a_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nhalf")
+        await writer.drain()
+        await reader.readexactly(1)  # more once the client streams the body
+        writer.write(b"more")
+        await writer.drain()
+        await asyncio.Event().wait()
+
+    client = HttpClient(timeouts=Timeouts(read=0.2))
+    try:
+        async with _server(half_a_body) as server:
+            response = await client.request("GET", server.url(), {})
+            sink = _Sink()
+            response.stream(sink)
+            assert response.headers == {}
+            assert response.connection is not None and response.connection.transport is not None
+            response.connection.transport.write(b"!")
+            await asyncio.wait_for(sink.over.wait(), WAIT)
+            assert b"".join(sink.parts) == b"halfmore"
+            assert isinstance(sink.ends[0], ReadTimeout) and "nothing received" in str(sink.ends[0])
+        assert client.connections == 0
+    finally:
+        await client.aclose()
+
+
+async def test_a_call_s_post_stream_held_open_is_read_without_a_task_and_its_answer_still_comes() -> None:
+    """Through the wire (`wire.http.HttpWire`): the server's request on the POST's stream arrives, the POST's task
+    has ended meanwhile (a call pending on a person holds no task), and the answer comes later on the same stream."""
+    release = asyncio.Event()
+
+    def chunk(event: bytes) -> bytes:
+        return b"%x\r\n%s\r\n" % (len(event), event)
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        writer.write(chunk(b'id: 1\ndata: {"jsonrpc":"2.0","id":"s1","method":"elicitation/create","params":{}}\n\n'))
+        await writer.drain()
+        await release.wait()
+        writer.write(chunk(b'id: 2\ndata: {"jsonrpc":"2.0","id":7,"result":{"ok":true}}\n\n') + b"0\r\n\r\n")
+        await writer.drain()
+        await _request(reader)  # the connection is kept alive: until the client closes it
+
+    async with _server(serve) as server:
+        wire = HttpWire(server.url().text)
+        messages = wire.messages()
+        try:
+            await wire.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {}})
+            asked = await asyncio.wait_for(anext(messages), WAIT)
+            assert isinstance(asked.message, dict) and asked.message["method"] == "elicitation/create"
+            assert asked.related_request_id == 7
+            tasks = wire._tasks  # pyright: ignore[reportPrivateUsage]
+            if tasks:
+                await asyncio.wait_for(asyncio.wait(tasks), WAIT)
+            release.set()
+            answer = await asyncio.wait_for(anext(messages), WAIT)
+            assert answer.message == {"jsonrpc": "2.0", "id": 7, "result": {"ok": True}} and not answer.lost
+            assert not wire._posts  # pyright: ignore[reportPrivateUsage]
+        finally:
+            await wire.aclose()
+
+
 async def test_a_server_closing_mid_body_is_a_read_error() -> None:
     async with _server(_answering(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly this", keep=False)) as server:
         client = HttpClient()
@@ -488,29 +552,68 @@ class _Socket(asyncio.Transport):
         self.paused = False
 
 
-async def _parse(pieces: list[bytes], *, eof: bool) -> tuple[Response, bytes | TransportError]:
+class _Sink:
+    """A streamed body's chunks and end (`Response.stream`), as they came."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.ends: list[TransportError | None] = []
+        self.over = asyncio.Event()
+
+    def body(self, chunk: bytes) -> None:
+        assert not self.ends, "a chunk after the end"
+        self.parts.append(chunk)
+
+    def ended(self, error: TransportError | None) -> None:
+        self.ends.append(error)
+        self.over.set()
+
+
+async def _parse(
+    pieces: list[bytes], *, eof: bool, stream_after: int | None = None
+) -> tuple[Response, bytes | TransportError, dict[str, str]]:
     """Feed `pieces` to one connection as its socket would, then the end of the connection if `eof`: the
-    response, and its body or the error that ended it."""
+    response, its body or the error that ended it, and its headers. With `stream_after`, the body is handed to a
+    sink (`Response.stream`) once that many pieces came and the head with them, else read whole at the end."""
     client = HttpClient()
     url = Url.parse("http://upstream.test/mcp")
     connection = http_client._Connection(client, url.origin)  # pyright: ignore[reportPrivateUsage]
     connection.connection_made(_Socket())
     response = Response(url, None)
     head = connection.start(b"GET /mcp HTTP/1.1\r\n\r\n", response)
-    for piece in pieces:
+    sink: _Sink | None = None
+    headers: dict[str, str] = {}
+
+    def stream() -> None:
+        nonlocal sink, headers
+        if stream_after is not None and sink is None and response.status:
+            headers = dict(response.headers)
+            sink = _Sink()
+            response.stream(sink)
+
+    for i, piece in enumerate(pieces):
+        if i >= (stream_after or 0):
+            stream()
         connection.data_received(piece)
     if eof:
         connection.eof_received()
         connection.connection_lost(None)
+    stream()
     assert head.done() or not eof  # the end of the connection settles a response that never got its head
     if not response.status:
-        return response, connection.failure or ReadError("no head")
+        return response, connection.failure or ReadError("no head"), headers
+    if sink is not None:
+        assert len(sink.ends) <= 1
+        if not sink.ends:
+            return response, ReadError("not ended"), headers
+        return response, sink.ends[0] or b"".join(sink.parts), headers
+    headers = response.headers
     if not response.finished:
-        return response, ReadError("not ended")
+        return response, ReadError("not ended"), headers
     try:
-        return response, await response.read()
+        return response, await response.read(), headers
     except TransportError as exc:
-        return response, exc
+        return response, exc, headers
 
 
 def _split(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -528,10 +631,12 @@ framings = st.sampled_from(["length", "chunked", "eof"])
        headers=st.dictionaries(token.filter(lambda n: n not in ("content-length", "transfer-encoding", "connection")),
                                header_value, max_size=6),
        body=st.binary(max_size=3000), framing=framings, chunk_sizes=st.lists(st.integers(1, 700), max_size=8),
-       cuts=st.lists(st.integers(0, 10_000), max_size=12))
+       cuts=st.lists(st.integers(0, 10_000), max_size=12), stream_after=st.none() | st.integers(0, 13))
 async def test_any_response_in_any_split_is_read_as_sent(
-    status: int, headers: dict[str, str], body: bytes, framing: str, chunk_sizes: list[int], cuts: list[int]
+    status: int, headers: dict[str, str], body: bytes, framing: str, chunk_sizes: list[int], cuts: list[int],
+    stream_after: int | None,
 ) -> None:
+    """Read whole at its end, or streamed to a sink from any piece on (`Response.stream`)."""
     lines = [b"HTTP/1.1 %d Whatever" % status] + [f"{name}: {value}".encode() for name, value in headers.items()]
     if framing == "length":
         lines.append(b"content-length: %d" % len(body))
@@ -550,10 +655,10 @@ async def test_any_response_in_any_split_is_read_as_sent(
         lines.append(b"connection: close")
         payload = body
     wire = b"\r\n".join(lines) + b"\r\n\r\n" + payload
-    response, read = await _parse(_split(wire, cuts), eof=framing == "eof")
+    response, read, seen = await _parse(_split(wire, cuts), eof=framing == "eof", stream_after=stream_after)
     assert read == body
     assert response.status == status
-    assert {name: response.headers[name] for name in headers} == headers
+    assert {name: seen[name] for name in headers} == headers
 
 
 HEADS = [b"HTTP/1.1 200 OK\r\n", b"HTTP/1.0 404 x\r\n", b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n",
@@ -563,9 +668,11 @@ HEADS = [b"HTTP/1.1 200 OK\r\n", b"HTTP/1.0 404 x\r\n", b"HTTP/1.1 200 OK\r\ncon
 
 @fuzz(300)
 @given(data=st.binary(max_size=400) | st.builds(bytes.__add__, st.sampled_from(HEADS), st.binary(max_size=200)),
-       cuts=st.lists(st.integers(0, 1000), max_size=6), eof=st.booleans())
-async def test_any_bytes_end_in_a_response_or_a_transport_error(data: bytes, cuts: list[int], eof: bool) -> None:
-    response, read = await _parse(_split(data, cuts), eof=eof)
+       cuts=st.lists(st.integers(0, 1000), max_size=6), eof=st.booleans(), stream_after=st.none() | st.integers(0, 7))
+async def test_any_bytes_end_in_a_response_or_a_transport_error(
+    data: bytes, cuts: list[int], eof: bool, stream_after: int | None
+) -> None:
+    response, read, _ = await _parse(_split(data, cuts), eof=eof, stream_after=stream_after)
     assert isinstance(read, bytes | TransportError)
     if eof:
         assert isinstance(read, bytes) or response.status == 0 or not response.complete

@@ -13,7 +13,7 @@ to its client see it; the broker owns the whole record (`elicitation.model.Elici
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -269,9 +269,9 @@ class InboundHandler(Protocol[C_contra]):
     wire says the message belongs to (a streamable HTTP POST's response stream names it), None on a wire that
     names none (stdio, SSE, the standalone GET stream)."""
 
-    async def on_server_request(
+    def on_server_request(
         self, connection: C_contra, related: RequestId | None, method: str, params: Mapping[str, Any] | None
-    ) -> dict[str, Any]: ...
+    ) -> Awaitable[dict[str, Any]]: ...
 
     async def on_server_notification(
         self, connection: C_contra, related: RequestId | None, method: str, params: Mapping[str, Any] | None

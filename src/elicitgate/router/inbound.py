@@ -195,11 +195,38 @@ class InboundRouter:
 
     # -- the servers' requests -------------------------------------------------------------------------
 
-    async def on_server_request(
+    def on_server_request(
+        self, connection: UpstreamConnection, related: RequestId | None, method: str, params: Mapping[str, Any] | None
+    ) -> Awaitable[JsonObject]:
+        """A request a server pushed: an elicitation to the broker, sampling and roots relayed to the client;
+        `tasks/*` about the elicitations the gateway runs as tasks for the server. A plain elicitation's answer is
+        the broker's own coroutine (`_ask`): no frame of this router is held while a person answers it."""
+        if method == "elicitation/create" and not is_mapping((params or {}).get("task")):
+            whose = self._whose(connection, related, params)
+            if whose.origin is None:
+                raise self._origin_unknown(connection, method)
+            return self._pushed_question(connection, whose.origin, whose.named, whose.params)()
+        return self._serve_server_request(connection, related, method, params)
+
+    def _pushed_question(
+        self, connection: UpstreamConnection, origin: Origin, named: bool, params: Mapping[str, Any] | None
+    ) -> Callable[[], Awaitable[JsonObject]]:
+        """How to ask a server's `elicitation/create` of the call it belongs to (`origin`)."""
+        guessed = not named and connection.owner is not None
+        # A per-session pipe names no call: the elicitation may belong to any call in flight on it, so
+        # none of them spends human time against its request timeout.
+        clocks = connection.clocks_in_flight() if guessed else connection.clocks_for(origin)
+
+        def ask() -> Awaitable[JsonObject]:
+            return self._ask(connection.server, origin, params, timeout=connection.config.elicitation_timeout,
+                             clocks=clocks, guessed_on=connection if guessed else None)
+
+        return ask
+
+    async def _serve_server_request(
         self, connection: UpstreamConnection, related: RequestId | None, method: str, params: Mapping[str, Any] | None
     ) -> JsonObject:
-        """A request a server pushed: an elicitation to the broker, sampling and roots relayed to the client;
-        `tasks/*` about the elicitations the gateway runs as tasks for the server."""
+        """`on_server_request` for the rest: an elicitation asked as a task, sampling, roots, `tasks/*`."""
         if method in TASK_METHODS:
             return await self.elicitation_tasks.serve(connection, method, params or {})
         capability = PASSTHROUGH_INPUT_REQUESTS.get(method)
@@ -210,21 +237,10 @@ class InboundRouter:
         origin, params = whose.origin, whose.params
         if origin is None and (method == "elicitation/create" or capability is not None):
             raise self._origin_unknown(connection, method)
-        if method == "elicitation/create":
+        if method == "elicitation/create" and is_mapping(as_task):
             assert origin is not None  # refused above
-            guessed = not whose.named and connection.owner is not None
-            # A per-session pipe names no call: the elicitation may belong to any call in flight on it, so
-            # none of them spends human time against its request timeout.
-            clocks = connection.clocks_in_flight() if guessed else connection.clocks_for(origin)
-            asked_by, asked = origin, params
-
-            def ask() -> Awaitable[JsonObject]:
-                return self._ask(connection.server, asked_by, asked, timeout=connection.config.elicitation_timeout,
-                                 clocks=clocks, guessed_on=connection if guessed else None)
-
-            if is_mapping(as_task):
-                return self.elicitation_tasks.start(self._task_group(), connection, as_task, ask)
-            return await ask()
+            ask = self._pushed_question(connection, origin, whose.named, params)
+            return self.elicitation_tasks.start(self._task_group(), connection, as_task, ask)
         if origin is not None and capability is not None:
             timeout = self.broker.human_timeout(connection.config.elicitation_timeout)
             relayed = await relay_input_request(origin, method, params or {}, timeout=timeout, server=connection.server)

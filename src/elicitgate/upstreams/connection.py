@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -65,7 +65,7 @@ class Negotiated:
     instructions: str | None
 
 
-@dataclass
+@dataclass(slots=True)
 class _InFlight:
     origin: Origin | None
     clock: PausableDeadline
@@ -89,6 +89,8 @@ class UpstreamConnection:
     _in_flight: dict[RequestId, _InFlight] = field(default_factory=dict[RequestId, _InFlight])
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _advertised: JsonObject = field(default_factory=JsonObject)
+    _version_headers: dict[str, str] | None = None
+    """The headers of every handshake-era message: the negotiated version (`_stamp`)."""
     pool_key: str = ""
     """What it declared to the server, for the link's pool of per-call connections."""
     probing: bool = False
@@ -151,7 +153,7 @@ class UpstreamConnection:
         belong to it (on a wire that names no request: every one of them).
         """
         request_id = f"eg-{next(self._ids)}"
-        sent, headers = self._stamp(method, dict(params) if params else {}, client_capabilities)
+        sent, headers = self._stamp(method, params, client_capabilities)
         with PausableDeadline(timeout) as clock:
             self._in_flight[request_id] = _InFlight(origin, clock, asked)
             try:
@@ -163,29 +165,34 @@ class UpstreamConnection:
                 self.last_active = now()
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
-        stamped, headers = self._stamp(method, dict(params) if params else {}, None)
+        stamped, headers = self._stamp(method, params, None)
         await self.endpoint.notify(method, stamped, headers=headers)
 
     def _stamp(
-        self, method: str, params: JsonObject, client_capabilities: JsonObject | None
-    ) -> tuple[JsonObject, dict[str, str] | None]:
-        """`params` and the HTTP headers as the negotiated era wants them."""
+        self, method: str, given: Mapping[str, Any] | None, client_capabilities: JsonObject | None
+    ) -> tuple[Mapping[str, Any] | None, Mapping[str, str] | None]:
+        """`params` and the HTTP headers as the negotiated era wants them: in the handshake era `given` itself and
+        one headers dict for every request (neither is written to on the way: a call in flight keeps both)."""
         negotiated = self.negotiated
         if negotiated is None:
-            return params, None
-        headers = {MCP_PROTOCOL_VERSION_HEADER: negotiated.protocol_version}
-        if negotiated.era == "modern":
-            meta = dict(params.get("_meta") or {})
-            meta[PROTOCOL_VERSION_META_KEY] = negotiated.protocol_version
-            meta[CLIENT_INFO_META_KEY] = GATEWAY_CLIENT_INFO
-            meta[CLIENT_CAPABILITIES_META_KEY] = (
-                client_capabilities if client_capabilities is not None else self._advertised
-            )
-            params["_meta"] = meta
-            headers[MCP_METHOD_HEADER] = method
-            name_key = NAME_BEARING_METHODS.get(method)
-            if name_key is not None and isinstance(name := params.get(name_key), str):
-                headers[MCP_NAME_HEADER] = encode_header_value(name)
+            return given, None
+        if negotiated.era != "modern":
+            headers = self._version_headers
+            if headers is None or headers[MCP_PROTOCOL_VERSION_HEADER] != negotiated.protocol_version:
+                headers = self._version_headers = {MCP_PROTOCOL_VERSION_HEADER: negotiated.protocol_version}
+            return given, headers
+        params: JsonObject = dict(given) if given else {}
+        meta = dict(params.get("_meta") or {})
+        meta[PROTOCOL_VERSION_META_KEY] = negotiated.protocol_version
+        meta[CLIENT_INFO_META_KEY] = GATEWAY_CLIENT_INFO
+        meta[CLIENT_CAPABILITIES_META_KEY] = (
+            client_capabilities if client_capabilities is not None else self._advertised
+        )
+        params["_meta"] = meta
+        headers = {MCP_PROTOCOL_VERSION_HEADER: negotiated.protocol_version, MCP_METHOD_HEADER: method}
+        name_key = NAME_BEARING_METHODS.get(method)
+        if name_key is not None and isinstance(name := params.get(name_key), str):
+            headers[MCP_NAME_HEADER] = encode_header_value(name)
         return params, headers
 
     def origin_of(self, request_id: RequestId) -> Origin | None:
@@ -248,13 +255,12 @@ class UpstreamConnection:
                     conn = holder.conn = cls(server=server, config=config, endpoint=endpoint, owner=owner)
                     conn._advertised = advertised_capabilities
 
-                    async def on_request(
-                        inbound: Inbound, method: str, params: JsonObject | None
-                    ) -> JsonObject:
+                    def on_request(inbound: Inbound, method: str, params: JsonObject | None) -> Awaitable[JsonObject]:
+                        # The handler's awaitable itself: no frame of ours held while a person answers.
                         if method == "ping":
-                            return {}
+                            return _pong()
                         conn.note_asked(inbound, method)
-                        return await handler.on_server_request(conn, inbound.related_request_id, method, params)
+                        return handler.on_server_request(conn, inbound.related_request_id, method, params)
 
                     async def on_notify(inbound: Inbound, method: str, params: JsonObject | None) -> None:
                         await handler.on_server_notification(conn, inbound.related_request_id, method, params)
@@ -306,6 +312,10 @@ class UpstreamConnection:
         if self._cancel is not None:
             self._cancel.cancel()
         await self.closed.wait()
+
+
+async def _pong() -> JsonObject:
+    return {}
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:

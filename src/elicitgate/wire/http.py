@@ -4,10 +4,11 @@ stream, pydantic model or httpx2 between.
 
 The SDK's client transport spent about 2 ms of gateway CPU per upstream request (a task group and a
 task per message, two memory streams, a pydantic validation of every message, three layers of SSE
-decoding, the client's auth, redirect, cookie and logging hooks). Here a request costs one POST task
-(its response stream may carry server requests before the answer, and the caller must be free to wait
-for its future meanwhile); a notification or an answer of ours is POSTed in the caller's own task.
-Each body is parsed once (`codec.loads`).
+decoding, the client's auth, redirect, cookie and logging hooks). Here a request costs one POST task until
+its response's head came (the caller must be free to wait for its future meanwhile); an event-stream body is
+then read in the connection's callbacks (`_PostStream`), so a call whose stream is held open (an elicitation
+waiting for a person) holds no task here. A notification or an answer of ours is POSTed in the caller's own
+task. Each body is parsed once (`codec.loads`).
 
 The protocol is the SDK client's (`mcp.client.streamable_http`), including what the gateway added on
 top of it:
@@ -30,7 +31,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RequestId
@@ -112,10 +113,20 @@ class HttpWire:
         self._failure: BaseException | None = None
         self._failed = anyio.Event()
         self._watched = False
-        self._posts: dict[RequestId, tuple[asyncio.Task[None], bool]] = {}
-        """Each request's POST task, and whether it was sent in the 2026-07-28 era (a cancel aborts it)."""
+        self._posts: dict[RequestId, tuple[_Exchange, bool]] = {}
+        """Each request's POST: its task while its head comes (and while a broken stream is resumed), then its
+        stream read in callbacks (`_PostStream`); and whether it was sent in the 2026-07-28 era (a cancel aborts
+        it)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self.standalone_answered = anyio.Event()
+
+    @property
+    def url(self) -> Url:
+        return self._url
+
+    @property
+    def max_event_bytes(self) -> int:
+        return self._max_event_bytes
 
     # -- to the server ----------------------------------------------------------------------
 
@@ -169,9 +180,9 @@ class HttpWire:
         post = self._posts.get(cancelled) if isinstance(cancelled, str | int) else None
         if post is None:
             return self._version in MODERN_PROTOCOL_VERSIONS
-        task, modern = post
+        exchange, modern = post
         if modern:
-            task.cancel()
+            exchange.cancel()
         return modern
 
     def _start_exchange(self, request_id: RequestId, body: bytes, headers: dict[str, str], *, initialize: bool) -> None:
@@ -196,58 +207,70 @@ class HttpWire:
             logger.debug("%s refused a message with HTTP %s", self._url.shown(), response.status)
 
     async def _exchange(self, request_id: RequestId, body: bytes, headers: dict[str, str], initialize: bool) -> None:
-        """One request's POST, read to its end. Failing to reach the server at all ends the wire (as the
-        SDK's transport does): the link reconnects, or reports why it cannot."""
+        """One request's POST until its head came and, for a JSON answer or an error, read to its end; an event
+        stream is handed to a `_PostStream`, read in callbacks, and the task ends (a call pending on a person
+        holds no task here). Failing to reach the server at all ends the wire (as the SDK's transport does): the
+        link reconnects, or reports why it cannot."""
         try:
             response = await self._send("POST", headers, body)
+            streamed = False
             try:
-                await self._take_answer(request_id, response, headers, initialize)
+                streamed = await self._take_answer(request_id, response, headers, initialize)
             finally:
-                response.close()
+                if not streamed:
+                    response.close()
         except (HttpError, OSError) as exc:
             self._end(exc)
         except Exception as exc:  # a bug of ours must not leave the caller waiting for ever
             logger.exception("the exchange of %r with %s failed", request_id, self._url.shown())
-            self._lose(request_id, f"the gateway failed to read the answer: {_describe(exc)}")
+            self.lose(request_id, f"the gateway failed to read the answer: {_describe(exc)}")
         finally:
-            post = self._posts.get(request_id)
-            if post is not None and post[0] is asyncio.current_task():
-                del self._posts[request_id]
-            if self._forgotten:
-                self._end_once_settled()
+            self.settled(request_id, asyncio.current_task())
+
+    def settled(self, request_id: RequestId, exchange: object) -> None:
+        """`exchange` (a task, a `_PostStream`) is done with `request_id`'s POST."""
+        post = self._posts.get(request_id)
+        if post is not None and post[0] is exchange:
+            del self._posts[request_id]
+        if self._forgotten:
+            self._end_once_settled()
 
     async def _take_answer(
         self, request_id: RequestId, response: Response, headers: dict[str, str], initialize: bool
-    ) -> None:
+    ) -> bool:
+        """Read the answer to a request; True when its event stream was handed to a `_PostStream` (which closes
+        the response), False when it was read here."""
         status = response.status
         if status == 202:
             # A request's answer comes on this POST's body; 202 says none will.
             self._fail(request_id, INVALID_REQUEST, "server answered a request with 202 Accepted")
-            return
+            return False
         if status in REDIRECT_STATUSES:
             await self._read_body(response)
             self._fail(request_id, INVALID_REQUEST, _unfollowed(response))
-            return
+            return False
         if status >= 400:
             await self._refused(request_id, response, headers)
-            return
+            return False
         if initialize and (session_id := response.headers.get(MCP_SESSION_ID)):
             self.session_id = session_id
         content_type = response.headers.get("content-type", "").lower()
         if content_type.startswith("text/event-stream"):
-            await self._read_post_stream(request_id, response, headers)
-        elif content_type.startswith("application/json"):
+            self._stream_post(request_id, response, headers)
+            return True
+        if content_type.startswith("application/json"):
             await self._read_json_answer(request_id, response)
         else:
             await self._read_body(response)
             self._fail(request_id, INVALID_REQUEST, f"Unexpected content type: {content_type}")
+        return False
 
     async def _refused(self, request_id: RequestId, response: Response, headers: dict[str, str]) -> None:
         """An HTTP error for a request: the JSON-RPC error in its body if it has one, else the SDK's
         stand-in for the status; a 404 to our session id ends the wire instead."""
         body = await self._read_body(response)
         if response.status == 404 and MCP_SESSION_ID in headers:
-            self._lose(request_id, SESSION_LOST)
+            self.lose(request_id, SESSION_LOST)
             self._forget_session()
             return
         if response.headers.get("content-type", "").lower().startswith("application/json"):
@@ -265,10 +288,10 @@ class HttpWire:
         try:
             body = await response.read(self._max_event_bytes)
         except BodyTooLarge as exc:
-            self._lose(request_id, f"JSON response failed: {exc} (max_event_bytes)")
+            self.lose(request_id, f"JSON response failed: {exc} (max_event_bytes)")
             return
         except TransportError as exc:
-            self._lose(request_id, f"the response ended early: {_describe(exc)}")
+            self.lose(request_id, f"the response ended early: {_describe(exc)}")
             return
         message = parse_message(body)
         if isinstance(message, Exception):
@@ -278,24 +301,44 @@ class HttpWire:
             message["id"] = request_id
         self._deliver(Inbound(message))
 
-    async def _read_post_stream(
-        self, request_id: RequestId, response: Response, headers: dict[str, str]
+    def _stream_post(self, request_id: RequestId, response: Response, headers: dict[str, str]) -> None:
+        """A POST's event stream: server messages (tagged with `request_id`), then the answer, read by a
+        `_PostStream` in the connection's callbacks. It takes the POST's place in `_posts` (the task that sent
+        it ends)."""
+        stream = _PostStream(self, request_id, response, headers.get(MCP_PROTOCOL_VERSION_HEADER))
+        post = self._posts.get(request_id)
+        if post is not None and post[0] is asyncio.current_task():
+            self._posts[request_id] = (stream, post[1])
+        response.stream(stream)
+
+    def stream_ended(
+        self, stream: _PostStream, events: SseParser, version: str | None, error: TransportError | None
     ) -> None:
-        """A POST's event stream: server messages (tagged with `request_id`), then the answer. One that
-        ends first is resumed with `Last-Event-ID` if its events had ids, else the answer is lost."""
-        events = SseParser(self._max_event_bytes)
-        try:
-            if await self._relay_until_answer(request_id, response, events):
-                return
-        except SseEventTooLarge as exc:
-            self._lose(request_id, f"SSE stream failed: {exc}")
+        """A POST's stream ended without its answer: resumed with `Last-Event-ID` if its events had ids (in a task,
+        which takes its place in `_posts`), else the answer is lost."""
+        request_id = stream.request_id
+        if error is not None:
+            logger.debug("the response stream of %r ended: %s", request_id, _describe(error))
+        if events.last_id is None or self._ended:
+            self.lose(request_id, "SSE stream ended without a response")
+            self.settled(request_id, stream)
             return
-        except TransportError as exc:
-            logger.debug("the response stream of %r ended: %s", request_id, _describe(exc))
-        if events.last_id is None:
-            self._lose(request_id, "SSE stream ended without a response")
-        else:
+        headers = {MCP_PROTOCOL_VERSION_HEADER: version} if version is not None else {}
+        task = self._spawn(self._resumed(request_id, events, headers))
+        post = self._posts.get(request_id)
+        if post is not None and post[0] is stream:
+            self._posts[request_id] = (task, post[1])
+
+    async def _resumed(self, request_id: RequestId, events: SseParser, headers: dict[str, str]) -> None:
+        try:
             await self._resume(request_id, events, headers)
+        except (HttpError, OSError) as exc:
+            self._end(exc)
+        except Exception as exc:  # a bug of ours must not leave the caller waiting for ever
+            logger.exception("resuming the stream of %r with %s failed", request_id, self._url.shown())
+            self.lose(request_id, f"the gateway failed to read the answer: {_describe(exc)}")
+        finally:
+            self.settled(request_id, asyncio.current_task())
 
     async def _relay_until_answer(self, request_id: RequestId, response: Response, events: SseParser) -> bool:
         """Deliver the stream's messages until its answer; True once the answer came (the rest of the
@@ -303,14 +346,14 @@ class HttpWire:
         chunks = response.chunks()
         async for chunk in chunks:
             for data in events.feed(chunk):
-                if self._relay(request_id, data):
+                if self.relay(request_id, data):
                     with anyio.move_on_after(DRAIN_WAIT):
                         async for _ in chunks:
                             pass
                     return True
         return False
 
-    def _relay(self, request_id: RequestId, data: bytes) -> bool:
+    def relay(self, request_id: RequestId, data: bytes) -> bool:
         """One event of a request's stream; True if it was the answer (a server message is not)."""
         message = parse_message(data)
         if isinstance(message, Exception):
@@ -341,14 +384,14 @@ class HttpWire:
                 finally:
                     response.close()
             except SseEventTooLarge as exc:
-                self._lose(request_id, f"SSE stream failed: {exc}")
+                self.lose(request_id, f"SSE stream failed: {exc}")
                 return
             except (HttpError, OSError) as exc:
                 logger.debug("resuming the stream of %r failed: %s", request_id, _describe(exc))
                 attempt += 1
                 continue
             attempt = 0
-        self._lose(request_id, "SSE stream ended and reconnection attempts were exhausted")
+        self.lose(request_id, "SSE stream ended and reconnection attempts were exhausted")
 
     def _stream_headers(self, sent: Mapping[str, str] | None, last_id: str | None) -> dict[str, str]:
         """A GET's headers: an event stream wanted, from where the last one left off."""
@@ -439,7 +482,7 @@ class HttpWire:
         """Answer our own request with an error that stands for what the HTTP exchange said."""
         self._deliver(Inbound({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}))
 
-    def _lose(self, request_id: RequestId, reason: str) -> None:
+    def lose(self, request_id: RequestId, reason: str) -> None:
         """The answer to `request_id` can no longer come: the endpoint raises `PeerLost`."""
         error = {"code": CONNECTION_CLOSED, "message": reason}
         self._deliver(Inbound({"jsonrpc": "2.0", "id": request_id, "error": error}, lost=True))
@@ -523,6 +566,9 @@ class HttpWire:
         with anyio.move_on_after(CLOSE_WAIT, shield=True):
             if self.session_id is not None:
                 await self._terminate()
+            for exchange, _ in list(self._posts.values()):
+                if isinstance(exchange, _PostStream):
+                    exchange.cancel()
             for task in self._tasks:
                 task.cancel()
             if self._tasks:
@@ -538,6 +584,83 @@ class HttpWire:
             return
         if response.status not in (200, 204, 405):
             logger.warning("ending the session with %s failed: HTTP %s", self._url.shown(), response.status)
+
+
+class _Exchange(Protocol):
+    """A request's POST in flight: a task, or its stream read in callbacks (`_PostStream`)."""
+
+    def cancel(self) -> object: ...
+
+    def done(self) -> bool: ...
+
+
+class _PostStream:
+    """A request's event stream once its head came, read in the connection's callbacks (`Response.stream`), as
+    `wire.stdio.LineReader` reads a pipe: each event parsed as its bytes come and handed to the wire's inbox,
+    with no task (a call whose elicitation waits for a person holds this, its response and its connection).
+    After the answer the rest of the stream is read for at most `DRAIN_WAIT`, so that the connection goes back
+    to the pool; a stream that ends first is resumed, or its answer lost (`HttpWire.stream_ended`)."""
+
+    __slots__ = ("wire", "request_id", "response", "events", "version", "answered", "drain", "finished")
+
+    def __init__(self, wire: HttpWire, request_id: RequestId, response: Response, version: str | None) -> None:
+        self.wire = wire
+        self.request_id = request_id
+        self.response = response
+        self.events: SseParser | None = None
+        """Made at the first bytes of the body (the server may send the head long before them)."""
+        self.version = version
+        """The `mcp-protocol-version` the POST carried, for the GET that resumes the stream."""
+        self.answered = False
+        self.drain: asyncio.TimerHandle | None = None
+        self.finished = False
+
+    def body(self, chunk: bytes) -> None:
+        if self.answered or self.finished:
+            return  # what follows the answer: read only so that the connection can be reused
+        events = self.events
+        if events is None:
+            events = self.events = SseParser(self.wire.max_event_bytes)
+        wire = self.wire
+        try:
+            for data in events.feed(chunk):
+                if wire.relay(self.request_id, data):
+                    self.answered = True
+                    self.drain = asyncio.get_running_loop().call_later(DRAIN_WAIT, self.cancel)
+                    return
+        except SseEventTooLarge as exc:
+            wire.lose(self.request_id, f"SSE stream failed: {exc}")
+            self.cancel()
+        except Exception as exc:  # a bug of ours must not leave the caller waiting for ever
+            logger.exception("reading the stream of %r from %s failed", self.request_id, wire.url.shown())
+            wire.lose(self.request_id, f"the gateway failed to read the answer: {_describe(exc)}")
+            self.cancel()
+
+    def ended(self, error: TransportError | None) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        if self.drain is not None:
+            self.drain.cancel()
+            self.drain = None
+        if self.answered:
+            self.wire.settled(self.request_id, self)
+        else:
+            self.wire.stream_ended(self, self.events or SseParser(self.wire.max_event_bytes), self.version, error)
+
+    def cancel(self) -> None:
+        """Stop reading: the response closes (its connection with it, unless it had ended)."""
+        if self.finished:
+            return
+        self.finished = True
+        if self.drain is not None:
+            self.drain.cancel()
+            self.drain = None
+        self.response.close()
+        self.wire.settled(self.request_id, self)
+
+    def done(self) -> bool:
+        return self.finished
 
 
 def _is_event_stream(response: Response) -> bool:

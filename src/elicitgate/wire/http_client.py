@@ -24,7 +24,7 @@ import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import cast
+from typing import Protocol, cast
 from urllib.parse import urljoin, urlsplit
 
 import httptools  # pyright: ignore[reportMissingTypeStubs]
@@ -129,12 +129,27 @@ def default_tls() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+class BodySink(Protocol):
+    """Where a streamed response's body goes (`Response.stream`), from the connection's callbacks."""
+
+    def body(self, chunk: bytes) -> None:
+        """One chunk of the body, as it came."""
+        ...
+
+    def ended(self, error: TransportError | None) -> None:
+        """The body's end: None when it came whole, else what cut it short (`ReadError`, `ReadTimeout`, a
+        `ProtocolError`)."""
+        ...
+
+
 class Response(Wakeable):
-    """One response: its head, then its body as it arrives (`chunks`, or `read` whole). `close` when done: a
-    response not read to its end closes its connection; one that ended already gave it back to the pool."""
+    """One response: its head, then its body as it arrives (`chunks`, or `read` whole, or handed to a `BodySink`
+    as it comes with `stream`). `close` when done: a response not read to its end closes its connection; one that
+    ended already gave it back to the pool."""
 
     __slots__ = (
-        "status", "headers", "url", "connection", "_chunks", "_buffered", "_ended", "_error", "_read_timeout",
+        "status", "headers", "url", "connection", "eof_framed", "_chunks", "_buffered", "_ended", "_error",
+        "_read_timeout", "_sink", "_timer", "_last",
     )
 
     def __init__(self, url: Url, read_timeout: float | None) -> None:
@@ -144,16 +159,33 @@ class Response(Wakeable):
         """Names in lower case; a repeated header's values joined with ", "."""
         self.url = url
         self.connection: _Connection | None = None
-        self._chunks: deque[bytes] = deque()
+        self.eof_framed = False
+        """The body is framed by the end of the connection (no Content-Length, not chunked): set with the head."""
+        self._chunks: deque[bytes] | None = None
+        """Received, not yet read; made at the first chunk a reader has not taken (a deque is 600 bytes)."""
         self._buffered = 0
         self._ended = False
         self._error: TransportError | None = None
         self._read_timeout = read_timeout
+        self._sink: BodySink | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        """A streamed body's read timeout (`stream`)."""
+        self._last = 0.0
+        """When a streamed body's last chunk came (the event loop's clock)."""
 
     # -- the connection's side (from its callbacks) -------------------------------------------------
 
     def receive(self, chunk: bytes) -> None:
-        self._chunks.append(chunk)
+        sink = self._sink
+        if sink is not None:
+            if self._timer is not None:
+                self._last = _now()
+            sink.body(chunk)
+            return
+        chunks = self._chunks
+        if chunks is None:
+            chunks = self._chunks = deque()
+        chunks.append(chunk)
         self._buffered += len(chunk)
         connection = self.connection
         if self._buffered >= HIGH_WATER and connection is not None:
@@ -165,7 +197,12 @@ class Response(Wakeable):
             self._ended = True
             self._error = error
             self.connection = None
-            self._wake()
+            sink = self._sink
+            if sink is not None:
+                self._stop_streaming()
+                sink.ended(error)
+            else:
+                self._wake()
 
     # -- the reader's side ---------------------------------------------------------------------------
 
@@ -173,8 +210,9 @@ class Response(Wakeable):
         """The body's chunks as they come, until its end; raises `ReadError` if the connection ends first,
         `ReadTimeout` if nothing comes for the read timeout."""
         while True:
-            while self._chunks:
-                chunk = self._chunks.popleft()
+            chunks = self._chunks
+            while chunks:
+                chunk = chunks.popleft()
                 self._buffered -= len(chunk)
                 connection = self.connection
                 if connection is not None and connection.paused and self._buffered < HIGH_WATER // 2:
@@ -204,6 +242,51 @@ class Response(Wakeable):
             parts.append(chunk)
         return b"".join(parts)
 
+    def stream(self, sink: BodySink) -> None:
+        """Hand the rest of the body to `sink` in the connection's callbacks, with no task reading it: what came
+        already at once, then each chunk as it comes, then its end. Its read timeout holds (a `ReadTimeout` ends
+        it, and closes the connection); `sink` takes each chunk as it comes (nothing waits in the response, so
+        reading from the socket never pauses for it). The head's headers are let go of: read what you need of
+        them first. `close` stops it, and nothing more is said to `sink`."""
+        self._sink = sink
+        self.headers = {}
+        chunks, self._chunks = self._chunks, None
+        self._buffered = 0
+        connection = self.connection
+        if connection is not None and connection.paused:
+            connection.resume()
+        for chunk in chunks or ():
+            sink.body(chunk)
+            if self._sink is not sink:  # the sink closed the response
+                return
+        if self._ended:
+            self._stop_streaming()
+            sink.ended(self._error)
+        elif self._read_timeout is not None:
+            self._last = _now()
+            self._timer = asyncio.get_running_loop().call_at(self._last + self._read_timeout, self._expire)
+
+    def _expire(self) -> None:
+        """A streamed body's read timer: nothing came for the read timeout, or the timer goes on to when it would."""
+        timeout = self._read_timeout
+        if self._sink is None or self._ended or timeout is None:
+            return
+        due = self._last + timeout
+        if _now() < due:
+            self._timer = asyncio.get_running_loop().call_at(due, self._expire)
+            return
+        self._timer = None
+        connection = self.connection
+        self.finish(ReadTimeout(f"nothing received from {self.url.shown()} for {timeout} s"))
+        if connection is not None:
+            connection.close()
+
+    def _stop_streaming(self) -> None:
+        self._sink = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     @property
     def finished(self) -> bool:
         """Whether the body ended, whole or not (nothing more will come)."""
@@ -215,17 +298,28 @@ class Response(Wakeable):
         return self._ended and self._error is None
 
     def close(self) -> None:
-        """Done with the response: a body still coming closes its connection (its rest would come first on it)."""
+        """Done with the response: a body still coming closes its connection (its rest would come first on it).
+        A streamed body's sink hears nothing more."""
         connection = self.connection
-        self._chunks.clear()
+        self._chunks = None
         self._buffered = 0
+        self._stop_streaming()
         if connection is not None:
             self.finish(ReadError("the response was closed"))
             connection.close()
 
 
+def _now() -> float:
+    return asyncio.get_running_loop().time()
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive connection to an origin: writes a request, parses its response in the parser's callbacks."""
+
+    __slots__ = (
+        "pool", "origin", "transport", "parser", "response", "head", "head_bytes", "in_head", "received", "paused",
+        "writing_paused", "drained", "closed", "failure", "uses",
+    )
 
     def __init__(self, pool: HttpClient, origin: tuple[str, str, int]) -> None:
         self.pool = pool
@@ -295,7 +389,7 @@ class _Connection(asyncio.Protocol):
         response = self.response
         if response is None or not self.in_head:
             return  # a chunked body's trailers: dropped
-        key = name.decode("latin-1").lower()
+        key = _header_name(name)
         text = value.decode("latin-1")
         headers = response.headers
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
@@ -312,6 +406,7 @@ class _Connection(asyncio.Protocol):
             return
         response.status = status
         response.connection = self
+        response.eof_framed = _ends_at_eof(response)
         if self.head is not None and not self.head.done():
             self.head.set_result(None)
 
@@ -386,7 +481,7 @@ class _Connection(asyncio.Protocol):
 
     def _lost(self, exc: Exception | None) -> None:
         response = self.response
-        if response is not None and response.status and not self.in_head and _ends_at_eof(response):
+        if response is not None and response.status and not self.in_head and response.eof_framed:
             self.response = None  # a body framed by the end of the connection: this is its end
             response.finish()
         elif response is not None:
@@ -411,6 +506,21 @@ class _Connection(asyncio.Protocol):
     def _where(self) -> str:
         scheme, host, port = self.origin
         return f"{scheme}://{host}:{port}"
+
+
+_HEADER_NAMES: dict[bytes, str] = {}
+"""Header names as read, decoded and in lower case: one string each for every response that has them."""
+
+MAX_HEADER_NAMES = 256
+
+
+def _header_name(name: bytes) -> str:
+    key = _HEADER_NAMES.get(name)
+    if key is None:
+        key = name.decode("latin-1").lower()
+        if len(_HEADER_NAMES) < MAX_HEADER_NAMES:  # bounded: a server may send any names at all
+            _HEADER_NAMES[name] = key
+    return key
 
 
 def _ends_at_eof(response: Response) -> bool:
