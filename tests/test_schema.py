@@ -85,6 +85,10 @@ def test_all_variants_together_with_top_level_annotations() -> None:
         (form(a={"type": "boolean", "default": "yes"}), "a", "default must be true or false"),
         (form(a={"type": "string", "enum": []}), "a", "enum must be a non-empty list of strings"),
         (form(a={"type": "string", "enum": [1, 2]}), "a", "enum must be a non-empty list of strings"),
+        # not a list at all, with a default and names beside it: refused, not a TypeError (found by test_fuzz)
+        (form(a={"type": "string", "enum": True, "default": [], "enumNames": ["x"]}), "a",
+         "enum must be a non-empty list of strings"),
+        (form(a={"type": "string", "enum": "xy", "default": []}), "a", "enum must be a non-empty list of strings"),
         (form(a={"type": "string", "enum": ["x", "y"], "enumNames": ["X"]}), "a", "enumNames must be"),
         (form(a={"type": "string", "enum": ["x"], "default": "z"}), "a", "default must be one of enum"),
         (form(a={"type": "string", "oneOf": [{"const": "x"}]}), "a", "oneOf must be a non-empty list"),

@@ -106,12 +106,14 @@ def _property_rules(prop: Any) -> list[str]:
     if kind == "string":
         if "enum" in prop:
             rules = _unknown(prop, SINGLE_ENUM_KEYS, "single-select enum")
-            if not _is_str_list(prop["enum"]) or not prop["enum"]:
+            enum: list[str] | None = prop["enum"] if _is_str_list(prop["enum"]) and prop["enum"] else None
+            if enum is None:  # what follows is only checked against a well-formed enum
                 rules.append("enum must be a non-empty list of strings")
+                return rules
             names = prop.get("enumNames")
-            if names is not None and (not _is_str_list(names) or len(names) != len(prop.get("enum") or [])):
+            if names is not None and (not _is_str_list(names) or len(names) != len(enum)):
                 rules.append("enumNames must be a list of strings as long as enum")
-            if "default" in prop and prop["default"] not in (prop.get("enum") or []):
+            if "default" in prop and prop["default"] not in enum:
                 rules.append("default must be one of enum")
             return rules
         if "oneOf" in prop:

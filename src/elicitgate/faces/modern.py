@@ -302,7 +302,7 @@ def _sieve_round(key: Any) -> tuple[JsonObject, bytes]:
     return sieved, orjson.dumps(sieved.get("inputRequests"))
 
 
-_ROUNDS_SIEVED = JsonMemo(_sieve_round, max_key=16384)
+_ROUNDS_SIEVED = JsonMemo(_sieve_round, max_key=16384, ordered=True)  # a form shows its fields in order
 """Sieved rounds by what they ask: a round's questions are mostly the same form asked again, and only its state (a
 plain string, which the sieve passes as it is) differs."""
 
