@@ -27,7 +27,7 @@ from typing import IO, Any
 import anyio
 
 from bench import configs, latency
-from bench.procs import children, cmdline, pin_to_one_core, stdio_transport
+from bench.procs import children, cmdline, cpu_seconds, pin_to_one_core, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,11 +41,6 @@ def export_src(ref: str) -> Path:
         archive = subprocess.run(["git", "archive", ref, "src"], cwd=ROOT, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
     return target / "src"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def gateway_pid(marker: str) -> int:

@@ -24,8 +24,8 @@ import anyio
 from mcp import Client
 
 from bench import configs, latency
-from bench.ab import cpu_seconds, gateway_pid
-from bench.procs import HttpProcess, free_port, stdio_transport
+from bench.ab import gateway_pid
+from bench.procs import HttpProcess, cpu_seconds, free_port, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
 ERAS = (("handshake", "legacy", "handshake"), ("bridged", "legacy", "modern"), ("2026-07-28", "2026-07-28", "modern"))

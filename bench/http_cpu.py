@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 
@@ -22,22 +23,10 @@ from mcp import Client
 
 from bench import configs, latency
 from bench.ab import export_src
-from bench.procs import HttpProcess, free_port
+from bench.procs import HttpProcess, cpu_seconds, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = (("handshake", "legacy", "handshake"), ("2026-07-28", "2026-07-28", "modern"))
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of `pid` so far, in nanoseconds' resolution (`schedstat`; `/proc/<pid>/stat` counts
-    in clock ticks, 10 ms, as much as a hundred calls take)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
-            pass
-    return total / 1e9
 
 
 def gateway_argv(src: Path, config: Path, listen: str) -> list[str]:
@@ -49,7 +38,6 @@ async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "http_cpu"
     work.mkdir(parents=True, exist_ok=True)
     sources = {"base": export_src(args.base), "work": ROOT / "src"}
-    found: dict[tuple[str, str, str], list[float]] = {}
     with open(work / "http_cpu.log", "w") as log, ExitStack() as stack:
         port = free_port()
         upstream = f"{stack.enter_context(HttpProcess(configs.demo_argv(f'127.0.0.1:{port}'), port, log)).url}/mcp"
@@ -61,31 +49,45 @@ async def measure(args: argparse.Namespace) -> None:
             gateways[label] = stack.enter_context(
                 HttpProcess(gateway_argv(src, config, f"127.0.0.1:{port}"), port, log, ready_path="/healthz"))
         async with AsyncExitStack() as clients:
-            opened: dict[tuple[str, str], Client] = {}
+            opened: dict[tuple[str, str], tuple[Client, int]] = {}
             for label, gateway in gateways.items():
                 for row, mode, _era in ROWS:
                     client = await clients.enter_async_context(Client(
                         f"{gateway.url}/mcp", mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
                         read_timeout_seconds=latency.CALL_TIMEOUT))
-                    opened[(label, row)] = client
-            for run in range(args.runs):
-                for row, _mode, era in ROWS:
-                    for op in latency.OPS:
-                        name, arguments = latency.TOOLS[op]
-                        order = list(gateways) if run % 2 == 0 else list(reversed(gateways))
-                        for label in order:
-                            client, pid = opened[(label, row)], gateways[label].pid
-                            for _ in range(args.warmup):
-                                await latency.call(client, f"{era}__{name}", arguments)
-                            before = cpu_seconds(pid)
-                            for _ in range(args.calls):
-                                await latency.call(client, f"{era}__{name}", arguments)
-                            found.setdefault((row, op, label), []).append(
-                                (cpu_seconds(pid) - before) * 1000 / args.calls)
+                    opened[(label, row)] = (client, gateway.pid)
+            found = await cpu_rounds(opened, ROWS, args)
+    print_cpu_table(found, ROWS, args)
+
+
+async def cpu_rounds(opened: Mapping[tuple[str, str], tuple[Client, int]], rows: Sequence[tuple[str, str, str]],
+                     args: argparse.Namespace) -> dict[tuple[str, str, str], list[float]]:
+    """`args.runs` times, for each row and operation, `args.calls` calls through each gateway (`opened`: by
+    (label, row), a client and its gateway's pid), the order of the gateways swapped every run: each gateway's CPU
+    per call, in ms, by (row, operation, label)."""
+    labels = list(dict.fromkeys(label for label, _ in opened))
+    found: dict[tuple[str, str, str], list[float]] = {}
+    for run in range(args.runs):
+        for row, _mode, era in rows:
+            for op in latency.OPS:
+                name, arguments = latency.TOOLS[op]
+                for label in labels if run % 2 == 0 else reversed(labels):
+                    client, pid = opened[(label, row)]
+                    for _ in range(args.warmup):
+                        await latency.call(client, f"{era}__{name}", arguments)
+                    before = cpu_seconds(pid)
+                    for _ in range(args.calls):
+                        await latency.call(client, f"{era}__{name}", arguments)
+                    found.setdefault((row, op, label), []).append((cpu_seconds(pid) - before) * 1000 / args.calls)
+    return found
+
+
+def print_cpu_table(found: Mapping[tuple[str, str, str], list[float]], rows: Sequence[tuple[str, str, str]],
+                    args: argparse.Namespace) -> None:
     print(f"gateway CPU per call, ms (median of {args.runs} runs x {args.calls} calls; load {os.getloadavg()[0]:.1f})")
     print("| row | op | base | work | change |")
     print("|---|---|---:|---:|---:|")
-    for row, _, _ in ROWS:
+    for row, _, _ in rows:
         for op in latency.OPS:
             base, mine = (statistics.median(found[(row, op, label)]) for label in ("base", "work"))
             runs = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(found[(row, op, "base")], found[(row, op, "work")],

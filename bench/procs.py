@@ -31,9 +31,15 @@ def rss_kb(pid: int) -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of `pid` so far (from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of every thread of `pid` so far, in nanoseconds' resolution (`schedstat`; `/proc/<pid>/stat` counts
+    in clock ticks, 10 ms, as much as a hundred calls take)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            pass
+    return total / 1e9
 
 
 def children(pid: int) -> list[int]:

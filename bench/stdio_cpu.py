@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from mcp import Client
 
 from bench import configs, latency
 from bench.ab import export_src
-from bench.http_cpu import cpu_seconds
+from bench.http_cpu import cpu_rounds, print_cpu_table
 from bench.procs import children, cmdline, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +34,6 @@ async def measure(args: argparse.Namespace) -> None:
     work.mkdir(parents=True, exist_ok=True)
     sources = {"base": export_src(args.base), "work": ROOT / "src"}
     rows = [row for row in ROWS if args.row in (None, row[0])]
-    found: dict[tuple[str, str, str], list[float]] = {}
     with open(work / "stdio_cpu.log", "w") as log:
         async with AsyncExitStack() as clients:
             opened: dict[tuple[str, str], tuple[Client, int]] = {}
@@ -51,29 +49,8 @@ async def measure(args: argparse.Namespace) -> None:
                         read_timeout_seconds=latency.CALL_TIMEOUT))
                     pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
                     opened[(label, row)] = (client, pid)
-            for run in range(args.runs):
-                for row, _mode, era in rows:
-                    for op in latency.OPS:
-                        name, arguments = latency.TOOLS[op]
-                        order = list(sources) if run % 2 == 0 else list(reversed(sources))
-                        for label in order:
-                            client, pid = opened[(label, row)]
-                            for _ in range(args.warmup):
-                                await latency.call(client, f"{era}__{name}", arguments)
-                            before = cpu_seconds(pid)
-                            for _ in range(args.calls):
-                                await latency.call(client, f"{era}__{name}", arguments)
-                            found.setdefault((row, op, label), []).append(
-                                (cpu_seconds(pid) - before) * 1000 / args.calls)
-    print(f"gateway CPU per call, ms (median of {args.runs} runs x {args.calls} calls; load {os.getloadavg()[0]:.1f})")
-    print("| row | op | base | work | change |")
-    print("|---|---|---:|---:|---:|")
-    for row, _, _ in rows:
-        for op in latency.OPS:
-            base, mine = (statistics.median(found[(row, op, label)]) for label in ("base", "work"))
-            runs = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(found[(row, op, "base")], found[(row, op, "work")],
-                                                                strict=True))
-            print(f"| {row} | {op} | {base:.2f} | {mine:.2f} | {(mine - base) / base:+.0%} | runs {runs}")
+            found = await cpu_rounds(opened, rows, args)
+    print_cpu_table(found, rows, args)
 
 
 def main() -> None:
