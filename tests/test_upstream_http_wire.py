@@ -5,6 +5,7 @@ server (the official `mcp` SDK's, tests/peers/py_server.py): what the wire itsel
   on the standalone stream names none (the TypeScript SDK's peer, tests/peers/ts/elicit_server.mjs);
 - a POST's stream that ends without its answer is a lost answer (`PeerLost`), not a server's error;
 - a 404 to our session id (the server forgot the session) ends the wire, so the link reconnects;
+- an answer to the server's question whose POST dies at the connection is sent again (a proxy resetting it);
 - the standalone GET stream is opened after `notifications/initialized`;
 - a 2026-07-28 request is cancelled by closing its POST, with no `notifications/cancelled` on the wire;
 - a stream broken after events with ids is resumed with `Last-Event-ID` (tests/peers/resumable_server.py);
@@ -17,12 +18,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx2
 import pytest
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
@@ -376,3 +380,71 @@ async def test_a_request_answered_oddly_gets_an_error_not_a_hang(odd_server, pat
         assert said in answer.message["error"]["message"]
     finally:
         await wire.aclose()
+
+
+class _DropsFirstAnswer:
+    """A TCP proxy in front of a server that resets each connection carrying a JSON-RPC answer, unsent, until it
+    has so reset a new connection (the client's pool sends a request again by itself once when a reused
+    connection ends before any answer: the wire's own resending is what the new connection's loss leaves), and
+    passes every other byte as it comes."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.dropped = 0
+        self.dropped_on_a_new_connection = False
+
+    async def serve(self, client: anyio.abc.SocketStream) -> None:
+        async with client, await anyio.connect_tcp("127.0.0.1", self.target_port) as server, \
+                anyio.create_task_group() as tg:
+            async def back() -> None:
+                async for chunk in server:
+                    await client.send(chunk)
+                await client.aclose()
+
+            tg.start_soon(back)
+            pending, forwarded = b"", 0
+            async for chunk in client:
+                pending += chunk
+                while b"\r\n\r\n" in pending:  # whole requests only (the wire frames its bodies by Content-Length)
+                    head, _, rest = pending.partition(b"\r\n\r\n")
+                    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                                   if line.lower().startswith(b"content-length:")), 0)
+                    if len(rest) < length:
+                        break
+                    body, pending = rest[:length], rest[length:]
+                    if not self.dropped_on_a_new_connection and body and _is_answer(json.loads(body)):
+                        self.dropped += 1
+                        self.dropped_on_a_new_connection = not forwarded
+                        tg.cancel_scope.cancel()
+                        raw = client.extra(anyio.abc.SocketAttribute.raw_socket)
+                        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
+                        return
+                    await server.send(head + b"\r\n\r\n" + body)
+                    forwarded += 1
+
+
+def _is_answer(message: Any) -> bool:
+    return isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message)
+
+
+async def test_an_answer_whose_post_is_lost_on_the_way_is_sent_again_and_the_call_ends(http_upstream):
+    """The server's question is answered, the POST carrying the answer dies at the connection: the answer is
+    sent again on a new one (it used to be dropped with a warning, and the call waited for its deadline)."""
+    up = http_upstream("tests.peers.py_server", "--name", "h")
+    proxy = _DropsFirstAnswer(up.port)
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, proxy.serve)
+        async with _session(f"http://127.0.0.1:{port}/mcp", standalone=False) as (wire, messages):
+            headers = {"mcp-protocol-version": HANDSHAKE}
+            await wire.send(_call("ask-1", "elicit", message="which?"), headers)
+            asked = await _next(messages)
+            assert isinstance(asked.message, dict) and asked.message.get("method") == "elicitation/create"
+            answer = {"action": "accept", "content": {"answer": "this"}}
+            await wire.send({"jsonrpc": "2.0", "id": asked.message["id"], "result": answer}, headers)
+            result = await _answer_to(messages, "ask-1")
+            assert isinstance(result.message, dict) and not result.lost
+            assert json.loads(result.message["result"]["content"][0]["text"]) == answer
+        assert proxy.dropped_on_a_new_connection
+        tg.cancel_scope.cancel()

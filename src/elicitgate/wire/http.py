@@ -72,6 +72,9 @@ reading it to its end lets the connection go back to the pool. One that stays op
 CLOSE_WAIT = 2.0
 """Seconds the session's DELETE, and then the end of the wire's tasks, may take when the wire closes."""
 
+ANSWER_RETRY_DELAYS = (0.1, 0.5, 2.0)
+"""Seconds before each new POST of an answer to the server's request whose POST failed on the way."""
+
 MAX_REDIRECTS = 20
 """Redirects followed for one request at most (httpx2's bound)."""
 
@@ -155,7 +158,7 @@ class HttpWire:
             return
         if method == "notifications/initialized":
             self._spawn(self._listen())
-        await self._post_unanswered(body, sent)
+        await self._post_unanswered(body, sent, answer=method is None)
 
     def _headers(self, extra: Mapping[str, str] | None, *, body: bool = True) -> dict[str, str]:
         """Every message's headers: the config's, the session's, then the message's own (no content type
@@ -192,15 +195,26 @@ class HttpWire:
         task = self._spawn(self._exchange(request_id, body, headers, initialize))
         self._posts[request_id] = (task, self._version in MODERN_PROTOCOL_VERSIONS)
 
-    async def _post_unanswered(self, body: bytes, headers: dict[str, str]) -> None:
-        """POST a notification or an answer (202, nothing to read). A failure loses only this message;
-        a 404 to our session id ends the wire, as for a request."""
-        try:
-            response = await self._send("POST", headers, body)
-            await self._read_to_end(response)
-        except (HttpError, OSError) as exc:
-            logger.warning("a message to %s was not delivered: %s", self._url.shown(), _describe(exc))
-            return
+    async def _post_unanswered(self, body: bytes, headers: dict[str, str], *, answer: bool) -> None:
+        """POST a notification or an answer (202, nothing to read). An answer whose POST failed on the way (a
+        reset connection, a refused or slow connect) is sent again after each of `ANSWER_RETRY_DELAYS`: the
+        server's request waits for it, and a copy that arrives twice is an answer to no request, which servers
+        drop. Past those, or for a notification, a failure loses only this message; a 404 to our session id
+        ends the wire, as for a request."""
+        delays = iter(ANSWER_RETRY_DELAYS if answer else ())
+        while True:
+            try:
+                response = await self._send("POST", headers, body)
+                await self._read_to_end(response)
+                break
+            except (HttpError, OSError) as exc:
+                delay = next(delays, None)
+                if delay is None or self._ended or self._forgotten:
+                    logger.warning("a message to %s was not delivered: %s", self._url.shown(), _describe(exc))
+                    return
+                logger.info("an answer to %s was not delivered (%s); sending it again in %g s",
+                            self._url.shown(), _describe(exc), delay)
+                await anyio.sleep(delay)
         if response.status == 404 and MCP_SESSION_ID in headers:
             self._forget_session()
         elif response.status >= 400:
