@@ -153,10 +153,3 @@ def shaped_result(runner: ServerRunner[Any], method: str, result: JsonObject) ->
     return runner._serialize(method, runner.connection.protocol_version, result)  # noqa: SLF001
 
 
-def without_server_requests(context: DispatchContext[TransportContext]) -> DispatchContext[TransportContext]:
-    """`context` with server-to-client requests refused, as on every 2026-07-28 connection of the SDK's."""
-    from mcp.server import runner
-
-    return runner._NoServerRequestsDispatchContext(context)  # noqa: SLF001
-
-
