@@ -38,6 +38,11 @@ the first streamable HTTP or SSE upstream; the URL parser (`ada_url`, ~2 MiB), a
 hosted page's host; prometheus_client's exposition (its package `__init__`), at the first `/metrics` scrape;
 the spec's schemas per protocol version (`mcp_types.methods` runs at
 the first request checked: `sdk_packages.SEEDED`)."""
+NOT_AT_REST = {"mcp.server.auth.routes", "mcp.server.auth.handlers.authorize", "mcp.server.streamable_http",
+               "mcp.server.streamable_http_manager", "sse_starlette", "uvicorn.main", "multiprocessing", "json5"}
+"""Issue 34, idle memory: the SDK's OAuth authorization server, its streamable HTTP transport and sse_starlette
+(`mcp.server.lowlevel.server` imports them for `Server.streamable_http_app` only: `sdk_packages.STOOD_IN`),
+uvicorn's command line (`uvicorn.main`: `sdk_packages.PACKAGE_NAMES`), json5 (a config that is plain JSON)."""
 ADMIN_TOKEN = "startup-QZXCCzFG2H1yjGiibISJUcddN9nXV4OpQb6zie2ctLI"
 
 
@@ -56,7 +61,7 @@ def test_the_stdio_face_imports_no_http_face_and_no_unused_sdk_part(tmp_path):
     config = write_config(tmp_path, {}, audit={"enabled": False})
     modules = _serve_stdio_modules(config, tmp_path / "modules.json")
     assert "elicitgate.gateway" in modules and "elicitgate.faces.stdio" in modules  # it did serve
-    assert modules & (HTTP_FACE_PARTS | SDK_PARTS_NEVER_NEEDED | AUDIT_STORE | ONLY_WHEN_USED) == set()
+    assert modules & (HTTP_FACE_PARTS | SDK_PARTS_NEVER_NEEDED | AUDIT_STORE | ONLY_WHEN_USED | NOT_AT_REST) == set()
 
 
 def test_the_http_face_imports_no_stdio_face_and_no_terminal_inbox(tmp_path):
@@ -77,7 +82,7 @@ def test_the_http_face_imports_no_stdio_face_and_no_terminal_inbox(tmp_path):
     modules = set(json.loads(out.read_text()))
     assert "elicitgate.faces.http" in modules  # it did serve
     assert modules & (STDIO_FACE_PARTS | SDK_PARTS_NEVER_NEEDED | AUDIT_STORE | ONLY_WHEN_USED
-                       | {"elicitgate.web.terminal"}) == set()
+                       | NOT_AT_REST | {"elicitgate.web.terminal"}) == set()
 
 
 def test_a_client_that_leaves_at_once_lets_the_gateway_exit_while_its_new_audit_store_opens(tmp_path):
@@ -171,6 +176,36 @@ def test_the_names_seeded_for_the_deferred_spec_schemas_are_the_sdks():
         "assert typing.get_args(seeded['CacheableMethod']) == typing.get_args(methods.CacheableMethod)\n"
         "defined = {m for m, v in methods.CLIENT_REQUESTS if v == '2026-07-28'}\n"
         "assert set(MODERN_ROUTED) == defined & set(ROUTED), (MODERN_ROUTED, defined)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_sdk_servers_http_app_works_through_its_stand_ins():
+    """`sdk_packages.STOOD_IN`: `mcp.server.lowlevel.server` imported without the modules of its HTTP transport;
+    `Server.streamable_http_app` imports them when called and builds the SDK's own app and session manager, the
+    seeded defaults are the SDK's, and whoever imports one of those modules gets the real one."""
+    code = (
+        "import sys, inspect, elicitgate\n"
+        "from mcp.server.lowlevel.server import Server\n"
+        "from elicitgate.sdk_packages import STAND_IN_VALUES, STOOD_IN\n"
+        "stood_in = STOOD_IN['mcp.server.lowlevel.server']\n"
+        "assert not set(stood_in) & set(sys.modules), set(stood_in) & set(sys.modules)\n"
+        "from uvicorn import Config\n"
+        "import uvicorn, uvicorn.config, uvicorn.server\n"
+        "assert 'uvicorn.main' not in sys.modules\n"
+        "assert uvicorn.Config is Config is uvicorn.config.Config and uvicorn.Server is uvicorn.server.Server\n"
+        "assert uvicorn.__version__ and 'uvicorn.main' in sys.modules\n"
+        "server = Server('x')\n"
+        "app = server.streamable_http_app(host='127.0.0.1')\n"
+        "import mcp.server.streamable_http_manager as manager, mcp.server.streamable_http, mcp.server.auth.routes\n"
+        "assert type(server.session_manager) is manager.StreamableHTTPSessionManager\n"
+        "assert type(app).__name__ == 'Starlette'\n"
+        "for name, names in stood_in.items():\n"
+        "    module = sys.modules[name]\n"
+        "    assert all(inspect.getmodule(getattr(module, n)) is module for n in names), name\n"
+        "    for key, value in STAND_IN_VALUES.get(name, {}).items():\n"
+        "        assert getattr(module, key) == value, (name, key)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

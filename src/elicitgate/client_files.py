@@ -8,11 +8,10 @@ module turns such a file into the gateway's own shape, or says exactly what to c
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
-
-import json5
 
 from elicitgate.json_shapes import JsonObject, is_array, is_object
 
@@ -24,7 +23,12 @@ _PLACEHOLDER = re.compile(r"\$\{(?:(env|input):)?([^}:]+)(?::-([^}]*))?\}")
 
 def parse_jsonc(text: str) -> Any:
     """JSON with comments and trailing commas (JSON5, a superset): what Cursor and VS Code write."""
-    return json5.loads(text)
+    try:
+        return json.loads(text)  # the usual file: the same value json5 reads, without json5 (and unicodedata) at all
+    except ValueError:
+        import json5
+
+        return json5.loads(text)
 
 
 def input_variable(input_id: str) -> str:

@@ -27,9 +27,14 @@ if TYPE_CHECKING:
 
 PACKAGES = ("mcp", "mcp.server", "mcp.client")
 """Parents before children: finding `mcp.server` imports `mcp`, which must be the deferred one."""
-OTHER_PACKAGES = ("prometheus_client",)
+OTHER_PACKAGES = ("prometheus_client", "uvicorn")
 """The same for other packages: prometheus_client's `__init__` imports its exposition (an HTTP server, urllib's
-client; ~0.9 MiB), which only `/metrics` needs; the gateway's metrics import `prometheus_client.metrics`."""
+client; ~0.9 MiB), which only `/metrics` needs; the gateway's metrics import `prometheus_client.metrics`.
+uvicorn's imports `uvicorn.main`, its command line (its reloader and multiprocess supervisors, multiprocessing:
+~1.5 MiB), for the two names the gateway reads from it (`PACKAGE_NAMES`)."""
+PACKAGE_NAMES: dict[str, dict[str, str]] = {"uvicorn": {"Config": "uvicorn.config", "Server": "uvicorn.server"}}
+"""Names of a deferred package's `__init__` read from the submodule that defines them, without running it (the
+same objects: uvicorn's `__init__` imports them from there, `Server` through `uvicorn.main`)."""
 
 
 _CACHEABLE = ("prompts/list", "resources/list", "resources/read", "resources/templates/list", "server/discover",
@@ -46,6 +51,25 @@ checked against them in tests/test_startup.py). `mcp_types.methods` is the spec'
 (`mcp_types._v2025_11_25` and `_v2026_07_28`, pydantic models built as they import: ~0.3 s of CPU and ~6 MiB),
 which the SDK's server modules import at their top for the names seeded here, and which nothing needs until the
 first request is checked."""
+
+STOOD_IN: dict[str, dict[str, tuple[str, ...]]] = {
+    "mcp.server.lowlevel.server": {
+        "mcp.server.auth.routes": ("build_resource_metadata_url", "create_auth_routes", "create_protected_resource_routes"),
+        "mcp.server.streamable_http": ("EventStore",),
+        "mcp.server.streamable_http_manager": ("StreamableHTTPASGIApp", "StreamableHTTPSessionManager"),
+    },
+}
+"""What a module imports at its top for one method it has, per module it imports it from: while it runs, each of
+those modules not imported yet is a stand-in holding these names, each a function that imports the real module and
+calls the real name (`_later`), and the module's values of `STAND_IN_VALUES`; the real modules stay unimported, and
+whoever imports one later gets the real one. `mcp.server.lowlevel.server` uses these names only in
+`Server.streamable_http_app` and `Server.session_manager` (the SDK's own HTTP transport, which the gateway's HTTP
+face does not use) and in annotations; their modules import the OAuth authorization server's handlers, the
+streamable HTTP transport and sse_starlette: ~2 MiB and ~0.1 s of CPU, in the gateway and in each demo upstream."""
+STAND_IN_VALUES: dict[str, JsonObject] = {
+    "mcp.server.streamable_http_manager": {"DEFAULT_MAX_SESSIONS": 10_000, "DEFAULT_SESSION_IDLE_TIMEOUT": 30 * 60},
+}
+"""Constants read by the module stood in for (default arguments): the SDK's values, checked in tests/test_startup.py."""
 
 
 def defer_sdk_package_inits() -> None:
@@ -69,7 +93,7 @@ def _defer_package(name: str) -> bool:
         return False
     package = importlib.util.module_from_spec(spec)
     submodules = frozenset(info.name for info in pkgutil.iter_modules(spec.submodule_search_locations))
-    package.__getattr__ = _loader(package, submodules)  # type: ignore[method-assign]
+    package.__getattr__ = _loader(package, submodules, PACKAGE_NAMES.get(name, {}))  # type: ignore[method-assign]
     sys.modules[name] = package
     parent, _, child = name.rpartition(".")
     if parent:
@@ -77,11 +101,14 @@ def _defer_package(name: str) -> bool:
     return True
 
 
-def _loader(package: ModuleType, submodules: frozenset[str]) -> Any:
+def _loader(package: ModuleType, submodules: frozenset[str], names: dict[str, str]) -> Any:
     def getattr_(name: str) -> Any:
-        """A submodule imports alone; any other name runs the package's own `__init__` once."""
+        """A submodule imports alone, and so does one of `names`; any other name runs the package's own `__init__`
+        once."""
         if name in submodules:
             return importlib.import_module(f"{package.__name__}.{name}")
+        if name in names:
+            return getattr(importlib.import_module(names[name]), name)
         del package.__getattr__  # from here on, the package is its own
         assert package.__spec__ is not None and package.__spec__.loader is not None
         package.__spec__.loader.exec_module(package)
@@ -100,12 +127,17 @@ class _SeededFinder:
 
     def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
         seeded = SEEDED.get(name)
-        if seeded is None:
+        stood_in = STOOD_IN.get(name)
+        if seeded is None and stood_in is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = cast("Loader", _SeededLoader(spec.loader, seeded))  # a loader by its methods
+        # A loader by its methods:
+        if seeded is not None:
+            spec.loader = cast("Loader", _SeededLoader(spec.loader, seeded))
+        elif stood_in is not None:
+            spec.loader = cast("Loader", _StandInLoader(spec.loader, stood_in))
         return spec
 
 
@@ -136,3 +168,61 @@ class _SeededLoader:
             return getattr(module, attr)
 
         module.__getattr__ = getattr_  # type: ignore[method-assign]
+
+
+class _StandInLoader:
+    """The module's own loader, run while the modules of `STOOD_IN` it would import for names it seldom uses are
+    stand-ins (those imported already stay as they are)."""
+
+    def __init__(self, loader: Loader, stood_in: dict[str, tuple[str, ...]]) -> None:
+        self._loader = loader
+        self._stood_in = stood_in
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: ModuleSpec) -> None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        stand_ins: dict[str, ModuleType] = {}
+        for name, names in self._stood_in.items():
+            if name in sys.modules:
+                continue
+            stand_in = ModuleType(name, f"Stands in for {name} while {module.__name__} imports (sdk_packages).")
+            stand_in.__dict__.update(STAND_IN_VALUES.get(name, {}))
+            for attr in names:
+                setattr(stand_in, attr, _later(name, attr))
+            stand_in.__getattr__ = _the_real_one(stand_in)  # type: ignore[method-assign]
+            stand_ins[name] = sys.modules[name] = stand_in
+        try:
+            self._loader.exec_module(module)
+        finally:
+            for name, stand_in in stand_ins.items():
+                if sys.modules.get(name) is stand_in:
+                    del sys.modules[name]
+
+
+def _later(module: str, name: str) -> Any:
+    """`module.name` called at its first use: a function that imports `module` then and calls its `name`."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__module__ = module
+    return call
+
+
+def _the_real_one(stand_in: ModuleType) -> Any:
+    """Another name read from a stand-in (an SDK that imports more of it than `STOOD_IN` says): the real module's,
+    which replaces the stand-in in `sys.modules` from then on."""
+
+    def getattr_(attr: str) -> Any:
+        if attr.startswith("__") and attr != "__all__":
+            raise AttributeError(attr)
+        if sys.modules.get(stand_in.__name__) is stand_in:
+            del sys.modules[stand_in.__name__]
+        return getattr(importlib.import_module(stand_in.__name__), attr)
+
+    return getattr_

@@ -25,7 +25,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken, TokenVerifier
-from mcp.server.auth.routes import build_resource_metadata_url
 
 from elicitgate.config import BearerToken, HttpAuthConfig, OAuthResourceConfig
 from elicitgate.elicitation.url_policy import is_loopback_host
@@ -147,6 +146,9 @@ class McpAuth:
             if self.resource is None:
                 raise AuthConfigError("http.auth.oauth needs http.public_url or http.auth.oauth.resource")
             verifiers.append(JwtAccessTokens(oauth, oauth.audience or self.resource))
+            # The SDK's OAuth routes (their module imports every handler of an authorization server): with OAuth only.
+            from mcp.server.auth.routes import build_resource_metadata_url
+
             self.metadata_url = str(build_resource_metadata_url(AnyHttpUrl(self.resource)))
         self.verifier = Verifiers(*verifiers)
 
