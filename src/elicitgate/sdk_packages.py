@@ -54,7 +54,9 @@ first request is checked."""
 
 STOOD_IN: dict[str, dict[str, tuple[str, ...]]] = {
     "mcp.server.lowlevel.server": {
-        "mcp.server.auth.routes": ("build_resource_metadata_url", "create_auth_routes", "create_protected_resource_routes"),
+        "mcp.server.auth.routes": (
+            "build_resource_metadata_url", "create_auth_routes", "create_protected_resource_routes",
+        ),
         "mcp.server.streamable_http": ("EventStore",),
         "mcp.server.streamable_http_manager": ("StreamableHTTPASGIApp", "StreamableHTTPSessionManager"),
     },
