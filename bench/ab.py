@@ -10,8 +10,8 @@ both alike. Prints p50 per target and operation, and each gateway's CPU time per
 of its own, so each has its own figure, half elicit and half echo calls; `--ops elicit` or `--ops echo` makes
 only one kind, for its CPU per call alone). With `--startup N`: N
 interleaved start-ups of each (`serve --http`, two stdio upstreams, as `bench.startup`, each running the demo
-server of the same tree): seconds to `/healthz` 200, the gateway's CPU seconds by then and its upstreams', its RSS
-one second later. Asserts nothing.
+server of the same tree; with `--lean-upstreams`, `bench.lean_server`, so that "ready" is the gateway's own): seconds
+to `/healthz` 200, the gateway's CPU seconds by then and its upstreams', its RSS one second later. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -58,7 +58,9 @@ def startup(args: argparse.Namespace) -> None:
 
     work = ROOT / "bench" / "results" / "ab"
     sources = {"base": export_src(args.base), "work": ROOT / "src"}
-    servers = {"one": configs.stdio_upstream("auto"), "two": configs.stdio_upstream("auto")}
+    upstream = ({"command": configs.PY, "args": ["-m", "bench.lean_server"], "era": "handshake"}
+                if args.lean_upstreams else configs.stdio_upstream("auto"))
+    servers = {"one": upstream, "two": upstream}
     runs: dict[str, list[tuple[float, float, float, float]]] = {label: [] for label in sources}
     pythonpath = os.environ.get("PYTHONPATH")
     with open(ROOT / "bench" / "results" / "ab.log", "w") as log:
@@ -174,6 +176,8 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--startup", type=int, default=0)
+    parser.add_argument("--lean-upstreams", action="store_true",
+                        help="with --startup: bench.lean_server as the two upstreams (the gateway's own start-up)")
     parser.add_argument("--ops", type=lambda text: tuple(text.split(",")), default=latency.OPS,
                         help="the calls made, comma-separated (elicit,echo): CPU per call of one kind alone")
     parser.add_argument("--http", action="store_true", help="the upstreams are the demo server over streamable HTTP")

@@ -290,6 +290,13 @@ def markdown(results: dict[str, Any]) -> str:
             f"(+ {startup['upstreams_rss_kb_median'] / 1024:.1f} MiB for its two upstream processes).",
             "",
         ]
+        if lean := startup.get("lean"):
+            lines += [
+                f"With {lean['upstreams']} instead (the gateway's own start-up), median of {lean['repeats']}: ready "
+                f"after {lean['ready_s_median']:.2f} s, gateway CPU by then {lean['gateway_cpu_s_median']:.2f} s; "
+                f"idle RSS {lean['gateway_rss_kb_median'] / 1024:.1f} MiB.",
+                "",
+            ]
     if results.get("audit"):
         from bench.audit import describe
 

@@ -4,26 +4,35 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
-import uvicorn
 from mcp_types import methods
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Mount, Route
 
 from mcp.server.lowlevel.server import Server
-from mcp.server.sse import SseServerTransport
 from mcp.server.stdio import stdio_server
 
 from elicitgate import heap
 from elicitgate.hostport import parse_hostport
-from elicitgate.sdk import raw_send
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+# uvicorn, the SSE transport and the gateway's starlette helpers are imported by the HTTP and SSE modes only: a demo
+# upstream over stdio (the usual one, and the bench's) answers its handshake without them.
 
 
 def sse_app(server: Server) -> Starlette:
     """The 2024-11-05 HTTP+SSE transport: `GET /sse` opens the stream, `POST /messages/` carries requests."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Mount, Route
+
+    from mcp.server.sse import SseServerTransport
+
+    from elicitgate.sdk import raw_send
+
     transport = SseServerTransport("/messages/")
 
     async def handle_sse(request: Request) -> Response:
@@ -41,6 +50,8 @@ def run_server(server: Server, *, http: str | None = None, sse: str | None = Non
     # settles and while the client is still starting, not as its first request waits.
     _ = methods.CLIENT_REQUESTS  # not one of the names seeded there: reading it loads the module
     heap.settle()  # what the start-up built lives for the process (and collections resume if `hold` paused them)
+    if http or sse:
+        import uvicorn
     if http:
         host, port = parse_hostport(http)
         uvicorn.run(server.streamable_http_app(host=host), host=host, port=port, log_level="warning")
