@@ -50,13 +50,15 @@ def run_server(server: Server, *, http: str | None = None, sse: str | None = Non
     # settles and while the client is still starting, not as its first request waits.
     _ = methods.CLIENT_REQUESTS  # not one of the names seeded there: reading it loads the module
     heap.settle()  # what the start-up built lives for the process (and collections resume if `hold` paused them)
-    if http or sse:
-        import uvicorn
     if http:
+        import uvicorn
+
         host, port = parse_hostport(http)
         uvicorn.run(server.streamable_http_app(host=host), host=host, port=port, log_level="warning")
         return
     if sse:
+        import uvicorn
+
         host, port = parse_hostport(sse)
         uvicorn.run(sse_app(server), host=host, port=port, log_level="warning")
         return
