@@ -32,9 +32,12 @@ OTHER_PACKAGES = ("prometheus_client", "uvicorn")
 client; ~0.9 MiB), which only `/metrics` needs; the gateway's metrics import `prometheus_client.metrics`.
 uvicorn's imports `uvicorn.main`, its command line (its reloader and multiprocess supervisors, multiprocessing:
 ~1.5 MiB), for the two names the gateway reads from it (`PACKAGE_NAMES`)."""
-PACKAGE_NAMES: dict[str, dict[str, str]] = {"uvicorn": {"Config": "uvicorn.config", "Server": "uvicorn.server"}}
+PACKAGE_NAMES: dict[str, dict[str, str]] = {
+    "uvicorn": {"Config": "uvicorn.config", "Server": "uvicorn.server", "main": "uvicorn.main", "run": "uvicorn.main"},
+}
 """Names of a deferred package's `__init__` read from the submodule that defines them, without running it (the
-same objects: uvicorn's `__init__` imports them from there, `Server` through `uvicorn.main`)."""
+same objects: uvicorn's `__init__` imports them from there, `Server` through `uvicorn.main`). A name here comes
+before a submodule of the same name, as in the package's own `__init__` (`uvicorn.main` is the function)."""
 
 
 _CACHEABLE = ("prompts/list", "resources/list", "resources/read", "resources/templates/list", "server/discover",
@@ -105,12 +108,14 @@ def _defer_package(name: str) -> bool:
 
 def _loader(package: ModuleType, submodules: frozenset[str], names: dict[str, str]) -> Any:
     def getattr_(name: str) -> Any:
-        """A submodule imports alone, and so does one of `names`; any other name runs the package's own `__init__`
-        once."""
+        """One of `names` imports its own submodule alone, and so does a submodule; any other name runs the
+        package's own `__init__` once."""
+        if name in names:
+            value = getattr(importlib.import_module(names[name]), name)
+            setattr(package, name, value)  # over the submodule the import just set, as the `__init__` would
+            return value
         if name in submodules:
             return importlib.import_module(f"{package.__name__}.{name}")
-        if name in names:
-            return getattr(importlib.import_module(names[name]), name)
         del package.__getattr__  # from here on, the package is its own
         assert package.__spec__ is not None and package.__spec__.loader is not None
         package.__spec__.loader.exec_module(package)
