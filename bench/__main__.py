@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from bench import audit, configs, hotpath, latency, load, report, scale, startup
+from bench.ab import export_src, work_src
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -43,16 +44,12 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
 
 
-def use_ref(ref: str) -> Path:
-    """Export `src/` at `ref` and put it first on every process's path, so the bench measures that
-    commit's gateway whatever is uncommitted in the work tree."""
-    target = RESULTS / "src" / _git("rev-parse", "--short", ref)
-    if not target.exists():
-        target.mkdir(parents=True)
-        archive = subprocess.run(["git", "archive", ref, "src"], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(target / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])
-    return target / "src"
+def use_ref(ref: str | None) -> Path:
+    """Put `src/` first on every process's path: as committed at `ref` (exported, so the bench measures that
+    commit's gateway whatever is uncommitted in the work tree), else the work tree's; compiled either way."""
+    src = export_src(ref) if ref else work_src()
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(src), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    return src
 
 
 def meta(mode: str, ref: str | None) -> dict[str, Any]:
@@ -152,10 +149,7 @@ def cli() -> None:
         results["targets"] = report.targets_table(results)  # the targets as the report now states them
         print(write_report(results, publish_it=args.publish))
         return
-    if args.ref:
-        say(f"measuring src/ at {args.ref}: {use_ref(args.ref)}")
-    else:
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    say(f"measuring src/ at {args.ref or 'the work tree'}: {use_ref(args.ref)}")
     started = time.perf_counter()
     results = anyio.run(main, args)
     results["meta"]["seconds"] = round(time.perf_counter() - started, 1)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from bench import configs
-from bench.ab import ROOT, export_src
+from bench.ab import ROOT, export_src, work_src
 from bench.procs import HttpProcess, free_port
 
 WARMUP = 50
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=2)
     args = parser.parse_args()
-    sides = {"base": str(export_src(args.base)), "work": str(ROOT / "src")}
+    sides = {"base": str(export_src(args.base)), "work": str(work_src())}
     (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
     port = free_port()
     with open(ROOT / "bench" / "results" / "http_wire.log", "w") as log, \

@@ -21,7 +21,7 @@ import anyio
 from mcp import Client
 
 from bench import configs, latency
-from bench.ab import export_src
+from bench.ab import export_src, work_src
 from bench.http_cpu import cpu_rounds, print_cpu_table
 from bench.procs import children, cmdline, stdio_transport
 
@@ -32,7 +32,7 @@ ROWS = (("2026-07-28", "2026-07-28", "modern"), ("handshake", "legacy", "handsha
 async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "stdio_cpu"
     work.mkdir(parents=True, exist_ok=True)
-    sources = {"base": export_src(args.base), "work": ROOT / "src"}
+    sources = {"base": export_src(args.base), "work": work_src()}
     rows = [row for row in ROWS if args.row in (None, row[0])]
     with open(work / "stdio_cpu.log", "w") as log:
         async with AsyncExitStack() as clients:
