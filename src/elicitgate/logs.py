@@ -106,7 +106,8 @@ class _TextFormatter(logging.Formatter):
         if second != self._second:
             self._stamp = time.strftime(self.default_time_format, self.converter(record.created))
             self._second = second
-        return self.default_msec_format % (self._stamp, record.msecs)
+        msec_format = self.default_msec_format
+        return msec_format % (self._stamp, record.msecs) if msec_format else self._stamp
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = escape_controls(record.message)
