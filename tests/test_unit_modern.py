@@ -109,3 +109,20 @@ async def test_an_invalid_round_is_an_internal_error_every_time():
         with pytest.raises(MCPError) as invalid:
             await serve(table, "tools/call", {"name": "t"})
         assert (invalid.value.error.code, invalid.value.error.message) == (-32603, "Handler returned an invalid result")
+
+
+def test_client_params_are_made_once_per_client_and_version_and_say_what_each_request_declared():
+    """`client_params` (read for the audit trail's client name) is one model for every request of a client that
+    declares the same, and never another client's or another version's."""
+    one, again = connection(), connection()
+    params = one.client_params
+    assert params is not None and params.client_info.name == "t" and params.protocol_version == VERSION
+    assert again.client_params is params
+    other = EnvelopeConnection(sdk.no_channel(), VERSION, {"name": "u", "version": "1"}, {"elicitation": {}})
+    assert other.client_params is not None and other.client_params.client_info.name == "u"
+    fewer = EnvelopeConnection(sdk.no_channel(), VERSION, {"name": "t", "version": "1"}, {})
+    assert fewer.client_params is not None and fewer.client_params is not params
+    assert fewer.client_params.capabilities.elicitation is None and params.capabilities.elicitation is not None
+    older = EnvelopeConnection(sdk.no_channel(), "2025-11-25", {"name": "t", "version": "1"}, {"elicitation": {}})
+    assert older.client_params is not None and older.client_params.protocol_version == "2025-11-25"
+    assert EnvelopeConnection(sdk.no_channel(), VERSION, None, {"elicitation": {}}).client_params is None

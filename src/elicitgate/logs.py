@@ -16,6 +16,7 @@ import json
 import logging
 import re
 import sys
+import time
 import unicodedata
 from collections.abc import Mapping
 from contextvars import Token
@@ -93,6 +94,21 @@ _FIELDS_JSON = json.JSONEncoder(default=str).encode
 
 
 class _TextFormatter(logging.Formatter):
+    _second: int | None = None
+    _stamp = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
+        """`logging.Formatter.formatTime`, its `strftime` made once per second instead of once per line (a
+        lifecycle event is logged for every elicitation)."""
+        if datefmt:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = second
+        msec_format = self.default_msec_format
+        return msec_format % (self._stamp, record.msecs) if msec_format else self._stamp
+
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = escape_controls(record.message)
         return super().formatMessage(record)

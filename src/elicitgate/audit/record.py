@@ -14,7 +14,7 @@ REFUSED = "refused"
 STATES = ("accepted", "declined", "cancelled", "timed_out", "failed", REFUSED)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AuditRecord:
     server: str
     mode: str
@@ -66,13 +66,28 @@ def utc(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, UTC)
 
 
+_LOGGED = tuple(name for name in FIELDS if name != "content")
+
+
 def as_json(row: JsonObject) -> JsonObject:
     """A stored row as JSON: times in ISO 8601 (UTC), fields in a fixed order."""
     out = {name: row.get(name) for name in FIELDS}
     for name in ("created_at", "ended_at"):
         if isinstance(when := out[name], datetime):
-            out[name] = when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            out[name] = _iso(when)
     return out
+
+
+def logged(record: AuditRecord) -> JsonObject:
+    """`as_json` of the record's row without `content` (a value a person typed is never logged), read off the
+    record in one pass: the fields of the log line written for every elicitation's end."""
+    out = {name: getattr(record, name) for name in _LOGGED}
+    out["created_at"], out["ended_at"] = _iso(record.created_at), _iso(record.ended_at)
+    return out
+
+
+def _iso(when: datetime) -> str:
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_filters(state: str | None, server: str | None, since: str | None) -> JsonObject:

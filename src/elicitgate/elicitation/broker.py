@@ -27,7 +27,7 @@ from mcp_types import INVALID_PARAMS
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
-from elicitgate.audit.record import REFUSED, AuditRecord, as_json, utc
+from elicitgate.audit.record import REFUSED, AuditRecord, logged, utc
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import ElicitationConfig, Unattended
 from elicitgate.contracts import DownstreamPeer, Origin, SharedLimits, UrlCompletionTarget
@@ -571,9 +571,7 @@ class Broker:
 
     def _keep(self, event: str, record: AuditRecord) -> None:
         """One log line (never a value a person typed) and one audit record."""
-        fields = as_json(record.row())
-        del fields["content"]
-        log_event(audit, event, fields)
+        log_event(audit, event, logged(record))
         if self.audit is not None:
             self.audit.record(record)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import enum
+import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -73,6 +73,15 @@ class Responder(Protocol):
         ...
 
 
+def new_id() -> str:
+    """`uuid.uuid4().hex` (a random version-4 UUID, 32 hex digits) without the `UUID` object: a third of its cost,
+    paid for every elicitation."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    return raw.hex()
+
+
 @dataclass(eq=False, slots=True)
 class Elicitation:
     server: str
@@ -90,7 +99,7 @@ class Elicitation:
     source: Source = "upstream"
     gateway_reason: GatewayReason | None = None
     """Set when `source` is `gateway`. (`reason` below is why it *ended*.)"""
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = field(default_factory=new_id)
     created_at: float = field(default_factory=time.time)
     state: State = State.PENDING
     attempts: int = 0

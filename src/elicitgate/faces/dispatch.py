@@ -329,6 +329,8 @@ class _Replay:
 
     def __init__(self, wire: MessageWire) -> None:
         self._wire = wire
+        self.send = wire.send
+        """The wire's own: no coroutine of this one's around every message written."""
         self._source: AsyncIterator[Inbound] = wire.messages()
         self._lead: list[Inbound] = []
 
@@ -346,9 +348,6 @@ class _Replay:
                 self._lead.append(inbound)
             if request is not None:
                 return request
-
-    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
-        await self._wire.send(message, headers)
 
     async def messages(self) -> AsyncGenerator[Inbound]:
         while self._lead:

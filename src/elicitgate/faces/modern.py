@@ -124,10 +124,7 @@ class EnvelopeConnection(Connection):
         if params is None and self._client_info is not None:
             info, self._client_info = _IMPLEMENTATIONS(self._client_info), None
             if info is not None and self.client_capabilities is not None:
-                # Both parts are models already (validated, or kept by their JSON): put together, not validated again.
-                params = self._client_params = InitializeRequestParams.model_construct(
-                    protocol_version=self.protocol_version, capabilities=self.client_capabilities, client_info=info
-                )
+                params = self._client_params = _client_params(self.protocol_version, info, self.client_capabilities)
         return params
 
     @client_params.setter
@@ -325,6 +322,30 @@ def _round_sieved(method: str, version: str, result: JsonObject) -> JsonObject |
 _IMPLEMENTATIONS = JsonMemo(lambda raw: _typed(Implementation, raw), max_key=2048)
 """Modelled `clientInfo` by its JSON: read for every elicitation a 2026-07-28 client's call makes (who asks, in the
 audit trail and the log), and the same with every request of one client."""
+
+
+_PARAMS: dict[tuple[str, int, int], InitializeRequestParams] = {}
+"""`client_params` by version and the identities of its two models (each one per JSON value, `_IMPLEMENTATIONS` and
+`_CAPABILITIES`): `model_construct` was ~10% of the gateway's CPU per elicitation of a 2026-07-28 client, read once
+for the audit trail's client name (`bench/README.md`, "The stdio hot path's bookkeeping")."""
+_PARAMS_MAX = 1024
+
+
+def _client_params(
+    version: str, info: Implementation, capabilities: ClientCapabilities
+) -> InitializeRequestParams:
+    """The two models put together (both validated already, or kept by their JSON: not validated again), one for
+    every request of a client that declares the same; nothing changes one once made."""
+    key = (version, id(info), id(capabilities))
+    params = _PARAMS.get(key)
+    if params is None or params.client_info is not info or params.capabilities is not capabilities:
+        params = InitializeRequestParams.model_construct(
+            protocol_version=version, capabilities=capabilities, client_info=info
+        )
+        if len(_PARAMS) >= _PARAMS_MAX:  # ids whose models the memos let go of: made again when next asked
+            _PARAMS.clear()
+        _PARAMS[key] = params
+    return params
 
 
 def _capabilities(raw: Any) -> ClientCapabilities | None:
