@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.errors import (
+    ClientGone,
     MethodNotFound,
     NonFiniteParams,
     NotAMessage,
@@ -93,8 +94,6 @@ class _Waiter:
 _UNBOUNDED = contextlib.nullcontext()
 
 
-def _closed() -> PeerLost:
-    return PeerLost(code=CONNECTION_CLOSED, message=CLOSED)
 
 
 class Endpoint:
@@ -104,7 +103,10 @@ class Endpoint:
     `peer` names the other side in log lines ("upstream 'x'", "the client"). An endpoint that is `serving`
     (the face) answers what it cannot read with the JSON-RPC error that says why, and a request still in
     flight when the connection ends with `Connection closed`; the methods in `inline` are handled before
-    the next message is read (`initialize`, whose outcome the requests after it depend on).
+    the next message is read (`initialize`, whose outcome the requests after it depend on). A serving
+    endpoint's own requests to a client that went away raise `ClientGone`, not `PeerLost`: what the face asks
+    its client (an elicitation, a relayed sampling request) fails as the client's loss, not the loss of the
+    upstream whose call it serves, without a coroutine around each request to say so.
     """
 
     def __init__(
@@ -122,6 +124,8 @@ class Endpoint:
         self._handlers: tuple[OnRequest, OnNotify] | None = None
         """What `run` hands the peer's messages to, for a wire that pushes them (`_dispatch_pushed`)."""
         self._closed = False
+        self._lost: type[MCPError] = ClientGone if serving else PeerLost
+        self._unsent: type[MCPError] = ClientGone if serving else NotSent
 
     # -- to the peer -----------------------------------------------------------------------
 
@@ -140,7 +144,7 @@ class Endpoint:
         said it. `timeout` raises `MCPError(REQUEST_TIMEOUT)`. Cancelled or timed out after it was
         written, the peer is told with `notifications/cancelled` (unless `cancel_on_abandon` is off)."""
         if self._closed or self._tasks is None:
-            raise NotSent(code=CONNECTION_CLOSED, message=CLOSED)
+            raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED)
         if request_id in self._waiters:
             raise ValueError(f"request id {request_id!r} is already in flight")
         message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
@@ -159,7 +163,7 @@ class Endpoint:
                 try:
                     await self._wire.send(message, headers)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    raise NotSent(code=CONNECTION_CLOSED, message=CLOSED) from None
+                    raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED) from None
                 written = True
                 return await future
             if written and cancel_on_abandon:
@@ -202,7 +206,7 @@ class Endpoint:
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Read until the wire ends; then every request still waiting raises `PeerLost`."""
+        """Read until the wire ends; then every request still waiting raises `PeerLost` (`ClientGone` if serving)."""
         try:
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
@@ -238,7 +242,7 @@ class Endpoint:
         self._closed = True
         for waiter in self._waiters.values():
             if not waiter.future.done():
-                waiter.future.set_exception(_closed())
+                waiter.future.set_exception(self._lost(code=CONNECTION_CLOSED, message=CLOSED))
 
     def _dispatch_pushed(self, inbound: Inbound) -> Coroutine[Any, Any, None] | None:
         assert self._handlers is not None
@@ -302,7 +306,7 @@ class Endpoint:
             logger.debug("%s answered %r, which nobody waits for (any more)", self._peer, request_id)
             return None
         if inbound.lost:
-            waiter.future.set_exception(PeerLost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
+            waiter.future.set_exception(self._lost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
         elif "error" in message:
             waiter.future.set_exception(_error_of(message["error"], self._peer))
         elif is_object(result := message.get("result")):
