@@ -458,7 +458,9 @@ class Broker:
             el.attempts += 1
             el.state = State.PRESENTED
             try:
-                raw = await responder.ask(el, outgoing)
+                asking = responder.ask(el, outgoing)
+                del outgoing  # not kept here while the human thinks (the client's request, once written, holds none)
+                raw = await asking
             except HumanGone as gone:
                 self._end(el, State.CANCELLED, str(gone))
                 return {"action": "cancel"}

@@ -117,8 +117,9 @@ class Endpoint:
         self._serving = serving
         self._inline = inline
         self._waiters: dict[RequestId, _Waiter] = {}
-        self._handling: dict[RequestId, tuple[anyio.CancelScope, Inbound]] = {}
-        """The peer's requests being served: the scope that cancels each, and the message."""
+        self._handling: dict[RequestId, tuple[asyncio.Task[None] | anyio.CancelScope, Inbound]] = {}
+        """The peer's requests being served: what cancels each (its task; the scope of one served `inline`), and
+        the message."""
         self._serving_tasks: set[asyncio.Task[None]] = set()
         self._tasks: anyio.abc.TaskGroup | None = None
         self._handlers: tuple[OnRequest, OnNotify] | None = None
@@ -165,6 +166,7 @@ class Endpoint:
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED) from None
                 written = True
+                del message, params  # written: not held for as long as the answer takes (a human's, for a question)
                 return await future
             if written and cancel_on_abandon:
                 await self._cancel_peer(request_id, f"timed out after {timeout}s", headers, shield=False)
@@ -232,8 +234,9 @@ class Endpoint:
     async def _end_serving(self) -> None:
         """Cancel the peer's requests still being served and wait for them (a serving endpoint tells the
         peer `Connection closed`, each within CLOSING_WRITE_TIMEOUT)."""
-        for scope, _ in list(self._handling.values()):
-            scope.cancel()
+        for request_id, (cancel, request) in list(self._handling.items()):
+            if not request.cancel_requested:  # a task the peer cancelled is on its way out already
+                self._cancel(request_id, cancel)
         if self._serving_tasks:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(list(self._serving_tasks))
@@ -276,14 +279,17 @@ class Endpoint:
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
             elif is_request_id(request_id):
-                scope = cancel_scope()
-                self._handling[request_id] = (scope, inbound)
-                handling = self._handle(scope, inbound, request_id, method, params, on_request)
                 if method in self._inline:
-                    return handling
+                    scope = cancel_scope()
+                    self._handling[request_id] = (scope, inbound)
+                    return self._handle(scope, inbound, request_id, method, params, on_request)
                 # A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a
                 # done-callback closure to every request in flight. `run` cancels and awaits these at the end.
+                # The task itself is what cancels it, no cancel scope (two sets and a dozen slots for every
+                # request in flight, for as long as it waits on a human).
+                handling = self._handle(None, inbound, request_id, method, params, on_request)
                 task = asyncio.get_running_loop().create_task(handling, context=inbound.context)
+                self._handling[request_id] = (task, inbound)
                 self._serving_tasks.add(task)
                 task.add_done_callback(self._serving_tasks.discard)
             else:
@@ -319,6 +325,20 @@ class Endpoint:
             ))
         return None
 
+    def _cancel(self, request_id: RequestId, handling: asyncio.Task[None] | anyio.CancelScope) -> None:
+        """Stop serving a request: a scope at once; a task once it has taken its first step, and only while its
+        handler runs (`_cancel_handler`): one cancelled before it ran would never start `_handle` (nothing to answer
+        `Connection closed`), and an answer being written is left to finish, as a scope leaves it."""
+        if isinstance(handling, asyncio.Task):
+            asyncio.get_running_loop().call_soon(self._cancel_handler, request_id, handling)
+        else:
+            handling.cancel()
+
+    def _cancel_handler(self, request_id: RequestId, task: asyncio.Task[None]) -> None:
+        handling = self._handling.get(request_id)
+        if handling is not None and handling[0] is task:
+            task.cancel()
+
     def _on_notification(
         self, inbound: Inbound, method: str, params: JsonObject | None, on_notify: OnNotify
     ) -> None:
@@ -338,30 +358,31 @@ class Endpoint:
                 return
         elif method == "notifications/cancelled" and params is not None:
             cancelled = params.get("requestId")
-            handling = self._handling.get(cancelled) if is_request_id(cancelled) else None
-            if handling is not None:
-                scope, request = handling
-                request.cancel_requested = True
-                if request.on_cancel is not None:
-                    request.on_cancel()
-                scope.cancel()
+            if is_request_id(cancelled) and (handling := self._handling.get(cancelled)) is not None:
+                cancel, request = handling
+                if not request.cancel_requested:  # once: a task's cancellation is not undone by a second one
+                    request.cancel_requested = True
+                    if request.on_cancel is not None:
+                        request.on_cancel()
+                    self._cancel(cancelled, cancel)
         self._spawn(self._notify_contained, on_notify, inbound, method, params)
 
     async def _handle(
         self,
-        scope: anyio.CancelScope,
+        scope: anyio.CancelScope | None,
         inbound: Inbound,
         request_id: RequestId,
         method: str,
         params: JsonObject | None,
         on_request: OnRequest,
     ) -> None:
-        """Answer one request of the peer's under `scope`, which the peer's `notifications/cancelled` and the
-        end of the connection (`_end_serving`) cancel. One the peer cancelled is not answered (the spec says
-        so); one the connection's end cut short is answered `Connection closed` by a serving endpoint."""
+        """Answer one request of the peer's. The peer's `notifications/cancelled` and the end of the connection
+        (`_end_serving`) cancel it: its task (`scope` is None), or `scope` for one served inline. One the peer
+        cancelled is not answered (the spec says so); one the connection's end cut short is answered
+        `Connection closed` by a serving endpoint."""
         response: JsonObject | None = None
         try:
-            with scope:
+            with scope if scope is not None else _UNBOUNDED:
                 result = await on_request(inbound, method, params)
                 response = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except MCPError as exc:
@@ -373,14 +394,17 @@ class Endpoint:
         except Exception as exc:
             logger.exception("handling %s from %s failed", method, self._peer)
             response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
-        except anyio.get_cancelled_exc_class():  # cancelled from outside (the gateway is stopping)
-            await self._cut_short(inbound, request_id)
-            raise
+        except anyio.get_cancelled_exc_class():
+            task = asyncio.current_task() if scope is None else None
+            if task is None or not (inbound.cancel_requested or self._closed):  # from outside (the gateway stops)
+                await self._cut_short(inbound, request_id)
+                raise
+            task.uncancel()  # the task's own cancellation (the peer's, the connection's end): taken back
         finally:
             inbound.served = True
-            if (handling := self._handling.get(request_id)) is not None and handling[0] is scope:
+            if (handling := self._handling.get(request_id)) is not None and handling[1] is inbound:
                 del self._handling[request_id]
-        if response is None:  # `scope` was cancelled
+        if response is None:  # cancelled: by the peer, or the connection's end
             await self._cut_short(inbound, request_id)
         elif not inbound.cancel_requested:
             await self._write_answer(response)
