@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -93,6 +94,9 @@ class _Waiter:
 
 _UNBOUNDED = contextlib.nullcontext()
 
+_CALLBACK_CONTEXT = contextvars.Context()
+"""What a serving task's done callback runs in (it reads no context variable)."""
+
 
 
 
@@ -121,6 +125,8 @@ class Endpoint:
         """The peer's requests being served: what cancels each (its task; the scope of one served `inline`), and
         the message."""
         self._serving_tasks: set[asyncio.Task[None]] = set()
+        self._served = self._serving_tasks.discard
+        """Bound once: each task's done callback (a bound method per task otherwise)."""
         self._tasks: anyio.abc.TaskGroup | None = None
         self._handlers: tuple[OnRequest, OnNotify] | None = None
         """What `run` hands the peer's messages to, for a wire that pushes them (`_dispatch_pushed`)."""
@@ -291,7 +297,8 @@ class Endpoint:
                 task = asyncio.get_running_loop().create_task(handling, context=inbound.context)
                 self._handling[request_id] = (task, inbound)
                 self._serving_tasks.add(task)
-                task.add_done_callback(self._serving_tasks.discard)
+                # In a context of its own, not a copy of the current one made for every request in flight.
+                task.add_done_callback(self._served, context=_CALLBACK_CONTEXT)
             else:
                 logger.warning("%s sent %s with an id that is neither a string nor a number: dropped",
                                self._peer, method)
