@@ -37,7 +37,7 @@ from elicitgate.faces.task_extension import TaskExtension, listens_for_tasks
 from elicitgate.faces.task_relay import TaskRelay
 from elicitgate.gateway import Gateway
 from elicitgate.json_shapes import JsonObject
-from elicitgate.logs import request_context
+from elicitgate.logs import name_request
 from elicitgate.router.task_runner import seen_by
 from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
@@ -187,19 +187,21 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         async def serve(ctx: ServerRequestContext[Any, Any], runner: ServerRunner[Any]) -> JsonObject:
             # The observer's work, the routed handler's and the kernel's outbound pass in this one coroutine: the
             # frame every call in flight holds of the face (a call waiting on a human holds it for minutes).
+            # The request's task is its own (`wire.endpoint`) and ends with it: its ids are named in its context
+            # for good, as the observer's `request_context` names them for the while it lasts.
             start = time.perf_counter()
             try:
                 peer = _handshake_peer(gateway, ctx)
-                with request_context(request_id=ctx.request_id, method=method, client=peer.id):
-                    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                        result = await _serve_modern(gateway, ctx, method)
-                    else:
-                        call = DownstreamCall(peer=peer, ctx=ctx, method=method)
-                        peer.calls.add(call)
-                        try:
-                            result = _handshake_result(await gateway.requests.call(call, method, ctx.params or {}))
-                        finally:
-                            peer.calls.discard(call)
+                name_request(request_id=ctx.request_id, method=method, client=peer.id)
+                if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    result = await _serve_modern(gateway, ctx, method)
+                else:
+                    call = DownstreamCall(peer=peer, ctx=ctx, method=method)
+                    peer.calls.add(call)
+                    try:
+                        result = _handshake_result(await gateway.requests.call(call, method, ctx.params or {}))
+                    finally:
+                        peer.calls.discard(call)
                 return sdk.shaped_result(runner, method, result)
             finally:
                 timer.observe(time.perf_counter() - start)
