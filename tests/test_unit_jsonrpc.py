@@ -12,7 +12,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUES
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.errors import MethodNotFound, PeerLost, UrlElicitationRequired
+from elicitgate.errors import ClientGone, MethodNotFound, PeerLost, UrlElicitationRequired
 from elicitgate.wire import codec
 from elicitgate.wire.base import Inbound, MessageWire
 from elicitgate.wire.endpoint import Endpoint
@@ -186,6 +186,30 @@ async def test_the_wire_ending_fails_every_waiting_request_with_connection_close
     assert [(type(e), e.error.code) for e in errors] == [(PeerLost, CONNECTION_CLOSED)] * 2
     with pytest.raises(PeerLost):
         await endpoint.request("c", "tools/call", None)
+
+
+async def test_a_serving_endpoint_tells_its_requests_the_client_is_gone() -> None:
+    """The face's own requests to its client (an elicitation, a relayed sampling request) fail with `ClientGone`
+    when the client's wire ends, not `PeerLost`: the call they belong to must not report its upstream lost
+    (`router.forward` turns `PeerLost` into that), and no coroutine around each request has to say so."""
+    (wire, server), recorder = memory_wires(), Recorder()
+    endpoint = Endpoint(wire, "the client", serving=True)
+    errors: list[MCPError] = []
+    async with anyio.create_task_group() as tg:
+        await tg.start(endpoint.run, recorder.on_request, recorder.on_notify)
+
+        async def ask() -> None:
+            try:
+                await endpoint.request("e1", "elicitation/create", {"message": "?"})
+            except MCPError as exc:
+                errors.append(exc)
+
+        tg.start_soon(ask)
+        await written(server)
+        server.close()
+    assert [(type(e), e.error.code) for e in errors] == [(ClientGone, CONNECTION_CLOSED)]
+    with pytest.raises(ClientGone):
+        await endpoint.request("e2", "elicitation/create", {"message": "?"})
 
 
 async def test_server_requests_are_answered_with_results_and_errors() -> None:

@@ -16,7 +16,7 @@ import contextvars
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
@@ -178,30 +178,36 @@ class Broker:
             with _named(origin, el):
                 # Here, not in a coroutine of its own: one frame less held by every pending elicitation. No cancel
                 # scope either: its deadline is a loop timer that interrupts the wait (`Elicitation.interrupt`).
-                cancelling = el.wait_begins()
-                try:
-                    return await self._present(el, responder)
-                except asyncio.CancelledError:
-                    if not el.woken(cancelling):  # its deadline came, or it was stopped: else the call is cancelled
-                        raise
-                finally:
-                    el.wait_ends()
-                unattended = self.unattended(server, origin.tool)
-                if unattended == "wait" and (page := self._page_only(el, responder)) is not None:
+                paged = False
+                while True:  # the question; then, past its deadline, maybe on its page only (`unattended: wait`)
+                    cancelling = el.wait_begins()
+                    try:
+                        outgoing = _outgoing(el)
+                        while True:  # asked again while the answer does not fit and attempts remain
+                            try:
+                                asking = self._asked(el, responder, outgoing)
+                                del outgoing  # the client's request, once written, holds none either
+                                raw = await asking
+                            except (HumanGone, MCPError) as exc:
+                                return self._not_asked(el, responder, exc)
+                            answer, done = self._answered(el, raw)
+                            if done:
+                                return answer
+                            outgoing = answer
+                    except asyncio.CancelledError:
+                        if not el.woken(cancelling):  # its deadline came, or it was stopped: else the call is cancelled
+                            raise
+                    finally:
+                        el.wait_ends()
+                    unattended = self.unattended(server, origin.tool)
+                    if paged or unattended != "wait" or (page := self._page_only(el, responder)) is None:
+                        return self._unanswered(el, responder, unattended)
                     # Past its deadline the question waits on its page only: the client's request was let go.
                     el.deadline = anyio.current_time() + self.config.unattended_wait
                     el.responder = responder = page
                     if self.notices is not None:
                         self.notices.watch(el)
-                    cancelling = el.wait_begins()
-                    try:
-                        return await self._present(el, responder)
-                    except asyncio.CancelledError:
-                        if not el.woken(cancelling):
-                            raise
-                    finally:
-                        el.wait_ends()
-                return self._unanswered(el, responder, unattended)
+                    paged = True
         except anyio.get_cancelled_exc_class():
             self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
             raise
@@ -452,65 +458,69 @@ class Broker:
             elicitationId=el.id,
         )
 
-    async def _present(self, el: Elicitation, responder: Responder) -> JsonObject:
-        outgoing = _outgoing(el)
-        while True:
-            el.attempts += 1
-            el.state = State.PRESENTED
-            try:
-                raw = await responder.ask(el, outgoing)
-            except HumanGone as gone:
-                self._end(el, State.CANCELLED, str(gone))
-                return {"action": "cancel"}
-            except MCPError as exc:
-                if responder is PUSH_TO_CLIENT and (gone := PushToClient.gone(el, exc)) is not None:
-                    self._end(el, State.CANCELLED, str(gone))
-                    return {"action": "cancel"}
-                self._end(el, State.FAILED, f"{responder.name} error {exc.error.code}: {exc.error.message}")
-                raise errors.gateway_error(
-                    errors.ELICITATION_FAILED,
-                    f"the {responder.name} failed the elicitation request",
-                    server=el.server,
-                    cause={"code": exc.error.code, "message": exc.error.message, "data": exc.error.data},
-                ) from None
-            answer: Mapping[str, Any] = raw if is_mapping(raw) else {}
-            if "action" in answer:
-                el.answers += 1
-            action = answer.get("action")
-            if action not in ACTION_STATES:
-                self._end(el, State.FAILED, "client answered with an invalid ElicitResult")
-                raise errors.gateway_error(
-                    errors.ELICITATION_FAILED,
-                    "the client answered with an invalid ElicitResult",
-                    server=el.server,
-                    rule="action must be accept, decline or cancel",
-                )
-            if action != "accept" or el.mode == "url":
-                self._end(el, ACTION_STATES[action], f"user chose {action}")
-                if el.mode == "url" and action == "accept" and isinstance(el.params.get("elicitationId"), str):
-                    # A 2026-07-28 client learns of completion by retrying: its parked call waits for it.
-                    origin = el.asked()
-                    target: UrlCompletionTarget = origin if origin.era == "modern" else SessionTarget(origin.peer)
-                    self.url_routes.add(el.server, el.params["elicitationId"], target)
-                return {"action": action}
-            content: object = answer.get("content") or {}
-            problems = answer_problems(el.requested_schema, content)
-            if not problems and is_mapping(content):
-                if self.audit is not None and self.audit.store_content:
-                    el.answer = dict(content)
-                self._end(el, State.ACCEPTED, "user accepted")
-                return {"action": "accept", "content": dict(content)}
-            if el.attempts >= self.config.max_answer_attempts:
-                self._end(el, State.FAILED, "answer invalid after all attempts")
-                raise errors.gateway_error(
-                    INVALID_PARAMS,
-                    "the user's answer does not match the requested schema",
-                    server=el.server,
-                    errors=problems,
-                    attempts=el.attempts,
-                )
-            labelled(REASKS, el.server).inc()
-            outgoing = _retry_params(el, problems)
+    def _asked(self, el: Elicitation, responder: Responder, outgoing: JsonObject) -> Awaitable[object]:
+        """One more attempt: the responder's request to its human (its own coroutine, awaited by `elicit`)."""
+        el.attempts += 1
+        el.state = State.PRESENTED
+        return responder.ask(el, outgoing)
+
+    def _not_asked(self, el: Elicitation, responder: Responder, exc: HumanGone | MCPError) -> JsonObject:
+        """The responder could not ask: its human went away (the upstream gets `cancel`), or it failed."""
+        if isinstance(exc, HumanGone):
+            self._end(el, State.CANCELLED, str(exc))
+            return {"action": "cancel"}
+        if responder is PUSH_TO_CLIENT and (gone := PushToClient.gone(el, exc)) is not None:
+            self._end(el, State.CANCELLED, str(gone))
+            return {"action": "cancel"}
+        self._end(el, State.FAILED, f"{responder.name} error {exc.error.code}: {exc.error.message}")
+        raise errors.gateway_error(
+            errors.ELICITATION_FAILED,
+            f"the {responder.name} failed the elicitation request",
+            server=el.server,
+            cause={"code": exc.error.code, "message": exc.error.message, "data": exc.error.data},
+        ) from None
+
+    def _answered(self, el: Elicitation, raw: object) -> tuple[JsonObject, bool]:
+        """The human's answer checked: (the result for the upstream, True), or (the request asking again, False)
+        while attempts remain for an answer that does not fit the form."""
+        answer: Mapping[str, Any] = raw if is_mapping(raw) else {}
+        if "action" in answer:
+            el.answers += 1
+        action = answer.get("action")
+        if action not in ACTION_STATES:
+            self._end(el, State.FAILED, "client answered with an invalid ElicitResult")
+            raise errors.gateway_error(
+                errors.ELICITATION_FAILED,
+                "the client answered with an invalid ElicitResult",
+                server=el.server,
+                rule="action must be accept, decline or cancel",
+            )
+        if action != "accept" or el.mode == "url":
+            self._end(el, ACTION_STATES[action], f"user chose {action}")
+            if el.mode == "url" and action == "accept" and isinstance(el.params.get("elicitationId"), str):
+                # A 2026-07-28 client learns of completion by retrying: its parked call waits for it.
+                origin = el.asked()
+                target: UrlCompletionTarget = origin if origin.era == "modern" else SessionTarget(origin.peer)
+                self.url_routes.add(el.server, el.params["elicitationId"], target)
+            return {"action": action}, True
+        content: object = answer.get("content") or {}
+        problems = answer_problems(el.requested_schema, content)
+        if not problems and is_mapping(content):
+            if self.audit is not None and self.audit.store_content:
+                el.answer = dict(content)
+            self._end(el, State.ACCEPTED, "user accepted")
+            return {"action": "accept", "content": dict(content)}, True
+        if el.attempts >= self.config.max_answer_attempts:
+            self._end(el, State.FAILED, "answer invalid after all attempts")
+            raise errors.gateway_error(
+                INVALID_PARAMS,
+                "the user's answer does not match the requested schema",
+                server=el.server,
+                errors=problems,
+                attempts=el.attempts,
+            )
+        labelled(REASKS, el.server).inc()
+        return _retry_params(el, problems), False
 
     def _end(self, el: Elicitation, state: State, reason: str) -> None:
         if el.state.terminal:

@@ -45,8 +45,10 @@ if TYPE_CHECKING:
 STDIO = TransportContext(kind="stdio", can_send_request=True)
 MODERN_STDIO = TransportContext(kind="stdio", can_send_request=False)
 
-DirectHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[JsonObject]]
-"""A request handler that reads the raw params off its context and returns the result as a dict."""
+DirectHandler = Callable[[ServerRequestContext[Any, Any], ServerRunner[Any]], Awaitable[JsonObject]]
+"""A request handler that reads the raw params off its context and returns the result as a dict, shaped for the
+client's version by the kernel's outbound pass (`sdk.shaped_result(runner, ...)`): its own coroutine is all a
+request in flight holds of the face, no coroutine around it to shape the result."""
 
 
 class EndpointDispatcher:
@@ -304,23 +306,23 @@ async def _serve_modern(
     await dispatcher.run(on_request, on_notify)
 
 
-async def _serve_directly(
+def _serve_directly(
     handler: DirectHandler,
     runner: ServerRunner[Any],
     context: DispatchContext[TransportContext],
     method: str,
     params: Mapping[str, Any] | None,
-) -> JsonObject:
+) -> Awaitable[JsonObject]:
     """One request of an initialized handshake-era client, as the SDK's kernel (`ServerRunner`) serves it
     but without its middleware chain, params model and per-request closures: the params are checked
-    against the spec's schema for the client's version (-32602 when they do not fit), and the result goes
-    through the kernel's own outbound pass (sieved to what that version defines)."""
+    against the spec's schema for the client's version (-32602 when they do not fit), and the handler shapes its
+    result with the kernel's own outbound pass (sieved to what that version defines). The handler's coroutine
+    itself, not one around it: one frame less for every request in flight (a call waiting on a human)."""
     try:
         spec_methods.validate_client_request(method, runner.connection.protocol_version, params)
     except KeyError:
         raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method) from None
-    result = await handler(sdk.request_context(runner, context, method, params))
-    return sdk.shaped_result(runner, method, result)
+    return handler(sdk.request_context(runner, context, method, params), runner)
 
 
 class _Replay:

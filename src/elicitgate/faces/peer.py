@@ -7,6 +7,7 @@ import itertools
 import logging
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
+from types import CoroutineType
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -92,14 +93,21 @@ class DownstreamCall:
     def raw_capabilities(self) -> JsonObject:
         return capabilities_dict(connection_of(self.ctx).client_capabilities)
 
-    async def send_request(self, method: str, params: Mapping[str, Any]) -> JsonObject:
+    def send_request(self, method: str, params: Mapping[str, Any]) -> CoroutineType[Any, Any, JsonObject]:
         """Send a server-to-client request on this call's own channel (its POST stream on HTTP).
 
         Raw on purpose: the typed `ServerSession.send_request` re-models the params and drops fields
-        it does not know (`ui`, extensions), which must reach the client untouched.
+        it does not know (`ui`, extensions), which must reach the client untouched. On stdio, the face's request
+        itself (`faces.dispatch`), no coroutine around it: one frame less held while a human is asked (the face's
+        endpoint raises `ClientGone` itself, and the pipe is the one stream to tell of a cancel).
         """
         outbound = request_outbound(self.ctx)
         request_id = f"eg-{next(_request_ids)}"
+        if outbound.transport.kind == "stdio":
+            return outbound.send_raw_request(method, params, {"request_id": request_id})
+        return self._send_request(outbound, request_id, method, params)
+
+    async def _send_request(self, outbound: Any, request_id: str, method: str, params: Mapping[str, Any]) -> JsonObject:
         opts: CallOptions = {"request_id": request_id}
         try:
             return await outbound.send_raw_request(method, params, opts)
@@ -112,9 +120,8 @@ class DownstreamCall:
         except anyio.get_cancelled_exc_class():
             # The dispatcher sends its courtesy `notifications/cancelled` on this call's own stream, which on
             # HTTP is gone once the client cancelled the call or the call ended: say it on the session's
-            # stream too, so the client stops asking the user. On stdio both are the one pipe.
-            gone = outbound.cancel_requested.is_set() or not outbound.can_send_request
-            if gone and outbound.transport.kind != "stdio":
+            # stream too, so the client stops asking the user.
+            if outbound.cancel_requested.is_set() or not outbound.can_send_request:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                     await self.peer.connection.outbound.notify(
                         "notifications/cancelled", {"requestId": request_id, "reason": "the gateway abandoned it"}

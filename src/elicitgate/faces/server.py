@@ -6,6 +6,7 @@ is never re-modelled; the SDK still owns the handshake, sessions and transports.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -18,9 +19,10 @@ from mcp.server.caching import CACHEABLE_METHODS, CacheableMethod, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.runner import ServerRunner
 from mcp.shared.exceptions import MCPError
 
-from elicitgate import __version__
+from elicitgate import __version__, sdk
 from elicitgate.bridging.envelope import without_envelope
 from elicitgate.bridging.sealing import authenticated_principal_of, state_boundary
 from elicitgate.bridging.task_extension import EXTENSION_METHODS
@@ -35,6 +37,7 @@ from elicitgate.faces.task_extension import TaskExtension, listens_for_tasks
 from elicitgate.faces.task_relay import TaskRelay
 from elicitgate.gateway import Gateway
 from elicitgate.json_shapes import JsonObject
+from elicitgate.logs import name_request
 from elicitgate.router.task_runner import seen_by
 from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
@@ -164,25 +167,46 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
 
         return handle
 
-    # No return annotation: the handler's inferred type keeps its optional `_params`, so it is both an SDK
-    # request handler (called with the kernel's params model, unused: the raw params are read off `ctx`)
-    # and a `DirectHandler` (the stdio face's direct path calls it with the context alone).
-    def make_routed(method: str):
-        async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams | None = None) -> JsonObject:
+    def make_routed(method: str) -> Any:
+        async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> JsonObject:
             if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 return await _serve_modern(gateway, ctx, method)
             peer = _handshake_peer(gateway, ctx)
             call = DownstreamCall(peer=peer, ctx=ctx, method=method)
             peer.calls.add(call)
             try:
-                result = await gateway.requests.call(call, method, ctx.params or {})
-                # `resultType` is 2026-07-28's (a modern upstream sends it): a handshake-era client's strict
-                # schemas refuse it (the TypeScript SDK's EmptyResult for resources/subscribe, logging/setLevel).
-                return {k: v for k, v in result.items() if k != "resultType"}
+                return _handshake_result(await gateway.requests.call(call, method, ctx.params or {}))
             finally:
                 peer.calls.discard(call)
 
         return handle
+
+    def make_direct(method: str) -> DirectHandler:
+        timer = observer.timer(method)
+
+        async def serve(ctx: ServerRequestContext[Any, Any], runner: ServerRunner[Any]) -> JsonObject:
+            # The observer's work, the routed handler's and the kernel's outbound pass in this one coroutine: the
+            # frame every call in flight holds of the face (a call waiting on a human holds it for minutes).
+            # The request's task is its own (`wire.endpoint`) and ends with it: its ids are named in its context
+            # for good, as the observer's `request_context` names them for the while it lasts.
+            start = time.perf_counter()
+            try:
+                peer = _handshake_peer(gateway, ctx)
+                name_request(request_id=ctx.request_id, method=method, client=peer.id)
+                if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    result = await _serve_modern(gateway, ctx, method)
+                else:
+                    call = DownstreamCall(peer=peer, ctx=ctx, method=method)
+                    peer.calls.add(call)
+                    try:
+                        result = _handshake_result(await gateway.requests.call(call, method, ctx.params or {}))
+                    finally:
+                        peer.calls.discard(call)
+                return sdk.shaped_result(runner, method, result)
+            finally:
+                timer.observe(time.perf_counter() - start)
+
+        return serve
 
     def make_task(method: str) -> Any:
         async def handle(ctx: ServerRequestContext[Any, Any], _params: RawParams) -> JsonObject:
@@ -198,9 +222,8 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
         server.add_request_handler(method, RawParams, make_task(method))
     server.routes = {}
     for method in ROUTED:
-        route = make_routed(method)
-        server.add_request_handler(method, RawParams, route)
-        server.routes[method] = observer.around(route)
+        server.add_request_handler(method, RawParams, make_routed(method))
+        server.routes[method] = make_direct(method)
     server.modern = _modern_methods(gateway, server, (observer, boundary))
     return server
 
@@ -242,6 +265,12 @@ def _modern_methods(gateway: Gateway, server: GatewayServer, middleware: Sequenc
 
         modern.add("subscriptions/listen", listen)
     return modern
+
+
+def _handshake_result(result: JsonObject) -> JsonObject:
+    """`resultType` is 2026-07-28's (a modern upstream sends it): a handshake-era client's strict schemas refuse it
+    (the TypeScript SDK's EmptyResult for resources/subscribe, logging/setLevel)."""
+    return {k: v for k, v in result.items() if k != "resultType"}
 
 
 def _handshake_peer(gateway: Gateway, ctx: ServerRequestContext[Any, Any]) -> DownstreamPeer:

@@ -9,7 +9,7 @@ links) and the end of the call go to `router.inbound`, the one way into the brok
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
@@ -50,17 +50,78 @@ async def forward(
     learned = await link.dual.connection() if link.dual.goes_modern(key) and link.primary is not None else None
     # A call learned to go 2026-07-28 needs no handshake-era connection of the client's own.
     conn = learned if learned is not None else await link.connection_for(call.peer)
+    # The rounds are run here, in this one frame, not in a coroutine of their own: every question of the call waits
+    # under it (for as long as its human thinks). `on`: the connection the call goes on (`conn`, one in its place
+    # after `rejoin`, or the 2026-07-28 one); `asked` hears of the server's requests during the handshake-era try
+    # (`link.dual.may_reissue`); `reissued` is set for the call made once more over 2026-07-28, whose first answer
+    # decides where `key` goes from now on: a result sends it to 2026-07-28, an error from the server keeps it on
+    # the handshake (and it is not made again), a lost connection or a timeout decides nothing.
+    on = conn
+    asked: list[str] | None = []
+    reissued: CallKey | None = None
     try:
-        asked: list[str] = []
-        try:
-            return await _rounds(inbound, link, conn, call, method, params, max_rounds, asked)
-        except MCPError as exc:
-            if conn.era != "handshake" or key is None or not link.dual.may_reissue(key, exc, asked):
-                raise
-            modern = await link.dual.connection()
-            if modern is None:
-                raise
-        return await _reissued(inbound, link, modern, call, method, params, max_rounds, key)
+        while True:  # at most twice: the call, and once more over 2026-07-28 toward a server of both eras
+            try:
+                sent, token = upstream_params(params, call, on.era)
+                # No closures here: their cells would stay with the frame for as long as a question of the call waits.
+                progress = _Progress(call, token) if token is not None else None
+                minted: list[str] = []
+                rejoined = False
+                for _ in range(max_rounds + 1):
+                    try:
+                        result = await _send(link, on, call, method, sent, progress, asked)
+                    except PeerLost as lost:
+                        # Refused unread, or never written because the connection had just ended (an HTTP link
+                        # reconnects at once): either way the server has not seen it, and it goes on the connection in
+                        # its place.
+                        unseen = forgot_session(lost) or (
+                            isinstance(lost, NotSent) and isinstance(link.config, HttpServer))
+                        if rejoined or not unseen:
+                            raise
+                        rejoined = True
+                        on = await link.rejoin(call.peer, on)
+                        result = await _send(link, on, call, method, sent, progress, asked)
+                    if reissued is not None and reissued not in link.dual.learned:
+                        link.dual.learn(reissued, "modern", "its handler returned a result only 2026-07-28 carries")
+                    await inbound.complete_minted(link.name, minted)
+                    if result.get("resultType") != "input_required":
+                        return without_upstream_identity(result)
+                    requests, state = result.get("inputRequests"), result.get("requestState")
+                    del result  # not held while the questions wait for their humans
+                    if (one := only_input_request(call, requests)) is not None:
+                        # The usual round asks one question: awaited here, in this frame, with nothing else held for
+                        # as long as its human thinks (no coroutine, closure or task of the round's own, nor the
+                        # decoded request).
+                        input_key, request = one
+                        del one, requests
+                        asking = inbound.input_request(link, call, input_key, request, minted)
+                        del request
+                        sent = retry_params(sent, {input_key: await asking}, state)
+                    else:
+                        sent = await answer_input_requests(
+                            link.name, call, sent, requests, state,
+                            # Called within this round only: the round's own `minted`.
+                            lambda input_key, request: inbound.input_request(
+                                link, call, input_key, request, minted),  # noqa: B023
+                        )
+                raise errors.gateway_error(
+                    errors.ELICITATION_FAILED,
+                    f"upstream {link.name!r} asked for input more than {max_rounds} times",
+                    server=link.name,
+                    rule="bridging.max_rounds",
+                )
+            except MCPError as exc:
+                if reissued is not None:
+                    if not isinstance(exc, PeerLost) and reissued not in link.dual.learned:
+                        why = f"2026-07-28 did not take it either: {exc.error.message}"
+                        link.dual.learn(reissued, "handshake", why)
+                    raise
+                if on.era != "handshake" or key is None or asked is None or not link.dual.may_reissue(key, exc, asked):
+                    raise
+                modern = await link.dual.connection()
+                if modern is None:
+                    raise
+                on, asked, reissued = modern, None, key
     except TimeoutError:
         raise errors.gateway_error(
             errors.UPSTREAM_TIMEOUT,
@@ -69,8 +130,8 @@ async def forward(
             method=method,
         ) from None
     except PeerLost as lost:
-        # The wire's reason: the connection closed, or over HTTP this request's stream failed (an event past
-        # the server's `max_event_bytes`, a stream that ended without the answer) while the session goes on.
+        # The wire's reason: the connection closed, or over HTTP this request's stream failed (an event past the
+        # server's `max_event_bytes`, a stream that ended without the answer) while the session goes on.
         reason = lost.error.message
         if reason == CLOSED and (unreachable := await conn.unreachable()) is not None:
             link.suspect()
@@ -92,93 +153,6 @@ async def forward(
         raise
     finally:
         inbound.call_ended(call, "the call that caused it ended")
-
-
-async def _reissued(
-    inbound: InboundRouter,
-    link: UpstreamLink,
-    modern: UpstreamConnection,
-    call: Origin,
-    method: str,
-    params: Mapping[str, Any],
-    max_rounds: int,
-    key: CallKey,
-) -> JsonObject:
-    """The call again, over the 2026-07-28 connection. Its first answer decides where `key` goes from now
-    on: a result (complete or input_required) sends it to 2026-07-28; an error from the server keeps it on
-    the handshake, and it is not made again. A lost connection or a timeout decides nothing."""
-
-    def carried() -> None:
-        link.dual.learn(key, "modern", "its handler returned a result only 2026-07-28 carries")
-
-    try:
-        return await _rounds(inbound, link, modern, call, method, params, max_rounds, None, on_first=carried)
-    except PeerLost:
-        raise
-    except MCPError as exc:
-        if key not in link.dual.learned:
-            link.dual.learn(key, "handshake", f"2026-07-28 did not take it either: {exc.error.message}")
-        raise
-
-
-async def _rounds(
-    inbound: InboundRouter,
-    link: UpstreamLink,
-    conn: UpstreamConnection,
-    call: Origin,
-    method: str,
-    params: Mapping[str, Any],
-    max_rounds: int,
-    asked: list[str] | None,
-    *,
-    on_first: Callable[[], None] | None = None,
-) -> JsonObject:
-    """The request on `conn`, and its `input_required` rounds until the final result. `asked` hears of the
-    server's requests during it; `on_first` is called when the first answer is a result."""
-    sent, token = upstream_params(params, call, conn.era)
-    # No closures here: their cells would stay with the frame for as long as a question of the call waits.
-    progress = _Progress(call, token) if token is not None else None
-    minted: list[str] = []
-    rejoined = False
-    for _ in range(max_rounds + 1):
-        try:
-            result = await _send(link, conn, call, method, sent, progress, asked)
-        except PeerLost as lost:
-            # Refused unread, or never written because the connection had just ended (an HTTP link reconnects
-            # at once): either way the server has not seen it, and it goes on the connection in its place.
-            unseen = forgot_session(lost) or (isinstance(lost, NotSent) and isinstance(link.config, HttpServer))
-            if rejoined or not unseen:
-                raise
-            rejoined = True
-            conn = await link.rejoin(call.peer, conn)
-            result = await _send(link, conn, call, method, sent, progress, asked)
-        if on_first is not None:
-            on_first()
-            on_first = None
-        await inbound.complete_minted(link.name, minted)
-        if result.get("resultType") != "input_required":
-            return without_upstream_identity(result)
-        requests, state = result.get("inputRequests"), result.get("requestState")
-        del result  # not held while the questions wait for their humans
-        if (one := only_input_request(call, requests)) is not None:
-            # The usual round asks one question: awaited here, in this frame, with nothing else held for as long
-            # as its human thinks (no coroutine, closure or task of the round's own, nor the decoded request).
-            key, request = one
-            del one, requests
-            asking = inbound.input_request(link, call, key, request, minted)
-            del request
-            sent = retry_params(sent, {key: await asking}, state)
-        else:
-            sent = await answer_input_requests(
-                link.name, call, sent, requests, state,
-                lambda key, request: inbound.input_request(link, call, key, request, minted),
-            )
-    raise errors.gateway_error(
-        errors.ELICITATION_FAILED,
-        f"upstream {link.name!r} asked for input more than {max_rounds} times",
-        server=link.name,
-        rule="bridging.max_rounds",
-    )
 
 
 def _send(

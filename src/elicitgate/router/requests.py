@@ -11,7 +11,7 @@ What the servers send up during the call comes back through `router.inbound`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -25,7 +25,7 @@ from elicitgate.bridging import subscriptions
 from elicitgate.config import GatewayConfig
 from elicitgate.contracts import Origin
 from elicitgate.json_shapes import JsonObject, is_mapping
-from elicitgate.router.asks import Answered, GatewayAsks
+from elicitgate.router.asks import Answered, Ask, GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.forward import forward
 from elicitgate.router.inbound import InboundRouter
@@ -67,32 +67,60 @@ class RequestRouter:
         self.peers = peers
         self._task_group = task_group
 
-    async def call(self, call: Origin, method: str, params: Mapping[str, Any]) -> JsonObject:
-        """Route one client request to its upstream (tools/call, prompts/get, resources/*, completion)."""
+    def call(self, call: Origin, method: str, params: Mapping[str, Any]) -> Awaitable[JsonObject]:
+        """Route one client request to its upstream (tools/call, prompts/get, resources/*, completion).
+
+        A plain tool call or prompt is `forward`'s own coroutine, not one around it: no frame of this method's is
+        held while the call waits (on a human, for as long as an upstream's question does)."""
         if method in ("tools/call", "prompts/get"):
             kind = "tool" if method == "tools/call" else "prompt"
-            public_name = params.get("name")
-            server, name = self.catalog.resolve_name(kind, public_name)
-            params = {**params, "name": name}
-            as_task = method == "tools/call" and "task" in params and call.era == "handshake"  # 2025-11-25 tasks
-            if (ask := self.asks.needed(f"{kind}s", server, name, params)) is not None:
-                asked = await self.asks.run(ask, self.links[server], call, params)
-                if isinstance(asked, Answered):
-                    if as_task:  # no task was made: a CallToolResult is not what the client waits for
-                        raise errors.gateway_error(
-                            INVALID_PARAMS, asked.result["content"][0]["text"], tool=public_name, as_task=True
-                        )
-                    return asked.result
-                params = asked
-            if as_task:
-                return await self.task_requests.create(call, server, params)
-            if method == "tools/call" and (park := bridged(call, self.links[server],
-                                                           self.catalog.find("tools", server, name))) is not None:
-                return await run_upstream_task(self.inbound, self.links[server], self.tasks, park, params,
-                                               max_rounds=self.config.bridging.max_rounds)
-            if method == "tools/call" and "task" not in params and self._runs_as_task(server, name):
-                return await self.task_runner.run(call, self.links[server], params)
-        elif method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
+            server, name = self.catalog.resolve_name(kind, params.get("name"))
+            named = {**params, "name": name}
+            ask = self.asks.needed(f"{kind}s", server, name, named)
+            if ask is None and not (method == "tools/call" and self._runs_apart(call, server, name, named)):
+                return forward(self.inbound, self.links[server], call, method, named,
+                               max_rounds=self.config.bridging.max_rounds)
+            return self._call_named(call, method, kind, params.get("name"), server, name, named, ask)
+        return self._call_other(call, method, params)
+
+    def _runs_apart(self, call: Origin, server: str, name: str, params: Mapping[str, Any]) -> bool:
+        """A tools/call that something other than `forward` runs: a 2025-11-25 task, a task a 2026-07-28 upstream
+        runs for a plain call, or a task the gateway runs for a tool that requires one (`_call_named`)."""
+        if "task" in params and call.era == "handshake":
+            return True
+        if bridged(call, self.links[server], self.catalog.find("tools", server, name)) is not None:
+            return True
+        return "task" not in params and self._runs_as_task(server, name)
+
+    async def _call_named(
+        self, call: Origin, method: str, kind: str, public_name: object, server: str, name: str,
+        params: JsonObject, ask: Ask | None,
+    ) -> JsonObject:
+        """A tools/call or prompts/get the gateway asks about first, or that runs as a task (`_runs_apart`)."""
+        as_task = method == "tools/call" and "task" in params and call.era == "handshake"  # 2025-11-25 tasks
+        if ask is not None:
+            asked = await self.asks.run(ask, self.links[server], call, params)
+            if isinstance(asked, Answered):
+                if as_task:  # no task was made: a CallToolResult is not what the client waits for
+                    raise errors.gateway_error(
+                        INVALID_PARAMS, asked.result["content"][0]["text"], tool=public_name, as_task=True
+                    )
+                return asked.result
+            params = asked
+        if as_task:
+            return await self.task_requests.create(call, server, params)
+        if method == "tools/call" and (park := bridged(call, self.links[server],
+                                                       self.catalog.find("tools", server, name))) is not None:
+            return await run_upstream_task(self.inbound, self.links[server], self.tasks, park, params,
+                                           max_rounds=self.config.bridging.max_rounds)
+        if method == "tools/call" and "task" not in params and self._runs_as_task(server, name):
+            return await self.task_runner.run(call, self.links[server], params)
+        return await forward(self.inbound, self.links[server], call, method, params,
+                             max_rounds=self.config.bridging.max_rounds)
+
+    async def _call_other(self, call: Origin, method: str, params: Mapping[str, Any]) -> JsonObject:
+        """Route a resources/*, completion/complete or logging/setLevel request."""
+        if method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
             server, uri = self.catalog.resolve_uri(params.get("uri"))
             params = {**params, "uri": uri}
         elif method == "completion/complete":

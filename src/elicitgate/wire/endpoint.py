@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from pydantic import ValidationError
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.errors import (
+    ClientGone,
     MethodNotFound,
     NonFiniteParams,
     NotAMessage,
@@ -92,9 +94,10 @@ class _Waiter:
 
 _UNBOUNDED = contextlib.nullcontext()
 
+_CALLBACK_CONTEXT = contextvars.Context()
+"""What a serving task's done callback runs in (it reads no context variable)."""
 
-def _closed() -> PeerLost:
-    return PeerLost(code=CONNECTION_CLOSED, message=CLOSED)
+
 
 
 class Endpoint:
@@ -104,7 +107,10 @@ class Endpoint:
     `peer` names the other side in log lines ("upstream 'x'", "the client"). An endpoint that is `serving`
     (the face) answers what it cannot read with the JSON-RPC error that says why, and a request still in
     flight when the connection ends with `Connection closed`; the methods in `inline` are handled before
-    the next message is read (`initialize`, whose outcome the requests after it depend on).
+    the next message is read (`initialize`, whose outcome the requests after it depend on). A serving
+    endpoint's own requests to a client that went away raise `ClientGone`, not `PeerLost`: what the face asks
+    its client (an elicitation, a relayed sampling request) fails as the client's loss, not the loss of the
+    upstream whose call it serves, without a coroutine around each request to say so.
     """
 
     def __init__(
@@ -115,13 +121,18 @@ class Endpoint:
         self._serving = serving
         self._inline = inline
         self._waiters: dict[RequestId, _Waiter] = {}
-        self._handling: dict[RequestId, tuple[anyio.CancelScope, Inbound]] = {}
-        """The peer's requests being served: the scope that cancels each, and the message."""
+        self._handling: dict[RequestId, tuple[asyncio.Task[None] | anyio.CancelScope, Inbound]] = {}
+        """The peer's requests being served: what cancels each (its task; the scope of one served `inline`), and
+        the message."""
         self._serving_tasks: set[asyncio.Task[None]] = set()
+        self._served = self._serving_tasks.discard
+        """Bound once: each task's done callback (a bound method per task otherwise)."""
         self._tasks: anyio.abc.TaskGroup | None = None
         self._handlers: tuple[OnRequest, OnNotify] | None = None
         """What `run` hands the peer's messages to, for a wire that pushes them (`_dispatch_pushed`)."""
         self._closed = False
+        self._lost: type[MCPError] = ClientGone if serving else PeerLost
+        self._unsent: type[MCPError] = ClientGone if serving else NotSent
 
     # -- to the peer -----------------------------------------------------------------------
 
@@ -140,7 +151,7 @@ class Endpoint:
         said it. `timeout` raises `MCPError(REQUEST_TIMEOUT)`. Cancelled or timed out after it was
         written, the peer is told with `notifications/cancelled` (unless `cancel_on_abandon` is off)."""
         if self._closed or self._tasks is None:
-            raise NotSent(code=CONNECTION_CLOSED, message=CLOSED)
+            raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED)
         if request_id in self._waiters:
             raise ValueError(f"request id {request_id!r} is already in flight")
         message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
@@ -159,8 +170,9 @@ class Endpoint:
                 try:
                     await self._wire.send(message, headers)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    raise NotSent(code=CONNECTION_CLOSED, message=CLOSED) from None
+                    raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED) from None
                 written = True
+                del message, params  # written: not held for as long as the answer takes (a human's, for a question)
                 return await future
             if written and cancel_on_abandon:
                 await self._cancel_peer(request_id, f"timed out after {timeout}s", headers, shield=False)
@@ -202,7 +214,7 @@ class Endpoint:
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Read until the wire ends; then every request still waiting raises `PeerLost`."""
+        """Read until the wire ends; then every request still waiting raises `PeerLost` (`ClientGone` if serving)."""
         try:
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
@@ -228,8 +240,9 @@ class Endpoint:
     async def _end_serving(self) -> None:
         """Cancel the peer's requests still being served and wait for them (a serving endpoint tells the
         peer `Connection closed`, each within CLOSING_WRITE_TIMEOUT)."""
-        for scope, _ in list(self._handling.values()):
-            scope.cancel()
+        for request_id, (cancel, request) in list(self._handling.items()):
+            if not request.cancel_requested:  # a task the peer cancelled is on its way out already
+                self._cancel(request_id, cancel)
         if self._serving_tasks:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(list(self._serving_tasks))
@@ -238,7 +251,7 @@ class Endpoint:
         self._closed = True
         for waiter in self._waiters.values():
             if not waiter.future.done():
-                waiter.future.set_exception(_closed())
+                waiter.future.set_exception(self._lost(code=CONNECTION_CLOSED, message=CLOSED))
 
     def _dispatch_pushed(self, inbound: Inbound) -> Coroutine[Any, Any, None] | None:
         assert self._handlers is not None
@@ -272,16 +285,20 @@ class Endpoint:
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
             elif is_request_id(request_id):
-                scope = cancel_scope()
-                self._handling[request_id] = (scope, inbound)
-                handling = self._handle(scope, inbound, request_id, method, params, on_request)
                 if method in self._inline:
-                    return handling
+                    scope = cancel_scope()
+                    self._handling[request_id] = (scope, inbound)
+                    return self._handle(scope, inbound, request_id, method, params, on_request)
                 # A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a
                 # done-callback closure to every request in flight. `run` cancels and awaits these at the end.
+                # The task itself is what cancels it, no cancel scope (two sets and a dozen slots for every
+                # request in flight, for as long as it waits on a human).
+                handling = self._handle(None, inbound, request_id, method, params, on_request)
                 task = asyncio.get_running_loop().create_task(handling, context=inbound.context)
+                self._handling[request_id] = (task, inbound)
                 self._serving_tasks.add(task)
-                task.add_done_callback(self._serving_tasks.discard)
+                # In a context of its own, not a copy of the current one made for every request in flight.
+                task.add_done_callback(self._served, context=_CALLBACK_CONTEXT)
             else:
                 logger.warning("%s sent %s with an id that is neither a string nor a number: dropped",
                                self._peer, method)
@@ -302,7 +319,7 @@ class Endpoint:
             logger.debug("%s answered %r, which nobody waits for (any more)", self._peer, request_id)
             return None
         if inbound.lost:
-            waiter.future.set_exception(PeerLost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
+            waiter.future.set_exception(self._lost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
         elif "error" in message:
             waiter.future.set_exception(_error_of(message["error"], self._peer))
         elif is_object(result := message.get("result")):
@@ -314,6 +331,20 @@ class Endpoint:
                 data={"id": request_id},
             ))
         return None
+
+    def _cancel(self, request_id: RequestId, handling: asyncio.Task[None] | anyio.CancelScope) -> None:
+        """Stop serving a request: a scope at once; a task once it has taken its first step, and only while its
+        handler runs (`_cancel_handler`): one cancelled before it ran would never start `_handle` (nothing to answer
+        `Connection closed`), and an answer being written is left to finish, as a scope leaves it."""
+        if isinstance(handling, asyncio.Task):
+            asyncio.get_running_loop().call_soon(self._cancel_handler, request_id, handling)
+        else:
+            handling.cancel()
+
+    def _cancel_handler(self, request_id: RequestId, task: asyncio.Task[None]) -> None:
+        handling = self._handling.get(request_id)
+        if handling is not None and handling[0] is task:
+            task.cancel()
 
     def _on_notification(
         self, inbound: Inbound, method: str, params: JsonObject | None, on_notify: OnNotify
@@ -334,30 +365,31 @@ class Endpoint:
                 return
         elif method == "notifications/cancelled" and params is not None:
             cancelled = params.get("requestId")
-            handling = self._handling.get(cancelled) if is_request_id(cancelled) else None
-            if handling is not None:
-                scope, request = handling
-                request.cancel_requested = True
-                if request.on_cancel is not None:
-                    request.on_cancel()
-                scope.cancel()
+            if is_request_id(cancelled) and (handling := self._handling.get(cancelled)) is not None:
+                cancel, request = handling
+                if not request.cancel_requested:  # once: a task's cancellation is not undone by a second one
+                    request.cancel_requested = True
+                    if request.on_cancel is not None:
+                        request.on_cancel()
+                    self._cancel(cancelled, cancel)
         self._spawn(self._notify_contained, on_notify, inbound, method, params)
 
     async def _handle(
         self,
-        scope: anyio.CancelScope,
+        scope: anyio.CancelScope | None,
         inbound: Inbound,
         request_id: RequestId,
         method: str,
         params: JsonObject | None,
         on_request: OnRequest,
     ) -> None:
-        """Answer one request of the peer's under `scope`, which the peer's `notifications/cancelled` and the
-        end of the connection (`_end_serving`) cancel. One the peer cancelled is not answered (the spec says
-        so); one the connection's end cut short is answered `Connection closed` by a serving endpoint."""
+        """Answer one request of the peer's. The peer's `notifications/cancelled` and the end of the connection
+        (`_end_serving`) cancel it: its task (`scope` is None), or `scope` for one served inline. One the peer
+        cancelled is not answered (the spec says so); one the connection's end cut short is answered
+        `Connection closed` by a serving endpoint."""
         response: JsonObject | None = None
         try:
-            with scope:
+            with scope if scope is not None else _UNBOUNDED:
                 result = await on_request(inbound, method, params)
                 response = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except MCPError as exc:
@@ -369,14 +401,17 @@ class Endpoint:
         except Exception as exc:
             logger.exception("handling %s from %s failed", method, self._peer)
             response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
-        except anyio.get_cancelled_exc_class():  # cancelled from outside (the gateway is stopping)
-            await self._cut_short(inbound, request_id)
-            raise
+        except anyio.get_cancelled_exc_class():
+            task = asyncio.current_task() if scope is None else None
+            if task is None or not (inbound.cancel_requested or self._closed):  # from outside (the gateway stops)
+                await self._cut_short(inbound, request_id)
+                raise
+            task.uncancel()  # the task's own cancellation (the peer's, the connection's end): taken back
         finally:
             inbound.served = True
-            if (handling := self._handling.get(request_id)) is not None and handling[0] is scope:
+            if (handling := self._handling.get(request_id)) is not None and handling[1] is inbound:
                 del self._handling[request_id]
-        if response is None:  # `scope` was cancelled
+        if response is None:  # cancelled: by the peer, or the connection's end
             await self._cut_short(inbound, request_id)
         elif not inbound.cancel_requested:
             await self._write_answer(response)

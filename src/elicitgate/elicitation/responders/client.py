@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
+from mcp_types import CONNECTION_CLOSED
+
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.elicitation.model import Elicitation, Responder
@@ -28,8 +30,9 @@ class PushToClient:
 
     @staticmethod
     def gone(el: Elicitation, exc: MCPError) -> HumanGone | None:
-        """The push failed because its client went away (its connection closed): the human is gone."""
-        if isinstance(exc, ClientGone) or el.asked().peer.closed:
+        """The push failed because its client went away (its connection closed, or the client said so as it
+        closed its session): the human is gone."""
+        if isinstance(exc, ClientGone) or exc.error.code == CONNECTION_CLOSED or el.asked().peer.closed:
             return HumanGone("the client disconnected")
         return None
 
