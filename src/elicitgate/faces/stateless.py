@@ -7,8 +7,8 @@ The envelope is checked as the SDK's own handler for this era checks it (the cla
 `mcp.shared.inbound`, duplicated routing headers, `Mcp-Param-*` headers against the tool's schema, the
 HTTP status per JSON-RPC error code), so the verdicts stay the SDK's; what differs is the cost: the body is
 parsed once and not modelled, and the request runs in its POST's own task (uvicorn's), with no task group,
-memory stream, watcher or second task until a stream is needed (`_Answer`). `subscriptions/listen` (a stream of notifications by nature) goes to the
-SDK's handler.
+memory stream, watcher or second task until a stream is needed (`_Answer`). `subscriptions/listen` (a stream
+of notifications by nature) goes to the SDK's handler.
 """
 
 from __future__ import annotations
