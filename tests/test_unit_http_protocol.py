@@ -11,7 +11,7 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from uvicorn.config import Config
 from uvicorn.server import ServerState
@@ -414,3 +414,48 @@ def test_a_streamed_response_learns_its_client_has_gone_without_a_task_watching(
     baseline, while_open, calls = asyncio.run(main())
     assert while_open == baseline + 1, "the request's own task, and no watcher beside it"
     assert calls == ["/held"]
+
+
+header_names = st.one_of(st.sampled_from([b"content-type", b"Content-Type", b"x-id", b"content-length",
+                                          b"transfer-encoding", b"connection", b"Connection", b"bad name", b"x(y)"]),
+                         st.binary(max_size=6))
+header_values = st.one_of(st.sampled_from([b"application/json", b"2", b"chunked", b"close", b"keep-alive", b"a\nb",
+                                           b"a\x00"]), st.binary(max_size=8))
+
+
+@fuzz(ci_examples=60)
+@given(headers=st.lists(st.tuples(header_names, header_values), max_size=5))
+@example(headers=[(b"content-length", b"2"), (b"content-length", b"2")])
+@example(headers=[(b"x-id", b"1"), (b"connection", b"close"), (b"connection", b"close")])
+def test_response_heads_are_written_as_uvicorn_writes_them_the_first_time_and_again(
+    headers: list[tuple[bytes, bytes]],
+):
+    """`LeanCycle` keeps the line of each header that does not frame the response, once checked: the same headers
+    sent again (three responses on one connection) give the bytes uvicorn's own protocol writes, framing headers
+    and headers it refuses included."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    async def written(protocol_class: Any) -> bytes:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await receive()
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+        protocol = protocol_class(config=Config(app, lifespan="off", log_level="critical"),
+                                  server_state=ServerState(), app_state={}, _loop=asyncio.get_running_loop())
+        socket = Socket()
+        protocol.connection_made(socket)
+        for _ in range(3):
+            if socket.closed:
+                break
+            protocol.data_received(b"GET / HTTP/1.1\r\nHost: example.test\r\n\r\n")
+            await turns()
+        protocol.connection_lost(None)
+        return bytes(socket.written)
+
+    async def main() -> tuple[bytes, bytes]:
+        return (await written(limited_protocol(HttpLimits(MAX_LINE, MAX_HEAD, 3600, 3600))),
+                await written(HttpToolsProtocol))
+
+    ours, uvicorns = asyncio.run(main())
+    assert ours == uvicorns

@@ -6,18 +6,16 @@ client cancels by closing its connection: the request's handling is cancelled wi
 The envelope is checked as the SDK's own handler for this era checks it (the classification ladder of
 `mcp.shared.inbound`, duplicated routing headers, `Mcp-Param-*` headers against the tool's schema, the
 HTTP status per JSON-RPC error code), so the verdicts stay the SDK's; what differs is the cost: the body is
-parsed once and not modelled, and the request runs as one task with no task group, memory stream or
-watcher until a stream is needed. `subscriptions/listen` (a stream of notifications by nature) goes to the
-SDK's handler.
+parsed once and not modelled, and the request runs in its POST's own task (uvicorn's), with no task group,
+memory stream, watcher or second task until a stream is needed (`_Answer`). `subscriptions/listen` (a stream
+of notifications by nature) goes to the SDK's handler.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import enum
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -50,11 +48,10 @@ from elicitgate import sdk
 from elicitgate.errors import NonFiniteParams, NotFinite
 from elicitgate.faces.http_answers import (
     JSON_WINDOW,
-    LATE,
+    Cancellable,
     Channel,
-    Late,
-    disconnected,
     error_message,
+    on_disconnect,
     reply,
     stream,
 )
@@ -123,14 +120,14 @@ class StatelessRequests:
         `JSON_WINDOW`: this era's client has no session to lose with a connection, and the `mcp` SDK's client
         refuses an SSE event over 1 MiB, so a large result that took a moment would fail as an event."""
         self.lifespan_state: Any = None
-        self._streaming: set[Channel] = set()
-        """The POSTs answering with an SSE stream now."""
+        self._streaming: dict[Channel, _Answer] = {}
+        """The POSTs answering with an SSE stream now, or waiting past `JSON_WINDOW` for their answer."""
         self._annotated = HeaderAnnotations()
 
     def stop(self) -> None:
         """Close every open stream (the face is stopping): each one's request is cancelled."""
-        for channel in list(self._streaming):
-            channel.close()
+        for answer in list(self._streaming.values()):
+            answer.stop()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, headers: Headers, body: bytes) -> None:
         """One POST whose body has been read: its answer."""
@@ -171,44 +168,42 @@ class StatelessRequests:
         if rejection is not None:
             await _refuse(send, request_id, rejection.code, rejection.message, data=rejection.data)
             return
-        channel = Channel()
+        channel = _PostChannel()
         context = StatelessContext(request_id, channel, progress_token_from_params(params))
         connection = EnvelopeConnection(
             NO_CHANNEL, route.protocol_version, route.client_info, route.client_capabilities
         )
-        handling = asyncio.get_running_loop().create_task(
-            self._serve(context, channel, method, params, connection), context=contextvars.copy_context()
-        )
+        answer = _Answer(channel, send, receive, self._json_wait, self._streaming)
         try:
-            first = await channel.get(min(JSON_WINDOW, self._json_wait))
-            if first is LATE and self._json_wait > JSON_WINDOW:
-                self._streaming.add(channel)  # `stop` ends the wait too
-                first = await _first_or_gone(channel, receive, self._json_wait - JSON_WINDOW)
-                if first is GONE:
-                    return  # the client went away: its request is cancelled (below)
-            if isinstance(first, dict) and channel.closed and "method" not in first:
-                error = first.get("error")
-                code = error.get("code") if is_mapping(error) else None
-                await reply(send, ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200, first)
+            try:
+                message = await self._serve(context, method, params, connection)
+            except asyncio.CancelledError:
+                if not answer.stopped_serving():
+                    raise
+                message = None  # the client has gone or the face stops: nothing to answer
+            finally:
+                answer.served()
+            if not answer.streaming():
+                if message is not None and not channel.closed:
+                    error = message.get("error")
+                    code = error.get("code") if is_mapping(error) else None
+                    await reply(send, ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200, message)
                 return
-            self._streaming.add(channel)
-            await stream(channel, send, receive, first if isinstance(first, dict) else None,
-                         on_gone=handling.cancel)
+            if message is not None:
+                channel.put(message, last=True)
+            await answer.streamed()
         finally:
-            self._streaming.discard(channel)
-            handling.cancel()  # nothing left to answer to (a no-op once it is done)
+            answer.close()
 
-    async def _serve(
-        self, context: StatelessContext, channel: Channel, method: str, params: Any, connection: Connection
-    ) -> None:
+    async def _serve(self, context: StatelessContext, method: str, params: Any, connection: Connection) -> JsonObject:
+        """The request's answer, in the task of its POST: its result, or the SDK's error for what it raised."""
         request_id = context.request_id
         try:
             result = await self._server.modern.serve(context, method, params, connection, self.lifespan_state)
         except Exception as exc:  # the SDK's boundary for this era: its ladder's codes, else a generic -32603
             error = modern_error_data(exc).model_dump(mode="json", exclude_none=True)
-            channel.put({"jsonrpc": "2.0", "id": request_id, "error": error}, last=True)
-        else:
-            channel.put({"jsonrpc": "2.0", "id": request_id, "result": result}, last=True)
+            return {"jsonrpc": "2.0", "id": request_id, "error": error}
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
     async def _notification(self, send: Send, headers: Headers, notification: JsonObject) -> None:
         """Acknowledged (202) and dropped, as the SDK's handler does: this era defines no notification from the
@@ -259,35 +254,130 @@ class StatelessRequests:
         await sdk.serve_modern_http(self._server, self._security, self.lifespan_state, scope, replay, send)
 
 
-class _Gone(enum.Enum):
-    GONE = enum.auto()
+class _PostChannel(Channel):
+    """A 2026-07-28 POST's channel: what its request sends before its answer (notifications), which turns the
+    response into an SSE stream (`_Answer`) as soon as the first one comes."""
+
+    __slots__ = ("on_put",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_put: Callable[[], object] | None = None
+
+    def put(self, message: JsonObject, *, last: bool = False) -> bool:
+        put = super().put(message, last=last)
+        if put and self.on_put is not None:
+            self.on_put()
+        return put
 
 
-GONE = _Gone.GONE
+class _Answer:
+    """How a 2026-07-28 POST served in its own task is answered: as one JSON body when its answer comes within
+    `JSON_WINDOW` (within `http.json_wait`, while the client stays), else as an SSE stream written by a task of
+    its own, started only then (the request's first notification starts it too). Most requests are answered at
+    once, with one task per POST (uvicorn's), not two.
 
+    The request (its POST's task) is cancelled when the client goes away after `JSON_WINDOW`, when its stream
+    ends before the answer (the client gone, the face stopping), and when the face stops while it waits past
+    `JSON_WINDOW`."""
 
-async def _first_or_gone(
-    channel: Channel, receive: Receive, timeout: float
-) -> JsonObject | None | Late | _Gone:
-    """`channel.get(timeout)` while watching the connection: `GONE` once the client has disconnected.
+    __slots__ = ("_channel", "_send", "_receive", "_json_wait", "_open", "_task", "_timer", "_watch", "_stream",
+                 "_serving", "_cancelled")
 
-    Until a response starts, the client's going away is seen only by reading `receive`; a request waited on
-    longer than `JSON_WINDOW` is worth the watcher's task."""
-    gone = False
+    def __init__(self, channel: _PostChannel, send: Send, receive: Receive, json_wait: float,
+                 open_answers: dict[Channel, _Answer]) -> None:
+        self._channel = channel
+        self._send = send
+        self._receive = receive
+        self._json_wait = json_wait
+        self._open = open_answers
+        """`StatelessRequests._streaming`: the answers that `stop` ends."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        self._watch: Cancellable | None = None
+        self._stream: asyncio.Task[None] | None = None
+        self._serving = True
+        self._cancelled = False
+        """Whether this answer cancelled the request (not whoever else may cancel the POST's task)."""
+        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
+            min(JSON_WINDOW, json_wait), self._window_passed)
+        channel.on_put = self._start_stream
 
-    async def watch() -> None:
-        nonlocal gone
-        await disconnected(receive)
-        gone = True
-        channel.close()
+    def streaming(self) -> bool:
+        return self._stream is not None
 
-    watcher = asyncio.get_running_loop().create_task(watch())
-    try:
-        first = await channel.get(timeout)
-    finally:
-        watcher.cancel()
-        await asyncio.wait([watcher])  # `stream` reads `receive` next: never two readers at once
-    return GONE if gone else first
+    def _window_passed(self) -> None:
+        self._timer = None
+        if self._json_wait <= JSON_WINDOW:
+            self._start_stream()
+            return
+        self._open[self._channel] = self
+        self._watch = on_disconnect(self._receive, self._gone)
+        self._timer = asyncio.get_running_loop().call_later(self._json_wait - JSON_WINDOW, self._start_stream)
+
+    def _gone(self) -> None:
+        """The client went away before the answer's stream started."""
+        self._channel.close()
+        self._cancel()
+
+    def stop(self) -> None:
+        """The face stops: the stream ends, at once if it has not started (the request is cancelled)."""
+        self._channel.close()
+        self._start_stream()
+
+    def _cancel(self) -> None:
+        if self._serving and not self._cancelled:
+            self._cancelled = True
+            self._task.cancel()
+
+    def stopped_serving(self) -> bool:
+        """Whether the request was cancelled by this answer (its task is not cancelled any more): the request
+        ends there, and its POST is answered as far as it still can be (a stream ended, or nothing)."""
+        if not self._cancelled or self._task.cancelling() != 1:
+            return False
+        self._task.uncancel()
+        return True
+
+    def _start_stream(self) -> None:
+        if self._stream is not None or not self._serving:
+            return
+        self._channel.on_put = None
+        self._stop_waiting()
+        self._open[self._channel] = self
+        self._stream = stream_task = asyncio.get_running_loop().create_task(
+            stream(self._channel, self._send, self._receive, None, on_gone=self._cancel))
+        stream_task.add_done_callback(self._stream_ended)
+
+    def _stream_ended(self, _: asyncio.Task[None]) -> None:
+        self._cancel()  # nothing left to answer to (a no-op once the request has its answer)
+
+    def _stop_waiting(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+
+    def served(self) -> None:
+        """The request has its answer, or has ended without one."""
+        self._serving = False
+        self._channel.on_put = None
+        self._stop_waiting()
+        if self._cancelled and self._task.cancelling():
+            self._task.uncancel()  # the request took its cancellation and answered all the same: nobody to tell
+
+    def close(self) -> None:
+        """The POST's task ends (cancelled, maybe): no stream goes on without it."""
+        self._open.pop(self._channel, None)
+        if self._stream is not None:
+            self._stream.cancel()
+
+    async def streamed(self) -> None:
+        """Once the stream has written the channel to its end (the answer put last), or the client has gone."""
+        if self._stream is not None:
+            await self._stream
 
 
 _ROUTING_HEADERS = {name.encode("latin-1"): name for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER,

@@ -352,12 +352,21 @@ class LeanCycle(RequestResponseCycle):
                                     get_path_with_query_string(scope), scope["http_version"], status_code)
         content = [STATUS_LINE[status_code]]
         has_connection_close = False
+        plain = _PLAIN_LINES
         for headers in (self.default_headers, message.get("headers", ())):
             for name, value in headers:
+                try:
+                    line = plain.get((name, value))
+                except TypeError:  # not bytes (ASGI says bytes): checked below, as uvicorn does, and not kept
+                    line = None
+                if line is not None:
+                    content.append(line)
+                    continue
                 if HEADER_RE.search(name):
                     raise RuntimeError("Invalid HTTP header name.")
                 if HEADER_VALUE_RE.search(value):
                     raise RuntimeError("Invalid HTTP header value.")
+                header_name = name
                 name = name.lower()
                 if name == b"content-length" and self.chunked_encoding is None:
                     self.expected_content_length = int(value.decode())
@@ -369,6 +378,13 @@ class LeanCycle(RequestResponseCycle):
                     if b"close" in [token.lower().strip() for token in value.split(b",")]:
                         self.keep_alive = False
                         has_connection_close = True
+                elif name not in _FRAMING and type(header_name) is bytes and type(value) is bytes:
+                    line = name + b": " + value + b"\r\n"
+                    if len(plain) >= _PLAIN_LINES_LIMIT:
+                        plain.clear()
+                    plain[(header_name, value)] = line
+                    content.append(line)
+                    continue
                 content += (name, b": ", value, b"\r\n")
         if not self.keep_alive and not has_connection_close:
             content.append(b"connection: close\r\n")
@@ -377,6 +393,15 @@ class LeanCycle(RequestResponseCycle):
             content.append(b"transfer-encoding: chunked\r\n")
         content.append(b"\r\n")
         self.transport.write(b"".join(content))
+
+
+_PLAIN_LINES: dict[tuple[bytes, bytes], bytes] = {}
+"""A response header's line by its (name, value) as the app gave it, once checked, for every header that does
+not frame the response (not `content-length`, `transfer-encoding` or `connection`): the same few (content types,
+the date of this second, a session's id) come again and again, and each was checked with two regular expressions
+and lowered for every response."""
+_PLAIN_LINES_LIMIT = 1024
+_FRAMING = frozenset((b"content-length", b"transfer-encoding", b"connection"))
 
 
 def _address(transport: asyncio.BaseTransport, name: str) -> tuple[str, int] | None:

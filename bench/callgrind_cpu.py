@@ -1,0 +1,96 @@
+"""Instructions per call of one gateway (HTTP face, demo server upstream over streamable HTTP), counted by valgrind's
+callgrind: `python -m bench.callgrind_cpu [--src DIR] [--row handshake|2026-07-28|mixed] [--op echo|elicit]
+[--calls N]`.
+
+CPU time per call moves by up to 2x on a busy machine (other processes' caches, frequency, preemption); the number of
+instructions the gateway executes does not: two runs of the same code agree to three digits. The gateway runs under
+`valgrind --tool=callgrind --instr-atstart=no` (tens of times slower, so start-up takes a minute or more); counting is
+switched on (`callgrind_control -i on`) for `--calls` sequential calls after 20 warm-up calls, and the total is read
+from valgrind's summary when the gateway stops. `--src`: the `src/` to run (for the base of an A/B, one exported by
+`bench.ab.export_src`). Rows: `handshake` (a handshake-era client and upstream), `2026-07-28` (a 2026-07-28 client
+and upstream), `mixed` (a handshake-era client, a 2026-07-28 upstream).
+
+Everything is slower under valgrind, so what depends on time differs from a real run: an `elicit` answered after
+`JSON_WINDOW` goes back as an SSE stream, and the audit commits once a second over far fewer calls. The `echo` rows
+are the exact ones; read `elicit` rows as a second opinion beside `bench.http_cpu`. Needs valgrind (Debian's).
+Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import anyio
+
+from mcp import Client
+
+from bench import configs, latency
+from bench.http_cpu import gateway_argv
+from bench.procs import HttpProcess, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+ROWS = {"handshake": ("legacy", "handshake"), "2026-07-28": ("2026-07-28", "modern"), "mixed": ("legacy", "modern")}
+WARMUP = 20
+READY_TIMEOUT = 600.0
+"""Seconds the gateway may take to answer /healthz under valgrind."""
+
+
+class SlowProcess(HttpProcess):
+    def _wait(self, path: str, timeout: float = READY_TIMEOUT) -> float:
+        return super()._wait(path, timeout)
+
+
+async def measure(args: argparse.Namespace) -> float:
+    mode, era = ROWS[args.row]
+    work = ROOT / "bench" / "results" / "callgrind_cpu" / f"{args.row}-{args.op}-{os.getpid()}"
+    work.mkdir(parents=True, exist_ok=True)
+    src = Path(args.src).resolve()
+    log_path = work / "callgrind_cpu.log"
+    with open(log_path, "w") as log:
+        port = free_port()
+        with HttpProcess(configs.demo_argv(f"127.0.0.1:{port}"), port, log) as upstream:
+            servers = {e: configs.http_upstream(f"{upstream.url}/mcp", e) for e in ("handshake", "modern")}
+            config = configs.write_config(work, "gw", configs.gateway_config(servers, src=src))
+            port = free_port()
+            argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={work}/callgrind.out",
+                    *gateway_argv(src, config, f"127.0.0.1:{port}")]
+            with SlowProcess(argv, port, log, ready_path="/healthz") as gateway:
+                async with Client(f"{gateway.url}/mcp", mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
+                                  read_timeout_seconds=READY_TIMEOUT) as client:
+                    name, arguments = latency.TOOLS[args.op]
+                    for _ in range(WARMUP):
+                        await latency.call(client, f"{era}__{name}", arguments)
+                    _instrument(gateway.pid, "on")
+                    for _ in range(args.calls):
+                        await latency.call(client, f"{era}__{name}", arguments)
+                    _instrument(gateway.pid, "off")
+                gateway.proc.send_signal(signal.SIGINT)  # valgrind prints its summary as the gateway exits
+                gateway.proc.wait(timeout=READY_TIMEOUT)
+    counted = re.findall(r"Collected : (\d+)", log_path.read_text())
+    if not counted:
+        raise RuntimeError(f"valgrind printed no summary: see {log_path}")
+    return int(counted[-1]) / args.calls
+
+
+def _instrument(pid: int, state: str) -> None:
+    subprocess.run(["callgrind_control", "-i", state, str(pid)], check=True, capture_output=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="bench.callgrind_cpu", description=__doc__.splitlines()[0])
+    parser.add_argument("--src", default=str(ROOT / "src"))
+    parser.add_argument("--row", choices=sorted(ROWS), default="handshake")
+    parser.add_argument("--op", choices=sorted(latency.OPS), default="echo")
+    parser.add_argument("--calls", type=int, default=100)
+    args = parser.parse_args()
+    per_call = anyio.run(measure, args)
+    print(f"{args.src} {args.row} {args.op}: {per_call / 1e6:.3f} M instructions per call")
+
+
+if __name__ == "__main__":
+    main()
