@@ -21,7 +21,9 @@ serve --http` does), with the same probe (`bench.pending_paths`).
 from __future__ import annotations
 
 import asyncio
+import collections
 import ctypes
+import gc
 import json
 import os
 import signal
@@ -90,6 +92,17 @@ def pymalloc_info() -> dict[str, int]:
     return found
 
 
+def sqlite_memory() -> dict[str, int]:
+    """SQLite's own heap in KiB (`sqlite3_memory_used` and its high-water mark, every connection of the process:
+    page caches, prepared statements, schema), from the library Python's sqlite3 module loaded."""
+    try:
+        lib = ctypes.CDLL("libsqlite3.so.0")
+    except OSError:
+        return {}
+    lib.sqlite3_memory_used.restype = lib.sqlite3_memory_highwater.restype = ctypes.c_int64
+    return {"used_kb": lib.sqlite3_memory_used() // 1024, "highwater_kb": lib.sqlite3_memory_highwater(0) // 1024}
+
+
 def main() -> None:
     config, probe = sys.argv[1], Path(sys.argv[2])
     http = sys.argv[3] if len(sys.argv) > 3 else None
@@ -130,6 +143,8 @@ def main() -> None:
                 dumps += 1
                 snapshot.dump(str(probe.with_suffix(f".{dumps}.snap")))
                 stats["snapshot"] = str(probe.with_suffix(f".{dumps}.snap"))
+            # The most Python held at once since the previous probe: what in-flight work peaks at between them.
+            stats["traced_peak_kb"] = tracemalloc.get_traced_memory()[1] // 1024  # reset as the probe ends
             top = snapshot.statistics(by)
             stats["traced_total_kb"] = sum(stat.size for stat in top) // 1024
             stats["traced"] = [[_where(stat.traceback), stat.size // 1024, stat.count] for stat in top[:40]]
@@ -141,9 +156,16 @@ def main() -> None:
             stats["trimmed"] = ctypes.CDLL(None).malloc_trim(0)
         stats["malloc"] = malloc_info()
         stats["pymalloc"] = pymalloc_info()
+        stats["sqlite"] = sqlite_memory()
+        if os.environ.get("BENCH_GC_TYPES"):  # live objects the collector tracks, by type: what a count that grows is
+            counts = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+            stats["gc_types"] = dict(counts.most_common(60))
+            stats["gc_objects"] = sum(counts.values())
         tmp = probe.with_suffix(".tmp")
         tmp.write_text(json.dumps(stats))
         tmp.replace(probe)
+        if tracemalloc.is_tracing():
+            tracemalloc.reset_peak()  # the probe's own objects are freed: the next peak is the gateway's
 
     signal.signal(signal.SIGUSR1, on_probe)
     signal.signal(signal.SIGUSR2, on_probe)  # the same without the (slow) tracemalloc snapshot
