@@ -11,8 +11,9 @@ live Python memory by source file to the probe (`traced`), to see where pending 
 BENCH_TRACEMALLOC_FRAMES=N); with BENCH_TRACEMALLOC_DUMP=1 each SIGUSR1 also dumps the whole snapshot beside
 PROBE_FILE (`<probe>.<n>.snap`, n counting from 1) for `tracemalloc.Snapshot.load(...).compare_to(...)`, which is
 how growth between two moments is found by stack; with BENCH_MALLOC_TRIM=1 each probe calls glibc's
-`malloc_trim(0)` first (what trimming after bursts would give back). SIGUSR2 writes the same without the traced
-memory (quick).
+`malloc_trim(0)` first (what trimming after bursts would give back). Every probe also reports glibc's and
+pymalloc's heaps, SQLite's own memory and the audit queue (now and at most since the previous probe); with
+BENCH_GC_TYPES=1 the collector's objects by type. SIGUSR2 writes the same without the traced memory (quick).
 
 `python -m bench.gateway_probe CONFIG PROBE_FILE HOST:PORT` serves the HTTP face there instead (as `elicitgate
 serve --http` does), with the same probe (`bench.pending_paths`).
@@ -35,6 +36,7 @@ from types import FrameType
 
 import anyio
 
+from elicitgate.audit.record import AuditRecord
 from elicitgate.cli_serve import _setup_logging
 from elicitgate.config import load_config
 from elicitgate.faces.stdio import serve_stdio
@@ -122,6 +124,16 @@ def main() -> None:
     if os.environ.get("BENCH_TRACEMALLOC"):
         tracemalloc.start(int(os.environ.get("BENCH_TRACEMALLOC_FRAMES", "1")))
     snapshots: list[tracemalloc.Snapshot] = []
+    most_queued = [0]
+    if made and made[0].audit is not None:  # the audit queue's high-water mark between probes
+        trail = made[0].audit
+        record = trail.record
+
+        def counted(entry: AuditRecord) -> None:
+            record(entry)
+            most_queued[0] = max(most_queued[0], trail._queued)  # pyright: ignore[reportPrivateUsage]
+
+        trail.record = counted  # type: ignore[method-assign]
 
     dumps = 0
 
@@ -136,6 +148,9 @@ def main() -> None:
         gateway = made[0]
         stats = {"pid": os.getpid(), "pending": len(gateway.broker.pending), "peers": len(gateway.peers.connected),
                  "tasks": tasks, "audit_open": gateway.audit is None or gateway.audit.store is not None}
+        if gateway.audit is not None:  # records waiting for the writer now, and the most since the previous probe
+            stats["audit_queued"] = gateway.audit._queued  # pyright: ignore[reportPrivateUsage]
+            stats["audit_queued_max"], most_queued[0] = most_queued[0], 0
         if tracemalloc.is_tracing() and signum == signal.SIGUSR1:
             by = os.environ.get("BENCH_TRACEMALLOC_BY", "filename")
             snapshot = tracemalloc.take_snapshot()

@@ -250,7 +250,7 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
             first_tenth = first_tenth or tenth["rss_kb"]
             progress(f"waves: {done:,}/{total:,} completed, gateway RSS {tenth['rss_kb'] / 1024:.1f} MiB"
                      + "".join(f", {name} {value / 1024:.1f} MiB" for name, value in _memory(tenth).items()
-                               if name not in ("rss_kb", "gc_objects")))
+                               if name.endswith("_kb") and name != "rss_kb"))
         else:
             trace.append({"completed": done, "rss_kb": rss_kb(probe.pid)})
     elapsed = time.perf_counter() - start
@@ -299,6 +299,8 @@ def _memory(stats: dict[str, Any]) -> dict[str, int]:
         found |= {"pymalloc_arenas_kb": pymalloc["arenas_kb"], "pymalloc_allocated_kb": pymalloc["allocated_kb"]}
     if sqlite := stats.get("sqlite"):
         found |= {"sqlite_used_kb": sqlite["used_kb"], "sqlite_highwater_kb": sqlite["highwater_kb"]}
+    if "audit_queued" in stats:
+        found |= {"audit_queued": stats["audit_queued"], "audit_queued_max": stats["audit_queued_max"]}
     if "gc_objects" in stats:
         found["gc_objects"] = stats["gc_objects"]
     return found
