@@ -11,8 +11,9 @@ live Python memory by source file to the probe (`traced`), to see where pending 
 BENCH_TRACEMALLOC_FRAMES=N); with BENCH_TRACEMALLOC_DUMP=1 each SIGUSR1 also dumps the whole snapshot beside
 PROBE_FILE (`<probe>.<n>.snap`, n counting from 1) for `tracemalloc.Snapshot.load(...).compare_to(...)`, which is
 how growth between two moments is found by stack; with BENCH_MALLOC_TRIM=1 each probe calls glibc's
-`malloc_trim(0)` first (what trimming after bursts would give back). SIGUSR2 writes the same without the traced
-memory (quick).
+`malloc_trim(0)` first (what trimming after bursts would give back). Every probe also reports glibc's and
+pymalloc's heaps, SQLite's own memory and the audit queue (now and at most since the previous probe); with
+BENCH_GC_TYPES=1 the collector's objects by type. SIGUSR2 writes the same without the traced memory (quick).
 
 `python -m bench.gateway_probe CONFIG PROBE_FILE HOST:PORT` serves the HTTP face there instead (as `elicitgate
 serve --http` does), with the same probe (`bench.pending_paths`).
@@ -21,7 +22,9 @@ serve --http` does), with the same probe (`bench.pending_paths`).
 from __future__ import annotations
 
 import asyncio
+import collections
 import ctypes
+import gc
 import json
 import os
 import signal
@@ -33,6 +36,7 @@ from types import FrameType
 
 import anyio
 
+from elicitgate.audit.record import AuditRecord
 from elicitgate.cli_serve import _setup_logging
 from elicitgate.config import load_config
 from elicitgate.faces.stdio import serve_stdio
@@ -90,6 +94,17 @@ def pymalloc_info() -> dict[str, int]:
     return found
 
 
+def sqlite_memory() -> dict[str, int]:
+    """SQLite's own heap in KiB (`sqlite3_memory_used` and its high-water mark, every connection of the process:
+    page caches, prepared statements, schema), from the library Python's sqlite3 module loaded."""
+    try:
+        lib = ctypes.CDLL("libsqlite3.so.0")
+    except OSError:
+        return {}
+    lib.sqlite3_memory_used.restype = lib.sqlite3_memory_highwater.restype = ctypes.c_int64
+    return {"used_kb": lib.sqlite3_memory_used() // 1024, "highwater_kb": lib.sqlite3_memory_highwater(0) // 1024}
+
+
 def main() -> None:
     config, probe = sys.argv[1], Path(sys.argv[2])
     http = sys.argv[3] if len(sys.argv) > 3 else None
@@ -109,6 +124,16 @@ def main() -> None:
     if os.environ.get("BENCH_TRACEMALLOC"):
         tracemalloc.start(int(os.environ.get("BENCH_TRACEMALLOC_FRAMES", "1")))
     snapshots: list[tracemalloc.Snapshot] = []
+    most_queued = [0]
+    if made and made[0].audit is not None:  # the audit queue's high-water mark between probes
+        trail = made[0].audit
+        record = trail.record
+
+        def counted(entry: AuditRecord) -> None:
+            record(entry)
+            most_queued[0] = max(most_queued[0], trail._queued)  # pyright: ignore[reportPrivateUsage]
+
+        trail.record = counted  # type: ignore[method-assign]
 
     dumps = 0
 
@@ -123,6 +148,9 @@ def main() -> None:
         gateway = made[0]
         stats = {"pid": os.getpid(), "pending": len(gateway.broker.pending), "peers": len(gateway.peers.connected),
                  "tasks": tasks, "audit_open": gateway.audit is None or gateway.audit.store is not None}
+        if gateway.audit is not None:  # records waiting for the writer now, and the most since the previous probe
+            stats["audit_queued"] = gateway.audit._queued  # pyright: ignore[reportPrivateUsage]
+            stats["audit_queued_max"], most_queued[0] = most_queued[0], 0
         if tracemalloc.is_tracing() and signum == signal.SIGUSR1:
             by = os.environ.get("BENCH_TRACEMALLOC_BY", "filename")
             snapshot = tracemalloc.take_snapshot()
@@ -130,6 +158,8 @@ def main() -> None:
                 dumps += 1
                 snapshot.dump(str(probe.with_suffix(f".{dumps}.snap")))
                 stats["snapshot"] = str(probe.with_suffix(f".{dumps}.snap"))
+            # The most Python held at once since the previous probe: what in-flight work peaks at between them.
+            stats["traced_peak_kb"] = tracemalloc.get_traced_memory()[1] // 1024  # reset as the probe ends
             top = snapshot.statistics(by)
             stats["traced_total_kb"] = sum(stat.size for stat in top) // 1024
             stats["traced"] = [[_where(stat.traceback), stat.size // 1024, stat.count] for stat in top[:40]]
@@ -141,9 +171,16 @@ def main() -> None:
             stats["trimmed"] = ctypes.CDLL(None).malloc_trim(0)
         stats["malloc"] = malloc_info()
         stats["pymalloc"] = pymalloc_info()
+        stats["sqlite"] = sqlite_memory()
+        if os.environ.get("BENCH_GC_TYPES"):  # live objects the collector tracks, by type: what a count that grows is
+            counts = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+            stats["gc_types"] = dict(counts.most_common(60))
+            stats["gc_objects"] = sum(counts.values())
         tmp = probe.with_suffix(".tmp")
         tmp.write_text(json.dumps(stats))
         tmp.replace(probe)
+        if tracemalloc.is_tracing():
+            tracemalloc.reset_peak()  # the probe's own objects are freed: the next peak is the gateway's
 
     signal.signal(signal.SIGUSR1, on_probe)
     signal.signal(signal.SIGUSR2, on_probe)  # the same without the (slow) tracemalloc snapshot

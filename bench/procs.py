@@ -30,6 +30,34 @@ def rss_kb(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def rss_by_kind_kb(pid: int) -> dict[str, int]:
+    """The process's RSS in KiB by kind of mapping (`/proc/<pid>/smaps`): `heap` (glibc's brk heap, the main
+    thread's malloc), `malloc_arenas` (the 64 MiB regions other threads' malloc uses: SQLite's driver thread),
+    `anon` (other anonymous mappings: pymalloc's 1 MiB arenas, large mallocs, thread stacks), `file` (the
+    interpreter, extension modules and shared libraries, mapped files)."""
+    kinds = {"heap": 0, "malloc_arenas": 0, "anon": 0, "file": 0}
+    maps: list[tuple[int, int, str, str, int]] = []  # start, end, perms, path, rss
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if "-" in head[0] and not head[0].endswith(":"):
+            start, end = (int(x, 16) for x in head[0].split("-"))
+            maps.append((start, end, head[1], head[5] if len(head) > 5 else "", 0))
+        elif head[0] == "Rss:":
+            start, end, perms, path, _ = maps[-1]  # noqa: RUF059
+            maps[-1] = (start, end, perms, path, int(head[1]))
+    for i, (start, end, _perms, path, rss) in enumerate(maps):
+        if path == "[heap]":
+            kinds["heap"] += rss
+        elif path.startswith("/") or path.startswith("[v"):
+            kinds["file"] += rss
+        elif (i + 1 < len(maps) and maps[i + 1][0] == end and maps[i + 1][2].startswith("---")
+              and not maps[i + 1][3] and maps[i + 1][1] - start == 64 << 20):
+            kinds["malloc_arenas"] += rss  # a thread arena: rw part, then the rest of its 64 MiB reserved
+        else:
+            kinds["anon"] += rss
+    return kinds
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time of every thread of `pid` so far, in nanoseconds' resolution (`schedstat`; `/proc/<pid>/stat` counts
     in clock ticks, 10 ms, as much as a hundred calls take)."""

@@ -44,7 +44,16 @@ from mcp import Client
 
 from bench import configs
 from bench.lean_client import LeanClient
-from bench.procs import HttpProcess, children, cpu_seconds, find_child, free_port, rss_kb, stdio_transport
+from bench.procs import (
+    HttpProcess,
+    children,
+    cpu_seconds,
+    find_child,
+    free_port,
+    rss_by_kind_kb,
+    rss_kb,
+    stdio_transport,
+)
 
 TOOL = "confirm"
 PUSHED_UPSTREAM_TIMEOUT = 900.0
@@ -215,7 +224,9 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
                  progress: Callable[[str], None]) -> dict[str, Any]:
     await concurrent_calls(call, wave, wave)  # warm-up: the heap reaches a wave's high-water mark
     before = await probe.read()
-    trace = [{"completed": 0, **_memory(before)}]
+    trace = [{"completed": 0, **_memory(before), **rss_by_kind_kb(probe.pid)}]
+    if before.get("gc_types"):
+        trace[-1]["gc_types"] = before["gc_types"]
 
     def cpu_now() -> tuple[float, float, float]:  # the gateway, its upstream processes, this client
         return cpu_seconds(probe.pid), sum(map(cpu_seconds, children(probe.pid))), time.process_time()
@@ -227,13 +238,19 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
         n = min(wave, total - done)
         await concurrent_calls(call, n, n)
         done += n
-        if done * 10 // total != (done - n) * 10 // total:  # every tenth: what the probe says (traced, if on)
-            tenth = await probe.read()
-            trace.append({"completed": done, **_memory(tenth)})
+        at_tenth = done * 10 // total != (done - n) * 10 // total
+        if at_tenth or _power_of_ten(done):  # every tenth and at 100, 1,000, ...: what the probe says (traced, if on)
+            found = await probe.read()
+            trace.append({"completed": done, **_memory(found), **rss_by_kind_kb(probe.pid)})
+            if found.get("gc_types"):
+                trace[-1]["gc_types"] = found["gc_types"]
+            if not at_tenth:
+                continue
+            tenth = found
             first_tenth = first_tenth or tenth["rss_kb"]
             progress(f"waves: {done:,}/{total:,} completed, gateway RSS {tenth['rss_kb'] / 1024:.1f} MiB"
                      + "".join(f", {name} {value / 1024:.1f} MiB" for name, value in _memory(tenth).items()
-                               if name != "rss_kb"))
+                               if name.endswith("_kb") and name != "rss_kb"))
         else:
             trace.append({"completed": done, "rss_kb": rss_kb(probe.pid)})
     elapsed = time.perf_counter() - start
@@ -260,6 +277,10 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
     }
 
 
+def _power_of_ten(n: int) -> bool:
+    return n >= 100 and str(n).rstrip("0") == "1"
+
+
 WAVE = 100
 """Concurrent calls per wave of phase 1 (`bench/__main__.py`'s profiles set their own)."""
 
@@ -271,10 +292,17 @@ def _memory(stats: dict[str, Any]) -> dict[str, int]:
     found = {"rss_kb": stats["rss_kb"]}
     if "traced_total_kb" in stats:
         found["traced_kb"] = stats["traced_total_kb"]
+        found["traced_peak_kb"] = stats["traced_peak_kb"]
     if malloc := stats.get("malloc"):
         found |= {"malloc_in_use_kb": malloc["in_use_kb"], "malloc_free_kb": malloc["free_kb"]}
     if pymalloc := stats.get("pymalloc"):
         found |= {"pymalloc_arenas_kb": pymalloc["arenas_kb"], "pymalloc_allocated_kb": pymalloc["allocated_kb"]}
+    if sqlite := stats.get("sqlite"):
+        found |= {"sqlite_used_kb": sqlite["used_kb"], "sqlite_highwater_kb": sqlite["highwater_kb"]}
+    if "audit_queued" in stats:
+        found |= {"audit_queued": stats["audit_queued"], "audit_queued_max": stats["audit_queued_max"]}
+    if "gc_objects" in stats:
+        found["gc_objects"] = stats["gc_objects"]
     return found
 
 

@@ -15,7 +15,6 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
@@ -38,6 +37,7 @@ from elicitgate.elicitation.limits import TokenBucket, pending_limit, rate_limit
 from elicitgate.elicitation.meta import ERRORS_META_KEY, REASON_META_KEY, SERVER_META_KEY, SOURCE_META_KEY
 from elicitgate.elicitation.model import ACTION_STATES, Elicitation, GatewayReason, Responder, Source, State
 from elicitgate.elicitation.notify import Notifier
+from elicitgate.elicitation.recent import RecentEnds
 from elicitgate.elicitation.responders import (
     INPUT_REQUIRED,
     PUSH_TO_CLIENT,
@@ -86,7 +86,8 @@ class Broker:
         self.pending: dict[str, Elicitation] = {}
         self._of_peer: dict[DownstreamPeer, set[Elicitation]] = {}
         """The pending elicitations of each client that has some."""
-        self.recent: deque[JsonObject] = deque(maxlen=1000)
+        self.recent = RecentEnds()
+        """The last 1,000 ends' summaries (the admin API's `state=ended`)."""
         self.url_routes = UrlRoutes()
         self._open: dict[str, int] = {}
         """Pending elicitations per client identity (principal, else session)."""
@@ -527,7 +528,7 @@ class Broker:
             return
         el.state, el.reason = state, reason
         el.ended_at = time.time()
-        self.recent.append(el.summary())
+        self.recent.add(el)
         labelled(ELICITATIONS, el.server, el.mode, str(state)).inc()
         labelled(ELICITATION_DURATION, el.server, el.mode, str(state)).observe(
             el.ended_at - el.created_at

@@ -21,6 +21,13 @@ if TYPE_CHECKING:
     from elicitgate.contracts import Origin
 
 
+SUMMARY_FIELDS = (
+    "id", "server", "mode", "source", "gateway_reason", "state", "client", "principal", "responder", "attempts",
+    "reason", "created_at", "duration_s",
+)
+"""The keys of `Elicitation.summary()`, in its order."""
+
+
 class State(enum.StrEnum):
     PENDING = "pending"
     PRESENTED = "presented"
@@ -216,18 +223,23 @@ class Elicitation:
 
     def summary(self) -> JsonObject:
         """What may be logged or shown: never the answer's values."""
-        return {
-            "id": self.id,
-            "server": self.server,
-            "mode": self.mode,
-            "source": self.source,
-            "gateway_reason": self.gateway_reason,
-            "state": str(self.state),
-            "client": self.origin.peer.id if self.origin is not None else None,
-            "principal": self.origin.peer.principal if self.origin is not None else None,
-            "responder": self.answered_by or (self.responder.name if self.responder is not None else None),
-            "attempts": self.attempts,
-            "reason": self.reason,
-            "created_at": self.created_at,
-            "duration_s": round((self.ended_at or time.time()) - self.created_at, 3),
-        }
+        return dict(zip(SUMMARY_FIELDS, self.summary_row(), strict=True))
+
+    def summary_row(self) -> tuple[object, ...]:
+        """`summary()`'s values in `SUMMARY_FIELDS` order: what the broker keeps of the last ends (`RecentEnds`)."""
+        origin = self.origin
+        return (
+            self.id,
+            self.server,
+            self.mode,
+            self.source,
+            self.gateway_reason,
+            self.state.value,  # the member's own string, shared (`str(state)` makes a copy each time)
+            origin.peer.id if origin is not None else None,
+            origin.peer.principal if origin is not None else None,
+            self.answered_by or (self.responder.name if self.responder is not None else None),
+            self.attempts,
+            self.reason,
+            self.created_at,
+            round((self.ended_at or time.time()) - self.created_at, 3),
+        )

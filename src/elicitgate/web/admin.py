@@ -95,10 +95,7 @@ class AdminRoutes:
         return data
 
     def _ended(self, id_: str) -> JsonObject | None:
-        for summary in reversed(self.broker.recent):
-            if summary["id"] == id_:
-                return summary
-        return None
+        return self.broker.recent.find(id_)
 
     def pending(self) -> list[JsonObject]:
         """This replica's pending elicitations."""

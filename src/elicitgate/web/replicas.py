@@ -269,7 +269,7 @@ class ToOwner:
         elif (match := API_PATH.match(path)) is not None and match.group(1) != "events":
             id_ = match.group(1)
             broker = self.web.broker
-            if id_ in broker.pending or any(s["id"] == id_ for s in broker.recent):
+            if id_ in broker.pending or broker.recent.find(id_) is not None:
                 return None
             kind, value, what = "el", id_, f"elicitation {id_}"
         else:
