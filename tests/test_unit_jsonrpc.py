@@ -324,6 +324,40 @@ async def test_a_request_the_server_cancels_is_not_answered() -> None:
         server.close()
 
 
+async def test_a_request_cancelled_in_a_shielded_step_finishes_that_step() -> None:
+    """A handler's shielded step (giving back a per-call client's upstream connections, telling an upstream a
+    task is cancelled) runs to its end when the peer cancels the request meanwhile, as anyio's shield promises:
+    the cancellation reaches the handler through a cancel scope, not as the task's own `cancel()`, which a
+    shield does not stop."""
+    (wire, server), recorder = memory_wires(), Recorder()
+    entered, release, finished = anyio.Event(), anyio.Event(), anyio.Event()
+
+    async def on_request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        if method != "wait":
+            return {}
+        with anyio.CancelScope(shield=True):
+            entered.set()
+            await release.wait()
+            finished.set()
+        await anyio.sleep_forever()  # the cancellation lands here, after the shielded step
+        raise AssertionError("not reached")
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(Endpoint(wire, "the client", serving=True).run, on_request, recorder.on_notify)
+        await server.say({"jsonrpc": "2.0", "id": "s", "method": "wait"})
+        await entered.wait()
+        await server.say({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "s"}})
+        await recorder.noted.wait()
+        for _ in range(10):  # loop turns enough for a cancellation scheduled by the notification to land
+            await anyio.lowlevel.checkpoint()
+        release.set()
+        with anyio.fail_after(5):
+            await finished.wait()
+        await server.say({"jsonrpc": "2.0", "id": "p", "method": "ping"})
+        assert (await written(server))["id"] == "p"  # and the cancelled request is not answered
+        server.close()
+
+
 async def test_a_serving_endpoint_answers_what_is_in_flight_when_the_wire_ends() -> None:
     """The requests of the peer's still being served when its wire ends (each in a task of its own, outside
     the endpoint's task group) are cancelled and answered `Connection closed`, except one the peer cancelled

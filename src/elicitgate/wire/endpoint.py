@@ -98,8 +98,6 @@ _CALLBACK_CONTEXT = contextvars.Context()
 """What a serving task's done callback runs in (it reads no context variable)."""
 
 
-
-
 class Endpoint:
     """Our side of one connection. `run` reads until the wire ends; `request` and `notify` work while it
     runs; once it has ended, `request` raises `PeerLost` and `notify` does nothing.
@@ -121,9 +119,8 @@ class Endpoint:
         self._serving = serving
         self._inline = inline
         self._waiters: dict[RequestId, _Waiter] = {}
-        self._handling: dict[RequestId, tuple[asyncio.Task[None] | anyio.CancelScope, Inbound]] = {}
-        """The peer's requests being served: what cancels each (its task; the scope of one served `inline`), and
-        the message."""
+        self._handling: dict[RequestId, tuple[anyio.CancelScope, Inbound]] = {}
+        """The peer's requests being served: the scope that cancels each, and the message."""
         self._serving_tasks: set[asyncio.Task[None]] = set()
         self._served = self._serving_tasks.discard
         """Bound once: each task's done callback (a bound method per task otherwise)."""
@@ -240,9 +237,8 @@ class Endpoint:
     async def _end_serving(self) -> None:
         """Cancel the peer's requests still being served and wait for them (a serving endpoint tells the
         peer `Connection closed`, each within CLOSING_WRITE_TIMEOUT)."""
-        for request_id, (cancel, request) in list(self._handling.items()):
-            if not request.cancel_requested:  # a task the peer cancelled is on its way out already
-                self._cancel(request_id, cancel)
+        for scope, _ in list(self._handling.values()):
+            scope.cancel()
         if self._serving_tasks:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(list(self._serving_tasks))
@@ -285,17 +281,16 @@ class Endpoint:
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
             elif is_request_id(request_id):
+                scope = cancel_scope()
+                self._handling[request_id] = (scope, inbound)
+                handling = self._handle(scope, inbound, request_id, method, params, on_request)
                 if method in self._inline:
-                    scope = cancel_scope()
-                    self._handling[request_id] = (scope, inbound)
-                    return self._handle(scope, inbound, request_id, method, params, on_request)
+                    return handling
                 # A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a
                 # done-callback closure to every request in flight. `run` cancels and awaits these at the end.
-                # The task itself is what cancels it, no cancel scope (two sets and a dozen slots for every
-                # request in flight, for as long as it waits on a human).
-                handling = self._handle(None, inbound, request_id, method, params, on_request)
+                # A cancel scope, not the task's own `cancel()`: a handler's shielded steps (giving back a per-call
+                # client's connections, telling an upstream its task is cancelled) must run to their end.
                 task = asyncio.get_running_loop().create_task(handling, context=inbound.context)
-                self._handling[request_id] = (task, inbound)
                 self._serving_tasks.add(task)
                 # In a context of its own, not a copy of the current one made for every request in flight.
                 task.add_done_callback(self._served, context=_CALLBACK_CONTEXT)
@@ -332,20 +327,6 @@ class Endpoint:
             ))
         return None
 
-    def _cancel(self, request_id: RequestId, handling: asyncio.Task[None] | anyio.CancelScope) -> None:
-        """Stop serving a request: a scope at once; a task once it has taken its first step, and only while its
-        handler runs (`_cancel_handler`): one cancelled before it ran would never start `_handle` (nothing to answer
-        `Connection closed`), and an answer being written is left to finish, as a scope leaves it."""
-        if isinstance(handling, asyncio.Task):
-            asyncio.get_running_loop().call_soon(self._cancel_handler, request_id, handling)
-        else:
-            handling.cancel()
-
-    def _cancel_handler(self, request_id: RequestId, task: asyncio.Task[None]) -> None:
-        handling = self._handling.get(request_id)
-        if handling is not None and handling[0] is task:
-            task.cancel()
-
     def _on_notification(
         self, inbound: Inbound, method: str, params: JsonObject | None, on_notify: OnNotify
     ) -> None:
@@ -366,30 +347,29 @@ class Endpoint:
         elif method == "notifications/cancelled" and params is not None:
             cancelled = params.get("requestId")
             if is_request_id(cancelled) and (handling := self._handling.get(cancelled)) is not None:
-                cancel, request = handling
-                if not request.cancel_requested:  # once: a task's cancellation is not undone by a second one
+                scope, request = handling
+                if not request.cancel_requested:
                     request.cancel_requested = True
                     if request.on_cancel is not None:
                         request.on_cancel()
-                    self._cancel(cancelled, cancel)
+                    scope.cancel()
         self._spawn(self._notify_contained, on_notify, inbound, method, params)
 
     async def _handle(
         self,
-        scope: anyio.CancelScope | None,
+        scope: anyio.CancelScope,
         inbound: Inbound,
         request_id: RequestId,
         method: str,
         params: JsonObject | None,
         on_request: OnRequest,
     ) -> None:
-        """Answer one request of the peer's. The peer's `notifications/cancelled` and the end of the connection
-        (`_end_serving`) cancel it: its task (`scope` is None), or `scope` for one served inline. One the peer
-        cancelled is not answered (the spec says so); one the connection's end cut short is answered
-        `Connection closed` by a serving endpoint."""
+        """Answer one request of the peer's under `scope`, which the peer's `notifications/cancelled` and the
+        end of the connection (`_end_serving`) cancel. One the peer cancelled is not answered (the spec says
+        so); one the connection's end cut short is answered `Connection closed` by a serving endpoint."""
         response: JsonObject | None = None
         try:
-            with scope if scope is not None else _UNBOUNDED:
+            with scope:
                 result = await on_request(inbound, method, params)
                 response = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except MCPError as exc:
@@ -401,12 +381,9 @@ class Endpoint:
         except Exception as exc:
             logger.exception("handling %s from %s failed", method, self._peer)
             response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
-        except anyio.get_cancelled_exc_class():
-            task = asyncio.current_task() if scope is None else None
-            if task is None or not (inbound.cancel_requested or self._closed):  # from outside (the gateway stops)
-                await self._cut_short(inbound, request_id)
-                raise
-            task.uncancel()  # the task's own cancellation (the peer's, the connection's end): taken back
+        except anyio.get_cancelled_exc_class():  # cancelled from outside (the gateway is stopping)
+            await self._cut_short(inbound, request_id)
+            raise
         finally:
             inbound.served = True
             if (handling := self._handling.get(request_id)) is not None and handling[1] is inbound:
