@@ -260,7 +260,11 @@ class UpstreamConnection:
                         if method == "ping":
                             return _pong()
                         conn.note_asked(inbound, method)
-                        return handler.on_server_request(conn, inbound.related_request_id, method, params)
+                        answer = handler.on_server_request(conn, inbound.related_request_id, method, params)
+                        # Read: the server's message is let go of (the endpoint keeps the `Inbound` for its flags),
+                        # so that a question held for hours keeps only the broker's copy of what it asks.
+                        inbound.message = _READ
+                        return answer
 
                     async def on_notify(inbound: Inbound, method: str, params: JsonObject | None) -> None:
                         await handler.on_server_notification(conn, inbound.related_request_id, method, params)
@@ -312,6 +316,10 @@ class UpstreamConnection:
         if self._cancel is not None:
             self._cancel.cancel()
         await self.closed.wait()
+
+
+_READ: JsonObject = {}
+"""What a served server request's `Inbound.message` becomes once its handler read it (never written to)."""
 
 
 async def _pong() -> JsonObject:
