@@ -162,6 +162,7 @@ class Endpoint:
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     raise NotSent(code=CONNECTION_CLOSED, message=CLOSED) from None
                 written = True
+                del message  # written: not held while the answer waits (a call whose question waits for a person)
                 return await future
             if written and cancel_on_abandon:
                 await self._cancel_peer(request_id, f"timed out after {timeout}s", headers, shield=False)
@@ -342,7 +343,7 @@ class Endpoint:
         elif method == "notifications/cancelled" and params is not None:
             cancelled = params.get("requestId")
             handling = self._handling.get(cancelled) if is_request_id(cancelled) else None
-            if handling is not None:
+            if handling is not None and is_request_id(cancelled):
                 scope, request = handling
                 request.cancel_requested = True
                 if request.on_cancel is not None:
@@ -367,12 +368,13 @@ class Endpoint:
         serving endpoint."""
         response: JsonObject | None = None
         try:
-            with scope if scope is not None else _UNBOUNDED:
-                handling = on_request(inbound, method, params)
-                # The handler took what it needs: the peer's message is not held here while a person answers.
-                del params
-                result = await handling
-                response = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            handling = on_request(inbound, method, params)
+            del params  # the handler took what it needs: the peer's message is not held here while a person answers
+            if scope is None:
+                response = {"jsonrpc": "2.0", "id": request_id, "result": await handling}
+            else:
+                with scope:
+                    response = {"jsonrpc": "2.0", "id": request_id, "result": await handling}
         except MCPError as exc:
             response = {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(exclude_none=True)}
         except ValidationError:
