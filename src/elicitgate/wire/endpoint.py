@@ -119,6 +119,8 @@ class Endpoint:
         """The peer's requests being served: what cancels each (its cancel scope; on an endpoint that is not serving,
         its task), and the message."""
         self._serving_tasks: set[asyncio.Task[None]] = set()
+        self._served = self._serving_tasks.discard
+        """Each serving task's done-callback: one bound method for all of them, not one held by each."""
         self._tasks: anyio.abc.TaskGroup | None = None
         self._handlers: tuple[OnRequest, OnNotify] | None = None
         """What `run` hands the peer's messages to, for a wire that pushes them (`_dispatch_pushed`)."""
@@ -289,7 +291,7 @@ class Endpoint:
                 task = asyncio.get_running_loop().create_task(handling, context=inbound.context)
                 self._handling[request_id] = (scope if scope is not None else task, inbound)
                 self._serving_tasks.add(task)
-                task.add_done_callback(self._serving_tasks.discard)
+                task.add_done_callback(self._served)
             else:
                 logger.warning("%s sent %s with an id that is neither a string nor a number: dropped",
                                self._peer, method)
