@@ -300,23 +300,6 @@ async def test_a_request_the_server_cancels_is_not_answered() -> None:
         server.close()
 
 
-async def test_a_server_request_cancelled_before_its_task_ran_is_forgotten_unanswered() -> None:
-    """An upstream's request is cancelled by cancelling its task (no cancel scope each): one cancelled in the same
-    read as it came, before its task ran, is not left in the endpoint's table, and is not answered."""
-    (wire, server), recorder = memory_wires(), Recorder()
-    async with anyio.create_task_group() as tg:
-        endpoint = await _running(wire, recorder, tg)
-        handlers = (recorder.on_request, recorder.on_notify)
-        endpoint._dispatch(Inbound({"jsonrpc": "2.0", "id": "w", "method": "echo"}), *handlers)
-        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "w"}}
-        endpoint._dispatch(Inbound(cancel), *handlers)
-        assert endpoint._handling == {}
-        await recorder.noted.wait()
-        await server.say({"jsonrpc": "2.0", "id": "p", "method": "ping"})
-        assert (await written(server))["id"] == "p"  # the next answer; none ever came for "w"
-        server.close()
-
-
 async def test_a_serving_endpoint_answers_what_is_in_flight_when_the_wire_ends() -> None:
     """The requests of the peer's still being served when its wire ends (each in a task of its own, outside
     the endpoint's task group) are cancelled and answered `Connection closed`, except one the peer cancelled

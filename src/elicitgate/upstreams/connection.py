@@ -260,9 +260,14 @@ class UpstreamConnection:
                         if method == "ping":
                             return _pong()
                         conn.note_asked(inbound, method)
-                        answer = handler.on_server_request(conn, inbound.related_request_id, method, params)
-                        # Read: the server's message is let go of (the endpoint keeps the `Inbound` for its flags),
-                        # so that a question held for hours keeps only the broker's copy of what it asks.
+                        if params is None:
+                            return handler.on_server_request(conn, inbound.related_request_id, method, params)
+                        # The handler gets the params' fields in a dict of its own, and the server's message (decoded
+                        # for this alone) is emptied: the endpoint keeps the `Inbound` and these params for as long as
+                        # a person answers, and the broker keeps its own copy of what it asks (with the schema every
+                        # question asking the same shares), so the server's ~1 KB need not be held besides.
+                        answer = handler.on_server_request(conn, inbound.related_request_id, method, dict(params))
+                        params.clear()
                         inbound.message = _READ
                         return answer
 

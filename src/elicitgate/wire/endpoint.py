@@ -115,12 +115,9 @@ class Endpoint:
         self._serving = serving
         self._inline = inline
         self._waiters: dict[RequestId, _Waiter] = {}
-        self._handling: dict[RequestId, tuple[anyio.CancelScope | asyncio.Task[None], Inbound]] = {}
-        """The peer's requests being served: what cancels each (its cancel scope; on an endpoint that is not serving,
-        its task), and the message."""
+        self._handling: dict[RequestId, tuple[anyio.CancelScope, Inbound]] = {}
+        """The peer's requests being served: the scope that cancels each, and the message."""
         self._serving_tasks: set[asyncio.Task[None]] = set()
-        self._served = self._serving_tasks.discard
-        """Each serving task's done-callback: one bound method for all of them, not one held by each."""
         self._tasks: anyio.abc.TaskGroup | None = None
         self._handlers: tuple[OnRequest, OnNotify] | None = None
         """What `run` hands the peer's messages to, for a wire that pushes them (`_dispatch_pushed`)."""
@@ -164,7 +161,6 @@ class Endpoint:
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     raise NotSent(code=CONNECTION_CLOSED, message=CLOSED) from None
                 written = True
-                del message  # written: not held while the answer waits (a call whose question waits for a person)
                 return await future
             if written and cancel_on_abandon:
                 await self._cancel_peer(request_id, f"timed out after {timeout}s", headers, shield=False)
@@ -276,22 +272,16 @@ class Endpoint:
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
             elif is_request_id(request_id):
-                inline = method in self._inline
-                # An upstream's requests (an `elicitation/create` held while a person answers) are cancelled by
-                # cancelling their task: nothing is answered for them once cut short, and an anyio scope is ~0.7 KB
-                # per request in flight (a dict, two sets, the task's state in anyio's table).
-                scope = cancel_scope() if self._serving or inline else None
+                scope = cancel_scope()
+                self._handling[request_id] = (scope, inbound)
                 handling = self._handle(scope, inbound, request_id, method, params, on_request)
-                if inline:
-                    assert scope is not None
-                    self._handling[request_id] = (scope, inbound)
+                if method in self._inline:
                     return handling
                 # A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a
                 # done-callback closure to every request in flight. `run` cancels and awaits these at the end.
                 task = asyncio.get_running_loop().create_task(handling, context=inbound.context)
-                self._handling[request_id] = (scope if scope is not None else task, inbound)
                 self._serving_tasks.add(task)
-                task.add_done_callback(self._served)
+                task.add_done_callback(self._serving_tasks.discard)
             else:
                 logger.warning("%s sent %s with an id that is neither a string nor a number: dropped",
                                self._peer, method)
@@ -345,19 +335,17 @@ class Endpoint:
         elif method == "notifications/cancelled" and params is not None:
             cancelled = params.get("requestId")
             handling = self._handling.get(cancelled) if is_request_id(cancelled) else None
-            if handling is not None and is_request_id(cancelled):
+            if handling is not None:
                 scope, request = handling
                 request.cancel_requested = True
                 if request.on_cancel is not None:
                     request.on_cancel()
-                if isinstance(scope, asyncio.Task):  # a task cancelled before it ran would not remove it itself
-                    del self._handling[cancelled]
                 scope.cancel()
         self._spawn(self._notify_contained, on_notify, inbound, method, params)
 
     async def _handle(
         self,
-        scope: anyio.CancelScope | None,
+        scope: anyio.CancelScope,
         inbound: Inbound,
         request_id: RequestId,
         method: str,
@@ -365,18 +353,13 @@ class Endpoint:
         on_request: OnRequest,
     ) -> None:
         """Answer one request of the peer's under `scope`, which the peer's `notifications/cancelled` and the
-        end of the connection (`_end_serving`) cancel (without one, they cancel the task). One the peer cancelled
-        is not answered (the spec says so); one the connection's end cut short is answered `Connection closed` by a
-        serving endpoint."""
+        end of the connection (`_end_serving`) cancel. One the peer cancelled is not answered (the spec says
+        so); one the connection's end cut short is answered `Connection closed` by a serving endpoint."""
         response: JsonObject | None = None
         try:
-            handling = on_request(inbound, method, params)
-            del params  # the handler took what it needs: the peer's message is not held here while a person answers
-            if scope is None:
-                response = {"jsonrpc": "2.0", "id": request_id, "result": await handling}
-            else:
-                with scope:
-                    response = {"jsonrpc": "2.0", "id": request_id, "result": await handling}
+            with scope:
+                result = await on_request(inbound, method, params)
+                response = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except MCPError as exc:
             response = {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(exclude_none=True)}
         except ValidationError:
@@ -391,8 +374,7 @@ class Endpoint:
             raise
         finally:
             inbound.served = True
-            own = scope if scope is not None else asyncio.current_task()
-            if (served := self._handling.get(request_id)) is not None and served[0] is own:
+            if (handling := self._handling.get(request_id)) is not None and handling[0] is scope:
                 del self._handling[request_id]
         if response is None:  # `scope` was cancelled
             await self._cut_short(inbound, request_id)
