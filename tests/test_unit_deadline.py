@@ -1,6 +1,7 @@
 """A request's deadline that stops while a person answers (upstreams/clock.py), in one event loop: no process,
 no sleep. Budgets are large where time passes (a loaded machine may stall), zero where expiry is the point."""
 
+import asyncio
 import math
 
 import anyio
@@ -16,28 +17,28 @@ BUDGET = 1000.0
 async def test_the_deadline_is_the_budget_from_now() -> None:
     before = anyio.current_time()
     with PausableDeadline(BUDGET) as clock:
-        deadline = clock._scope.deadline
+        deadline = clock.deadline
         assert before + BUDGET <= deadline <= anyio.current_time() + BUDGET
 
 
 async def test_no_timeout_is_no_deadline() -> None:
     with PausableDeadline(None) as clock:
-        assert clock._scope.deadline == math.inf
+        assert clock.deadline == math.inf
         with clock.paused():
-            assert clock._scope.deadline == math.inf
-        assert clock._scope.deadline == math.inf
+            assert clock.deadline == math.inf
+        assert clock.deadline == math.inf
 
 
 async def test_paused_time_is_not_spent() -> None:
     with PausableDeadline(BUDGET) as clock:
         with clock.paused():
-            assert clock._scope.deadline == math.inf
+            assert clock.deadline == math.inf
             paused_at = anyio.current_time()
             await anyio.lowlevel.checkpoint()
         resumed_at = anyio.current_time()
         # What was left at the pause is what is left after it, counted from the resume.
-        assert clock._scope.deadline - resumed_at <= BUDGET
-        assert clock._scope.deadline - resumed_at >= BUDGET - (paused_at - resumed_at) - 60
+        assert clock.deadline - resumed_at <= BUDGET
+        assert clock.deadline - resumed_at >= BUDGET - (paused_at - resumed_at) - 60
 
 
 async def test_nested_pauses_resume_only_at_the_last() -> None:
@@ -46,9 +47,9 @@ async def test_nested_pauses_resume_only_at_the_last() -> None:
         clock.pause()
         clock.pause()
         clock.resume()
-        assert clock._scope.deadline == math.inf
+        assert clock.deadline == math.inf
         clock.resume()
-        assert clock._scope.deadline < math.inf
+        assert clock.deadline < math.inf
 
 
 async def test_an_expired_budget_raises_timeout_error_at_the_next_checkpoint() -> None:
@@ -86,3 +87,30 @@ async def test_an_outer_cancel_is_not_turned_into_a_timeout() -> None:
             outer.cancel()
             await anyio.lowlevel.checkpoint()
     assert outer.cancelled_caught
+
+
+async def test_a_resume_after_the_block_ended_arms_nothing() -> None:
+    """The broker resumes a call's clock when its question ends, which may be after the call itself ended (it was
+    cancelled meanwhile): the task that ran the call goes on uncancelled."""
+    with PausableDeadline(0) as clock:
+        clock.pause()
+    clock.resume()
+    assert clock.deadline < math.inf
+    await anyio.sleep(0.01)  # past the deadline: a timer armed by the resume would cancel this task here
+    assert asyncio.current_task() is not None and not asyncio.current_task().cancelling()  # type: ignore[union-attr]
+
+
+async def test_a_native_cancel_during_the_deadline_stays_a_cancel() -> None:
+    """A task cancelled from outside (asyncio's own, as a caller that gives up does) is not a timeout."""
+    entered = asyncio.Event()
+
+    async def run() -> None:
+        with PausableDeadline(BUDGET):
+            entered.set()
+            await asyncio.sleep(BUDGET)
+
+    task = asyncio.get_running_loop().create_task(run())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

@@ -260,7 +260,16 @@ class UpstreamConnection:
                         if method == "ping":
                             return _pong()
                         conn.note_asked(inbound, method)
-                        return handler.on_server_request(conn, inbound.related_request_id, method, params)
+                        if params is None:
+                            return handler.on_server_request(conn, inbound.related_request_id, method, params)
+                        # The handler gets the params' fields in a dict of its own, and the server's message (decoded
+                        # for this alone) is emptied: the endpoint keeps the `Inbound` and these params for as long as
+                        # a person answers, and the broker keeps its own copy of what it asks (with the schema every
+                        # question asking the same shares), so the server's ~1 KB need not be held besides.
+                        answer = handler.on_server_request(conn, inbound.related_request_id, method, dict(params))
+                        params.clear()
+                        inbound.message = _READ
+                        return answer
 
                     async def on_notify(inbound: Inbound, method: str, params: JsonObject | None) -> None:
                         await handler.on_server_notification(conn, inbound.related_request_id, method, params)
@@ -312,6 +321,10 @@ class UpstreamConnection:
         if self._cancel is not None:
             self._cancel.cancel()
         await self.closed.wait()
+
+
+_READ: JsonObject = {}
+"""What a served server request's `Inbound.message` becomes once its handler read it (never written to)."""
 
 
 async def _pong() -> JsonObject:

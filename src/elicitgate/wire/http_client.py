@@ -380,10 +380,8 @@ class _Connection(asyncio.Protocol):
         if drained is not None and not drained.done():
             drained.set_result(None)
 
-    # -- httptools' callbacks --------------------------------------------------------------------------
-
-    def on_message_begin(self) -> None:
-        self.in_head = True
+    # -- httptools' callbacks (no `on_message_begin`: `start` begins each head, and the parser keeps a bound method
+    # for every callback the protocol has, for as long as a stream held open lives) ----------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
         response = self.response
@@ -403,12 +401,12 @@ class _Connection(asyncio.Protocol):
         if 100 <= status < 200 and status != 101:  # informational (100 Continue): the real head follows
             response.headers.clear()
             self.head_bytes = 0
+            self.in_head = True
             return
         response.status = status
         response.connection = self
         response.eof_framed = _ends_at_eof(response)
-        if self.head is not None and not self.head.done():
-            self.head.set_result(None)
+        self._settle_head()  # let go of it: the request's task holds it, and a stream may stay open for hours
 
     def on_body(self, body: bytes) -> None:
         response = self.response

@@ -1,8 +1,8 @@
 """A cancel scope and the clock for the hot path, without anyio's look-up of the running async library.
 
 `anyio.CancelScope()` and `anyio.current_time()` ask sniffio which library runs, every time: about a third of
-a scope's cost, paid for each request in flight (the endpoint's scope for a request of the peer's, the
-`PausableDeadline` of a request upstream). The gateway runs on asyncio (uvloop where it is installed), so the
+a scope's cost, paid for each request in flight (the endpoint's scope for a request of the peer's; the clock of
+the `PausableDeadline` of a request upstream). The gateway runs on asyncio (uvloop where it is installed), so the
 backend's scope class is taken once, from the first scope made, and the clock is the loop's own.
 """
 

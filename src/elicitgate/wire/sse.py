@@ -17,12 +17,14 @@ class SseParser:
     def __init__(self, max_size: int) -> None:
         self._max_size = max_size
         """The largest event's data, in bytes."""
-        self._pending: list[bytes] = []
-        """The line read so far, its end still to come: joined once when it comes (see `wire.framing.LineBuffer`)."""
+        self._pending: list[bytes] | tuple[()] = ()
+        """The line read so far, its end still to come: joined once when it comes (see `wire.framing.LineBuffer`).
+        Empty, it is the empty tuple, as `_data`: a parser lives as long as its stream, held open while a person
+        answers, and two empty lists are 112 bytes of it."""
         self._pending_size = 0
         self._after_cr = False
         """The last chunk ended with a CR: an LF that begins the next one is the rest of that CRLF."""
-        self._data: list[bytes] = []
+        self._data: list[bytes] | tuple[()] = ()
         self._size = 0
         self._event = b""
         self.last_id: str | None = None
@@ -37,7 +39,10 @@ class SseParser:
                 if not chunk:
                     return []
         if b"\n" not in chunk and b"\r" not in chunk:  # the line goes on
-            self._pending.append(chunk)
+            if isinstance(self._pending, list):
+                self._pending.append(chunk)
+            else:
+                self._pending = [chunk]
             self._pending_size += len(chunk)
             self._check_size()
             return []
@@ -47,7 +52,7 @@ class SseParser:
             self._after_cr = buffer.endswith(b"\r")
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         *lines, rest = buffer.split(b"\n")
-        self._pending = [rest] if rest else []
+        self._pending = [rest] if rest else ()
         self._pending_size = len(rest)
         found: list[bytes] = []
         for line in lines:
@@ -57,7 +62,7 @@ class SseParser:
                 data = b"\n".join(self._data)
                 if data and self._event in (b"", b"message"):  # empty: a priming event (its id is kept)
                     found.append(data)
-                self._data = []
+                self._data = ()
                 self._size = 0
                 self._event = b""
             else:
@@ -74,7 +79,10 @@ class SseParser:
         if value.startswith(b" "):
             value = value[1:]
         if name == b"data":
-            self._data.append(value)
+            if isinstance(self._data, list):
+                self._data.append(value)
+            else:
+                self._data = [value]
             self._size += len(value)
             self._check_size()  # here too: a whole event may come and end within one chunk
         elif name == b"event":
