@@ -114,3 +114,65 @@ async def test_a_native_cancel_during_the_deadline_stays_a_cancel() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_an_expiry_during_a_shielded_step_of_another_cancellation_waits_for_it() -> None:
+    """The caller's cancellation is on its way out through a shielded step (the endpoint telling the upstream the
+    request is cancelled) when the budget runs out: the step finishes (a task's own `cancel()` would break into
+    it, anyio's shield does not stop that), and the block ends with the caller's cancellation, not a timeout."""
+    entered, release, finished = anyio.Event(), anyio.Event(), anyio.Event()
+    outcome: list[str] = []
+    started = anyio.Event()
+    callers: list[anyio.CancelScope] = []
+
+    async def request() -> None:
+        with anyio.CancelScope() as caller:
+            started.set()
+            callers.append(caller)
+            try:
+                with PausableDeadline(0.0) as clock:
+                    clock.pause()  # the budget is spent the moment it resumes
+                    try:
+                        await anyio.sleep_forever()
+                    except anyio.get_cancelled_exc_class():
+                        with anyio.CancelScope(shield=True):
+                            clock.resume()  # runs out now: its expiry comes at the next turn of the loop
+                            entered.set()
+                            await release.wait()
+                            finished.set()
+                        raise
+            except TimeoutError:
+                outcome.append("timeout")
+        outcome.append("cancelled" if caller.cancelled_caught else "ended")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(request)
+        await started.wait()
+        callers[0].cancel()
+        await entered.wait()
+        for _ in range(10):  # turns enough for the expiry to have come
+            await anyio.lowlevel.checkpoint()
+        release.set()
+        with anyio.fail_after(5):
+            await finished.wait()
+    assert outcome == ["cancelled"]
+
+
+async def test_an_expiry_put_off_by_a_cancellation_caught_within_the_block_still_comes() -> None:
+    """The budget runs out while an inner scope's cancellation is on its way (the expiry waits for it); that
+    cancellation is caught inside the block and the block runs on: the deadline still ends it."""
+    with anyio.fail_after(5), pytest.raises(TimeoutError):
+        with PausableDeadline(0.0) as clock:
+            clock.pause()
+            with anyio.CancelScope() as inner:
+                inner.cancel()
+                try:
+                    await anyio.sleep_forever()
+                except anyio.get_cancelled_exc_class():
+                    with anyio.CancelScope(shield=True):
+                        clock.resume()  # runs out now, while the inner cancellation is under way
+                        for _ in range(10):
+                            await anyio.lowlevel.checkpoint()
+                    raise
+            assert inner.cancelled_caught
+            await anyio.sleep_forever()  # ended by the deadline

@@ -11,6 +11,9 @@ from types import TracebackType
 
 from elicitgate.wire.scopes import now
 
+EXPIRY_RECHECK = 0.01
+"""Seconds after which an expiry that found the task being cancelled from elsewhere looks again (`_expire`)."""
+
 _TIMER_CONTEXT = contextvars.Context()
 """The context the expiry timers run in: theirs only cancels a task, so none is copied for each (`call_at` copies
 the current one otherwise)."""
@@ -104,6 +107,14 @@ class PausableDeadline:
 
     def _expire(self) -> None:
         self._timer = None
-        if self._state == 1 and self._task is not None:
-            self._state = 2
-            self._task.cancel()
+        task = self._task
+        if self._state != 1 or task is None:
+            return
+        if task.cancelling() > self._cancelling:
+            # Cancelled from elsewhere already, and maybe in a shielded step of its way out (telling the upstream the
+            # request is cancelled): a cancel now would break into it, as anyio's shields do not stop a task's own
+            # `cancel()`. Looked at again shortly, in case that cancellation is caught within the block and it runs on.
+            self._timer = asyncio.get_running_loop().call_later(EXPIRY_RECHECK, self._expire, context=_TIMER_CONTEXT)
+            return
+        self._state = 2
+        task.cancel()
