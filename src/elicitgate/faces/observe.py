@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prometheus_client import Histogram
+from prometheus_client.metrics import Histogram
 
 from mcp.server.context import HandlerResult, ServerRequestContext
 
