@@ -427,34 +427,3 @@ async def test_the_sqlite_page_cache_is_bounded_below_sqlites_default(tmp_path):
     finally:
         await store.close()
     assert cache_size == -SQLITE_CACHE_KIB and SQLITE_CACHE_KIB <= 256
-
-
-async def test_a_batch_is_stored_in_one_transaction_a_bounded_number_of_rows_at_a_time(tmp_path):
-    """Each row of an INSERT is a dict, SQLAlchemy's parameters and the driver's values until it returns: a batch of
-    500 in one INSERT made 0.6 MiB at once, and the gateway's RSS kept what its allocator grew for it
-    (bench/README.md, "A million completed questions"). One commit for the whole batch all the same."""
-    from sqlalchemy import event
-
-    from elicitgate.audit.store import ROWS_PER_EXECUTE
-
-    store = await AuditStore.open(sqlite_url(tmp_path))
-    inserts: list[int] = []
-    commits: list[None] = []
-
-    def on_execute(conn, cursor, statement, parameters, context, executemany):
-        if statement.startswith("INSERT"):
-            inserts.append(len(parameters) if executemany else 1)
-
-    event.listen(store.engine.sync_engine, "before_cursor_execute", on_execute)
-    event.listen(store.engine.sync_engine, "commit", lambda conn: commits.append(None))
-    now = datetime.now(UTC)
-    batch = [AuditRecord(server="demo", mode="form", state="accepted", reason="user accepted", created_at=now,
-                         ended_at=now) for _ in range(trail_module.BATCH)]
-    try:
-        await store.add(batch)
-        rows = await store.query()
-    finally:
-        await store.close()
-    assert sum(inserts) == len(batch) and max(inserts) <= ROWS_PER_EXECUTE < len(batch)
-    assert len(commits) == 1
-    assert sorted(row["id"] for row in rows) == sorted(record.id for record in batch)

@@ -68,12 +68,9 @@ class AuditStore:
         return anyio.CancelScope(shield=self.engine.dialect.name == "sqlite")
 
     async def add(self, batch: Sequence[AuditRecord]) -> None:
-        """One transaction; its rows made and sent `ROWS_PER_EXECUTE` at a time (see there)."""
         with self.whole_transactions():
             async with self.engine.begin() as conn:
-                for start in range(0, len(batch), ROWS_PER_EXECUTE):
-                    chunk = batch[start:start + ROWS_PER_EXECUTE]
-                    await conn.execute(insert(records), [record.row() for record in chunk])
+                await conn.execute(insert(records), [record.row() for record in batch])
 
     async def query(
         self,
@@ -138,12 +135,6 @@ def _migrate(conn: Connection) -> None:
     config.attributes["connection"] = conn
     command.upgrade(config, "head")
 
-
-ROWS_PER_EXECUTE = 100
-"""Rows per INSERT of a batch: each row is a dict, then SQLAlchemy's parameters and the driver's values, about
-1.3 KB in all until the INSERT returns. The writer's batches of 500 made 0.6 MiB at once, freed after, and the
-allocator kept the pages it grew for them with the gateway's long-lived objects in them: the gateway's RSS rose
-by that much at the first full batch (bench/README.md, "A million completed questions")."""
 
 SQLITE_CACHE_KIB = 256
 """SQLite's page cache per connection, in KiB (its default: 2,000). The gateway appends records and reads a few of
