@@ -28,6 +28,11 @@ SUMMARY_FIELDS = (
 """The keys of `Elicitation.summary()`, in its order."""
 
 
+def summary_of(row: tuple[object, ...]) -> JsonObject:
+    """A summary from its values (`Elicitation.summary_row`), as a fresh dict."""
+    return dict(zip(SUMMARY_FIELDS, row, strict=True))
+
+
 class State(enum.StrEnum):
     PENDING = "pending"
     PRESENTED = "presented"
@@ -223,7 +228,7 @@ class Elicitation:
 
     def summary(self) -> JsonObject:
         """What may be logged or shown: never the answer's values."""
-        return dict(zip(SUMMARY_FIELDS, self.summary_row(), strict=True))
+        return summary_of(self.summary_row())
 
     def summary_row(self) -> tuple[object, ...]:
         """`summary()`'s values in `SUMMARY_FIELDS` order: what the broker keeps of the last ends (`RecentEnds`)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from elicitgate.elicitation.model import SUMMARY_FIELDS, Elicitation
+from elicitgate.elicitation.model import Elicitation, summary_of
 from elicitgate.json_shapes import JsonObject
 
 KEPT = 1000
@@ -29,17 +29,17 @@ class RecentEnds:
         """The summary of the elicitation `id_` (the newest first); None when it is not among them."""
         for row in reversed(self._rows):
             if row[0] == id_:
-                return dict(zip(SUMMARY_FIELDS, row, strict=True))
+                return summary_of(row)
         return None
 
     def __len__(self) -> int:
         return len(self._rows)
 
     def __iter__(self) -> Iterator[JsonObject]:
-        return (dict(zip(SUMMARY_FIELDS, row, strict=True)) for row in self._rows)
+        return (summary_of(row) for row in self._rows)
 
     def __reversed__(self) -> Iterator[JsonObject]:
-        return (dict(zip(SUMMARY_FIELDS, row, strict=True)) for row in reversed(self._rows))
+        return (summary_of(row) for row in reversed(self._rows))
 
     def __getitem__(self, index: int) -> JsonObject:
-        return dict(zip(SUMMARY_FIELDS, self._rows[index], strict=True))
+        return summary_of(self._rows[index])
