@@ -1,6 +1,6 @@
 """Instructions per call of one gateway (HTTP face, demo server upstream over streamable HTTP), counted by valgrind's
 callgrind: `python -m bench.callgrind_cpu [--src DIR] [--row handshake|2026-07-28|mixed] [--op echo|elicit]
-[--calls N]`.
+[--calls N] [--face http|stdio]`.
 
 CPU time per call moves by up to 2x on a busy machine (other processes' caches, frequency, preemption); the number of
 instructions the gateway executes does not: two runs of the same code agree to three digits. The gateway runs under
@@ -14,6 +14,10 @@ Everything is slower under valgrind, so what depends on time differs from a real
 `JSON_WINDOW` goes back as an SSE stream, and the audit commits once a second over far fewer calls. The `echo` rows
 are the exact ones; read `elicit` rows as a second opinion beside `bench.http_cpu`. Needs valgrind (Debian's).
 Asserts nothing.
+
+`--face stdio`: the gateway's stdio face in front of the demo server over stdio (the client starts the gateway under
+valgrind); the count is dumped (`callgrind_control -d`) once the calls are done, and that dump
+(`bench/results/callgrind_cpu/<row>-<op>-stdio-<pid>/callgrind.out.*`) is a profile `callgrind_annotate` reads.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from mcp import Client
 
 from bench import configs, latency
 from bench.http_cpu import gateway_argv
-from bench.procs import HttpProcess, free_port
+from bench.procs import HttpProcess, children, cmdline, free_port, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = {"handshake": ("legacy", "handshake"), "2026-07-28": ("2026-07-28", "modern"), "mixed": ("legacy", "modern")}
@@ -46,6 +50,8 @@ class SlowProcess(HttpProcess):
 
 
 async def measure(args: argparse.Namespace) -> float:
+    if args.face == "stdio":
+        return await measure_stdio(args)
     mode, era = ROWS[args.row]
     work = ROOT / "bench" / "results" / "callgrind_cpu" / f"{args.row}-{args.op}-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
@@ -77,6 +83,37 @@ async def measure(args: argparse.Namespace) -> float:
     return int(counted[-1]) / args.calls
 
 
+async def measure_stdio(args: argparse.Namespace) -> float:
+    mode, era = ROWS[args.row]
+    work = ROOT / "bench" / "results" / "callgrind_cpu" / f"{args.row}-{args.op}-stdio-{os.getpid()}"
+    work.mkdir(parents=True, exist_ok=True)
+    src = Path(args.src).resolve()
+    servers = {e: configs.stdio_upstream(e) for e in ("handshake", "modern")}
+    name = f"callgrind-stdio-{os.getpid()}"
+    config = configs.write_config(work, name, configs.gateway_config(servers, src=src))
+    argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={work}/callgrind.out",
+            configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); from elicitgate.cli import app; app()",
+            "serve", "--config", str(config)]
+    with open(work / "callgrind_cpu.log", "w") as log:
+        async with Client(stdio_transport(argv, log), mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
+                          read_timeout_seconds=READY_TIMEOUT) as client:
+            pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
+            tool, arguments = latency.TOOLS[args.op]
+            for _ in range(WARMUP):
+                await latency.call(client, f"{era}__{tool}", arguments)
+            _instrument(pid, "on")
+            for _ in range(args.calls):
+                await latency.call(client, f"{era}__{tool}", arguments)
+            _instrument(pid, "off")
+            subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+    # The dump on request holds the calls; the one valgrind writes at exit holds nothing since (counting is off).
+    totals = [int(found) for dump in work.glob("callgrind.out*")
+              for found in re.findall(r"^totals: (\d+)", dump.read_text(errors="replace"), re.MULTILINE)]
+    if not totals:
+        raise RuntimeError(f"valgrind dumped no totals in {work}")
+    return max(totals) / args.calls
+
+
 def _instrument(pid: int, state: str) -> None:
     subprocess.run(["callgrind_control", "-i", state, str(pid)], check=True, capture_output=True)
 
@@ -87,9 +124,10 @@ def main() -> None:
     parser.add_argument("--row", choices=sorted(ROWS), default="handshake")
     parser.add_argument("--op", choices=sorted(latency.OPS), default="echo")
     parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--face", choices=("http", "stdio"), default="http")
     args = parser.parse_args()
     per_call = anyio.run(measure, args)
-    print(f"{args.src} {args.row} {args.op}: {per_call / 1e6:.3f} M instructions per call")
+    print(f"{args.src} {args.face} {args.row} {args.op}: {per_call / 1e6:.3f} M instructions per call")
 
 
 if __name__ == "__main__":
