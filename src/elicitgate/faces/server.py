@@ -30,6 +30,7 @@ from elicitgate.capabilities import TASKS_EXTENSION, capabilities_dict, knows_ta
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler
+from elicitgate.faces.known_shapes import sieved_tool_result
 from elicitgate.faces.modern import RELAYED_PARAMS, Middleware, ModernHandler, ModernMethods
 from elicitgate.faces.observe import RequestObserver
 from elicitgate.faces.peer import DownstreamCall, peer_for
@@ -202,6 +203,8 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
                         result = _handshake_result(await gateway.requests.call(call, method, ctx.params or {}))
                     finally:
                         peer.calls.discard(call)
+                    if method == "tools/call" and (sieved := sieved_tool_result(result)) is not None:
+                        return sieved  # the sieve's own output for the commonest results (`faces.known_shapes`)
                 return sdk.shaped_result(runner, method, result)
             finally:
                 timer.observe(time.perf_counter() - start)

@@ -1,0 +1,62 @@
+"""A handshake-era client's `tools/call` in the shapes nearly every call has, checked and shaped without pydantic.
+
+A request served past the SDK's kernel (`faces.dispatch._serve_directly`) still gets the kernel's two checks: its
+params against the spec's schema for the client's version, and its result through the per-version sieve
+(`sdk.shaped_result`, which validates it and writes it again with only the fields that version defines). Each
+builds pydantic models for one message; for a pass-through call they were about a fifth of the instructions the
+stdio face spends per `echo` (`bench.callgrind_cpu --face stdio`). Here the commonest shapes (params of a name and
+arguments; a result of text blocks, `isError` and `structuredContent`) are recognised by a few dict reads, and
+anything else returns None, for the SDK's own check to decide. What is recognised gets exactly what the SDK's
+check gives it (tests/test_unit_known_shapes.py compares the two on generated messages, for every handshake-era
+version).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elicitgate.json_shapes import JsonObject
+
+_TOOL_CALL_PARAMS = frozenset({"name", "arguments"})
+
+
+def tool_call_params_fit(params: Any) -> bool:
+    """Whether a handshake-era `tools/call`'s params are a name and arguments the spec's schema accepts (False:
+    the SDK's check decides, and says what is wrong)."""
+    if type(params) is not dict or type(params.get("name")) is not str:
+        return False
+    arguments = params.get("arguments")
+    return (arguments is None or type(arguments) is dict) and _TOOL_CALL_PARAMS.issuperset(params)
+
+
+def sieved_tool_result(result: JsonObject) -> JsonObject | None:
+    """A handshake-era `tools/call` result as the per-version sieve writes it, when it holds only text blocks,
+    `isError` and `structuredContent` (the sieve's order of keys, `null`s dropped); None for any other shape."""
+    content = result.get("content")
+    if type(content) is not list:
+        return None
+    blocks: list[Any] = []
+    for block in content:
+        if type(block) is not dict or len(block) != 2 or block.get("type") != "text":
+            return None
+        text = block.get("text")
+        if type(text) is not str:
+            return None
+        blocks.append({"text": text, "type": "text"})
+    shaped: JsonObject = {"content": blocks}
+    known = 1
+    if "isError" in result:
+        known += 1
+        is_error = result["isError"]
+        if type(is_error) is bool:
+            shaped["isError"] = is_error
+        elif is_error is not None:
+            return None
+    if "structuredContent" in result:
+        known += 1
+        structured = result["structuredContent"]
+        if type(structured) is dict:
+            shaped["structuredContent"] = structured
+        elif structured is not None:
+            return None
+    return shaped if len(result) == known else None
