@@ -58,7 +58,8 @@ def first_non_finite(value: Any, path: str = "") -> str | None:
 def loads(data: bytes) -> Any:
     """The JSON value of `data`; raises `ValueError` (`json.JSONDecodeError`, `UnicodeDecodeError`,
     `TooDeep`, `LoneSurrogate`, `NotFinite`) when it is not one that can be read."""
-    if _NINETEEN_DIGITS not in data.translate(_DIGITS_AS_ZERO) or _LONG_DIGITS.search(data) is None:
+    # `find`, not `in`: `in` first tries the bytes as an integer, and raises and catches a TypeError to learn otherwise.
+    if data.translate(_DIGITS_AS_ZERO).find(_NINETEEN_DIGITS) < 0 or _LONG_DIGITS.search(data) is None:
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:

@@ -53,14 +53,14 @@ class LineBuffer:
             # The usual chunk of a pipe: one whole line. Read here, without splitting and joining.
             if len(chunk) - 1 > self._max:
                 return [too_long(self._max)]
-            return [parse_message(chunk, "line")] if chunk.strip() else []
+            return [] if chunk.isspace() else [parse_message(chunk, "line")]  # `isspace`: no copy, as `strip` makes
         if self._skipping:
             end = chunk.find(b"\n")
             if end < 0:
                 return []
             self._skipping = False
             chunk = chunk[end + 1:]
-        if b"\n" not in chunk:
+        if chunk.find(b"\n") < 0:  # not `in`, which tries the bytes as an integer first (a TypeError raised)
             if chunk:
                 self._parts.append(chunk)
                 self._size += len(chunk)
