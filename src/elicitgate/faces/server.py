@@ -272,7 +272,10 @@ def _modern_methods(gateway: Gateway, server: GatewayServer, middleware: Sequenc
 
 def _handshake_result(result: JsonObject) -> JsonObject:
     """`resultType` is 2026-07-28's (a modern upstream sends it): a handshake-era client's strict schemas refuse it
-    (the TypeScript SDK's EmptyResult for resources/subscribe, logging/setLevel)."""
+    (the TypeScript SDK's EmptyResult for resources/subscribe, logging/setLevel). A result without it is returned
+    as it is: the upstream's answer, parsed for this call alone, and copied again by whatever shapes it next."""
+    if "resultType" not in result:
+        return result
     return {k: v for k, v in result.items() if k != "resultType"}
 
 
