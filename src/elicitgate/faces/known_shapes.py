@@ -13,7 +13,7 @@ version).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from elicitgate.json_shapes import JsonObject
 
@@ -23,10 +23,13 @@ _TOOL_CALL_PARAMS = frozenset({"name", "arguments"})
 def tool_call_params_fit(params: Any) -> bool:
     """Whether a handshake-era `tools/call`'s params are a name and arguments the spec's schema accepts (False:
     the SDK's check decides, and says what is wrong)."""
-    if type(params) is not dict or type(params.get("name")) is not str:
+    if type(params) is not dict:
         return False
-    arguments = params.get("arguments")
-    return (arguments is None or type(arguments) is dict) and _TOOL_CALL_PARAMS.issuperset(params)
+    fields = cast("JsonObject", params)
+    if type(fields.get("name")) is not str:
+        return False
+    arguments = fields.get("arguments")
+    return (arguments is None or type(arguments) is dict) and _TOOL_CALL_PARAMS.issuperset(fields)
 
 
 def sieved_tool_result(result: JsonObject) -> JsonObject | None:
@@ -36,10 +39,13 @@ def sieved_tool_result(result: JsonObject) -> JsonObject | None:
     if type(content) is not list:
         return None
     blocks: list[Any] = []
-    for block in content:
-        if type(block) is not dict or len(block) != 2 or block.get("type") != "text":
+    for block in cast("list[Any]", content):
+        if type(block) is not dict:
             return None
-        text = block.get("text")
+        fields = cast("JsonObject", block)
+        if len(fields) != 2 or fields.get("type") != "text":
+            return None
+        text = fields.get("text")
         if type(text) is not str:
             return None
         blocks.append({"text": text, "type": "text"})
