@@ -70,6 +70,7 @@ STOOD_IN: dict[str, dict[str, tuple[str, ...]]] = {
         "starlette.middleware": ("Middleware",),
         "starlette.middleware.authentication": ("AuthenticationMiddleware",),
         "starlette.routing": ("Mount", "Route"),
+        "mcp.server.transport_security": ("TransportSecuritySettings",),
     },
 }
 """What a module imports at its top for one method it has, per module it imports it from: while it runs, each of
@@ -80,11 +81,12 @@ whoever imports one later gets the real one. `mcp.server.lowlevel.server` uses t
 face does not use) and in annotations; their modules import the OAuth authorization server's handlers, the
 streamable HTTP transport and sse_starlette: ~2 MiB and ~0.1 s of CPU, in the gateway and in each demo upstream.
 Issue 34's start-up: also the modules of its app's authentication (the SDK's bearer middleware and OAuth provider
-models, `mcp.shared.auth`) and Starlette's application, routing and middleware, ~0.04 s of CPU in each demo upstream
-over stdio, which imports no other Starlette (the gateway imports most of them for its own faces first, and keeps
-those as they are)."""
+models, `mcp.shared.auth`), its transport security settings (Starlette's requests, http.client, email's parser,
+python_multipart) and Starlette's application, routing and middleware: a demo upstream over stdio imports no
+Starlette at all (the gateway imports most of them for its own faces first, and keeps those as they are)."""
 STAND_IN_VALUES: dict[str, JsonObject] = {
     "mcp.server.streamable_http_manager": {"DEFAULT_MAX_SESSIONS": 10_000, "DEFAULT_SESSION_IDLE_TIMEOUT": 30 * 60},
+    "mcp.server.transport_security": {"DEFAULT_MAX_REQUEST_BODY_SIZE": 4 * 1024 * 1024},
 }
 """Constants read by the module stood in for (default arguments): the SDK's values, checked in tests/test_startup.py."""
 

@@ -176,8 +176,8 @@ def start_early(args: Sequence[str], environ: Mapping[str, str] = os.environ) ->
     global _bound
     if sys.platform == "win32" or list(args[:1]) != ["serve"]:
         return
-    options = _serve_options(args[1:])
-    path = options.get("--config") if options is not None else None
+    options = _serve_options(args[1:]) or {}
+    path = options.get("--config")
     if path is None or any("MCPSERVERS" in name.upper().replace("_", "") for name in environ):
         return
     try:
