@@ -6,8 +6,10 @@ processes in front of shell launchers that say when they ran; in process, `start
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -191,3 +193,21 @@ def test_an_address_in_use_starts_nothing_early(tmp_path: Path) -> None:
         taker.listen()
         prespawn.start_early(["serve", "--config", str(config), "--http", f"127.0.0.1:{taker.getsockname()[1]}"], {})
     assert prespawn._waiting == {}  # noqa: SLF001
+
+
+def test_a_config_from_a_pipe_is_read_once_by_the_validation(tmp_path: Path) -> None:
+    """`--config <(...)`: a pipe gives its text once, so nothing starts early and `serve` reads it as before."""
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    text = json.dumps({"mcpServers": {"one": _launched("one", tmp_path)}, "audit": {"enabled": False}})
+
+    def write_once() -> None:
+        with fifo.open("w") as pipe:
+            pipe.write(text)
+
+    writer = threading.Thread(target=write_once, daemon=True)
+    writer.start()
+    done = subprocess.run([PY, "-m", "elicitgate.cli", "serve", "--config", str(fifo)],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    writer.join(timeout=5)
+    assert done.returncode == 0 and "ready on stdio (one up)" in done.stderr, done.stderr

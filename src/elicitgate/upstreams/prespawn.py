@@ -180,6 +180,8 @@ def start_early(args: Sequence[str], environ: Mapping[str, str] = os.environ) ->
     path = options.get("--config")
     if path is None or any("MCPSERVERS" in name.upper().replace("_", "") for name in environ):
         return
+    if not os.path.isfile(path):
+        return  # a pipe (`--config <(...)`) can be read once, by the validation; a missing file, it reports
     try:
         data = read_config_file(path)
     except ConfigError:
