@@ -124,7 +124,7 @@ def _spec(config: StdioServer) -> Spec:
 
 @dataclass(eq=False)
 class StartedProcess:
-    """A stdio server's process started by `start`, running until a connection claims it."""
+    """A stdio server's process started by `start` (or `start_early`), running until a connection claims it."""
 
     server: str
     spec: Spec
