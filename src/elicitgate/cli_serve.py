@@ -18,7 +18,7 @@ from elicitgate import heap
 from elicitgate.config import GatewayConfig
 from elicitgate.config_error import ConfigError
 from elicitgate.console import say
-from elicitgate.hostport import http_url, parse_hostport, url_host
+from elicitgate.hostport import bind_tcp, http_url, parse_hostport, url_host
 from elicitgate.upstreams import prespawn
 
 if TYPE_CHECKING:
@@ -64,18 +64,14 @@ def parse_http_option(value: str) -> tuple[str, int]:
 
 
 def claim_port(host: str, port: int) -> socket.socket:
-    """Bind the web face's address before anything starts, so a port in use is the first thing said.
-
-    The protocol is named: asyncio turns Nagle's algorithm off only on sockets whose `proto` is TCP, and
-    accepted sockets inherit it. With `proto` 0 a response written in two parts (headers, then body)
-    would wait for the client's delayed ACK, 40 ms per request."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    """Bind the web face's address before anything starts, so a port in use is the first thing said (`serve`
+    binds it before it starts its stdio servers early: `prespawn.start_early`)."""
+    early = prespawn.bound_early(host, port)
+    if early is not None:
+        return early
     try:
-        sock.bind((host, port))
+        sock = bind_tcp(host, port)
     except OSError as exc:
-        sock.close()
         shown = url_host(host)
         in_use = exc.errno == errno.EADDRINUSE
         why = "is already in use (another elicitgate?)" if in_use else f"cannot be used: {exc.strerror}"

@@ -62,6 +62,15 @@ STOOD_IN: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "mcp.server.streamable_http": ("EventStore",),
         "mcp.server.streamable_http_manager": ("StreamableHTTPASGIApp", "StreamableHTTPSessionManager"),
+        "mcp.server.auth.middleware.auth_context": ("AuthContextMiddleware",),
+        "mcp.server.auth.middleware.bearer_auth": ("BearerAuthBackend", "RequireAuthMiddleware"),
+        "mcp.server.auth.provider": ("OAuthAuthorizationServerProvider", "TokenVerifier"),
+        "mcp.server.auth.settings": ("AuthSettings",),
+        "starlette.applications": ("Starlette",),
+        "starlette.middleware": ("Middleware",),
+        "starlette.middleware.authentication": ("AuthenticationMiddleware",),
+        "starlette.routing": ("Mount", "Route"),
+        "mcp.server.transport_security": ("TransportSecuritySettings",),
     },
 }
 """What a module imports at its top for one method it has, per module it imports it from: while it runs, each of
@@ -70,9 +79,14 @@ calls the real name (`_later`), and the module's values of `STAND_IN_VALUES`; th
 whoever imports one later gets the real one. `mcp.server.lowlevel.server` uses these names only in
 `Server.streamable_http_app` and `Server.session_manager` (the SDK's own HTTP transport, which the gateway's HTTP
 face does not use) and in annotations; their modules import the OAuth authorization server's handlers, the
-streamable HTTP transport and sse_starlette: ~2 MiB and ~0.1 s of CPU, in the gateway and in each demo upstream."""
+streamable HTTP transport and sse_starlette: ~2 MiB and ~0.1 s of CPU, in the gateway and in each demo upstream.
+Issue 34's start-up: also the modules of its app's authentication (the SDK's bearer middleware and OAuth provider
+models, `mcp.shared.auth`), its transport security settings (Starlette's requests, http.client, email's parser,
+python_multipart) and Starlette's application, routing and middleware: a demo upstream over stdio imports no
+Starlette at all (the gateway imports most of them for its own faces first, and keeps those as they are)."""
 STAND_IN_VALUES: dict[str, JsonObject] = {
     "mcp.server.streamable_http_manager": {"DEFAULT_MAX_SESSIONS": 10_000, "DEFAULT_SESSION_IDLE_TIMEOUT": 30 * 60},
+    "mcp.server.transport_security": {"DEFAULT_MAX_REQUEST_BODY_SIZE": 4 * 1024 * 1024},
 }
 """Constants read by the module stood in for (default arguments): the SDK's values, checked in tests/test_startup.py."""
 

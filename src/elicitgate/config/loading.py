@@ -8,16 +8,17 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from elicitgate.client_files import adapt, close_match, expand_placeholders, parse_jsonc
+from elicitgate.client_files import adapt, close_match, expand_placeholders
 from elicitgate.config.servers import HttpServer, StdioServer
 from elicitgate.config.settings import ENV_PREFIX, GatewayConfig
 from elicitgate.config_error import ConfigError
-from elicitgate.json_shapes import JsonObject, is_object
+from elicitgate.config_file import parse_config_text as parse_config_text  # re-exported: `config`'s surface
+from elicitgate.config_file import read_config_file
+from elicitgate.json_shapes import JsonObject
 
 
 def _key_path(loc: tuple[int | str, ...]) -> str:
@@ -45,31 +46,6 @@ def _describe(error: ErrorDetails, environ: Mapping[str, str]) -> str:
     if "input" in error and kind not in ("value_error",):
         return f"{path}: {msg} (got {error['input']!r})"
     return f"{path}: {msg}"
-
-
-def parse_config_text(text: str, source: str) -> JsonObject:
-    """YAML for `.yaml` / `.yml`, else JSON with comments and trailing commas (JSONC, as Cursor and
-    VS Code write it)."""
-    data: Any
-    try:
-        if Path(source).suffix.lower() in (".yaml", ".yml"):
-            import yaml  # a JSON config (the usual kind) never needs it
-
-            try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                raise ConfigError(source, [f"not valid YAML: {exc}"]) from None
-        else:
-            data = parse_jsonc(text)
-    except ValueError as exc:
-        where = re.match(r"<string>:(\d+) (.*) at column (\d+)$", str(exc))
-        detail = f"{where[2]} at line {where[1]}, column {where[3]}" if where else str(exc)
-        raise ConfigError(source, [f"not valid JSON: {detail}"]) from None
-    if data is None:
-        data = {}
-    if not is_object(data):
-        raise ConfigError(source, [f"the top level must be an object, not {type(data).__name__}"])
-    return data
 
 
 def _warn_to_log(message: str) -> None:
@@ -107,14 +83,7 @@ def build_config(
 def load_config(path: str | Path, warn: Callable[[str], None] = _warn_to_log) -> GatewayConfig:
     """Read, parse and validate a config file; every failure is a `ConfigError`, every warning
     (ignored keys, unknown `ELICITGATE_*` variables) goes to `warn`."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(source, ["file not found"]) from None
-    except OSError as exc:
-        raise ConfigError(source, [f"cannot read: {exc.strerror}"]) from None
-    return build_config(parse_config_text(text, source), source, warn)
+    return build_config(read_config_file(path), str(path), warn)
 
 
 # Which key a problem is about, and which ELICITGATE_* variable set it.
