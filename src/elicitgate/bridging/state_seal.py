@@ -82,6 +82,7 @@ def binding(method: str, params: Mapping[str, Any] | None, principal: str | None
     """What a round's token is bound to: the request (method, target, arguments) and who asks (audience,
     principal), each as a digest (BLAKE2b, 16 bytes: it travels encrypted) of one canonical form."""
     p: Mapping[str, Any] = params or {}
+    args: Any
     if method == "resources/read":
         target, args = str(p.get("uri", "")), {}
     else:
