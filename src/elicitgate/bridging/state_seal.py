@@ -57,6 +57,7 @@ _MIN_RAW = _KID_LEN + _NONCE_LEN + _HEAD.size + _TAG_LEN
 FUTURE_SKEW = 60.0
 """Seconds a token's issued-at may lie ahead of this clock (replicas' clocks differ a little)."""
 
+_NO_ARGUMENTS: Mapping[str, Any] = {}
 Binding = tuple[bytes, bytes]
 """(request digest, principal digest): what one round's token is bound to, computed once per request."""
 
@@ -82,11 +83,12 @@ def binding(method: str, params: Mapping[str, Any] | None, principal: str | None
     """What a round's token is bound to: the request (method, target, arguments) and who asks (audience,
     principal), each as a digest (BLAKE2b, 16 bytes: it travels encrypted) of one canonical form."""
     p: Mapping[str, Any] = params or {}
-    args: Any
+    args: Any = _NO_ARGUMENTS
     if method == "resources/read":
-        target, args = str(p.get("uri", "")), {}
+        target = str(p.get("uri", ""))
     else:
-        target, args = str(p.get("name", "")), p.get("arguments") or {}
+        target = str(p.get("name", ""))
+        args = p.get("arguments") or _NO_ARGUMENTS  # none given is none at all (as the SDK's boundary had it)
     return (hashlib.blake2b(canonical([method, target, args]), digest_size=_DIGEST_LEN).digest(),
             hashlib.blake2b(canonical([audience, principal]), digest_size=_DIGEST_LEN).digest())
 
