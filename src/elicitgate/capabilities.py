@@ -10,17 +10,44 @@ from mcp_types import ClientCapabilities
 
 
 def elicitation_modes(capabilities: ClientCapabilities | None) -> frozenset[str]:
-    """The elicitation modes a client declared; `{"elicitation": {}}` means form only."""
+    """The elicitation modes a client declared; `{"elicitation": {}}` means form only. Kept per model, as
+    `capabilities_dict` is (read for every request a call makes upstream, and for every question)."""
     if capabilities is None or capabilities.elicitation is None:
-        return frozenset()
+        return _NONE
+    kept = _MODES.get(id(capabilities))
+    if kept is not None and kept[0] is capabilities:
+        return kept[1]
     declared = capabilities.elicitation
-    modes = {mode for mode, said in (("form", declared.form), ("url", declared.url)) if said is not None}
-    return frozenset(modes or {"form"})
+    modes = frozenset({mode for mode, said in (("form", declared.form), ("url", declared.url)) if said is not None}
+                      or {"form"})
+    if len(_MODES) >= _DUMPED_MAX:
+        _MODES.clear()
+    _MODES[id(capabilities)] = (capabilities, modes)
+    return modes
+
+
+_NONE: frozenset[str] = frozenset()
+_MODES: dict[int, tuple[ClientCapabilities, frozenset[str]]] = {}
 
 
 def declared_capabilities(modes: frozenset[str], raw: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The client capabilities the gateway declares to an upstream for a client: the elicitation `modes`,
-    and the sampling and roots the client itself declared (`raw`), which the gateway relays as they are."""
+    and the sampling and roots the client itself declared (`raw`), which the gateway relays as they are.
+    Without `raw`, one dict per set of modes, kept (read it, do not change it): a 2026-07-28 upstream is told
+    them with every request."""
+    if raw is None:
+        kept = _DECLARED.get(modes)
+        if kept is None:
+            kept = _DECLARED[modes] = _declared(modes, None)
+        return kept
+    return _declared(modes, raw)
+
+
+_DECLARED: dict[frozenset[str], dict[str, Any]] = {}
+"""By the modes: at most four sets (none, form, url, both)."""
+
+
+def _declared(modes: frozenset[str], raw: Mapping[str, Any] | None) -> dict[str, Any]:
     caps: dict[str, Any] = {}
     if modes:
         caps["elicitation"] = {mode: {} for mode in sorted(modes)}
@@ -31,8 +58,26 @@ def declared_capabilities(modes: frozenset[str], raw: Mapping[str, Any] | None =
 
 
 def capabilities_dict(capabilities: ClientCapabilities | None) -> dict[str, Any]:
-    """Declared capabilities as JSON, the way the client sent them."""
-    return capabilities.model_dump(by_alias=True, mode="json", exclude_none=True) if capabilities is not None else {}
+    """Declared capabilities as JSON, the way the client sent them. One dict per model, kept (read it, do not
+    change it): a 2026-07-28 client's capabilities are one model per distinct declaration (`faces.modern`), read
+    two to four times a call, and a `model_dump` was ~10 us each."""
+    if capabilities is None:
+        return {}
+    kept = _DUMPED.get(id(capabilities))
+    if kept is not None and kept[0] is capabilities:
+        return kept[1]
+    dumped = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if len(_DUMPED) >= _DUMPED_MAX:  # models the memos let go of: dumped again when next read
+        _DUMPED.clear()
+    _DUMPED[id(capabilities)] = (capabilities, dumped)
+    return dumped
+
+
+_DUMPED: dict[int, tuple[ClientCapabilities, dict[str, Any]]] = {}
+"""`capabilities_dict` by the model's identity (the model held, so that its id is not reused while kept)."""
+_DUMPED_MAX = 128
+"""Few: a deployment's clients declare a handful of distinct capabilities at a time; a handshake-era session's own model
+is kept at most until 128 others were read after it."""
 
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"

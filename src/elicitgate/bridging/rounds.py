@@ -14,7 +14,6 @@ only a sealed pointer (`bridging.sealing`) to the parked call and the round it m
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import orjson
 from mcp_types import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY, RequestId
 
 from mcp.shared.exceptions import MCPError
@@ -331,7 +331,7 @@ class ParkedCall:
             )
         self.round_nonce, self.spent_nonce = secrets.token_urlsafe(12), None
         self._seen, self._latest = (call.modes, call.raw_capabilities(), call.tool), None
-        state = json.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce}, separators=(",", ":"))
+        state = orjson.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce}).decode()
         return {
             "resultType": "input_required",
             "inputRequests": {q.key: {"method": q.method, "params": q.params} for q in self.open.values()},
@@ -481,7 +481,7 @@ class StatePointer:
 def read_pointer(state: Any) -> StatePointer | None:
     """The parked call and round a `requestState` of ours points to (None: not one of ours)."""
     try:
-        pointer = json.loads(state) if isinstance(state, str) else None
+        pointer = orjson.loads(state) if isinstance(state, str) else None
     except ValueError:
         return None
     if not is_object(pointer) or pointer.get("k") != STATE_KIND or not isinstance(park_id := pointer.get("id"), str):

@@ -1,10 +1,10 @@
 """The `requestState` the gateway issues to 2026-07-28 clients: sealed, bound, expiring.
 
-The SDK's `RequestStateBoundary` does the cryptography (AES-256-GCM via `cryptography`) and checks
-expiry, the method, the target and a digest of the arguments, the audience and the principal on
-every retry, before any gateway handler runs. What the gateway adds: where the key comes from, who
-the principal is on a face without authentication, and that the boundary (with `cryptography`, ~7 MiB
-of RSS) is loaded only once a 2026-07-28 round needs it.
+`state_seal.StateSeal` does the cryptography (AES-256-GCM via `cryptography`) and checks expiry, the
+method, the target and the arguments, the audience and the principal on every retry, before any gateway
+handler runs. What this module adds: where the key comes from, who the principal is on a face without
+authentication, which requests go through the boundary, and that `cryptography` (~7 MiB of RSS) is loaded
+only once a 2026-07-28 round needs it.
 """
 
 from __future__ import annotations
@@ -13,21 +13,29 @@ import json
 import logging
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp_types import CLIENT_INFO_META_KEY
 from mcp_types import methods as spec_methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import principal_components
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
-if TYPE_CHECKING:
-    from mcp.server.request_state import RequestStateBoundary
-
 from elicitgate import heap
+from elicitgate.bridging.state_seal import (
+    AUDIENCE,
+    Binding,
+    StateRejected,
+    StateSeal,
+    canonical,
+    not_sealed,
+    refused,
+)
 from elicitgate.config import BridgingConfig
 from elicitgate.errors import ConfigError
 from elicitgate.json_shapes import is_object
@@ -35,7 +43,6 @@ from elicitgate.sdk import connection_of
 
 logger = logging.getLogger(__name__)
 
-AUDIENCE = "elicitgate"
 KEY_BYTES = 32
 
 
@@ -64,8 +71,8 @@ def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
         params = connection_of(ctx).client_params
         info = params.client_info.model_dump(mode="json") if params is not None else None
     if is_object(info):
-        info = {k: info.get(k) for k in ("name", "version")}
-    return "client:" + json.dumps(info, sort_keys=True, separators=(",", ":"))
+        info = {"name": info.get("name"), "version": info.get("version")}
+    return "client:" + canonical(info).decode()
 
 
 def load_keys(config: BridgingConfig) -> list[bytes]:
@@ -112,52 +119,84 @@ def state_boundary(config: BridgingConfig) -> RequestsOnly:
 
 
 class RequestsOnly:
-    """The SDK's requestState boundary, for the requests of a 2026-07-28 round only.
+    """The requestState boundary, for the requests of a 2026-07-28 round only.
 
-    The SDK runs server middleware for notifications too, and its boundary reads any message named like a
+    The SDK runs server middleware for notifications too, and its boundary read any message named like a
     retryable request: a notification `tools/call` (no id) carrying a malformed `requestState` raised,
     logged as an error with a traceback. A notification has no result to seal and no state to unseal.
 
     A handshake-era client's request has neither a state to unseal nor an `input_required` result to seal
     (the gateway answers its elicitations on the session), so it passes by without the boundary; a request
-    that carries `requestState` always goes through it, whatever version it claims.
+    that carries `requestState` always goes through it, whatever version it claims. A retry's binding (its
+    request and principal) is computed once, to open its state and to seal its next round's.
     """
 
     def __init__(self, keys: list[bytes], ttl: float) -> None:
         self._keys = keys
         self._ttl = ttl
-        self._boundary: RequestStateBoundary | None = None
+        self._seal: StateSeal | None = None
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None or ctx.method not in spec_methods.INPUT_REQUIRED_METHODS:
             return await call_next(ctx)
-        if (ctx.params or {}).get("requestState") is None:
-            # Nothing to unseal: the boundary only seals, and only an `input_required` result (the boundary's own
-            # rule). Most calls end without a round: they pass by, and the boundary is not loaded for them.
+        params = ctx.params
+        wire = params.get("requestState") if params is not None else None
+        if wire is None:
+            # Nothing to unseal (an explicit null counts as absent: dropping the field is in any client's power):
+            # only an `input_required` result is sealed. Most calls end without a round: they pass by, and
+            # `cryptography` is not loaded for them.
             if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
                 return await call_next(ctx)
             result = await call_next(ctx)
             if not spec_methods.is_input_required(result):
                 return result
-            return await self._loaded()(ctx, _answered(result))
-        return await self._loaded()(ctx, call_next)
+            return self._sealed(ctx, result, None)
+        assert params is not None
+        if not isinstance(wire, str):
+            raise refused(ctx.method, "non-string requestState")
+        seal = self._loaded()
+        bound = self._binding(ctx, refusing=True)
+        try:
+            state = seal.unseal(wire, bound)
+        except StateRejected as exc:
+            raise refused(ctx.method, str(exc)) from None
+        ctx.params = {**params, "requestState": state}  # the request's own context: handlers see the plain state
+        result = await call_next(ctx)
+        if not spec_methods.is_input_required(result):
+            return result
+        return self._sealed(ctx, result, bound)
 
-    def _loaded(self) -> RequestStateBoundary:
-        if self._boundary is None:
-            from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+    def _binding(self, ctx: ServerRequestContext[Any, Any], *, refusing: bool) -> Binding:
+        """The request's binding; a principal that cannot be told refuses the state (a retry) or the seal."""
+        try:
+            principal = principal_of(ctx)
+        except Exception:  # deny on error: an unreadable principal must fail closed
+            logger.exception("the principal could not be told while processing requestState on %s", ctx.method)
+            raise (refused if refusing else not_sealed)(ctx.method, "principal binding error") from None
+        return self._loaded().binding(ctx.method, ctx.params, principal)
 
-            security = RequestStateSecurity(
-                keys=self._keys, ttl=self._ttl, bind_principal=principal_of, audience=AUDIENCE
-            )
-            self._boundary = RequestStateBoundary(security, default_audience=AUDIENCE)
+    def _sealed(
+        self, ctx: ServerRequestContext[Any, Any], result: HandlerResult, bound: Binding | None
+    ) -> HandlerResult:
+        """An `input_required` result with its `requestState` sealed (a result without a string state as it is)."""
+        state = result.get("requestState") if isinstance(result, Mapping) else getattr(result, "request_state", None)
+        if not isinstance(state, str):
+            return result  # nothing to seal; only a short-circuiting middleware puts a non-string here
+        seal = self._loaded()
+        if bound is None:
+            bound = self._binding(ctx, refusing=False)
+        try:
+            token = seal.seal(state, bound)
+        except ValueError as exc:
+            raise not_sealed(ctx.method, str(exc)) from None
+        if isinstance(result, BaseModel):
+            return result.model_copy(update={"request_state": token})
+        assert isinstance(result, Mapping)
+        return {**result, "requestState": token}
+
+    def _loaded(self) -> StateSeal:
+        if self._seal is None:
+            self._seal = StateSeal(self._keys, self._ttl, AUDIENCE)
             heap.settle()  # cryptography's modules stay for the process: out of every later full collection
-        return self._boundary
+        return self._seal
 
-
-def _answered(result: HandlerResult) -> CallNext:
-    """The rest of the chain, already run: `result`."""
-
-    async def call_next(ctx: ServerRequestContext[Any, Any]) -> HandlerResult:
-        return result
-
-    return call_next
