@@ -115,9 +115,11 @@ def _b64u_strict(text: str) -> bytes:
 
 
 def _hkdf_sha256(secret: bytes, info: bytes) -> bytes:
-    """RFC 5869 with no salt, one block (32 bytes): the key AES-256 seals under."""
-    prk = hmac.digest(b"\x00" * 32, secret, "sha256")
-    return hmac.digest(prk, info + b"\x01", "sha256")
+    """RFC 5869 (cryptography's HKDF) with no salt: the 32-byte key AES-256 seals under."""
+    from cryptography.hazmat.primitives.hashes import SHA256
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    return HKDF(algorithm=SHA256(), length=32, salt=None, info=info).derive(secret)
 
 
 class StateSeal:
