@@ -357,25 +357,51 @@ _TIMER_CONTEXT = contextvars.Context()
 """What the read timers run in (they read no context variable): not a copy of the context of whoever armed them."""
 
 
+_LENGTH, _CHUNKED, _TO_EOF = 0, 1, 2
+"""How a body is framed (`_Connection.framing`)."""
+
+_SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
+"""Where a chunked body is (`_Connection.chunk_state`): at a chunk's size line, in its data, at the CRLF after its
+data, in the trailer (the lines after the last chunk, up to an empty one)."""
+
+MAX_CHUNK_LINE = 4096
+"""The longest chunk-size line (its size and any extensions) read."""
+
+
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection to an origin: writes a request, parses its response in the parser's callbacks."""
+    """One keep-alive connection to an origin: writes a request and reads its response as it comes. The head is
+    httptools' (llhttp's), fed the head's bytes alone; the body is framed here (Content-Length, chunked, or the end
+    of the connection), and the parser let go of at the head's end: a POST whose event stream stays open while a
+    person answers holds no parser (~0.8 KB: llhttp's state and settings, a bound method per callback)."""
 
     __slots__ = (
-        "pool", "origin", "transport", "parser", "response", "head", "head_bytes", "in_head", "received", "paused",
-        "writing_paused", "drained", "closed", "failure", "uses",
+        "pool", "origin", "transport", "parser", "response", "head", "head_bytes", "head_tail", "in_head", "received",
+        "paused", "writing_paused", "drained", "closed", "failure", "uses", "keep_alive", "framing", "body_left",
+        "chunk_state", "chunk_line",
     )
 
     def __init__(self, pool: HttpClient, origin: tuple[str, str, int]) -> None:
         self.pool = pool
         self.origin = origin
         self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
+        self.parser: httptools.HttpResponseParser | None = None
+        """Reads the current response's head (made by `start`, let go of at the head's end)."""
         self.response: Response | None = None
         """The response being received; None while idle."""
         self.head: asyncio.Future[None] | None = None
         """Settled once the response's head came (or the connection failed first)."""
         self.head_bytes = 0
+        self.head_tail = b""
+        """The last bytes of the head so far (at most 3): its end, an empty line, may begin in them."""
         self.in_head = False
+        self.keep_alive = False
+        """The response's head allows the connection to be reused after its body."""
+        self.framing = _LENGTH
+        self.body_left = 0
+        """Bytes of the body still to come (`_LENGTH`), or of the current chunk's data (`_CHUNKED`)."""
+        self.chunk_state = _SIZE
+        self.chunk_line = b""
+        """A chunk-size or trailer line whose end has not come yet."""
         self.received = False
         """Whether any byte of the current response came (a reused connection that ends before is retried)."""
         self.paused = False
@@ -395,15 +421,120 @@ class _Connection(asyncio.Protocol):
             self.close()
             return
         self.received = True
-        if self.in_head:
-            self.head_bytes += len(data)
         try:
-            self.parser.feed_data(data)
+            while data and self.in_head:
+                data = self._head(data)
+            if data and self.response is not None:
+                data = self._body(data)
+            if data and not self.closed:  # bytes past the response's end: nothing asked for them
+                self.close()
         except httptools.HttpParserError as exc:
             self._fail(ProtocolError(f"not an HTTP/1.1 response from {self._where()}: {exc}"))
-            return
-        if self.in_head and self.head_bytes > MAX_HEAD_BYTES:
-            self._fail(ProtocolError(f"the response head from {self._where()} is over {MAX_HEAD_BYTES} bytes"))
+        except ProtocolError as exc:
+            self._fail(exc)
+
+    def _head(self, data: bytes) -> bytes:
+        """Feed the parser the head's bytes in `data` (up to its end, an empty line); what follows is returned."""
+        parser = self.parser
+        assert parser is not None
+        tail = self.head_tail
+        cut = -1
+        if tail:  # an end that began in the last bytes
+            end = (tail + data[:3]).find(b"\r\n\r\n")
+            if end >= 0:
+                cut = end + 4 - len(tail)
+        if cut < 0:
+            end = data.find(b"\r\n\r\n")
+            if end >= 0:
+                cut = end + 4
+        head, rest = (data, b"") if cut < 0 else (data[:cut], data[cut:])
+        self.head_bytes += len(head)
+        if self.head_bytes > MAX_HEAD_BYTES:
+            raise ProtocolError(f"the response head from {self._where()} is over {MAX_HEAD_BYTES} bytes")
+        self.head_tail = (tail + head[-3:])[-3:] if cut < 0 else b""
+        parser.feed_data(head)
+        if not self.in_head:  # its end: the body is ours to frame
+            self.parser = None
+            self.head_bytes = 0  # a small int, not one of its own for as long as the connection is held
+            response = self.response
+            if response is not None and self.framing == _LENGTH and not self.body_left:
+                self._complete()
+        return rest
+
+    def _body(self, data: bytes) -> bytes:
+        """Hand the body's bytes in `data` to the response; returns what follows its end (if it ended)."""
+        framing = self.framing
+        if framing == _TO_EOF:
+            self._receive(data)
+            return b""
+        if framing == _LENGTH:
+            take = self.body_left
+            if len(data) < take:
+                self.body_left -= len(data)
+                self._receive(data)
+                return b""
+            self.body_left = 0
+            self._receive(data[:take] if len(data) > take else data)
+            if self.response is not None:
+                self._complete()
+            return data[take:]
+        return self._chunks(data)
+
+    def _chunks(self, data: bytes) -> bytes:
+        at, size = 0, len(data)
+        while at < size and self.response is not None:
+            state = self.chunk_state
+            if state == _DATA:
+                take = min(self.body_left, size - at)
+                self.body_left -= take
+                self._receive(data[at:at + take] if take < size else data)
+                at += take
+                if not self.body_left:
+                    self.chunk_state = _DATA_END
+                continue
+            end = data.find(b"\n", at)
+            if end < 0:
+                self.chunk_line += data[at:]
+                self._check_line(state)
+                return b""
+            line = self.chunk_line + data[at:end + 1]
+            self.chunk_line = b""
+            at = end + 1
+            self._check_line(state, line)
+            if not line.endswith(b"\r\n"):
+                raise ProtocolError(f"a chunked body from {self._where()} has a line that does not end with CRLF")
+            line = line[:-2]
+            if state == _DATA_END:
+                if line:
+                    raise ProtocolError(f"a chunk from {self._where()} is longer than its size said")
+                self.chunk_state = _SIZE
+            elif state == _SIZE:
+                self.body_left = _chunk_size(line, self._where())
+                self.chunk_state = _DATA if self.body_left else _TRAILER
+            elif line:  # a trailer field: dropped
+                self.head_bytes += len(line)
+                if self.head_bytes > MAX_HEAD_BYTES:
+                    raise ProtocolError(f"the trailer from {self._where()} is over {MAX_HEAD_BYTES} bytes")
+            else:
+                self._complete()
+                return data[at:]
+        return b""
+
+    def _check_line(self, state: int, line: bytes | None = None) -> None:
+        length = len(self.chunk_line if line is None else line)
+        if state == _DATA_END:
+            if length > 2:
+                raise ProtocolError(f"a chunk from {self._where()} is longer than its size said")
+        elif state == _TRAILER:
+            if self.head_bytes + length > MAX_HEAD_BYTES:
+                raise ProtocolError(f"the trailer from {self._where()} is over {MAX_HEAD_BYTES} bytes")
+        elif length > MAX_CHUNK_LINE:
+            raise ProtocolError(f"a chunk-size line from {self._where()} is over {MAX_CHUNK_LINE} bytes")
+
+    def _receive(self, chunk: bytes) -> None:
+        response = self.response
+        if response is not None and chunk:
+            response.receive(chunk)
 
     def eof_received(self) -> bool:
         self._lost(None)
@@ -438,10 +569,11 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         response = self.response
+        parser = self.parser
         self.in_head = False
-        if response is None:
+        if response is None or parser is None:
             return
-        status = self.parser.get_status_code()
+        status = parser.get_status_code()
         if 100 <= status < 200 and status != 101:  # informational (100 Continue): the real head follows
             response.headers.clear()
             self.head_bytes = 0
@@ -449,22 +581,37 @@ class _Connection(asyncio.Protocol):
             return
         response.status = status
         response.connection = self
-        self.head_bytes = 0  # a small int, not one of its own for as long as the connection is held
-        response.eof_framed = _ends_at_eof(response)
+        self.keep_alive = parser.should_keep_alive()
+        self._frame(response)
         self._settle_head()  # let go of it: the request's task holds it, and a stream may stay open for hours
 
-    def on_body(self, body: bytes) -> None:
-        response = self.response
-        if response is not None and response.status:
-            response.receive(body)
+    def _frame(self, response: Response) -> None:
+        """How the body is framed, by the head (llhttp checked it: one Content-Length, digits only, not with a
+        Transfer-Encoding); the rules are llhttp's for a response."""
+        headers = response.headers
+        self.body_left = 0
+        self.chunk_state = _SIZE
+        self.chunk_line = b""
+        if response.status in (204, 304):
+            self.framing = _LENGTH
+        elif (coding := headers.get("transfer-encoding")) is not None:
+            chunked = coding.rpartition(",")[2].strip().lower() == "chunked"
+            self.framing = _CHUNKED if chunked else _TO_EOF
+        elif (length := headers.get("content-length")) is not None:
+            self.framing = _LENGTH
+            self.body_left = int(length)
+        else:
+            self.framing = _TO_EOF
+        response.eof_framed = self.framing == _TO_EOF
 
-    def on_message_complete(self) -> None:
+    def _complete(self) -> None:
+        """The response's body came whole."""
         response = self.response
-        if response is None or not response.status:
-            return  # the end of an informational response
+        if response is None:
+            return
         self.response = None
         self.head = None
-        keep = self.parser.should_keep_alive() and not self.closed
+        keep = self.keep_alive and not self.closed
         response.finish()
         if self.paused:  # the body's last chunk came with the buffer full: the next response reads again
             self.resume()
@@ -481,7 +628,9 @@ class _Connection(asyncio.Protocol):
         self.response = response
         self.received = False
         self.head_bytes = 0
+        self.head_tail = b""
         self.in_head = True
+        self.parser = httptools.HttpResponseParser(self)
         self.uses += 1
         head = self.head = asyncio.get_running_loop().create_future()
         self.transport.write(request)
@@ -571,12 +720,12 @@ def _header_name(name: bytes) -> str:
     return key
 
 
-def _ends_at_eof(response: Response) -> bool:
-    """Whether the body is framed by the end of the connection (no Content-Length, not chunked)."""
-    headers = response.headers
-    if response.status in (204, 304) or "content-length" in headers:
-        return False
-    return "chunked" not in headers.get("transfer-encoding", "").lower()
+def _chunk_size(line: bytes, where: str) -> int:
+    """A chunk-size line's size (hexadecimal; any extensions after a `;` are dropped)."""
+    size = line.partition(b";")[0].rstrip(b" \t")
+    if not size or len(size) > 15 or size.strip(b"0123456789abcdefABCDEF"):
+        raise ProtocolError(f"a chunked body from {where} has a chunk size that is not hexadecimal: {line[:40]!r}")
+    return int(size, 16)
 
 
 def _request_head(method: str, url: Url, headers: Mapping[str, str], body: bytes | None) -> bytes:
