@@ -143,7 +143,8 @@ async def test_streams_that_read_stay_while_a_silent_one_times_out_on_the_shared
 async def test_a_stream_that_came_again_moves_behind_the_others() -> None:
     """`StreamedReads` keeps its streams in the order their last chunk came: the first due is always the first."""
     reads = StreamedReads(60)
-    first, second = Response(Url.parse("http://upstream.test/mcp"), 60), Response(Url.parse("http://upstream.test/mcp"), 60)
+    url = Url.parse("http://upstream.test/mcp")
+    first, second = Response(url, 60), Response(url, 60)
     reads.came(first)
     reads.came(second)
     reads.came(first)
