@@ -417,14 +417,15 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        if self.response is None:  # bytes on an idle connection: nothing they could answer, so not reusable
+        response = self.response
+        if response is None:  # bytes on an idle connection: nothing they could answer, so not reusable
             self.close()
             return
         self.received = True
         try:
             while data and self.in_head:
                 data = self._head(data)
-            if data and self.response is not None:
+            if data and self.response is not None:  # still coming (the head may have ended it: no body)
                 data = self._body(data)
             if data and not self.closed:  # bytes past the response's end: nothing asked for them
                 self.close()
