@@ -1,15 +1,19 @@
 """A lean HTTP/1.1 client for the gateway's upstream wires: asyncio Protocols and httptools' response parser.
 
 httpx2 + httpcore2 + h11 were over a third of a relay's CPU per call (issue 34's profile: httpcore2 17%, h11 16%,
-httpx2 10%). Here a connection is an asyncio `Protocol` whose `data_received` feeds httptools' (llhttp's) parser;
-its callbacks build the response in place: the head settles one future, each body chunk lands in the response's
-buffer and wakes its reader, the end of the message hands the connection back to its origin's keep-alive pool at
-once, whether or not the body was read yet. No task per connection, response or read.
+httpx2 10%). Here a connection is an asyncio `Protocol` whose `data_received` feeds a response's head to httptools'
+(llhttp's) parser, whose callbacks build it in place and settle one future; the body is framed by the connection
+itself (the parser is let go of at the head's end: a stream held open keeps none), each chunk lands in the
+response's buffer and wakes its reader, and the end of the message hands the connection back to its origin's
+keep-alive pool at once, whether or not the body was read yet. No task per connection, response or read, and one
+read-timeout timer for all of a client's streamed bodies (`StreamedReads`).
 
-What a network-facing parser needs, each bounded: the response head (`MAX_HEAD_BYTES`), a whole body read
-(`Response.read`'s `limit`), the connect, write and read timeouts (each a timer), and backpressure (reading from
-the socket pauses once `HIGH_WATER` bytes of a body wait unread, and resumes below half of it). Bodies framed by
-Content-Length, chunked (trailers read and dropped), or by the end of the connection. TLS is asyncio's (`ssl`):
+What a network-facing parser needs, each bounded: the response head (`MAX_HEAD_BYTES`, a chunked body's trailer
+too), a chunk-size line (`MAX_CHUNK_LINE`), a whole body read (`Response.read`'s `limit`), the connect, write and
+read timeouts (each a timer), and backpressure (reading from the socket pauses once `HIGH_WATER` bytes of a body wait
+unread, and resumes below half of it). Bodies framed by Content-Length, chunked (extensions and trailers read and
+dropped), or by the end of the connection, as llhttp frames them (`tests/test_unit_http_held_streams.py` checks the
+chunked framing against its own); bytes past a response's end close its connection. TLS is asyncio's (`ssl`):
 verified by default against the system's certificate authorities, or `SSL_CERT_FILE` / `SSL_CERT_DIR`.
 """
 
