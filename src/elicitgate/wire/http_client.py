@@ -358,7 +358,8 @@ class StreamedReads:
 
 
 _TIMER_CONTEXT = contextvars.Context()
-"""What the read timers run in (they read no context variable): not a copy of the context of whoever armed them."""
+"""What the read timers run in: not a copy of the context of whoever armed them, made for each (an expiry's effects,
+a resumed stream's task, belong to no one call, as those of the connection's own callbacks do not)."""
 
 
 _LENGTH, _CHUNKED, _TO_EOF = 0, 1, 2
