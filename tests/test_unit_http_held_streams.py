@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elicitgate.errors import ProtocolError, ReadTimeout, TransportError
+from elicitgate.wire import http_client
 from elicitgate.wire.http_client import HttpClient, Response, StreamedReads, Timeouts, Url
 from tests.test_wire_http_client import (  # pyright: ignore[reportPrivateUsage]
     WAIT,
@@ -238,3 +239,57 @@ async def test_bytes_past_a_response_s_end_close_its_connection_and_the_response
             assert client.connections == 0
         finally:
             await client.aclose()
+
+
+# -- connects to one origin at once, bounded ------------------------------------------------------------------
+
+
+async def test_connects_to_one_origin_are_bounded_and_the_requests_past_the_bound_all_get_a_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past `MAX_CONNECTING_PER_ORIGIN` connects on their way, a request takes the first connection that comes free
+    (kept alive) or opens one as another's connect ends: a burst of answers does not flood the server's backlog. A
+    request cancelled while it waits gives up its turn; closing the client ends the waits."""
+    monkeypatch.setattr(http_client, "MAX_CONNECTING_PER_ORIGIN", 2)
+    accepted = asyncio.Event()
+    connecting = most = 0
+    client = HttpClient()
+    connect = client._connect  # pyright: ignore[reportPrivateUsage]
+
+    async def counted(url: Url) -> http_client._Connection:  # pyright: ignore[reportPrivateUsage]
+        nonlocal connecting, most
+        connecting += 1
+        most = max(most, connecting)
+        try:
+            await accepted.wait()  # every connect stays on its way until the test lets them through
+            return await connect(url)
+        finally:
+            connecting -= 1
+
+    client._connect = counted  # type: ignore[method-assign]  # pyright: ignore[reportPrivateUsage]
+    accepted_answer = b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n"
+    try:
+        async with _server(_answering(accepted_answer)) as server:
+            requests = [asyncio.ensure_future(client.request("POST", server.url(), {}, b"{}")) for _ in range(12)]
+            await asyncio.wait_for(_until(lambda: connecting == 2), WAIT)
+            await asyncio.sleep(0)
+            assert most == 2
+            requests[5].cancel()  # waiting: its turn goes to the others
+            accepted.set()
+            done = await asyncio.wait_for(asyncio.gather(*requests, return_exceptions=True), WAIT)
+            assert isinstance(done[5], asyncio.CancelledError)
+            answered = [response for response in done if isinstance(response, Response)]
+            assert len(answered) == 11 and all(response.status == 202 for response in answered)
+            for response in answered:
+                response.close()
+            assert most == 2 and server.connections <= 11
+            accepted.clear()
+            waiting = [asyncio.ensure_future(client.request("POST", server.url(), {}, b"{}")) for _ in range(20)]
+            await asyncio.wait_for(_until(lambda: connecting == 2 or all(w.done() for w in waiting)), WAIT)
+            await client.aclose()
+            accepted.set()
+            ends = await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), WAIT)
+            assert all(isinstance(end, Response | TransportError) for end in ends), ends
+            assert any(isinstance(end, TransportError) for end in ends)
+    finally:
+        await client.aclose()

@@ -60,6 +60,14 @@ capped: every call in flight holds one (its POST's response stream) and each ans
 one more, so a cap would leave the answers none (bench/README.md, "Changes made to the gateway")."""
 
 
+MAX_CONNECTING_PER_ORIGIN = 128
+"""Connections being opened to one origin at once; a request past it takes the first one that comes free, or opens
+one as another's connect ends. Ten thousand answers to a server's elicitations POSTed at once each opened a
+connection and overflowed the server's listen backlog (uvicorn's is 2,048): connects timed out or were reset, and
+answers were lost once their retries ran out (bench/README.md, "A held POST's HTTP connection, trimmed"). Well
+under any server's backlog, and more than a burst of calls needs on a network where a connect takes 100 ms."""
+
+
 @dataclass(frozen=True, slots=True)
 class Timeouts:
     """Seconds: to connect (and finish TLS), to have a write taken, between two reads of a response."""
@@ -761,6 +769,10 @@ class HttpClient:
         self._open: set[_Connection] = set()
         self._closed = False
         self._reads = StreamedReads(timeouts.read) if timeouts.read is not None else None
+        self._connecting: dict[tuple[str, str, int], int] = {}
+        """Connections being opened per origin (`MAX_CONNECTING_PER_ORIGIN`)."""
+        self._waiting: dict[tuple[str, str, int], deque[asyncio.Future[None]]] = {}
+        """Requests waiting for a connection to come free or a connect to end, per origin, the first first."""
 
     async def request(
         self, method: str, url: Url, headers: Mapping[str, str], body: bytes | None = None
@@ -797,12 +809,47 @@ class HttpClient:
             raise connection.failure or ReadError(f"the connection to {response.url.shown()} was closed")
 
     async def _take(self, url: Url) -> tuple[_Connection, bool]:
-        idle = self._idle.get(url.origin)
-        while idle:
-            connection = idle.pop()
-            if not connection.closed and connection.transport is not None and not connection.transport.is_closing():
-                return connection, True
-        return await self._connect(url), False
+        """An idle connection to the origin, else a new one; while `MAX_CONNECTING_PER_ORIGIN` are being opened
+        already, the first of the two to come free."""
+        origin = url.origin
+        while True:
+            if self._closed:
+                raise TransportError("the client is closed")
+            idle = self._idle.get(origin)
+            while idle:
+                connection = idle.pop()
+                if not connection.closed and connection.transport is not None and not connection.transport.is_closing():
+                    return connection, True
+            connecting = self._connecting.get(origin, 0)
+            if connecting < MAX_CONNECTING_PER_ORIGIN:
+                break
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.setdefault(origin, deque()).append(waiter)
+            try:
+                await waiter
+            except BaseException:  # cancelled: a waiter cancelled in its place is skipped when the turn comes
+                if waiter.done() and not waiter.cancelled():  # its turn came as it was cancelled: the next one's
+                    self._wake_one(origin)
+                raise
+        self._connecting[origin] = connecting + 1
+        try:
+            return await self._connect(url), False
+        finally:
+            self._connecting[origin] -= 1
+            if not self._connecting[origin]:
+                del self._connecting[origin]
+            self._wake_one(origin)
+
+    def _wake_one(self, origin: tuple[str, str, int]) -> None:
+        """A connection to `origin` came free or a connect ended: the first request waiting for either looks again."""
+        waiting = self._waiting.get(origin)
+        while waiting:
+            waiter = waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                break
+        if waiting is not None and not waiting:
+            del self._waiting[origin]
 
     async def _connect(self, url: Url) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -837,6 +884,7 @@ class HttpClient:
             connection.close()
         else:
             idle.append(connection)
+            self._wake_one(connection.origin)
 
     def forget(self, connection: _Connection) -> None:
         self._open.discard(connection)
@@ -855,4 +903,9 @@ class HttpClient:
         for connection in list(self._open):
             connection.close()
         self._idle.clear()
+        for waiting in list(self._waiting.values()):  # each looks again, and finds the client closed
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_result(None)
+        self._waiting.clear()
 
