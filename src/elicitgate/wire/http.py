@@ -622,7 +622,8 @@ class _PostStream:
         self.request_id = request_id
         self.response = response
         self.events: SseParser | None = None
-        """Made at the first bytes of the body (the server may send the head long before them)."""
+        """Made at the first bytes of the body (the server may send the head long before them), let go of between
+        events while it holds nothing a later chunk or a resume needs (`SseParser.blank`)."""
         self.version = version
         """The `mcp-protocol-version` the POST carried, for the GET that resumes the stream."""
         self.answered = False
@@ -642,6 +643,8 @@ class _PostStream:
                     self.answered = True
                     self.drain = asyncio.get_running_loop().call_later(DRAIN_WAIT, self.cancel)
                     return
+            if events.blank:  # between events with no id to resume from: let go of it while the stream is held
+                self.events = None
         except SseEventTooLarge as exc:
             wire.lose(self.request_id, f"SSE stream failed: {exc}")
             self.cancel()

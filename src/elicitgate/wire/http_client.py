@@ -1,21 +1,26 @@
 """A lean HTTP/1.1 client for the gateway's upstream wires: asyncio Protocols and httptools' response parser.
 
 httpx2 + httpcore2 + h11 were over a third of a relay's CPU per call (issue 34's profile: httpcore2 17%, h11 16%,
-httpx2 10%). Here a connection is an asyncio `Protocol` whose `data_received` feeds httptools' (llhttp's) parser;
-its callbacks build the response in place: the head settles one future, each body chunk lands in the response's
-buffer and wakes its reader, the end of the message hands the connection back to its origin's keep-alive pool at
-once, whether or not the body was read yet. No task per connection, response or read.
+httpx2 10%). Here a connection is an asyncio `Protocol` whose `data_received` feeds a response's head to httptools'
+(llhttp's) parser, whose callbacks build it in place and settle one future; the body is framed by the connection
+itself (the parser is let go of at the head's end: a stream held open keeps none), each chunk lands in the
+response's buffer and wakes its reader, and the end of the message hands the connection back to its origin's
+keep-alive pool at once, whether or not the body was read yet. No task per connection, response or read, and one
+read-timeout timer for all of a client's streamed bodies (`StreamedReads`).
 
-What a network-facing parser needs, each bounded: the response head (`MAX_HEAD_BYTES`), a whole body read
-(`Response.read`'s `limit`), the connect, write and read timeouts (each a timer), and backpressure (reading from
-the socket pauses once `HIGH_WATER` bytes of a body wait unread, and resumes below half of it). Bodies framed by
-Content-Length, chunked (trailers read and dropped), or by the end of the connection. TLS is asyncio's (`ssl`):
+What a network-facing parser needs, each bounded: the response head (`MAX_HEAD_BYTES`, a chunked body's trailer
+too), a chunk-size line (`MAX_CHUNK_LINE`), a whole body read (`Response.read`'s `limit`), the connect, write and
+read timeouts (each a timer), and backpressure (reading from the socket pauses once `HIGH_WATER` bytes of a body wait
+unread, and resumes below half of it). Bodies framed by Content-Length, chunked (extensions and trailers read and
+dropped), or by the end of the connection, as llhttp frames them (`tests/test_unit_http_held_streams.py` checks the
+chunked framing against its own); bytes past a response's end close its connection. TLS is asyncio's (`ssl`):
 verified by default against the system's certificate authorities, or `SSL_CERT_FILE` / `SSL_CERT_DIR`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import os
 import platform
@@ -23,7 +28,7 @@ import socket
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, cast
 from urllib.parse import urljoin, urlsplit
 
@@ -55,6 +60,14 @@ capped: every call in flight holds one (its POST's response stream) and each ans
 one more, so a cap would leave the answers none (bench/README.md, "Changes made to the gateway")."""
 
 
+MAX_CONNECTING_PER_ORIGIN = 128
+"""Connections being opened to one origin at once; a request past it takes the first one that comes free, or opens
+one as another's connect ends. Ten thousand answers to a server's elicitations POSTed at once each opened a
+connection and overflowed the server's listen backlog (uvicorn's is 2,048): connects timed out or were reset, and
+answers were lost once their retries ran out (bench/README.md, "A held POST's HTTP connection, trimmed"). Well
+under any server's backlog, and more than a burst of calls needs on a network where a connect takes 100 ms."""
+
+
 @dataclass(frozen=True, slots=True)
 class Timeouts:
     """Seconds: to connect (and finish TLS), to have a write taken, between two reads of a response."""
@@ -76,6 +89,11 @@ class Url:
     userinfo: str
     explicit_port: bool
     text: str
+    origin: tuple[str, str, int] = field(init=False, repr=False, compare=False)
+    """Scheme, host and port: made once, the key of its keep-alive pool and held by each of its connections."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "origin", (self.scheme, self.host, self.port))
 
     @classmethod
     def parse(cls, text: str) -> Url:
@@ -94,10 +112,6 @@ class Url:
 
     def join(self, location: str) -> Url:
         return Url.parse(urljoin(self.text, location))
-
-    @property
-    def origin(self) -> tuple[str, str, int]:
-        return self.scheme, self.host, self.port
 
     def shown(self) -> str:
         """The URL without its userinfo, query or fragment (for messages and logs)."""
@@ -149,10 +163,10 @@ class Response(Wakeable):
 
     __slots__ = (
         "status", "headers", "url", "connection", "eof_framed", "_chunks", "_buffered", "_ended", "_error",
-        "_read_timeout", "_sink", "_timer", "_last",
+        "_read_timeout", "_sink", "_reads",
     )
 
-    def __init__(self, url: Url, read_timeout: float | None) -> None:
+    def __init__(self, url: Url, read_timeout: float | None, reads: StreamedReads | None = None) -> None:
         super().__init__()
         self.status = 0
         self.headers: dict[str, str] = {}
@@ -168,18 +182,17 @@ class Response(Wakeable):
         self._error: TransportError | None = None
         self._read_timeout = read_timeout
         self._sink: BodySink | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        """A streamed body's read timeout (`stream`)."""
-        self._last = 0.0
-        """When a streamed body's last chunk came (the event loop's clock)."""
+        self._reads = reads
+        """The clock of a streamed body's read timeout (`stream`): its client's, shared by all its streams."""
 
     # -- the connection's side (from its callbacks) -------------------------------------------------
 
     def receive(self, chunk: bytes) -> None:
         sink = self._sink
         if sink is not None:
-            if self._timer is not None:
-                self._last = _now()
+            reads = self._reads
+            if reads is not None:
+                reads.came(self)
             sink.body(chunk)
             return
         chunks = self._chunks
@@ -249,7 +262,7 @@ class Response(Wakeable):
         reading from the socket never pauses for it). The head's headers are let go of: read what you need of
         them first. `close` stops it, and nothing more is said to `sink`."""
         self._sink = sink
-        self.headers = {}
+        self.headers = _LET_GO
         chunks, self._chunks = self._chunks, None
         self._buffered = 0
         connection = self.connection
@@ -263,29 +276,25 @@ class Response(Wakeable):
             self._stop_streaming()
             sink.ended(self._error)
         elif self._read_timeout is not None:
-            self._last = _now()
-            self._timer = asyncio.get_running_loop().call_at(self._last + self._read_timeout, self._expire)
+            reads = self._reads
+            if reads is None or reads.timeout != self._read_timeout:
+                reads = self._reads = StreamedReads(self._read_timeout)
+            reads.came(self)
 
-    def _expire(self) -> None:
-        """A streamed body's read timer: nothing came for the read timeout, or the timer goes on to when it would."""
-        timeout = self._read_timeout
-        if self._sink is None or self._ended or timeout is None:
+    def expire(self) -> None:
+        """A streamed body's read timeout ran out (`StreamedReads`): nothing came for that long."""
+        if self._sink is None or self._ended:
             return
-        due = self._last + timeout
-        if _now() < due:
-            self._timer = asyncio.get_running_loop().call_at(due, self._expire)
-            return
-        self._timer = None
         connection = self.connection
-        self.finish(ReadTimeout(f"nothing received from {self.url.shown()} for {timeout} s"))
+        self.finish(ReadTimeout(f"nothing received from {self.url.shown()} for {self._read_timeout} s"))
         if connection is not None:
             connection.close()
 
     def _stop_streaming(self) -> None:
-        self._sink = None
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._sink is not None:
+            self._sink = None
+            if self._reads is not None:
+                self._reads.forget(self)
 
     @property
     def finished(self) -> bool:
@@ -309,29 +318,103 @@ class Response(Wakeable):
             connection.close()
 
 
-def _now() -> float:
-    return asyncio.get_running_loop().time()
+class StreamedReads:
+    """The read timeout of every streamed body of one client, on one loop timer: the streams in the order their last
+    chunk came (a stream that reads moves to the end), the timer at the first one's due, moved on when it fires.
+    A timer per stream held open (an elicitation's POST, for as long as a person takes) was a handle, its context
+    and a bound method, ~0.3 KB (~0.5 KB on uvloop) per pending question; an entry here is ~0.1 KB."""
+
+    __slots__ = ("timeout", "_streams", "_timer")
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._streams: dict[Response, float] = {}
+        """Each streamed body and when its last chunk came (the event loop's clock), the least recent first."""
+        self._timer: asyncio.TimerHandle | None = None
+
+    def came(self, response: Response) -> None:
+        """Something came for `response` (or it began streaming): its timeout starts over."""
+        streams = self._streams
+        streams.pop(response, None)
+        loop = asyncio.get_running_loop()
+        streams[response] = loop.time()
+        if self._timer is None:
+            self._timer = loop.call_at(streams[response] + self.timeout, self._expire, context=_TIMER_CONTEXT)
+
+    def forget(self, response: Response) -> None:
+        streams = self._streams
+        if streams.pop(response, None) is not None and not streams and self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        streams = self._streams
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while streams:
+            response, last = next(iter(streams.items()))
+            if last + self.timeout > now:
+                if self._timer is None:
+                    self._timer = loop.call_at(last + self.timeout, self._expire, context=_TIMER_CONTEXT)
+                return
+            del streams[response]
+            response.expire()
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+
+_TIMER_CONTEXT = contextvars.Context()
+"""What the read timers run in: not a copy of the context of whoever armed them, made for each (an expiry's effects,
+a resumed stream's task, belong to no one call, as those of the connection's own callbacks do not)."""
+
+
+_LENGTH, _CHUNKED, _TO_EOF = 0, 1, 2
+"""How a body is framed (`_Connection.framing`)."""
+
+_SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
+"""Where a chunked body is (`_Connection.chunk_state`): at a chunk's size line, in its data, at the CRLF after its
+data, in the trailer (the lines after the last chunk, up to an empty one)."""
+
+MAX_CHUNK_LINE = 4096
+"""The longest chunk-size line (its size and any extensions) read."""
 
 
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection to an origin: writes a request, parses its response in the parser's callbacks."""
+    """One keep-alive connection to an origin: writes a request and reads its response as it comes. The head is
+    httptools' (llhttp's), fed the head's bytes alone; the body is framed here (Content-Length, chunked, or the end
+    of the connection), and the parser let go of at the head's end: a POST whose event stream stays open while a
+    person answers holds no parser (~0.8 KB: llhttp's state and settings, a bound method per callback)."""
 
     __slots__ = (
-        "pool", "origin", "transport", "parser", "response", "head", "head_bytes", "in_head", "received", "paused",
-        "writing_paused", "drained", "closed", "failure", "uses",
+        "pool", "origin", "transport", "parser", "response", "head", "head_bytes", "head_tail", "in_head", "received",
+        "paused", "writing_paused", "drained", "closed", "failure", "uses", "keep_alive", "framing", "body_left",
+        "chunk_state", "chunk_line",
     )
 
     def __init__(self, pool: HttpClient, origin: tuple[str, str, int]) -> None:
         self.pool = pool
         self.origin = origin
         self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
+        self.parser: httptools.HttpResponseParser | None = None
+        """Reads the current response's head (made by `start`, let go of at the head's end)."""
         self.response: Response | None = None
         """The response being received; None while idle."""
         self.head: asyncio.Future[None] | None = None
         """Settled once the response's head came (or the connection failed first)."""
         self.head_bytes = 0
+        self.head_tail = b""
+        """The last bytes of the head so far (at most 3): its end, an empty line, may begin in them."""
         self.in_head = False
+        self.keep_alive = False
+        """The response's head allows the connection to be reused after its body."""
+        self.framing = _LENGTH
+        self.body_left = 0
+        """Bytes of the body still to come (`_LENGTH`), or of the current chunk's data (`_CHUNKED`)."""
+        self.chunk_state = _SIZE
+        self.chunk_line = b""
+        """A chunk-size or trailer line whose end has not come yet."""
         self.received = False
         """Whether any byte of the current response came (a reused connection that ends before is retried)."""
         self.paused = False
@@ -347,19 +430,125 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        if self.response is None:  # bytes on an idle connection: nothing they could answer, so not reusable
+        response = self.response
+        if response is None:  # bytes on an idle connection: nothing they could answer, so not reusable
             self.close()
             return
         self.received = True
-        if self.in_head:
-            self.head_bytes += len(data)
         try:
-            self.parser.feed_data(data)
+            while data and self.in_head:
+                data = self._head(data)
+            if data and self.response is not None:  # still coming (the head may have ended it: no body)
+                data = self._body(data)
+            if data and not self.closed:  # bytes past the response's end: nothing asked for them
+                self.close()
         except httptools.HttpParserError as exc:
             self._fail(ProtocolError(f"not an HTTP/1.1 response from {self._where()}: {exc}"))
-            return
-        if self.in_head and self.head_bytes > MAX_HEAD_BYTES:
-            self._fail(ProtocolError(f"the response head from {self._where()} is over {MAX_HEAD_BYTES} bytes"))
+        except ProtocolError as exc:
+            self._fail(exc)
+
+    def _head(self, data: bytes) -> bytes:
+        """Feed the parser the head's bytes in `data` (up to its end, an empty line); what follows is returned."""
+        parser = self.parser
+        assert parser is not None
+        tail = self.head_tail
+        cut = -1
+        if tail:  # an end that began in the last bytes
+            end = (tail + data[:3]).find(b"\r\n\r\n")
+            if end >= 0:
+                cut = end + 4 - len(tail)
+        if cut < 0:
+            end = data.find(b"\r\n\r\n")
+            if end >= 0:
+                cut = end + 4
+        head, rest = (data, b"") if cut < 0 else (data[:cut], data[cut:])
+        self.head_bytes += len(head)
+        if self.head_bytes > MAX_HEAD_BYTES:
+            raise ProtocolError(f"the response head from {self._where()} is over {MAX_HEAD_BYTES} bytes")
+        self.head_tail = (tail + head[-3:])[-3:] if cut < 0 else b""
+        parser.feed_data(head)
+        if not self.in_head:  # its end: the body is ours to frame
+            self.parser = None
+            self.head_bytes = 0  # a small int, not one of its own for as long as the connection is held
+            response = self.response
+            if response is not None and self.framing == _LENGTH and not self.body_left:
+                self._complete()
+        return rest
+
+    def _body(self, data: bytes) -> bytes:
+        """Hand the body's bytes in `data` to the response; returns what follows its end (if it ended)."""
+        framing = self.framing
+        if framing == _TO_EOF:
+            self._receive(data)
+            return b""
+        if framing == _LENGTH:
+            take = self.body_left
+            if len(data) < take:
+                self.body_left -= len(data)
+                self._receive(data)
+                return b""
+            self.body_left = 0
+            self._receive(data[:take] if len(data) > take else data)
+            if self.response is not None:
+                self._complete()
+            return data[take:]
+        return self._chunks(data)
+
+    def _chunks(self, data: bytes) -> bytes:
+        at, size = 0, len(data)
+        while at < size and self.response is not None:
+            state = self.chunk_state
+            if state == _DATA:
+                take = min(self.body_left, size - at)
+                self.body_left -= take
+                self._receive(data[at:at + take] if take < size else data)
+                at += take
+                if not self.body_left:
+                    self.chunk_state = _DATA_END
+                continue
+            end = data.find(b"\n", at)
+            if end < 0:
+                self.chunk_line += data[at:]
+                self._check_line(state)
+                return b""
+            line = self.chunk_line + data[at:end + 1]
+            self.chunk_line = b""
+            at = end + 1
+            self._check_line(state, line)
+            if not line.endswith(b"\r\n"):
+                raise ProtocolError(f"a chunked body from {self._where()} has a line that does not end with CRLF")
+            line = line[:-2]
+            if state == _DATA_END:
+                if line:
+                    raise ProtocolError(f"a chunk from {self._where()} is longer than its size said")
+                self.chunk_state = _SIZE
+            elif state == _SIZE:
+                self.body_left = _chunk_size(line, self._where())
+                self.chunk_state = _DATA if self.body_left else _TRAILER
+            elif line:  # a trailer field: dropped
+                self.head_bytes += len(line)
+                if self.head_bytes > MAX_HEAD_BYTES:
+                    raise ProtocolError(f"the trailer from {self._where()} is over {MAX_HEAD_BYTES} bytes")
+            else:
+                self._complete()
+                return data[at:]
+        return b""
+
+    def _check_line(self, state: int, line: bytes | None = None) -> None:
+        length = len(self.chunk_line if line is None else line)
+        if state == _DATA_END:
+            if length > 2:
+                raise ProtocolError(f"a chunk from {self._where()} is longer than its size said")
+        elif state == _TRAILER:
+            if self.head_bytes + length > MAX_HEAD_BYTES:
+                raise ProtocolError(f"the trailer from {self._where()} is over {MAX_HEAD_BYTES} bytes")
+        elif length > MAX_CHUNK_LINE:
+            raise ProtocolError(f"a chunk-size line from {self._where()} is over {MAX_CHUNK_LINE} bytes")
+
+    def _receive(self, chunk: bytes) -> None:
+        response = self.response
+        if response is not None and chunk:
+            response.receive(chunk)
 
     def eof_received(self) -> bool:
         self._lost(None)
@@ -394,10 +583,11 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         response = self.response
+        parser = self.parser
         self.in_head = False
-        if response is None:
+        if response is None or parser is None:
             return
-        status = self.parser.get_status_code()
+        status = parser.get_status_code()
         if 100 <= status < 200 and status != 101:  # informational (100 Continue): the real head follows
             response.headers.clear()
             self.head_bytes = 0
@@ -405,21 +595,37 @@ class _Connection(asyncio.Protocol):
             return
         response.status = status
         response.connection = self
-        response.eof_framed = _ends_at_eof(response)
+        self.keep_alive = parser.should_keep_alive()
+        self._frame(response)
         self._settle_head()  # let go of it: the request's task holds it, and a stream may stay open for hours
 
-    def on_body(self, body: bytes) -> None:
-        response = self.response
-        if response is not None and response.status:
-            response.receive(body)
+    def _frame(self, response: Response) -> None:
+        """How the body is framed, by the head (llhttp checked it: one Content-Length, digits only, not with a
+        Transfer-Encoding); the rules are llhttp's for a response."""
+        headers = response.headers
+        self.body_left = 0
+        self.chunk_state = _SIZE
+        self.chunk_line = b""
+        if response.status in (204, 304):
+            self.framing = _LENGTH
+        elif (coding := headers.get("transfer-encoding")) is not None:
+            chunked = coding.rpartition(",")[2].strip().lower() == "chunked"
+            self.framing = _CHUNKED if chunked else _TO_EOF
+        elif (length := headers.get("content-length")) is not None:
+            self.framing = _LENGTH
+            self.body_left = int(length)
+        else:
+            self.framing = _TO_EOF
+        response.eof_framed = self.framing == _TO_EOF
 
-    def on_message_complete(self) -> None:
+    def _complete(self) -> None:
+        """The response's body came whole."""
         response = self.response
-        if response is None or not response.status:
-            return  # the end of an informational response
+        if response is None:
+            return
         self.response = None
         self.head = None
-        keep = self.parser.should_keep_alive() and not self.closed
+        keep = self.keep_alive and not self.closed
         response.finish()
         if self.paused:  # the body's last chunk came with the buffer full: the next response reads again
             self.resume()
@@ -436,7 +642,9 @@ class _Connection(asyncio.Protocol):
         self.response = response
         self.received = False
         self.head_bytes = 0
+        self.head_tail = b""
         self.in_head = True
+        self.parser = httptools.HttpResponseParser(self)
         self.uses += 1
         head = self.head = asyncio.get_running_loop().create_future()
         self.transport.write(request)
@@ -512,6 +720,11 @@ _HEADER_NAMES: dict[bytes, str] = {}
 MAX_HEADER_NAMES = 256
 
 
+_LET_GO: dict[str, str] = {}
+"""A streamed response's headers once let go of (`Response.stream`): one empty dict for all of them, never written to
+(a response's headers are written only while its head comes)."""
+
+
 def _header_name(name: bytes) -> str:
     key = _HEADER_NAMES.get(name)
     if key is None:
@@ -521,12 +734,12 @@ def _header_name(name: bytes) -> str:
     return key
 
 
-def _ends_at_eof(response: Response) -> bool:
-    """Whether the body is framed by the end of the connection (no Content-Length, not chunked)."""
-    headers = response.headers
-    if response.status in (204, 304) or "content-length" in headers:
-        return False
-    return "chunked" not in headers.get("transfer-encoding", "").lower()
+def _chunk_size(line: bytes, where: str) -> int:
+    """A chunk-size line's size (hexadecimal; any extensions after a `;` are dropped)."""
+    size = line.partition(b";")[0].rstrip(b" \t")
+    if not size or len(size) > 15 or size.strip(b"0123456789abcdefABCDEF"):
+        raise ProtocolError(f"a chunked body from {where} has a chunk size that is not hexadecimal: {line[:40]!r}")
+    return int(size, 16)
 
 
 def _request_head(method: str, url: Url, headers: Mapping[str, str], body: bytes | None) -> bytes:
@@ -555,6 +768,11 @@ class HttpClient:
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._open: set[_Connection] = set()
         self._closed = False
+        self._reads = StreamedReads(timeouts.read) if timeouts.read is not None else None
+        self._connecting: dict[tuple[str, str, int], int] = {}
+        """Connections being opened per origin (`MAX_CONNECTING_PER_ORIGIN`)."""
+        self._waiting: dict[tuple[str, str, int], deque[asyncio.Future[None]]] = {}
+        """Requests waiting for a connection to come free or a connect to end, per origin, the first first."""
 
     async def request(
         self, method: str, url: Url, headers: Mapping[str, str], body: bytes | None = None
@@ -566,7 +784,7 @@ class HttpClient:
         timeout = self._timeouts.read
         while True:
             connection, reused = await self._take(url)
-            response = Response(url, timeout)
+            response = Response(url, timeout, self._reads)
             try:
                 await self._exchange(connection, data, response, timeout)
             except ReadError:
@@ -591,12 +809,47 @@ class HttpClient:
             raise connection.failure or ReadError(f"the connection to {response.url.shown()} was closed")
 
     async def _take(self, url: Url) -> tuple[_Connection, bool]:
-        idle = self._idle.get(url.origin)
-        while idle:
-            connection = idle.pop()
-            if not connection.closed and connection.transport is not None and not connection.transport.is_closing():
-                return connection, True
-        return await self._connect(url), False
+        """An idle connection to the origin, else a new one; while `MAX_CONNECTING_PER_ORIGIN` are being opened
+        already, the first of the two to come free."""
+        origin = url.origin
+        while True:
+            if self._closed:
+                raise TransportError("the client is closed")
+            idle = self._idle.get(origin)
+            while idle:
+                connection = idle.pop()
+                if not connection.closed and connection.transport is not None and not connection.transport.is_closing():
+                    return connection, True
+            connecting = self._connecting.get(origin, 0)
+            if connecting < MAX_CONNECTING_PER_ORIGIN:
+                break
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.setdefault(origin, deque()).append(waiter)
+            try:
+                await waiter
+            except BaseException:  # cancelled: a waiter cancelled in its place is skipped when the turn comes
+                if waiter.done() and not waiter.cancelled():  # its turn came as it was cancelled: the next one's
+                    self._wake_one(origin)
+                raise
+        self._connecting[origin] = connecting + 1
+        try:
+            return await self._connect(url), False
+        finally:
+            self._connecting[origin] -= 1
+            if not self._connecting[origin]:
+                del self._connecting[origin]
+            self._wake_one(origin)
+
+    def _wake_one(self, origin: tuple[str, str, int]) -> None:
+        """A connection to `origin` came free or a connect ended: the first request waiting for either looks again."""
+        waiting = self._waiting.get(origin)
+        while waiting:
+            waiter = waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                break
+        if waiting is not None and not waiting:
+            del self._waiting[origin]
 
     async def _connect(self, url: Url) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -631,6 +884,7 @@ class HttpClient:
             connection.close()
         else:
             idle.append(connection)
+            self._wake_one(connection.origin)
 
     def forget(self, connection: _Connection) -> None:
         self._open.discard(connection)
@@ -649,4 +903,9 @@ class HttpClient:
         for connection in list(self._open):
             connection.close()
         self._idle.clear()
+        for waiting in list(self._waiting.values()):  # each looks again, and finds the client closed
+            for waiter in waiting:
+                if not waiter.done():
+                    waiter.set_result(None)
+        self._waiting.clear()
 

@@ -31,6 +31,15 @@ class SseParser:
         self.retry: float | None = None
         """Seconds, as the server's last `retry:` field said."""
 
+    @property
+    def blank(self) -> bool:
+        """Nothing read that a later chunk or a reconnect needs: no partial line or event, no id, no retry (a fresh
+        parser would do the same from here)."""
+        return (
+            not self._pending and not self._data and not self._event and not self._after_cr
+            and self.last_id is None and self.retry is None
+        )
+
     def feed(self, chunk: bytes) -> list[bytes]:
         if self._after_cr and chunk:
             self._after_cr = False
