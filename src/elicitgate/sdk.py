@@ -9,8 +9,10 @@ nowhere else, so an SDK upgrade that moves one of these has one place to mend.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from functools import cache
+from inspect import CORO_SUSPENDED, getcoroutinestate
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -163,3 +165,28 @@ def shaped_result(runner: ServerRunner[Any], method: str, result: JsonObject) ->
     return runner._serialize(method, runner.connection.protocol_version, result)  # noqa: SLF001
 
 
+
+
+def cancel_reaches(task: asyncio.Task[Any]) -> bool:
+    """Whether a cancel scope around all of `task` would cancel it at this moment, as anyio's
+    `CancelScope._deliver_cancellation` decides (for `wire.scopes.TaskCancel`, which cancels a task so without the
+    scope): it has started and waits, no cancellation is on its way in already, no result is waking it (a
+    cancellation now would lose it), and it is not inside a shielded anyio scope (anyio's `_task_states` has each
+    task's innermost scope; each scope its parent)."""
+    from anyio._backends import _asyncio as backend  # loaded already: the gateway runs on anyio's asyncio backend
+
+    if getcoroutinestate(task.get_coro()) != CORO_SUSPENDED:  # pyright: ignore[reportArgumentType]  # a coroutine
+        return False
+    if task._must_cancel:  # type: ignore[attr-defined]  # noqa: SLF001
+        return False
+    waiter: object = task._fut_waiter  # type: ignore[attr-defined]  # noqa: SLF001
+    if isinstance(waiter, asyncio.Future) and waiter.done():
+        return False
+    states: Any = getattr(backend, "_task_states")  # noqa: B009  # its types are partly unknown to the checker
+    state = states.get(task)
+    scope: Any = state.cancel_scope if state is not None else None
+    while scope is not None:
+        if scope.shield:
+            return False
+        scope = scope._parent_scope  # noqa: SLF001
+    return True

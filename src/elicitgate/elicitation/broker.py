@@ -130,55 +130,28 @@ class Broker:
         Raises `MCPError` with a specific code when the request is refused or cannot end well.
         """
         params = dict(params or {})
-        mode = params.get("mode", "form")
         try:
-            checked = self._check_request(server, mode, params, url_ids)
-            if checked is not None:  # the schema every elicitation asking the same shares (`form_schemas`)
-                params["requestedSchema"] = checked.schema
-            if mode == "url":
-                await self.url_policy.check(server, params.get("url"), params.get("elicitationId"), needs_id=url_ids)
-            if origin is None:
-                raise errors.gateway_error(
-                    errors.ELICITATION_ORIGIN_UNKNOWN,
-                    "elicitation/create arrived outside any call the gateway can attribute it to",
-                    server=server,
-                )
-            peer = origin.peer
-            secrets = checked.secrets if checked is not None else ()
-            responder = self._responder(server, origin, mode, secrets)
-            if self.shared_limits is None:
-                identity = self.admit_here(server, peer, peer.identity)
-            else:
-                identity = await self.shared_limits.admit(server, peer)
+            origin, responder, identity = await self._admitted(server, origin, params, url_ids)
         except MCPError as exc:
-            self._refused(server, str(mode), origin, exc, source, gateway_reason)
+            self._refused(server, str(params.get("mode", "form")), origin, exc, source, gateway_reason)
             raise
-        deadline = anyio.current_time() + (timeout or self.config.default_timeout)
         el = Elicitation(
             server=server,
-            mode=mode,
+            mode=params.get("mode", "form"),
             params=params,
-            deadline=deadline,
+            deadline=anyio.current_time() + (timeout or self.config.default_timeout),
             origin=origin,
             candidates=candidates,
             responder=responder,
             source=source,
             gateway_reason=gateway_reason,
         )
-        el.abandon, el.grace = self._abandon, self.config.abandoned_grace  # its carriers: made when one attaches
-        origin.carry(el)  # the call's channel to its client, hosted or not: nothing is left to answer without it
-        self.pending[el.id] = el
-        self._open[identity] = self._open.get(identity, 0) + 1
-        self._of_peer.setdefault(peer, set()).add(el)
-        labelled(ELICITATIONS_PENDING, server).inc()
-        if self.notices is not None:
-            self.notices.watch(el)
-        for clock in clocks:  # the request clocks stop while a person answers
-            clock.pause()
+        self._opened(el, origin, identity, clocks)
         try:
             with _named(origin, el):
-                # Here, not in a coroutine of its own: one frame less held by every pending elicitation. No cancel
-                # scope either: its deadline is a loop timer that interrupts the wait (`Elicitation.interrupt`).
+                # Here, not in a coroutine of its own: one frame less held by every pending elicitation, and with few
+                # locals (what admits it and what it leaves behind are in `_admitted`, `_opened` and `_closed`). No
+                # cancel scope either: its deadline is a loop timer that interrupts the wait (`Elicitation.interrupt`).
                 paged = False
                 while True:  # the question; then, past its deadline, maybe on its page only (`unattended: wait`)
                     cancelling = el.wait_begins()
@@ -200,15 +173,11 @@ class Broker:
                             raise
                     finally:
                         el.wait_ends()
-                    unattended = self.unattended(server, origin.tool)
-                    if paged or unattended != "wait" or (page := self._page_only(el, responder)) is None:
-                        return self._unanswered(el, responder, unattended)
+                    page = None if paged else self._page_past_deadline(el, responder, origin.tool)
+                    if page is None:
+                        return self._unanswered(el, responder, self.unattended(server, origin.tool))
                     # Past its deadline the question waits on its page only: the client's request was let go.
-                    el.deadline = anyio.current_time() + self.config.unattended_wait
-                    el.responder = responder = page
-                    if self.notices is not None:
-                        self.notices.watch(el)
-                    paged = True
+                    responder, paged = page, True
         except anyio.get_cancelled_exc_class():
             self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
             raise
@@ -221,18 +190,73 @@ class Broker:
             logger.exception("elicitation %s failed", el.id)
             raise
         finally:
-            for clock in clocks:
-                clock.resume()
-            self.pending.pop(el.id, None)
-            if (left := self._open.pop(identity) - 1) > 0:
-                self._open[identity] = left
-            if (mine := self._of_peer.get(peer)) is not None:
-                mine.discard(el)
-                if not mine:
-                    del self._of_peer[peer]
-            labelled(ELICITATIONS_PENDING, server).dec()
+            self._closed(el, origin, identity, clocks)
             if self.shared_limits is not None:
                 await self.shared_limits.release(identity)
+
+    async def _admitted(
+        self, server: str, origin: Origin | None, params: JsonObject, url_ids: bool
+    ) -> tuple[Origin, Responder, str]:
+        """The checks a request passes before it is an elicitation (its form's schema put in `params`: the one every
+        elicitation asking with it shares, `form_schemas`), who presents it and the identity its limits count; raises
+        what refuses it."""
+        mode = params.get("mode", "form")
+        checked = self._check_request(server, mode, params, url_ids)
+        if checked is not None:
+            params["requestedSchema"] = checked.schema
+        if mode == "url":
+            await self.url_policy.check(server, params.get("url"), params.get("elicitationId"), needs_id=url_ids)
+        if origin is None:
+            raise errors.gateway_error(
+                errors.ELICITATION_ORIGIN_UNKNOWN,
+                "elicitation/create arrived outside any call the gateway can attribute it to",
+                server=server,
+            )
+        peer = origin.peer
+        secrets = checked.secrets if checked is not None else ()
+        responder = self._responder(server, origin, mode, secrets)
+        if self.shared_limits is None:
+            return origin, responder, self.admit_here(server, peer, peer.identity)
+        return origin, responder, await self.shared_limits.admit(server, peer)
+
+    def _opened(self, el: Elicitation, origin: Origin, identity: str, clocks: Sequence[PausableDeadline]) -> None:
+        """`el` is pending: its call's channel carries it, it is counted, and the request clocks stop while a person
+        answers."""
+        el.abandon, el.grace = self._abandon, self.config.abandoned_grace  # its carriers: made when one attaches
+        origin.carry(el)  # the call's channel to its client, hosted or not: nothing is left to answer without it
+        self.pending[el.id] = el
+        self._open[identity] = self._open.get(identity, 0) + 1
+        self._of_peer.setdefault(origin.peer, set()).add(el)
+        labelled(ELICITATIONS_PENDING, el.server).inc()
+        if self.notices is not None:
+            self.notices.watch(el)
+        for clock in clocks:
+            clock.pause()
+
+    def _closed(self, el: Elicitation, origin: Origin, identity: str, clocks: Sequence[PausableDeadline]) -> None:
+        """`el` is no longer pending (`_opened` undone): nothing of it stays in any map."""
+        for clock in clocks:
+            clock.resume()
+        self.pending.pop(el.id, None)
+        if (left := self._open.pop(identity) - 1) > 0:
+            self._open[identity] = left
+        peer = origin.peer
+        if (mine := self._of_peer.get(peer)) is not None:
+            mine.discard(el)
+            if not mine:
+                del self._of_peer[peer]
+        labelled(ELICITATIONS_PENDING, el.server).dec()
+
+    def _page_past_deadline(self, el: Elicitation, responder: Responder, tool: str | None) -> Responder | None:
+        """`unattended: wait` (for the server and the call's `tool`): past its deadline the question waits on its page
+        only, until `unattended_wait` more has passed (its new deadline); None when it does not (it ends unanswered)."""
+        if self.unattended(el.server, tool) != "wait" or (page := self._page_only(el, responder)) is None:
+            return None
+        el.deadline = anyio.current_time() + self.config.unattended_wait
+        el.responder = page
+        if self.notices is not None:
+            self.notices.watch(el)
+        return page
 
     def elicitations_of(self, peer: DownstreamPeer) -> Set[Elicitation]:
         """The pending elicitations `peer` caused."""

@@ -9,7 +9,7 @@ links) and the end of the call go to `router.inbound`, the one way into the brok
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
@@ -18,7 +18,7 @@ from elicitgate import errors
 from elicitgate.bridging.envelope import modern_capabilities, upstream_params, without_upstream_identity
 from elicitgate.bridging.input_requests import answer_input_requests, only_input_request, retry_params
 from elicitgate.config import HttpServer
-from elicitgate.contracts import Origin
+from elicitgate.contracts import Era, Origin
 from elicitgate.errors import NotSent, PeerLost, UrlElicitationRequired
 from elicitgate.json_shapes import JsonObject
 from elicitgate.router.inbound import InboundRouter
@@ -46,37 +46,34 @@ async def forward(
     restarted) is sent once more on a new session (`UpstreamLink.rejoin`): refused unread, it runs once
     whatever it does.
     """
-    key = call_key(method, params)
-    learned = await link.dual.connection() if link.dual.goes_modern(key) and link.primary is not None else None
+    # A call is made once more over 2026-07-28 only toward a server of both eras (`era: auto`): for it the params are
+    # kept (`again`), for any other not, while its questions wait for their humans.
+    key = call_key(method, params) if link.dual.enabled else None
+    again = params if key is not None else None
     # A call learned to go 2026-07-28 needs no handshake-era connection of the client's own.
-    conn = learned if learned is not None else await link.connection_for(call.peer)
+    conn = await _first_connection(link, call, key)
     # The rounds are run here, in this one frame, not in a coroutine of their own: every question of the call waits
-    # under it (for as long as its human thinks). `on`: the connection the call goes on (`conn`, one in its place
-    # after `rejoin`, or the 2026-07-28 one); `asked` hears of the server's requests during the handshake-era try
-    # (`link.dual.may_reissue`); `reissued` is set for the call made once more over 2026-07-28, whose first answer
-    # decides where `key` goes from now on: a result sends it to 2026-07-28, an error from the server keeps it on
-    # the handshake (and it is not made again), a lost connection or a timeout decides nothing.
+    # under it (for as long as its human thinks), so its locals are few and it holds no closure. `on`: the connection
+    # the call goes on (`conn`, one in its place after `rejoin`, or the 2026-07-28 one); `asked` hears of the server's
+    # requests during the handshake-era try (`link.dual.may_reissue`); `reissued` is set for the call made once more
+    # over 2026-07-28, whose first answer decides where `key` goes from now on: a result sends it to 2026-07-28, an
+    # error from the server keeps it on the handshake (and it is not made again), a lost connection or a timeout
+    # decides nothing.
     on = conn
     asked: list[str] | None = []
     reissued: CallKey | None = None
+    sent, progress = _prepared(params, call, on.era)
+    del params
     try:
         while True:  # at most twice: the call, and once more over 2026-07-28 toward a server of both eras
             try:
-                sent, token = upstream_params(params, call, on.era)
-                # No closures here: their cells would stay with the frame for as long as a question of the call waits.
-                progress = _Progress(call, token) if token is not None else None
                 minted: list[str] = []
                 rejoined = False
                 for _ in range(max_rounds + 1):
                     try:
                         result = await _send(link, on, call, method, sent, progress, asked)
                     except PeerLost as lost:
-                        # Refused unread, or never written because the connection had just ended (an HTTP link
-                        # reconnects at once): either way the server has not seen it, and it goes on the connection in
-                        # its place.
-                        unseen = forgot_session(lost) or (
-                            isinstance(lost, NotSent) and isinstance(link.config, HttpServer))
-                        if rejoined or not unseen:
+                        if rejoined or not _unseen(link, lost):
                             raise
                         rejoined = True
                         on = await link.rejoin(call.peer, on)
@@ -99,10 +96,7 @@ async def forward(
                         sent = retry_params(sent, {input_key: await asking}, state)
                     else:
                         sent = await answer_input_requests(
-                            link.name, call, sent, requests, state,
-                            # Called within this round only: the round's own `minted`.
-                            lambda input_key, request: inbound.input_request(
-                                link, call, input_key, request, minted),  # noqa: B023
+                            link.name, call, sent, requests, state, _asker(inbound, link, call, minted)
                         )
                 raise errors.gateway_error(
                     errors.ELICITATION_FAILED,
@@ -113,15 +107,17 @@ async def forward(
             except MCPError as exc:
                 if reissued is not None:
                     if not isinstance(exc, PeerLost) and reissued not in link.dual.learned:
-                        why = f"2026-07-28 did not take it either: {exc.error.message}"
-                        link.dual.learn(reissued, "handshake", why)
+                        link.dual.learn(reissued, "handshake", _not_taken(exc))
                     raise
-                if on.era != "handshake" or key is None or asked is None or not link.dual.may_reissue(key, exc, asked):
+                if on.era != "handshake" or again is None or asked is None:
+                    raise
+                if not link.dual.may_reissue(key, exc, asked):
                     raise
                 modern = await link.dual.connection()
                 if modern is None:
                     raise
                 on, asked, reissued = modern, None, key
+                sent, progress = _prepared(again, call, on.era)
     except TimeoutError:
         raise errors.gateway_error(
             errors.UPSTREAM_TIMEOUT,
@@ -130,29 +126,65 @@ async def forward(
             method=method,
         ) from None
     except PeerLost as lost:
-        # The wire's reason: the connection closed, or over HTTP this request's stream failed (an event past the
-        # server's `max_event_bytes`, a stream that ended without the answer) while the session goes on.
-        reason = lost.error.message
-        if reason == CLOSED and (unreachable := await conn.unreachable()) is not None:
-            link.suspect()
-            raise errors.gateway_error(
-                errors.UPSTREAM_UNAVAILABLE, f"upstream {link.name!r} is not available", server=link.name,
-                reason=unreachable,
-            ) from None
-        raise errors.gateway_error(
-            errors.UPSTREAM_GONE,
-            f"upstream {link.name!r} went away during {method}"
-            if reason == CLOSED
-            else f"upstream {link.name!r} did not answer {method}: {reason}",
-            server=link.name,
-            method=method,
-            reason=reason,
-        ) from None
+        raise await _upstream_lost(link, conn, method, lost) from None
     except UrlElicitationRequired as exc:
         await inbound.url_required(link, call, exc)
         raise
     finally:
         inbound.call_ended(call, "the call that caused it ended")
+
+
+async def _first_connection(link: UpstreamLink, call: Origin, key: CallKey | None) -> UpstreamConnection:
+    """The connection a call goes on first: the 2026-07-28 one for a call learned to go there (it needs no
+    handshake-era connection of the client's own), else the client's."""
+    learned = await link.dual.connection() if link.dual.goes_modern(key) and link.primary is not None else None
+    return learned if learned is not None else await link.connection_for(call.peer)
+
+
+def _prepared(params: Mapping[str, Any], call: Origin, era: Era) -> tuple[JsonObject, ProgressCallback | None]:
+    """The params as an upstream of `era` gets them, and what relays its progress to the client (None: no progress)."""
+    sent, token = upstream_params(params, call, era)
+    # No closures: their cells would stay with `forward`'s frame for as long as a question of the call waits.
+    return sent, _Progress(call, token) if token is not None else None
+
+
+def _not_taken(exc: MCPError) -> str:
+    return f"2026-07-28 did not take it either: {exc.error.message}"
+
+
+def _unseen(link: UpstreamLink, lost: PeerLost) -> bool:
+    """Refused unread, or never written because the connection had just ended (an HTTP link reconnects at once):
+    either way the server has not seen it, and it goes on the connection in its place."""
+    return forgot_session(lost) or (isinstance(lost, NotSent) and isinstance(link.config, HttpServer))
+
+
+def _asker(
+    inbound: InboundRouter, link: UpstreamLink, call: Origin, minted: list[str]
+) -> Callable[[str, Any], Awaitable[Any]]:
+    """How each question of a round of several is asked (`answer_input_requests`), into that round's `minted`."""
+    return lambda input_key, request: inbound.input_request(link, call, input_key, request, minted)
+
+
+async def _upstream_lost(link: UpstreamLink, conn: UpstreamConnection, method: str, lost: PeerLost) -> MCPError:
+    """What the client is told when the upstream's connection failed the call. The wire's reason: the connection
+    closed, or over HTTP this request's stream failed (an event past the server's `max_event_bytes`, a stream that
+    ended without the answer) while the session goes on."""
+    reason = lost.error.message
+    if reason == CLOSED and (unreachable := await conn.unreachable()) is not None:
+        link.suspect()
+        return errors.gateway_error(
+            errors.UPSTREAM_UNAVAILABLE, f"upstream {link.name!r} is not available", server=link.name,
+            reason=unreachable,
+        )
+    return errors.gateway_error(
+        errors.UPSTREAM_GONE,
+        f"upstream {link.name!r} went away during {method}"
+        if reason == CLOSED
+        else f"upstream {link.name!r} did not answer {method}: {reason}",
+        server=link.name,
+        method=method,
+        reason=reason,
+    )
 
 
 def _send(

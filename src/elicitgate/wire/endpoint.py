@@ -12,7 +12,6 @@ replaces, spent more CPU per request than the rest of the relay). Only what the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -48,7 +47,7 @@ from elicitgate.errors import (
 )
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
 from elicitgate.wire.base import Inbound, MessageWire, PushWire
-from elicitgate.wire.scopes import cancel_scope
+from elicitgate.wire.scopes import TaskCancel, cancel_scope
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +91,8 @@ class _Waiter:
     on_progress: ProgressCallback | None
 
 
-_UNBOUNDED = contextlib.nullcontext()
+_Cancels = asyncio.Task[None] | TaskCancel | anyio.CancelScope
+"""What stops a request of the peer's being served: its task (a `TaskCancel` once asked), or its scope (inline)."""
 
 _CALLBACK_CONTEXT = contextvars.Context()
 """What a serving task's done callback runs in (it reads no context variable)."""
@@ -119,9 +119,13 @@ class Endpoint:
         self._serving = serving
         self._inline = inline
         self._waiters: dict[RequestId, _Waiter] = {}
-        self._handling: dict[RequestId, tuple[anyio.CancelScope, Inbound]] = {}
-        """The peer's requests being served: the scope that cancels each, and the message."""
+        self._handling: dict[RequestId, tuple[_Cancels, Inbound]] = {}
+        """The peer's requests being served: what cancels each, and the message. A request served in a task of its own
+        is cancelled through that task (`TaskCancel`, made when the cancellation is asked for), one served inline
+        through a cancel scope."""
         self._serving_tasks: set[asyncio.Task[None]] = set()
+        self._task_name = f"serving a request of {peer}"
+        """Every serving task's name, one string (Python 3.11 makes a `Task-<n>` string for each task otherwise)."""
         self._served = self._serving_tasks.discard
         """Bound once: each task's done callback (a bound method per task otherwise)."""
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -161,15 +165,17 @@ class Endpoint:
         self._waiters[request_id] = _Waiter(future, on_progress)
         written = False
         try:
-            # `move_on_after`, not `fail_after`: a plain cancel scope, where `fail_after` is a generator
-            # around one; and none at all without a timeout, as one would live for every request in flight.
-            with anyio.move_on_after(timeout) if timeout is not None else _UNBOUNDED:
-                try:
-                    await self._wire.send(message, headers)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED) from None
+            if timeout is None:
+                # No cancel scope, and no `with` at all: it would keep its exit method for every request in flight.
+                await self._write_request(message, headers)
                 written = True
                 del message, params  # written: not held for as long as the answer takes (a human's, for a question)
+                return await future
+            # `move_on_after`, not `fail_after`: a plain cancel scope, where `fail_after` is a generator around one.
+            with anyio.move_on_after(timeout):
+                await self._write_request(message, headers)
+                written = True
+                del message, params
                 return await future
             if written and cancel_on_abandon:
                 await self._cancel_peer(request_id, f"timed out after {timeout}s", headers, shield=False)
@@ -183,6 +189,12 @@ class Endpoint:
             del self._waiters[request_id]
             if future.done() and not future.cancelled():
                 future.exception()  # an outcome that came as the caller left is not an unretrieved error
+
+    async def _write_request(self, message: JsonObject, headers: Mapping[str, str] | None) -> None:
+        try:
+            await self._wire.send(message, headers)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED) from None
 
     async def notify(
         self, method: str, params: Mapping[str, Any] | None, *, headers: Mapping[str, str] | None = None
@@ -237,8 +249,8 @@ class Endpoint:
     async def _end_serving(self) -> None:
         """Cancel the peer's requests still being served and wait for them (a serving endpoint tells the
         peer `Connection closed`, each within CLOSING_WRITE_TIMEOUT)."""
-        for scope, _ in list(self._handling.values()):
-            scope.cancel()
+        for request_id, (cancels, _) in list(self._handling.items()):
+            self._cancel(request_id, cancels, "the connection ended")
         if self._serving_tasks:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(list(self._serving_tasks))
@@ -281,16 +293,19 @@ class Endpoint:
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
             elif is_request_id(request_id):
-                scope = cancel_scope()
-                self._handling[request_id] = (scope, inbound)
-                handling = self._handle(scope, inbound, request_id, method, params, on_request)
                 if method in self._inline:
-                    return handling
+                    scope = cancel_scope()
+                    self._handling[request_id] = (scope, inbound)
+                    return self._handle(scope, inbound, request_id, method, params, on_request)
                 # A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a
                 # done-callback closure to every request in flight. `run` cancels and awaits these at the end.
-                # A cancel scope, not the task's own `cancel()`: a handler's shielded steps (giving back a per-call
-                # client's connections, telling an upstream its task is cancelled) must run to their end.
-                task = asyncio.get_running_loop().create_task(handling, context=inbound.context)
+                # No cancel scope either (two sets, a dozen slots and the task's anyio state, for as long as the request
+                # waits on a human): the task is cancelled as a scope around all of it would be, shields honoured
+                # (`TaskCancel`, made only when asked for), so a handler's shielded steps (giving back a per-call
+                # client's connections, telling an upstream its task is cancelled) run to their end.
+                handling = self._handle(None, inbound, request_id, method, params, on_request)
+                task = asyncio.get_running_loop().create_task(handling, name=self._task_name, context=inbound.context)
+                self._handling[request_id] = (task, inbound)
                 self._serving_tasks.add(task)
                 # In a context of its own, not a copy of the current one made for every request in flight.
                 task.add_done_callback(self._served, context=_CALLBACK_CONTEXT)
@@ -327,6 +342,25 @@ class Endpoint:
             ))
         return None
 
+    def _cancel(self, request_id: RequestId, cancels: _Cancels, reason: str) -> None:
+        """Stop serving a request: a scope at once; a task as a cancel scope around its handler would, honouring the
+        handler's shields (`TaskCancel`), once."""
+        if isinstance(cancels, asyncio.Task):
+            handling = self._handling[request_id]
+            self._handling[request_id] = (TaskCancel(cancels, reason), handling[1])
+        elif isinstance(cancels, anyio.CancelScope):
+            cancels.cancel()
+
+    def _handler_ended(self, request_id: RequestId, inbound: Inbound) -> bool:
+        """The request's handler returned or raised: nothing cancels it from now on (its answer is not cut short).
+        True when its task was cancelled here (`_cancel`), that cancellation now taken back, and from nowhere else."""
+        handling = self._handling.get(request_id)
+        if handling is None or handling[1] is not inbound:
+            return False
+        del self._handling[request_id]
+        cancels = handling[0]
+        return isinstance(cancels, TaskCancel) and cancels.stop()
+
     def _on_notification(
         self, inbound: Inbound, method: str, params: JsonObject | None, on_notify: OnNotify
     ) -> None:
@@ -347,31 +381,43 @@ class Endpoint:
         elif method == "notifications/cancelled" and params is not None:
             cancelled = params.get("requestId")
             if is_request_id(cancelled) and (handling := self._handling.get(cancelled)) is not None:
-                scope, request = handling
+                cancels, request = handling
                 if not request.cancel_requested:
                     request.cancel_requested = True
                     if request.on_cancel is not None:
                         request.on_cancel()
-                    scope.cancel()
+                    self._cancel(cancelled, cancels, "the peer cancelled it")
         self._spawn(self._notify_contained, on_notify, inbound, method, params)
 
     async def _handle(
         self,
-        scope: anyio.CancelScope,
+        scope: anyio.CancelScope | None,
         inbound: Inbound,
         request_id: RequestId,
         method: str,
         params: JsonObject | None,
         on_request: OnRequest,
     ) -> None:
-        """Answer one request of the peer's under `scope`, which the peer's `notifications/cancelled` and the
-        end of the connection (`_end_serving`) cancel. One the peer cancelled is not answered (the spec says
-        so); one the connection's end cut short is answered `Connection closed` by a serving endpoint."""
+        """Answer one request of the peer's. The peer's `notifications/cancelled` and the end of the connection
+        (`_end_serving`) cancel it: its task (`scope` is None, `_cancel`), or `scope` for one served inline. One the
+        peer cancelled is not answered (the spec says so); one the connection's end cut short is answered
+        `Connection closed` by a serving endpoint."""
         response: JsonObject | None = None
+        cancelled_here = False
         try:
-            with scope:
-                result = await on_request(inbound, method, params)
+            if scope is None:  # no `with`: it would keep its exit method for as long as the request is served
+                try:
+                    result = await on_request(inbound, method, params)
+                finally:
+                    cancelled_here = self._handler_ended(request_id, inbound)
                 response = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            else:
+                with scope:  # it takes its own cancellation: `response` stays None
+                    try:
+                        result = await on_request(inbound, method, params)
+                    finally:
+                        self._handler_ended(request_id, inbound)
+                    response = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except MCPError as exc:
             response = {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(exclude_none=True)}
         except ValidationError:
@@ -381,13 +427,12 @@ class Endpoint:
         except Exception as exc:
             logger.exception("handling %s from %s failed", method, self._peer)
             response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
-        except anyio.get_cancelled_exc_class():  # cancelled from outside (the gateway is stopping)
-            await self._cut_short(inbound, request_id)
-            raise
+        except anyio.get_cancelled_exc_class():
+            if not cancelled_here:  # cancelled from outside (the gateway is stopping)
+                await self._cut_short(inbound, request_id)
+                raise
         finally:
             inbound.served = True
-            if (handling := self._handling.get(request_id)) is not None and handling[1] is inbound:
-                del self._handling[request_id]
         if response is None:  # cancelled: by the peer, or the connection's end
             await self._cut_short(inbound, request_id)
         elif not inbound.cancel_requested:
