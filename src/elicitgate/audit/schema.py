@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import JSON, Column, DateTime, Float, Index, Integer, MetaData, String, Table, Text
@@ -28,6 +29,21 @@ class UtcDateTime(TypeDecorator[datetime]):
             return None
         value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        """On SQLite, the text SQLAlchemy's DATETIME writes (`2026-11-20 12:00:00.000000`), made by `isoformat`:
+        SQLAlchemy's own formats a dict of seven fields, for two columns of every audit record."""
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+
+        def sqlite_text(value: datetime | None) -> str | None:
+            if value is None:
+                return None
+            if value.tzinfo is not None:
+                value = value.astimezone(UTC).replace(tzinfo=None)
+            return value.isoformat(" ", "microseconds")
+
+        return sqlite_text
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
