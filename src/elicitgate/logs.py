@@ -147,9 +147,7 @@ class _TextFormatter(logging.Formatter):
         is set up otherwise than `configure_logging` sets it (its format, a date format)."""
         if self._fmt != TEXT_FORMAT or self.datefmt or type(self) is not _TextFormatter:
             return None
-        created = time.time()
-        msecs = int((created - int(created)) * 1000) + 0.0  # as `LogRecord` has it
-        when = self._time(created, msecs)
+        when = self._time(*_record_time())
         return f"{when} {logging.getLevelName(level)} {name}: {escape_controls(event)} {_FIELDS_JSON(fields)}"
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
@@ -178,6 +176,15 @@ class _JsonLineFormatter(JsonFormatter):
         ids = _request.get()
         if ids:
             log_data.setdefault("request", ids)
+
+
+def _record_time() -> tuple[float, float]:
+    """`created` and `msecs` as a `LogRecord` made now has them (Python 3.13 takes them from `time.time_ns`)."""
+    if sys.version_info >= (3, 13):
+        now = time.time_ns()
+        return now / 1e9, (now % 1_000_000_000) // 1_000_000 + 0.0
+    created = time.time()
+    return created, int((created - int(created)) * 1000) + 0.0
 
 
 class _Lines(logging.StreamHandler[TextIO]):
