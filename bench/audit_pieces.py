@@ -49,7 +49,8 @@ def pieces(workdir: Path) -> dict[str, float]:
 
     def made(**id_: str) -> Any:
         return audit_record.AuditRecord(
-            **id_, server="demo", mode="form", state="accepted", reason="user accepted", created_at=audit_record.utc(now),
+            **id_, server="demo", mode="form", state="accepted", reason="user accepted",
+            created_at=audit_record.utc(now),
             ended_at=audit_record.utc(now + 0.0123), tool="demo__confirm", client="mcp", client_id="c1",
             request_id="528", responder="client", attempts=1,
         )

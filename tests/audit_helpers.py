@@ -19,7 +19,6 @@ from sqlalchemy import insert
 from elicitgate.audit.record import AuditRecord
 from elicitgate.audit.schema import records
 from elicitgate.audit.store import AuditStore
-
 from tests.conftest import ROOT
 
 TYPED = "typed-by-ada-7f3k"
@@ -105,8 +104,8 @@ def varied_records(server: str) -> list[AuditRecord]:
         AuditRecord(server=server, mode="url", state="refused", reason="rate_limited", detail="too many",
                     created_at=now.astimezone(plus_two), ended_at=now.astimezone(plus_two), source="gateway",
                     gateway_reason="confirmation"),
-        AuditRecord(server=server, mode="form", state="timed_out", reason="deadline", created_at=now - timedelta(days=400),
-                    ended_at=now, content={}),
+        AuditRecord(server=server, mode="form", state="timed_out", reason="deadline",
+                    created_at=now - timedelta(days=400), ended_at=now, content={}),
     ]
 
 

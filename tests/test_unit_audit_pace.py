@@ -57,7 +57,8 @@ async def test_a_batch_of_one_is_stored(tmp_path):
         (record,) = varied_records("one")[:1]
         await store.add([record])
         (row,) = await store.query()
-        assert row["id"] == record.id and row["content"] == record.content and row["duration_s"] == record.duration_s == 1.234
+        assert row["id"] == record.id and row["content"] == record.content
+        assert row["duration_s"] == record.duration_s == 1.234
     finally:
         await store.close()
 

@@ -83,7 +83,7 @@ def as_json(row: JsonObject) -> JsonObject:
 def logged(record: AuditRecord) -> JsonObject:
     """`as_json` of the record's row without `content` (a value a person typed is never logged), read off the
     record in one pass: the fields of the log line written for every elicitation's end."""
-    out = dict(zip(_LOGGED, _logged_values(record)))
+    out = dict(zip(_LOGGED, _logged_values(record), strict=True))
     out["created_at"], out["ended_at"] = _iso(record.created_at), _iso(record.ended_at)
     return out
 
