@@ -70,8 +70,12 @@ class AuditStore:
         return anyio.CancelScope(shield=self.engine.dialect.name == "sqlite")
 
     async def add(self, batch: Sequence[AuditRecord]) -> None:
-        """Store `batch` in one transaction, one INSERT (the driver's executemany: one round trip to its thread)."""
+        """Store `batch` in one transaction, one INSERT (the driver's executemany: one round trip to its thread).
+        A list is emptied once its rows are bound (the writer's batch: its records are let go while the rows are
+        stored, and the next batch's take their memory)."""
         rows = self._insert.rows(batch)
+        if self._insert.sql is not None and isinstance(batch, list):
+            batch.clear()
         with self.whole_transactions():
             async with self.engine.begin() as conn:
                 if self._insert.sql is None:
