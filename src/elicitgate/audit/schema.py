@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import JSON, Column, DateTime, Float, Index, Integer, MetaData, String, Table, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
+
+if TYPE_CHECKING:
+    from sqlalchemy.sql.type_api import _BindProcessorType  # pyright: ignore[reportPrivateUsage]
 
 TABLE = "elicitgate_audit"
 VERSION_TABLE = "elicitgate_audit_version"
@@ -30,7 +32,7 @@ class UtcDateTime(TypeDecorator[datetime]):
         value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
-    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+    def bind_processor(self, dialect: Dialect) -> _BindProcessorType[datetime] | None:
         """On SQLite, the text SQLAlchemy's DATETIME writes (`2026-11-20 12:00:00.000000`), made by `isoformat`:
         SQLAlchemy's own formats a dict of seven fields, for two columns of every audit record."""
         if dialect.name != "sqlite":
