@@ -16,11 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import create_async_engine
-from sqlalchemy.types import TypeDecorator
 
 from elicitgate import logs
 from elicitgate.audit.record import _iso  # pyright: ignore[reportPrivateUsage]
-from elicitgate.audit.schema import UtcDateTime
+from elicitgate.audit.schema import UtcDateTime, sqlite_text
 from elicitgate.audit.store import AuditStore
 from elicitgate.logs import configure_logging, log_event
 from tests.audit_helpers import stored_both_ways, varied_records
@@ -39,10 +38,9 @@ def test_the_logged_times_are_isoformat_in_milliseconds(when: datetime):
 @given(aware | st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9998, 12, 31)))
 def test_sqlite_times_are_bound_as_sqlalchemys_datetime_binds_them(when: datetime):
     dialect = create_async_engine("sqlite+aiosqlite://").dialect
-    ours = UtcDateTime().dialect_impl(dialect)
-    process, sqlalchemys = ours.bind_processor(dialect), TypeDecorator.bind_processor(ours, dialect)
-    assert process is not None and sqlalchemys is not None
-    assert process(when) == sqlalchemys(when) and process(None) is None
+    sqlalchemys = UtcDateTime().dialect_impl(dialect).bind_processor(dialect)
+    assert sqlalchemys is not None
+    assert sqlite_text(when) == sqlalchemys(when) and sqlite_text(None) is None
 
 
 async def test_a_batch_is_stored_as_sqlalchemys_insert_stored_it(tmp_path):

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import JSON, Column, DateTime, Float, Index, Integer, MetaData, String, Table, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
-
-if TYPE_CHECKING:
-    from sqlalchemy.sql.type_api import _BindProcessorType  # pyright: ignore[reportPrivateUsage]
 
 TABLE = "elicitgate_audit"
 VERSION_TABLE = "elicitgate_audit_version"
@@ -32,25 +29,20 @@ class UtcDateTime(TypeDecorator[datetime]):
         value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
-    def bind_processor(self, dialect: Dialect) -> _BindProcessorType[datetime] | None:
-        """On SQLite, the text SQLAlchemy's DATETIME writes (`2026-11-20 12:00:00.000000`), made by `isoformat`:
-        SQLAlchemy's own formats a dict of seven fields, for two columns of every audit record."""
-        if dialect.name != "sqlite":
-            return super().bind_processor(dialect)
-
-        def sqlite_text(value: datetime | None) -> str | None:
-            if value is None:
-                return None
-            if value.tzinfo is not None:
-                value = value.astimezone(UTC).replace(tzinfo=None)
-            return value.isoformat(" ", "microseconds")
-
-        return sqlite_text
-
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def sqlite_text(value: datetime | None) -> str | None:
+    """A `UtcDateTime` bound for SQLite: the text SQLAlchemy's DATETIME writes (`2026-11-20 12:00:00.000000`), made by
+    `isoformat` (SQLAlchemy's own formats a dict of seven fields: 3.4 against 2.0 us, twice for every audit record)."""
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat(" ", "microseconds")
 
 
 metadata = MetaData()
