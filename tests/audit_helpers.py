@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,11 @@ import anyio
 import httpx2
 import mcp_types as types
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import insert
 
+from elicitgate.audit.record import AuditRecord
+from elicitgate.audit.schema import records
+from elicitgate.audit.store import AuditStore
 from tests.conftest import ROOT
 
 TYPED = "typed-by-ada-7f3k"
@@ -86,3 +91,40 @@ async def stored(url: str, count: int, timeout: float = 120) -> dict[tuple[str, 
 
 def value(metrics: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
     return metrics.get((name, frozenset(labels.items())), 0.0)
+
+
+def varied_records(server: str) -> list[AuditRecord]:
+    now = datetime(2026, 11, 26, 23, 5, 7, 123456, tzinfo=UTC)
+    plus_two = timezone(timedelta(hours=2))
+    return [
+        AuditRecord(server=server, mode="form", state="accepted", reason="user accepted", created_at=now,
+                    ended_at=now + timedelta(seconds=1.2345), tool="demo__confirm", client="mcp", client_id="c1",
+                    principal="ada", request_id="7", attempts=2, responder="client",
+                    content={"name": "Zoë \u2028", "n": 3, "nested": [1.5, None, True]}),
+        AuditRecord(server=server, mode="url", state="refused", reason="rate_limited", detail="too many",
+                    created_at=now.astimezone(plus_two), ended_at=now.astimezone(plus_two), source="gateway",
+                    gateway_reason="confirmation"),
+        AuditRecord(server=server, mode="form", state="timed_out", reason="deadline",
+                    created_at=now - timedelta(days=400), ended_at=now, content={}),
+    ]
+
+
+async def _raw_rows(store: AuditStore, server: str) -> list[tuple[Any, ...]]:
+    """The rows as the driver gives them back (no SQLAlchemy type on the way), without their ids, oldest first."""
+    async with store.engine.connect() as conn:
+        found = await conn.exec_driver_sql(f"SELECT * FROM elicitgate_audit WHERE server = '{server}'")
+        rows = [tuple(row) for row in found]
+    return sorted((row[1:] for row in rows), key=repr)
+
+
+async def stored_both_ways(url: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The same records stored by `AuditStore.add` and by SQLAlchemy's INSERT of their rows, as stored."""
+    store = await AuditStore.open(url)
+    try:
+        await store.add(varied_records("batch"))
+        async with store.engine.begin() as conn:
+            await conn.execute(insert(records), [record.row() for record in varied_records("core")])
+        batch, core = await _raw_rows(store, "batch"), await _raw_rows(store, "core")
+    finally:
+        await store.close()
+    return batch, core

@@ -15,7 +15,7 @@ from mcp import Client
 from elicitgate.audit.record import AuditRecord
 from elicitgate.audit.schema import VERSION_TABLE, metadata
 from elicitgate.audit.store import AuditStore
-from tests.audit_helpers import TYPED, ScriptedHuman, audit_jsonl, stored
+from tests.audit_helpers import TYPED, ScriptedHuman, audit_jsonl, stored, stored_both_ways
 from tests.conftest import ROOT, free_port, gateway_stdio, stdio_server, write_config
 from tests.pg import postgres_url  # noqa: F401 - the fixture
 
@@ -64,6 +64,12 @@ async def test_postgresql_schema_is_the_migrated_one_and_retention_applies(postg
         assert kept["id"] == new.id and kept["created_at"] == now.replace(microsecond=now.microsecond)
     finally:
         await store.close()
+
+
+async def test_a_batch_is_stored_in_postgresql_as_sqlalchemys_insert_stored_it(postgres_url):  # noqa: F811
+    batch, core = await stored_both_ways(postgres_url)
+    assert len(batch) == 3 and [row[1:] for row in batch] == [row[1:] for row in core]
+    assert {row[0] for row in batch} == {"batch"}
 
 
 @pytest.mark.timeout(300)

@@ -20,7 +20,7 @@ import time
 import unicodedata
 from collections.abc import Mapping
 from contextvars import Token
-from typing import Any
+from typing import Any, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -35,10 +35,34 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 def log_event(logger: logging.Logger, event: str, fields: Mapping[str, Any], level: int = logging.INFO) -> None:
     """One line for one lifecycle event; `fields` must hold nothing a person typed."""
     if logger.isEnabledFor(level):
+        lines = _only_lines(logger, level)
+        if lines is not None and lines.event(logger.name, level, event, fields):
+            return
         # The record made here, not by `Logger.log`: its walk up the stack for the caller's file and line, which
         # no format shows, was a quarter of the cost of this line, written for every elicitation.
         extra = {_EVENT: event, _FIELDS: dict(fields)}
         logger.handle(logger.makeRecord(logger.name, level, _EVENT_SOURCE, 0, "%s", (event,), None, extra=extra))
+
+
+def _only_lines(logger: logging.Logger, level: int) -> _Lines | None:
+    """The handler `configure_logging` installed, when it is the only one a record of `logger` at `level` would reach
+    and nothing on the way filters or makes records its own way (a test's capture handler, a filter, another record
+    factory): then `log_event` writes its line without a `LogRecord`."""
+    if logger.disabled or logger.filters or type(logger) is not logging.Logger:
+        return None
+    if logging.getLogRecordFactory() is not logging.LogRecord:
+        return None
+    found: _Lines | None = None
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            if level < handler.level:
+                continue  # passed over by `callHandlers` too
+            if found is not None or type(handler) is not _Lines:
+                return None
+            found = handler
+        current = current.parent if current.propagate else None
+    return found
 
 
 _EVENT_SOURCE = "(lifecycle event)"
@@ -108,12 +132,23 @@ class _TextFormatter(logging.Formatter):
         lifecycle event is logged for every elicitation)."""
         if datefmt:
             return super().formatTime(record, datefmt)
-        second = int(record.created)
+        return self._time(record.created, record.msecs)
+
+    def _time(self, created: float, msecs: float) -> str:
+        second = int(created)
         if second != self._second:
-            self._stamp = time.strftime(self.default_time_format, self.converter(record.created))
+            self._stamp = time.strftime(self.default_time_format, self.converter(created))
             self._second = second
         msec_format = self.default_msec_format
-        return msec_format % (self._stamp, record.msecs) if msec_format else self._stamp
+        return msec_format % (self._stamp, msecs) if msec_format else self._stamp
+
+    def event_line(self, name: str, level: int, event: str, fields: Mapping[str, Any]) -> str | None:
+        """The line `format` writes for `log_event`'s record, made without the record; None when this formatter
+        is set up otherwise than `configure_logging` sets it (its format, a date format)."""
+        if self._fmt != TEXT_FORMAT or self.datefmt or type(self) is not _TextFormatter:
+            return None
+        when = self._time(*_record_time())
+        return f"{when} {logging.getLevelName(level)} {name}: {escape_controls(event)} {_FIELDS_JSON(fields)}"
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = escape_controls(record.message)
@@ -143,9 +178,47 @@ class _JsonLineFormatter(JsonFormatter):
             log_data.setdefault("request", ids)
 
 
+def _record_time() -> tuple[float, float]:
+    """`created` and `msecs` as a `LogRecord` made now has them (Python 3.13 takes them from `time.time_ns`)."""
+    if sys.version_info >= (3, 13):
+        now = time.time_ns()
+        return now / 1e9, (now % 1_000_000_000) // 1_000_000 + 0.0
+    created = time.time()
+    return created, int((created - int(created)) * 1000) + 0.0
+
+
+class _Lines(logging.StreamHandler[TextIO]):
+    """The root handler `configure_logging` installs: a `StreamHandler` that also writes `log_event`'s lines
+    without a `LogRecord` (its making and its handling were most of the cost of the line logged for every
+    elicitation: bench/README.md, "The audit trail's pace")."""
+
+    def event(self, name: str, level: int, event: str, fields: Mapping[str, Any]) -> bool:
+        """Write the event's line as `emit` would; False when its formatter cannot make it (then the caller
+        makes a record)."""
+        formatter = self.formatter
+        if self.filters or type(formatter) is not _TextFormatter:
+            return False
+        self.acquire()
+        try:
+            line = formatter.event_line(name, level, event, fields)
+            if line is None:
+                return False
+            self.stream.write(line + self.terminator)
+            self.flush()
+        except RecursionError:
+            raise
+        except Exception:
+            extra = {_EVENT: event, _FIELDS: dict(fields)}
+            self.handleError(logging.getLogger(name).makeRecord(
+                name, level, _EVENT_SOURCE, 0, "%s", (event,), None, extra=extra))
+        finally:
+            self.release()
+        return True
+
+
 def configure_logging(level: str, log_format: str = "text") -> None:
     """The root handler on stderr (stdout may be the stdio face's channel)."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Lines(sys.stderr)
     if log_format == "json":
         handler.setFormatter(
             _JsonLineFormatter(

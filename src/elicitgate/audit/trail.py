@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BATCH = 500
+WAKE = 100
+"""Records queued that wake the writer before `LINGER` has passed (it then takes up to `BATCH`): a busy gateway
+stores a wave of ends while the next comes, and the records waiting stay few (bench/README.md, "The audit trail's
+pace": each is a few hundred bytes of arena memory a burst takes and keeps)."""
 LINGER = 1.0
 """Seconds the writer waits for more records after the first of a batch: one transaction for many ends. A commit
 costs the gateway more CPU than the rows in it (SQLite's pages, the driver thread's round trips): at 0.25 s a
@@ -57,7 +61,7 @@ class AuditTrail:
         self._queued = 0
         """Records sent and not yet taken into a batch."""
         self._batch_full: anyio.Event | None = None
-        """While the writer gathers a batch: set once `BATCH` records are queued, or at `close`."""
+        """While the writer gathers a batch: set once `WAKE` records are queued, or at `close`."""
         self._dropped_since_log = 0
         self._last_drop_log = float("-inf")
 
@@ -72,7 +76,7 @@ class AuditTrail:
             self._queued += 1
             if self._wanted is not None:
                 self._wanted.set()
-            if self._queued >= BATCH and self._batch_full is not None:
+            if self._queued >= WAKE and self._batch_full is not None:
                 self._batch_full.set()
         except anyio.WouldBlock:
             self._drop("queue_full")
@@ -152,7 +156,7 @@ class AuditTrail:
         async for first in self._receive:
             # The writer wakes once per batch, not once per record: it waits for the batch to fill or for
             # `LINGER` to pass, then takes what is queued.
-            if self._queued < BATCH and not self._closed:  # closing: what is queued is stored now, unlingered
+            if self._queued < WAKE and not self._closed:  # closing: what is queued is stored now, unlingered
                 full = self._batch_full = anyio.Event()
                 with anyio.move_on_after(LINGER):
                     await full.wait()
@@ -163,13 +167,15 @@ class AuditTrail:
                     batch.append(self._receive.receive_nowait())
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
-            self._queued -= len(batch)
+            count = len(batch)
+            self._queued -= count
+            del first
             try:
-                await store.add(batch)
-                AUDIT_WRITTEN.inc(len(batch))
+                await store.add(batch)  # empties the list once bound: the records go before the driver's round trips
+                AUDIT_WRITTEN.inc(count)
             except Exception:
-                logger.exception("could not store %d audit record(s)", len(batch))
-                AUDIT_DROPPED.labels(reason="write_failed").inc(len(batch))
+                logger.exception("could not store %d audit record(s)", count)
+                AUDIT_DROPPED.labels(reason="write_failed").inc(count)
 
     async def _cleanup(self, store: AuditStore) -> None:
         while True:
