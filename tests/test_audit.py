@@ -427,3 +427,36 @@ async def test_the_sqlite_page_cache_is_bounded_below_sqlites_default(tmp_path):
     finally:
         await store.close()
     assert cache_size == -SQLITE_CACHE_KIB and SQLITE_CACHE_KIB <= 256
+
+
+async def test_wake_records_queued_are_stored_before_the_linger_passes(tmp_path, monkeypatch):
+    """The writer takes a batch once `WAKE` records wait, not after `LINGER` (an hour here): records sent one at a
+    time, the writer waiting for more after the first, are stored as the hundredth comes."""
+    url = f"sqlite:///{tmp_path / 'audit.db'}"
+    add = AuditStore.add
+    stored_batches: list[int] = []
+    stored_once = anyio.Event()
+
+    async def counted(self: AuditStore, batch: list[AuditRecord]) -> None:
+        stored_batches.append(len(batch))
+        await add(self, batch)
+        stored_once.set()
+
+    monkeypatch.setattr(trail_module, "LINGER", 3600.0)
+    monkeypatch.setattr(AuditStore, "add", counted)
+    trail = AuditTrail(AuditConfig(url=url))
+    now = datetime.now(UTC)
+    with anyio.fail_after(40):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(trail.run)
+            try:  # the writer outlives a failure here until `close` (it is shielded): close it whatever happens
+                await anyio.lowlevel.checkpoint()  # the writer runs
+                trail.record(_record("s0", "accepted", now))
+                assert await trail.opened(30.0) is not None
+                for i in range(1, trail_module.WAKE):
+                    await anyio.lowlevel.checkpoint()  # the writer is waiting for more (or the hour) meanwhile
+                    trail.record(_record(f"s{i}", "accepted", now))
+                await stored_once.wait()
+            finally:
+                await trail.close(10.0)
+    assert stored_batches == [trail_module.WAKE]
