@@ -11,11 +11,7 @@ thread the event loop runs on, and of the process with the driver's thread). CPU
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench import pieces_ab
+
 BATCH = 500
 BATCHES = 20
 
@@ -81,35 +78,14 @@ def pieces(workdir: Path) -> dict[str, float]:
     return found
 
 
+def _pieces_in_a_workdir() -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="audit-pieces-") as workdir:
+        return pieces(Path(workdir))
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="bench.audit_pieces", description=__doc__.splitlines()[0])
-    parser.add_argument("--base", default="main")
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--src", help=argparse.SUPPRESS)  # the child: time the pieces of this source tree
-    args = parser.parse_args()
-    if args.src:
-        sys.path.insert(0, args.src)
-        import elicitgate
-
-        assert elicitgate.__file__ is not None and elicitgate.__file__.startswith(args.src), elicitgate.__file__
-        with tempfile.TemporaryDirectory(prefix="audit-pieces-") as workdir:
-            print(json.dumps(pieces(Path(workdir))), file=sys.__stdout__)
-        return
-    from bench.ab import export_src
-
-    sources = {"base": export_src(args.base), "work": ROOT / "src"}
-    found: dict[str, list[dict[str, float]]] = {label: [] for label in sources}
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for _ in range(args.runs):
-        for label, src in sources.items():
-            out = subprocess.run([sys.executable, "-m", "bench.audit_pieces", "--src", str(src)], cwd=ROOT, env=env,
-                                 capture_output=True, text=True, check=True).stdout
-            found[label].append(json.loads(out))
-    print("| piece, us per elicitation | base | work |\n|---|---:|---:|")
-    for piece in found["base"][0]:
-        base = ", ".join(f"{run[piece]:.1f}" for run in found["base"])
-        work = ", ".join(f"{run[piece]:.1f}" for run in found["work"])
-        print(f"| {piece} | {base} | {work} |")
+    pieces_ab.main("bench.audit_pieces", __doc__.splitlines()[0], _pieces_in_a_workdir,
+                   unit="piece, us per elicitation", digits=1)
 
 
 if __name__ == "__main__":

@@ -10,18 +10,13 @@ work on the machine). Asserts nothing.
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import subprocess
-import sys
 import timeit
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench import pieces_ab
 
 
 def _best(fn: Callable[[], object], number: int = 3000) -> float:
@@ -71,32 +66,7 @@ def pieces() -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="bench.hot_pieces", description=__doc__.splitlines()[0])
-    parser.add_argument("--base", default="main")
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--src", help=argparse.SUPPRESS)  # the child: time the pieces of this source tree
-    args = parser.parse_args()
-    if args.src:
-        sys.path.insert(0, args.src)
-        import elicitgate
-
-        assert elicitgate.__file__ is not None and elicitgate.__file__.startswith(args.src), elicitgate.__file__
-        print(json.dumps(pieces()))
-        return
-    from bench.ab import export_src
-
-    sources = {"base": export_src(args.base), "work": ROOT / "src"}
-    found: dict[str, list[dict[str, float]]] = {label: [] for label in sources}
-    for _ in range(args.runs):
-        for label, src in sources.items():
-            out = subprocess.run([sys.executable, "-m", "bench.hot_pieces", "--src", str(src)], cwd=ROOT,
-                                 capture_output=True, text=True, check=True).stdout
-            found[label].append(json.loads(out))
-    print("| piece | base us | work us |\n|---|---:|---:|")
-    for piece in found["base"][0]:
-        base = ", ".join(f"{run[piece]:.2f}" for run in found["base"])
-        work = ", ".join(f"{run[piece]:.2f}" for run in found["work"])
-        print(f"| {piece} | {base} | {work} |")
+    pieces_ab.main("bench.hot_pieces", __doc__.splitlines()[0], pieces, unit="piece, us", digits=2)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ from typing import Any, cast
 from elicitgate.json_shapes import JsonObject
 
 _TOOL_CALL_PARAMS = frozenset({"name", "arguments"})
+_OPTIONAL_FIELDS = (("isError", bool), ("structuredContent", dict))
+"""A result's optional fields the sieve keeps, in its order, each with its one type (`null` is dropped)."""
 
 
 def tool_call_params_fit(params: Any) -> bool:
@@ -51,18 +53,12 @@ def sieved_tool_result(result: JsonObject) -> JsonObject | None:
         blocks.append({"text": text, "type": "text"})
     shaped: JsonObject = {"content": blocks}
     known = 1
-    if "isError" in result:
-        known += 1
-        is_error = result["isError"]
-        if type(is_error) is bool:
-            shaped["isError"] = is_error
-        elif is_error is not None:
-            return None
-    if "structuredContent" in result:
-        known += 1
-        structured = result["structuredContent"]
-        if type(structured) is dict:
-            shaped["structuredContent"] = structured
-        elif structured is not None:
-            return None
+    for key, kind in _OPTIONAL_FIELDS:
+        if key in result:
+            known += 1
+            value = result[key]
+            if type(value) is kind:
+                shaped[key] = value
+            elif value is not None:
+                return None
     return shaped if len(result) == known else None
