@@ -331,6 +331,12 @@ def test_a_long_line_in_many_chunks_and_one_byte_at_a_time_parse_as_one():
     assert [event for i in range(len(small)) for event in bytewise.feed(small[i : i + 1])] == [b"a", b"b\nc"]
 
 
+def test_an_id_holding_a_null_is_ignored_as_the_event_stream_format_says():
+    events = SseParser(MIB)
+    assert events.feed(b"id: 5\n\ndata: a\nid: 6\x007\n\n") == [b"a"]
+    assert events.last_id == "5"
+
+
 def test_an_event_ended_by_a_bare_cr_at_a_chunk_end_is_delivered_at_once():
     # A CR is a whole line end in an event stream; when it ends a chunk, the next chunk may begin with the LF
     # of a CRLF, which ends no second line. The event must not wait for that next chunk: at the end of a

@@ -47,7 +47,8 @@ class SseParser:
                 chunk = chunk[1:]
                 if not chunk:
                     return []
-        if b"\n" not in chunk and b"\r" not in chunk:  # the line goes on
+        # find(), not `in`: bytes.__contains__ first tries its argument as an integer (a TypeError raised and caught)
+        if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:  # the line goes on
             if isinstance(self._pending, list):
                 self._pending.append(chunk)
             else:
@@ -56,7 +57,7 @@ class SseParser:
             self._check_size()
             return []
         buffer = b"".join([*self._pending, chunk]) if self._pending else chunk
-        if b"\r" in buffer:
+        if buffer.find(b"\r") >= 0:
             # A CR ends its line now, even at the end of the chunk (a stream's last event may end so).
             self._after_cr = buffer.endswith(b"\r")
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
@@ -97,7 +98,7 @@ class SseParser:
         elif name == b"event":
             self._event = value
         elif name == b"id":
-            if b"\0" not in value:
+            if value.find(b"\0") < 0:
                 self.last_id = value.decode(errors="replace")
         elif name == b"retry":
             if value.isdigit():
