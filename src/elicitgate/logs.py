@@ -38,10 +38,14 @@ def log_event(logger: logging.Logger, event: str, fields: Mapping[str, Any], lev
         lines = _only_lines(logger, level)
         if lines is not None and lines.event(logger.name, level, event, fields):
             return
-        # The record made here, not by `Logger.log`: its walk up the stack for the caller's file and line, which
-        # no format shows, was a quarter of the cost of this line, written for every elicitation.
-        extra = {_EVENT: event, _FIELDS: dict(fields)}
-        logger.handle(logger.makeRecord(logger.name, level, _EVENT_SOURCE, 0, "%s", (event,), None, extra=extra))
+        logger.handle(_event_record(logger, level, event, fields))
+
+
+def _event_record(logger: logging.Logger, level: int, event: str, fields: Mapping[str, Any]) -> logging.LogRecord:
+    """`log_event`'s record. Made here, not by `Logger.log`: its walk up the stack for the caller's file and line,
+    which no format shows, was a quarter of the cost of this line, written for every elicitation."""
+    extra = {_EVENT: event, _FIELDS: dict(fields)}
+    return logger.makeRecord(logger.name, level, _EVENT_SOURCE, 0, "%s", (event,), None, extra=extra)
 
 
 def _only_lines(logger: logging.Logger, level: int) -> _Lines | None:
@@ -208,9 +212,7 @@ class _Lines(logging.StreamHandler[TextIO]):
         except RecursionError:
             raise
         except Exception:
-            extra = {_EVENT: event, _FIELDS: dict(fields)}
-            self.handleError(logging.getLogger(name).makeRecord(
-                name, level, _EVENT_SOURCE, 0, "%s", (event,), None, extra=extra))
+            self.handleError(_event_record(logging.getLogger(name), level, event, fields))
         finally:
             self.release()
         return True
