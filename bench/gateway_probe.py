@@ -41,6 +41,7 @@ from elicitgate.cli_serve import _setup_logging
 from elicitgate.config import load_config
 from elicitgate.faces.stdio import serve_stdio
 from elicitgate.gateway import Gateway
+from elicitgate.metrics import AUDIT_DROPPED, AUDIT_WRITTEN
 
 
 class _MallInfo2(ctypes.Structure):
@@ -105,6 +106,15 @@ def sqlite_memory() -> dict[str, int]:
     return {"used_kb": lib.sqlite3_memory_used() // 1024, "highwater_kb": lib.sqlite3_memory_highwater(0) // 1024}
 
 
+def audit_counts() -> tuple[int, dict[str, int]]:
+    """The audit records stored since the gateway started, and those dropped by reason (`queue_full`: the writer fell
+    behind; `write_failed`; `stopped`), from the gateway's own counters (`metrics.AUDIT_WRITTEN`, `AUDIT_DROPPED`)."""
+    written = sum(int(s.value) for m in AUDIT_WRITTEN.collect() for s in m.samples if s.name.endswith("_total"))
+    dropped = {s.labels["reason"]: int(s.value) for m in AUDIT_DROPPED.collect() for s in m.samples
+               if s.name.endswith("_total")}
+    return written, dropped
+
+
 def main() -> None:
     config, probe = sys.argv[1], Path(sys.argv[2])
     http = sys.argv[3] if len(sys.argv) > 3 else None
@@ -151,6 +161,7 @@ def main() -> None:
         if gateway.audit is not None:  # records waiting for the writer now, and the most since the previous probe
             stats["audit_queued"] = gateway.audit._queued  # pyright: ignore[reportPrivateUsage]
             stats["audit_queued_max"], most_queued[0] = most_queued[0], 0
+            stats["audit_written"], stats["audit_dropped"] = audit_counts()
         if tracemalloc.is_tracing() and signum == signal.SIGUSR1:
             by = os.environ.get("BENCH_TRACEMALLOC_BY", "filename")
             snapshot = tracemalloc.take_snapshot()

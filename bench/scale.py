@@ -25,10 +25,13 @@ Phases, in this order (so that the leak check runs before the pending phase infl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
+import shutil
 import signal
+import sqlite3
 import statistics
 import sys
 import time
@@ -110,6 +113,14 @@ class Probe:
         stats = json.loads(self.path.read_text())
         stats["rss_kb"] = rss_kb(self.pid)
         return stats
+
+    async def audit_stored(self) -> dict[str, Any]:
+        """The probe once the audit queue is empty (the writer lingers up to a second for a batch): its records
+        stored (`audit_written`) and dropped (`audit_dropped`, by reason) since the gateway started."""
+        with anyio.fail_after(PROBE_WAIT):
+            while (found := await self.read(traced=False))["audit_queued"]:
+                await anyio.sleep(0.1)
+        return found
 
     async def audit_opened(self) -> None:
         """Wait until the audit store, opened by the first call's record, is open: its import (SQLAlchemy)
@@ -206,10 +217,15 @@ async def pending_phase(pending: int, log: IO[str], workdir: Path, progress: Cal
 
 @asynccontextmanager
 async def _gateway(
-    workdir: Path, name: str, upstream: dict[str, Any], answer: Answerer, log: IO[str]
+    workdir: Path, name: str, upstream: dict[str, Any], answer: Answerer, log: IO[str],
+    audit_store: Path | None = None,
 ) -> AsyncIterator[tuple[Client, Probe]]:
-    """A gateway (stdio face, with the probe) in front of one upstream named `demo`, and its client."""
-    config = configs.write_config(workdir, name, configs.gateway_config({"demo": upstream}))
+    """A gateway (stdio face, with the probe) in front of one upstream named `demo`, and its client (`audit_store`: its
+    audit store's file, else the one in the state directory)."""
+    config = configs.gateway_config({"demo": upstream})
+    if audit_store is not None:
+        config["audit"] = {**config.get("audit", {}), "url": f"sqlite:///{audit_store}"}
+    config = configs.write_config(workdir, name, config)
     probe_file = workdir / f"{name}.probe.json"
     argv = [configs.PY, "-m", "bench.gateway_probe", str(config), str(probe_file)]
     async with Client(stdio_transport(argv, log), mode="legacy", elicitation_callback=answer,
@@ -249,6 +265,8 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
             tenth = found
             first_tenth = first_tenth or tenth["rss_kb"]
             progress(f"waves: {done:,}/{total:,} completed, gateway RSS {tenth['rss_kb'] / 1024:.1f} MiB"
+                     + (f", audit queued {tenth['audit_queued']:,} (at most {tenth['audit_queued_max']:,}), "
+                        f"dropped {sum(tenth['audit_dropped'].values()):,}" if "audit_dropped" in tenth else "")
                      + "".join(f", {name} {value / 1024:.1f} MiB" for name, value in _memory(tenth).items()
                                if name.endswith("_kb") and name != "rss_kb"))
         else:
@@ -256,6 +274,15 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
     elapsed = time.perf_counter() - start
     cpu = [now - then for now, then in zip(cpu_now(), cpu_before, strict=True)]
     after = await probe.read()
+    audit: dict[str, Any] = {}
+    if "audit_written" in after:  # every question's end is a record: none may be dropped
+        most = max(point.get("audit_queued_max", 0) for point in [*trace, _memory(after)])
+        stored = await probe.audit_stored()
+        audit = {"audit_written": stored["audit_written"], "audit_dropped": stored["audit_dropped"],
+                 "audit_queued_max": most}
+        progress(f"waves: audit records stored {audit['audit_written']:,}, dropped "
+                 f"{sum(audit['audit_dropped'].values()):,} {audit['audit_dropped']}, "
+                 f"most queued at once {audit['audit_queued_max']:,}")
     return {
         "total": total,
         "wave": wave,
@@ -273,6 +300,7 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
         "broker_pending_after": after["pending"],
         "tasks_before": before["tasks"],
         "tasks_after": after["tasks"],
+        **audit,
         "trace": trace,
     }
 
@@ -301,6 +329,8 @@ def _memory(stats: dict[str, Any]) -> dict[str, int]:
         found |= {"sqlite_used_kb": sqlite["used_kb"], "sqlite_highwater_kb": sqlite["highwater_kb"]}
     if "audit_queued" in stats:
         found |= {"audit_queued": stats["audit_queued"], "audit_queued_max": stats["audit_queued_max"]}
+    if "audit_written" in stats:
+        found |= {"audit_written": stats["audit_written"], "audit_dropped": sum(stats["audit_dropped"].values())}
     if "gc_objects" in stats:
         found["gc_objects"] = stats["gc_objects"]
     return found
@@ -385,18 +415,39 @@ async def _pending(client: Client, answer: Answerer, probe: Probe, n: int,
 LEAN_UPSTREAM: dict[str, Any] = {"command": configs.PY, "args": ["-m", "bench.lean_server"], "era": "handshake"}
 
 
+def _fresh_audit_store(workdir: Path, start_from: Path | None) -> tuple[Path, int]:
+    """The waves' audit store: a file of their own, empty, or a copy of `start_from`; and the records it holds.
+
+    In the state directory it held every earlier run's records (the published million at 4ac107e began with 1.9
+    million), and the cost of a stored row grew with the store (`audit/migrations` 0002): the figures depended on
+    how many runs came before."""
+    store = workdir / "scale-waves.audit.db"
+    for path in (store, *(store.with_name(store.name + side) for side in ("-wal", "-shm", "-journal"))):
+        path.unlink(missing_ok=True)
+    if start_from is None:
+        return store, 0
+    shutil.copyfile(start_from, store)
+    with contextlib.closing(sqlite3.connect(store)) as conn:
+        return store, conn.execute("SELECT count(*) FROM elicitgate_audit").fetchone()[0]
+
+
 async def waves_phase(total: int, wave: int, log: IO[str], workdir: Path, progress: Callable[[str], None],
-                      *, sdk_client: bool = False, demo_upstream: bool = False) -> dict[str, Any]:
+                      *, sdk_client: bool = False, demo_upstream: bool = False,
+                      audit_store: Path | None = None) -> dict[str, Any]:
     """Phase 1 alone: `total` elicitations completed in waves of `wave`, through a fresh gateway, between the lean
     client and the lean upstream (`bench.lean_client`, `bench.lean_server`: the gateway's CPU is then most of each
-    question's; `sdk_client`: the `mcp` SDK's client, as the other phases; `demo_upstream`: the demo server)."""
+    question's; `sdk_client`: the `mcp` SDK's client, as the other phases; `demo_upstream`: the demo server). The
+    gateway's audit store starts empty, or as a copy of `audit_store` (a SQLite file)."""
     upstream = configs.stdio_upstream("handshake") if demo_upstream else LEAN_UPSTREAM
+    store, rows = _fresh_audit_store(workdir, audit_store)
     if sdk_client:
         answer = Answerer()
-        async with _gateway(workdir, "scale-waves", upstream, answer, log) as (client, probe):
+        async with _gateway(workdir, "scale-waves", upstream, answer, log, store) as (client, probe):
             found = await _waves(_checked(client, f"demo__{TOOL}"), probe, total, wave, progress)
-            return {"client": "mcp SDK", "upstream": upstream["args"][-1], **found}
-    config = configs.write_config(workdir, "scale-waves", configs.gateway_config({"demo": upstream}))
+            return {"client": "mcp SDK", "upstream": upstream["args"][-1], "audit_rows_before": rows, **found}
+    settings = configs.gateway_config({"demo": upstream})
+    settings["audit"] = {**settings.get("audit", {}), "url": f"sqlite:///{store}"}
+    config = configs.write_config(workdir, "scale-waves", settings)
     probe_file = workdir / "scale-waves.probe.json"
     accept = {"action": "accept", "content": {"ok": True}}
     lean = await LeanClient.start([configs.PY, "-m", "bench.gateway_probe", str(config), str(probe_file)], log,
@@ -412,7 +463,7 @@ async def waves_phase(total: int, wave: int, log: IO[str], workdir: Path, progre
         found = await _waves(call, probe, total, wave, progress)
         if lean.elicitations - asked != total + wave:  # the warm-up wave's too
             raise RuntimeError(f"{lean.elicitations - asked:,} elicitations answered for {total + wave:,} calls")
-        return {"client": "bench.lean_client", "upstream": upstream["args"][-1],
+        return {"client": "bench.lean_client", "upstream": upstream["args"][-1], "audit_rows_before": rows,
                 "elicitations_answered": lean.elicitations - asked, **found}
     finally:
         await lean.close()
@@ -431,6 +482,7 @@ def main() -> None:
     parser.add_argument("--per-level", type=int, default=300, help="throughput: calls per level (at least 10x it)")
     parser.add_argument("--sdk-client", action="store_true", help="waves: the mcp SDK's client, not the lean one")
     parser.add_argument("--demo-upstream", action="store_true", help="waves: the demo server, not the lean one")
+    parser.add_argument("--audit-store", type=Path, help="waves: the audit store starts as a copy of this SQLite file")
     parser.add_argument("--workdir", type=Path, default=Path("bench/results/work"))
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -440,7 +492,8 @@ def main() -> None:
         if args.only == "throughput":
             found = anyio.run(throughput_phase, (1, 10, 100), args.per_level, log, args.workdir, say)
         elif args.only == "waves":
-            waves = functools.partial(waves_phase, sdk_client=args.sdk_client, demo_upstream=args.demo_upstream)
+            waves = functools.partial(waves_phase, sdk_client=args.sdk_client, demo_upstream=args.demo_upstream,
+                                      audit_store=args.audit_store)
             found = anyio.run(waves, args.total, args.wave, log, args.workdir, say)
         else:
             phase = pending_phase if args.only == "pending" else pushed_phase

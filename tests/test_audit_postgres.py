@@ -13,11 +13,12 @@ from alembic.migration import MigrationContext
 from mcp import Client
 
 from elicitgate.audit.record import AuditRecord
-from elicitgate.audit.schema import VERSION_TABLE, metadata
+from elicitgate.audit.schema import HEAD_REVISION, VERSION_TABLE, metadata
 from elicitgate.audit.store import AuditStore
 from tests.audit_helpers import TYPED, ScriptedHuman, audit_jsonl, stored, stored_both_ways
 from tests.conftest import ROOT, free_port, gateway_stdio, stdio_server, write_config
 from tests.pg import postgres_url  # noqa: F401 - the fixture
+from tests.test_unit_audit_store_growth import store_at_0001_migrated
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +54,7 @@ async def test_postgresql_schema_is_the_migrated_one_and_retention_applies(postg
             diff = await conn.run_sync(lambda c: compare_metadata(
                 MigrationContext.configure(c, opts={"version_table": VERSION_TABLE}), metadata))
             version = (await conn.exec_driver_sql("SELECT version_num FROM elicitgate_audit_version")).scalar()
-        assert diff == [] and version == "0001"
+        assert diff == [] and version == HEAD_REVISION
         now = datetime.now(UTC)
         old = AuditRecord(server="retention", mode="form", state="accepted", reason="r",
                           created_at=now - timedelta(days=40), ended_at=now - timedelta(days=40))
@@ -89,3 +90,14 @@ def test_gateways_starting_together_migrate_in_turn(tmp_path, postgres_url):  # 
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         assert out == ""
+
+
+async def test_a_postgresql_store_at_0001_is_migrated_with_its_records(postgres_url):  # noqa: F811
+    import asyncpg
+
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await admin.execute("CREATE DATABASE from_0001")
+    finally:
+        await admin.close()
+    await store_at_0001_migrated(postgres_url.rsplit("/", 1)[0] + "/from_0001")

@@ -12,7 +12,7 @@ from sqlalchemy.types import TypeDecorator
 TABLE = "elicitgate_audit"
 VERSION_TABLE = "elicitgate_audit_version"
 """Alembic's version table under our own name, so a shared PostgreSQL database keeps its own."""
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 """The newest revision in `migrations/versions` (a test checks it against Alembic's head): a store already
 at it opens without importing Alembic (about 11 MB and a quarter of a second of the gateway's start-up)."""
 
@@ -50,7 +50,7 @@ metadata = MetaData()
 records = Table(
     TABLE,
     metadata,
-    Column("id", String(64), primary_key=True),
+    Column("id", String(64), nullable=False),  # not indexed: records are appended, never looked up by id (0002)
     Column("server", String(255), nullable=False),
     Column("tool", Text),
     Column("client", Text),
