@@ -30,6 +30,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 import tracemalloc
 from pathlib import Path
 from types import FrameType
@@ -145,6 +146,19 @@ def main() -> None:
 
         trail.record = counted  # type: ignore[method-assign]
 
+    batches: list[tuple[float, int, float]] = []
+    if os.environ.get("BENCH_AUDIT_BATCHES"):  # each batch the writer stores: when, its records, seconds in `add`
+        from elicitgate.audit.store import AuditStore
+
+        add = AuditStore.add
+
+        async def timed(self: AuditStore, batch: list[AuditRecord]) -> None:
+            count, start = len(batch), time.monotonic()
+            await add(self, batch)
+            batches.append((start, count, time.monotonic() - start))
+
+        AuditStore.add = timed  # type: ignore[method-assign, assignment]
+
     dumps = 0
 
     def on_probe(signum: int, frame: FrameType | None) -> None:
@@ -162,6 +176,13 @@ def main() -> None:
             stats["audit_queued"] = gateway.audit._queued  # pyright: ignore[reportPrivateUsage]
             stats["audit_queued_max"], most_queued[0] = most_queued[0], 0
             stats["audit_written"], stats["audit_dropped"] = audit_counts()
+        if batches:  # since the previous probe: how many, the slowest, and the longest gap between two batches' starts
+            gaps = [later[0] - (earlier[0] + earlier[2]) for earlier, later in zip(batches, batches[1:], strict=False)]
+            stats["audit_batches"] = {"count": len(batches), "records": sum(b[1] for b in batches),
+                                      "slowest_s": sorted((round(b[2], 3) for b in batches), reverse=True)[:5],
+                                      "longest_gaps_s": sorted((round(g, 3) for g in gaps), reverse=True)[:5],
+                                      "sizes": sorted({b[1] for b in batches})[-5:]}
+            batches.clear()
         if tracemalloc.is_tracing() and signum == signal.SIGUSR1:
             by = os.environ.get("BENCH_TRACEMALLOC_BY", "filename")
             snapshot = tracemalloc.take_snapshot()
