@@ -430,6 +430,8 @@ def _fresh_audit_store(workdir: Path, start_from: Path | None) -> tuple[Path, in
     if start_from is None:
         return store, 0
     shutil.copyfile(start_from, store)
+    with open(store, "rb+") as copied:  # on disk now: else the store's first checkpoint waits for its writeback
+        os.fsync(copied.fileno())
     with contextlib.closing(sqlite3.connect(store)) as conn:
         return store, conn.execute("SELECT count(*) FROM elicitgate_audit").fetchone()[0]
 
