@@ -116,3 +116,28 @@ async def store_at_0001_migrated(url: str) -> None:
 
 async def test_a_sqlite_store_at_0001_is_migrated_with_its_records(tmp_path):
     await store_at_0001_migrated(f"sqlite:///{tmp_path / 'audit.db'}")
+
+
+async def test_a_sqlite_batch_takes_two_trips_to_the_drivers_thread(tmp_path, monkeypatch):
+    """Each trip waits for a turn of the event loop (busy serving the calls) and for the GIL: through SQLAlchemy's
+    connection a batch took five (cursor, INSERT, cursor closed, commit, the pool's rollback), 100-250 ms a batch of
+    100 at 1,300 questions a second, and the writer fell behind in bursts (bench/README.md)."""
+    import aiosqlite
+
+    trips: list[str] = []
+    execute = aiosqlite.Connection._execute  # pyright: ignore[reportPrivateUsage]
+
+    async def counted(self: aiosqlite.Connection, fn: object, *args: object, **kwargs: object) -> object:
+        trips.append(getattr(fn, "__name__", repr(fn)))
+        return await execute(self, fn, *args, **kwargs)
+
+    store = await AuditStore.open(f"sqlite:///{tmp_path / 'audit.db'}")
+    try:
+        await store.add(_batch(0))  # opens the writer's connection
+        monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+        await store.add(_batch(BATCH))
+        monkeypatch.undo()
+        assert trips == ["executemany", "commit"]
+        assert len(await store.query()) == 2 * BATCH
+    finally:
+        await store.close()

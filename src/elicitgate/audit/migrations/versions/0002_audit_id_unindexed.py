@@ -66,7 +66,7 @@ def upgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
         _copy_table(id_is_key=False)
     else:
-        key = sa.inspect(op.get_bind()).get_pk_constraint(TABLE)["name"]
+        key = sa.inspect(op.get_bind()).get_pk_constraint(TABLE)["name"] or f"{TABLE}_pkey"  # PostgreSQL's name
         op.drop_constraint(key, TABLE, type_="primary")
 
 
