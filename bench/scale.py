@@ -10,8 +10,10 @@ Phases, in this order (so that the leak check runs before the pending phase infl
    `bench.lean_client` and `bench.lean_server` (the SDK's client and server spend ~3x the gateway's CPU per
    question between them; these a quarter of it, so a million take minutes, not hours); the gateway's RSS after
    the warm-up wave, at every tenth (with glibc's heap in use and free, and Python's traced memory with
-   BENCH_TRACEMALLOC=1) and after the last wave (no leak: within 2%), every elicitation answered, and the
-   broker empty after;
+   BENCH_TRACEMALLOC=1) and after the last wave (no leak: within 2%), every elicitation answered, the broker
+   empty after, and the audit records stored and dropped (none may be: every question's end is one) and the most
+   queued at once, on an audit store of the phase's own, made at head before the gateway starts (`--audit-store`:
+   a copy of a SQLite file; BENCH_AUDIT_BATCHES=1 times each batch the writer stores);
 2. throughput at concurrency 1 / 10 / 100, through the gateway and direct (client -> upstream), the median
    of `THROUGHPUT_ROUNDS` runs each, alternating;
 3. pending: calls whose elicitations the client holds unanswered, all at once; the gateway's RSS
@@ -115,11 +117,13 @@ class Probe:
         stats["rss_kb"] = rss_kb(self.pid)
         return stats
 
-    async def audit_stored(self) -> dict[str, Any]:
-        """The probe once the audit queue is empty (the writer lingers up to a second for a batch): its records
-        stored (`audit_written`) and dropped (`audit_dropped`, by reason) since the gateway started."""
+    async def audit_stored(self, ended: int) -> dict[str, Any]:
+        """The probe once the records of the `ended` questions are stored or dropped (the writer lingers up to a
+        second for a batch): the records stored (`audit_written`) and dropped (`audit_dropped`, by reason) since the
+        gateway started. A gateway without the counters (an older one) is not waited for."""
         with anyio.fail_after(PROBE_WAIT):
-            while (found := await self.read(traced=False))["audit_queued"]:
+            while "audit_written" in (found := await self.read(traced=False)) and (
+                    found["audit_written"] + sum(found["audit_dropped"].values()) < ended):
                 await anyio.sleep(0.1)
         return found
 
@@ -240,6 +244,9 @@ async def _gateway(
 async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, wave: int,
                  progress: Callable[[str], None]) -> dict[str, Any]:
     await concurrent_calls(call, wave, wave)  # warm-up: the heap reaches a wave's high-water mark
+    # ... and its records are stored: the writer's first batch (its connection's first INSERT, SQLite's page cache
+    # filling) is part of the warm-up, not of what a million questions grow by.
+    await probe.audit_stored(1 + wave)  # the first call's record too
     before = await probe.read()
     trace = [{"completed": 0, **_memory(before), **rss_by_kind_kb(probe.pid)}]
     if before.get("gc_types"):
@@ -278,7 +285,7 @@ async def _waves(call: Callable[[], Awaitable[None]], probe: Probe, total: int, 
     audit: dict[str, Any] = {}
     if "audit_written" in after:  # every question's end is a record: none may be dropped
         most = max(point.get("audit_queued_max", 0) for point in [*trace, _memory(after)])
-        stored = await probe.audit_stored()
+        stored = await probe.audit_stored(1 + wave + total)
         audit = {"audit_written": stored["audit_written"], "audit_dropped": stored["audit_dropped"],
                  "audit_queued_max": most}
         progress(f"waves: audit records stored {audit['audit_written']:,}, dropped "
