@@ -321,11 +321,11 @@ WAVE = 100
 """Concurrent calls per wave of phase 1 (`bench/__main__.py`'s profiles set their own)."""
 
 
-def _memory(stats: dict[str, Any]) -> dict[str, int]:
+def _memory(stats: dict[str, Any]) -> dict[str, Any]:
     """From a probe: the gateway's RSS, what Python has allocated (traced, with BENCH_TRACEMALLOC=1), glibc's heap in
     use and free inside it, pymalloc's arenas and the blocks live in them: RSS rising while the traced, in-use and
     allocated figures stay flat is an allocator holding freed memory, not objects kept."""
-    found = {"rss_kb": stats["rss_kb"]}
+    found: dict[str, Any] = {"rss_kb": stats["rss_kb"]}
     if "traced_total_kb" in stats:
         found["traced_kb"] = stats["traced_total_kb"]
         found["traced_peak_kb"] = stats["traced_peak_kb"]
