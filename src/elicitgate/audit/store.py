@@ -80,7 +80,7 @@ class AuditStore:
         if self._insert.sql is not None and isinstance(batch, list):
             batch.clear()
         with self.whole_transactions():
-            if self._insert.sql is not None and self.engine.dialect.name == "sqlite":
+            if self._insert.sql is not None and self.engine.dialect.driver == "aiosqlite":
                 await self._add_sqlite(self._insert.sql, rows)
                 return
             async with self.engine.begin() as conn:
