@@ -8,17 +8,34 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+from elicitgate import heap
 from elicitgate.upstreams import prespawn
 
+if sys.argv[1:2] == ["serve"]:
+    # No collections while `serve` imports what it runs on (typer, pydantic, the configuration's and the SDK's
+    # models: ~90 collections, ~10% of its CPU before ready, each walking the heap its imports are building) until
+    # the gateway settles its heap (`Gateway.running`); `run_gateway` releases them on every way out.
+    heap.hold()
 # `serve`'s stdio servers start now, before the imports below (typer, pydantic, the configuration's models: ~0.2 s
 # of CPU), so that their start-up runs on the other core beside all of the gateway's (`prespawn.start_early`).
 prespawn.start_early(sys.argv[1:])
 
+from elicitgate.cli_serve import (  # noqa: E402
+    LOG_LEVELS,
+    claim_port,
+    load,
+    parse_http_option,
+    run_gateway,
+    serve_at_once,
+    warn,
+)
+
+# A `serve` command line typer would take as it is runs now and exits, before typer is imported (`serve_at_once`).
+serve_at_once(sys.argv[1:])
+
 import typer  # noqa: E402
 
-from elicitgate.cli_serve import claim_port, parse_http_option, run_gateway  # noqa: E402
-from elicitgate.config import GatewayConfig, build_config, load_config  # noqa: E402
-from elicitgate.config_error import ConfigError  # noqa: E402
+from elicitgate.config import GatewayConfig, build_config  # noqa: E402
 from elicitgate.console import say  # noqa: E402
 from elicitgate.hostport import url_host  # noqa: E402
 from elicitgate.json_shapes import JsonObject  # noqa: E402
@@ -51,20 +68,8 @@ def _main(
     """elicitgate: an MCP gateway that makes elicitation work everywhere."""
 
 
-def _warn(message: str) -> None:
-    say(f"elicitgate: warning: {message}", "yellow")
-
-
-def _load(config: Path) -> GatewayConfig:
-    try:
-        cfg = load_config(config, warn=_warn)
-    except ConfigError as exc:
-        say(exc.render(), "red")
-        raise typer.Exit(2) from None
-    if not cfg.upstreams():
-        what = "only disabled servers" if cfg.mcp_servers else "no servers"
-        _warn(f"{config} has {what}: add them under \"mcpServers\" (docs/configuration.md)")
-    return cfg
+_warn = warn
+_load = load
 
 
 LOG_LEVEL_HELP = "debug, info (default), warning or error; overrides log_level and ELICITGATE_LOG_LEVEL"
@@ -73,7 +78,7 @@ LOG_LEVEL_HELP = "debug, info (default), warning or error; overrides log_level a
 def _with_log_level(cfg: GatewayConfig, log_level: str | None) -> GatewayConfig:
     if log_level is None:
         return cfg
-    if log_level not in ("debug", "info", "warning", "error"):
+    if log_level not in LOG_LEVELS:
         raise typer.BadParameter(f"expected debug, info, warning or error, got {log_level!r}", param_hint="--log-level")
     return cfg.model_copy(update={"log_level": log_level})
 
