@@ -4,12 +4,13 @@ start-up); any other command line goes to typer, which says what is wrong as bef
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import PY, write_config
+from tests.conftest import PY, Process, free_port, wait_healthy, write_config
 from tests.test_startup import DUMP_MODULES
 
 CLI_FRAMEWORK = {"typer", "typer.main", "typer._click"}
@@ -61,3 +62,21 @@ def test_a_command_line_typer_would_refuse_is_left_to_typer(tmp_path, args, said
 def test_serve_help_is_typers(tmp_path: Path):
     done = _elicitgate("serve", "--help")
     assert done.returncode == 0 and "Run the gateway in front of the servers in FILE." in done.stdout
+
+
+def test_an_interrupted_http_face_exits_130_quietly_as_under_typer(tmp_path):
+    """uvicorn stops on SIGINT, then raises it again: typer ended that with 130 and no word, and so does serve now."""
+    config = write_config(tmp_path, {}, audit={"enabled": False})
+    port = free_port()
+    gateway = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
+                      port)
+    try:
+        wait_healthy(gateway.url)
+        gateway.proc.send_signal(signal.SIGINT)
+        _, err = gateway.proc.communicate(timeout=60)
+    finally:
+        if gateway.proc.poll() is None:
+            gateway.proc.kill()
+            gateway.proc.communicate()
+    assert gateway.proc.returncode == 130, err
+    assert "Aborted" not in err and "Traceback" not in err, err

@@ -11,6 +11,7 @@ import errno
 import functools
 import importlib.util
 import logging
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -99,8 +100,15 @@ def serve_at_once(args: Sequence[str]) -> None:
     try:
         cfg = load(Path(options["--config"]))
         run_gateway(cfg if log_level is None else cfg.model_copy(update={"log_level": log_level}), http)
-    except (EOFError, KeyboardInterrupt):
-        print("\nAborted!", file=sys.stderr)  # as click says it
+    # Ended as typer ends its commands: an interrupt quietly (uvicorn raises it again once it has stopped), an end of
+    # input with click's word, a closed stdout with 1 (and nothing more written to it).
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except EOFError:
+        print("\nAborted!", file=sys.stderr)
+        raise SystemExit(1) from None
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(1) from None
     raise SystemExit(0)
 
