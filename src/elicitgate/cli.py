@@ -69,10 +69,6 @@ def _main(
     """elicitgate: an MCP gateway that makes elicitation work everywhere."""
 
 
-_warn = warn
-_load = load
-
-
 LOG_LEVEL_HELP = "debug, info (default), warning or error; overrides log_level and ELICITGATE_LOG_LEVEL"
 
 
@@ -112,7 +108,7 @@ def serve(
     """
     if stdio and http:
         raise typer.BadParameter("choose one of --stdio and --http")
-    run_gateway(_with_log_level(_load(config), log_level), http)
+    run_gateway(_with_log_level(load(config), log_level), http)
 
 
 @app.command()
@@ -129,7 +125,7 @@ def doctor(
     """
     from elicitgate.cli_doctor import report
 
-    report(_load(config), config, notify)
+    report(load(config), config, notify)
 
 
 def self_command() -> str:
@@ -192,7 +188,7 @@ def demo(
     config["admin_token"] = token
     if stdio:
         config["http"] = {"hosted_listen": http}
-    cfg = _with_log_level(build_config(config, "built-in demo config", warn=_warn), log_level)
+    cfg = _with_log_level(build_config(config, "built-in demo config", warn=warn), log_level)
     shown = url_host(host)
     say(
         "elicitgate demo: the bundled demo servers' tools (demo__book_table, demo__confirm, "
@@ -249,7 +245,7 @@ def check_config(config: ConfigOption) -> None:
 
     Exit code 0 when valid, 2 when not (one line per problem), 1 when it defines no enabled server.
     """
-    cfg = _load(config)
+    cfg = load(config)
     if cfg.http.auth.tokens_file is not None:  # its tokens are checked as the file's own (strength included)
         from elicitgate.errors import AuthConfigError
         from elicitgate.faces.auth import load_tokens

@@ -2,8 +2,9 @@
 before the gateway's imports, logging, the replicas' shared key, then the stdio face or uvicorn.
 
 `serve` with a command line typer would take as it is runs from here without typer (`serve_at_once`): typer and
-its command tree are ~5% of the gateway's CPU before ready. So this module does not import typer: its errors end
-the process with `SystemExit` (what `typer.Exit` comes to under typer, and under typer's test runner alike)."""
+its command tree are ~3.5% of the gateway's instructions before ready. So this module does not import typer: its
+errors end the process with `SystemExit` (what `typer.Exit` comes to under typer, and under typer's test runner
+alike)."""
 
 from __future__ import annotations
 
