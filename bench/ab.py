@@ -81,7 +81,11 @@ def startup(args: argparse.Namespace) -> None:
     with open(ROOT / "bench" / "results" / "ab.log", "w") as log:
         for _ in range(args.startup):
             for label, src in sources.items():
-                gateway = configs.gateway_config(servers, steady=False)
+                # The gateway starts its stdio servers with only the SDK's few inherited variables (no PYTHONPATH):
+                # the tree to run goes in each server's own `env`, or both sides' upstreams run the venv's tree.
+                own_tree = {"PYTHONPATH": os.pathsep.join(filter(None, [str(src), pythonpath]))}
+                own = {name: {**server, "env": own_tree} for name, server in servers.items()}
+                gateway = configs.gateway_config(own, steady=False)
                 config = configs.write_config(work, f"ab-startup-{label}", gateway)
                 port = free_port()
                 argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "

@@ -93,7 +93,7 @@ def test_a_wrong_option_stops_what_was_started(tmp_path: Path) -> None:
     (["serve", "--http", "--config", "-c", "a.json"], "a.json"),  # `--config` is --http's value
 ])
 def test_the_config_option_is_read_as_the_cli_reads_it(args: list[str], path: str) -> None:
-    options = prespawn._serve_options(args[1:])  # noqa: SLF001
+    options = prespawn.serve_options(args[1:])
     assert options is not None and options["--config"] == path
 
 
@@ -102,7 +102,7 @@ def test_the_config_option_is_read_as_the_cli_reads_it(args: list[str], path: st
     ["serve", "-ca.json"], ["serve", "-c=a.json"], ["serve", "a.json"], ["serve", "--stdio=yes", "-c", "a.json"],
 ])
 def test_a_command_line_not_surely_serves_starts_nothing_early(args: list[str], tmp_path: Path) -> None:
-    options = prespawn._serve_options(args[1:])  # noqa: SLF001
+    options = prespawn.serve_options(args[1:])
     assert options is None or "--config" not in options
     prespawn.start_early([arg.replace("a.json", str(write_config(tmp_path, {"one": _cat()}))) for arg in args], {})
     assert prespawn._waiting == {}  # noqa: SLF001

@@ -8,17 +8,35 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+from elicitgate import heap
 from elicitgate.upstreams import prespawn
 
+if sys.argv[1:2] == ["serve"]:
+    # No collections while `serve` imports what it runs on (pydantic, the configuration's and the SDK's models)
+    # until the gateway settles its heap (`Gateway.running`): 90 collections before ready came down to 21, their
+    # CPU from ~25 ms to ~5 ms. `run_gateway` releases them on its way out (a `serve` that ends before it, on an
+    # invalid file, exits with them off).
+    heap.hold()
 # `serve`'s stdio servers start now, before the imports below (typer, pydantic, the configuration's models: ~0.2 s
 # of CPU), so that their start-up runs on the other core beside all of the gateway's (`prespawn.start_early`).
 prespawn.start_early(sys.argv[1:])
 
+from elicitgate.cli_serve import (  # noqa: E402
+    LOG_LEVELS,
+    claim_port,
+    load,
+    parse_http_option,
+    run_gateway,
+    serve_at_once,
+    warn,
+)
+
+# A `serve` command line typer would take as it is runs now and exits, before typer is imported (`serve_at_once`).
+serve_at_once(sys.argv[1:])
+
 import typer  # noqa: E402
 
-from elicitgate.cli_serve import claim_port, parse_http_option, run_gateway  # noqa: E402
-from elicitgate.config import GatewayConfig, build_config, load_config  # noqa: E402
-from elicitgate.config_error import ConfigError  # noqa: E402
+from elicitgate.config import GatewayConfig, build_config  # noqa: E402
 from elicitgate.console import say  # noqa: E402
 from elicitgate.hostport import url_host  # noqa: E402
 from elicitgate.json_shapes import JsonObject  # noqa: E402
@@ -51,29 +69,13 @@ def _main(
     """elicitgate: an MCP gateway that makes elicitation work everywhere."""
 
 
-def _warn(message: str) -> None:
-    say(f"elicitgate: warning: {message}", "yellow")
-
-
-def _load(config: Path) -> GatewayConfig:
-    try:
-        cfg = load_config(config, warn=_warn)
-    except ConfigError as exc:
-        say(exc.render(), "red")
-        raise typer.Exit(2) from None
-    if not cfg.upstreams():
-        what = "only disabled servers" if cfg.mcp_servers else "no servers"
-        _warn(f"{config} has {what}: add them under \"mcpServers\" (docs/configuration.md)")
-    return cfg
-
-
 LOG_LEVEL_HELP = "debug, info (default), warning or error; overrides log_level and ELICITGATE_LOG_LEVEL"
 
 
 def _with_log_level(cfg: GatewayConfig, log_level: str | None) -> GatewayConfig:
     if log_level is None:
         return cfg
-    if log_level not in ("debug", "info", "warning", "error"):
+    if log_level not in LOG_LEVELS:
         raise typer.BadParameter(f"expected debug, info, warning or error, got {log_level!r}", param_hint="--log-level")
     return cfg.model_copy(update={"log_level": log_level})
 
@@ -106,7 +108,7 @@ def serve(
     """
     if stdio and http:
         raise typer.BadParameter("choose one of --stdio and --http")
-    run_gateway(_with_log_level(_load(config), log_level), http)
+    run_gateway(_with_log_level(load(config), log_level), http)
 
 
 @app.command()
@@ -123,7 +125,7 @@ def doctor(
     """
     from elicitgate.cli_doctor import report
 
-    report(_load(config), config, notify)
+    report(load(config), config, notify)
 
 
 def self_command() -> str:
@@ -186,7 +188,7 @@ def demo(
     config["admin_token"] = token
     if stdio:
         config["http"] = {"hosted_listen": http}
-    cfg = _with_log_level(build_config(config, "built-in demo config", warn=_warn), log_level)
+    cfg = _with_log_level(build_config(config, "built-in demo config", warn=warn), log_level)
     shown = url_host(host)
     say(
         "elicitgate demo: the bundled demo servers' tools (demo__book_table, demo__confirm, "
@@ -243,7 +245,7 @@ def check_config(config: ConfigOption) -> None:
 
     Exit code 0 when valid, 2 when not (one line per problem), 1 when it defines no enabled server.
     """
-    cfg = _load(config)
+    cfg = load(config)
     if cfg.http.auth.tokens_file is not None:  # its tokens are checked as the file's own (strength included)
         from elicitgate.errors import AuthConfigError
         from elicitgate.faces.auth import load_tokens

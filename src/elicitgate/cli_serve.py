@@ -1,5 +1,10 @@
 """`serve`'s process around the gateway: the web face's port bound first, the stdio servers started
-before the gateway's imports, logging, the replicas' shared key, then the stdio face or uvicorn."""
+before the gateway's imports, logging, the replicas' shared key, then the stdio face or uvicorn.
+
+`serve` with a command line typer would take as it is runs from here without typer (`serve_at_once`): typer and
+its command tree are ~3.5% of the gateway's instructions before ready. So this module does not import typer: its
+errors end the process with `SystemExit` (what `typer.Exit` comes to under typer, and under typer's test runner
+alike)."""
 
 from __future__ import annotations
 
@@ -7,15 +12,17 @@ import errno
 import functools
 import importlib.util
 import logging
+import os
 import socket
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
-import typer
 
 from elicitgate import heap
-from elicitgate.config import GatewayConfig
+from elicitgate.config import GatewayConfig, load_config
 from elicitgate.config_error import ConfigError
 from elicitgate.console import say
 from elicitgate.hostport import bind_tcp, http_url, parse_hostport, url_host
@@ -41,7 +48,7 @@ def _check_state_keys(cfg: GatewayConfig) -> None:
         load_keys(cfg.bridging)
     except ConfigError as exc:
         say(exc.render(), "red")
-        raise typer.Exit(2) from None
+        raise SystemExit(2) from None
 
 
 def _with_replicas(cfg: GatewayConfig) -> GatewayConfig:
@@ -53,13 +60,74 @@ def _with_replicas(cfg: GatewayConfig) -> GatewayConfig:
         return with_shared_state_key(cfg, cfg.redis_url.get_secret_value())
     except ConfigError as exc:
         say(exc.render(), "red")
-        raise typer.Exit(2) from None
+        raise SystemExit(2) from None
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def warn(message: str) -> None:
+    say(f"elicitgate: warning: {message}", "yellow")
+
+
+def load(config: Path) -> GatewayConfig:
+    """FILE validated (its problems said, exit code 2), with a warning when it has no enabled server."""
+    try:
+        cfg = load_config(config, warn=warn)
+    except ConfigError as exc:
+        say(exc.render(), "red")
+        raise SystemExit(2) from None
+    if not cfg.upstreams():
+        what = "only disabled servers" if cfg.mcp_servers else "no servers"
+        warn(f"{config} has {what}: add them under \"mcpServers\" (docs/configuration.md)")
+    return cfg
+
+
+def serve_at_once(args: Sequence[str]) -> None:
+    """`elicitgate serve` (`args`: the command line after the program) run now, without typer, when typer would
+    take its command line as it is: `--config FILE` (or `-c FILE`, `--config=FILE`), `--stdio` or `--http HOST:PORT`,
+    `--log-level LEVEL`; then the process exits as typer's would. Anything else (another command, `--help`, an
+    option it does not know, a value missing or wrong) returns, and typer runs the command and says what is wrong."""
+    if list(args[:1]) != ["serve"]:
+        return
+    options = prespawn.serve_options(args[1:])
+    if options is None or not options.get("--config"):
+        return
+    http, log_level = options.get("--http"), options.get("--log-level")
+    if http is not None and ("--stdio" in args or not _is_hostport(http)):
+        return
+    if log_level is not None and log_level not in LOG_LEVELS:
+        return
+    try:
+        cfg = load(Path(options["--config"]))
+        run_gateway(cfg if log_level is None else cfg.model_copy(update={"log_level": log_level}), http)
+    # Ended as typer ends its commands: an interrupt quietly (uvicorn raises it again once it has stopped), an end of
+    # input with click's word, a closed stdout with 1 (and nothing more written to it).
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except EOFError:
+        print("\nAborted!", file=sys.stderr)
+        raise SystemExit(1) from None
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(1) from None
+    raise SystemExit(0)
+
+
+def _is_hostport(value: str) -> bool:
+    try:
+        parse_hostport(value)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_http_option(value: str) -> tuple[str, int]:
     try:
         return parse_hostport(value)
     except ValueError as exc:
+        import typer  # a usage error, said the CLI's way (`serve_at_once` leaves a bad address to the CLI)
+
         raise typer.BadParameter(str(exc)) from None
 
 
@@ -76,7 +144,7 @@ def claim_port(host: str, port: int) -> socket.socket:
         in_use = exc.errno == errno.EADDRINUSE
         why = "is already in use (another elicitgate?)" if in_use else f"cannot be used: {exc.strerror}"
         say(f"elicitgate: {shown}:{port} {why}; choose another port, e.g. --http {shown}:{port + 1}", "red")
-        raise typer.Exit(2) from None
+        raise SystemExit(2) from None
     return sock
 
 
@@ -137,7 +205,7 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
                 backend_options={"use_uvloop": _has_uvloop()},
             )
         except KeyboardInterrupt:
-            raise typer.Exit(130) from None
+            raise SystemExit(130) from None
         return
     import uvicorn
 
@@ -159,13 +227,13 @@ def _serve(cfg: GatewayConfig, http: str | None, sock: socket.socket | None) -> 
     if (warning := exposure_warning(host, cfg.http.auth)) is not None:
         if cfg.http.require_auth:
             say(f"elicitgate: {warning} (http.require_auth is on)", "red")
-            raise typer.Exit(2)
+            raise SystemExit(2)
         logging.getLogger("elicitgate").warning(warning)
     try:
         app_ = build_http_app(gateway, None if host in ("0.0.0.0", "::") else base)
     except AuthConfigError as exc:
         say(f"invalid configuration: {exc}", "red")
-        raise typer.Exit(2) from None
+        raise SystemExit(2) from None
     # The access log (one line per request, redacted) only when asked for, with log_level debug.
     # log_config=None: uvicorn's own lines go through the gateway's handler (JSON with `log_format: json`).
     log_config = None if cfg.log_format == "json" else uvicorn_log_config()

@@ -176,7 +176,7 @@ def start_early(args: Sequence[str], environ: Mapping[str, str] = os.environ) ->
     global _bound
     if sys.platform == "win32" or list(args[:1]) != ["serve"]:
         return
-    options = _serve_options(args[1:]) or {}
+    options = serve_options(args[1:]) or {}
     path = options.get("--config")
     if path is None or any("MCPSERVERS" in name.upper().replace("_", "") for name in environ):
         return
@@ -220,10 +220,10 @@ def bound_early(host: str, port: int) -> socket.socket | None:
     return sock
 
 
-def _serve_options(args: Sequence[str]) -> dict[str, str] | None:
+def serve_options(args: Sequence[str]) -> dict[str, str] | None:
     """`serve`'s options with a value (`--config`, also as `-c`; `SERVE_VALUE_OPTIONS`), the last of each as the CLI
     takes it, as `--NAME FILE` or `--NAME=FILE`; None if an argument is none of them nor `--stdio` (`--help`, a
-    mistake: the CLI says what)."""
+    mistake: the CLI says what), or the last one lacks its value."""
     found: dict[str, str] = {}
     rest = iter(args)
     for arg in rest:
@@ -236,6 +236,8 @@ def _serve_options(args: Sequence[str]) -> dict[str, str] | None:
             found[name] = value
         elif (following := next(rest, None)) is not None:
             found[name] = following
+        else:
+            return None
     return found
 
 
