@@ -31,6 +31,7 @@ from elicitgate.capabilities import declares_tasks
 from elicitgate.config import BridgingConfig
 from elicitgate.contracts import ClientRequest, DownstreamPeer, Era
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
+from elicitgate.wire.scopes import TaskCancel
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,8 @@ class ParkedCall:
         """The request that was waiting when a retry with its state came (`supersede`): it steps aside."""
         self.open: dict[str, Question] = {}
         self.outcome: JsonObject | BaseException | None = None
-        self.scope: anyio.CancelScope | None = None
+        self.scope: CallScope | None = None
+        """What cancels the call's work, from its first step on (`run`)."""
         self.claimed = False
         """A request of the client's took the outcome: no retry needs it any more."""
         self.on_claimed: Callable[[], None] | None = None
@@ -212,21 +214,21 @@ class ParkedCall:
     # -- the parked task --------------------------------------------------------------------------
 
     async def run(self, work: Callable[[ParkedCall], Awaitable[JsonObject]]) -> bool:
-        """Run the call to its outcome; whether a retry may still come for that outcome (not when the
-        client cancelled the call)."""
-        with anyio.CancelScope() as self.scope:
-            try:
-                self.outcome = await work(self)
-            except anyio.get_cancelled_exc_class():
-                self.outcome = self._failure or errors.gateway_error(
-                    errors.ELICITATION_FAILED, "the call was cancelled"
-                )
-                raise
-            except Exception as exc:  # the client's next request gets it
-                self.outcome = self._failure or exc
-            finally:
-                self._signal()
-        return not (self.scope.cancel_called and self._failure is None)
+        """Run the call to its outcome, in the task it was started in; whether a retry may still come for that
+        outcome (not when the client cancelled the call)."""
+        scope = self.scope = CallScope(asyncio.current_task())
+        try:
+            self.outcome = await work(self)
+        except asyncio.CancelledError:
+            self.outcome = self._failure or errors.gateway_error(errors.ELICITATION_FAILED, "the call was cancelled")
+            if not scope.end():
+                raise  # the task itself was cancelled (the loop stopping), not the call: as a scope lets it through
+        except Exception as exc:  # the client's next request gets it
+            self.outcome = self._failure or exc
+        finally:
+            scope.end()
+            self._signal()
+        return not (scope.cancel_called and self._failure is None)
 
     def _signal(self) -> None:
         if self._changed is not None:
@@ -354,7 +356,7 @@ class ParkedCall:
 class Rounds:
     """The parked calls of every 2026-07-28 client, and the two ways a request reaches one.
 
-    Each parked call runs in a plain asyncio task of its own, under its own cancel scope (`ParkedCall.scope`),
+    Each parked call runs in a plain asyncio task of its own, under its own `CallScope` (`ParkedCall.scope`),
     which `close` cancels: most calls never ask, and a task in a task group of anyio's costs an event, a
     deque and callbacks more per call. A finished call whose outcome no request has taken yet stays in
     `parked` for `bridging.state_ttl` (a timer, not a waiting task), for the retry that comes for it.
@@ -468,6 +470,34 @@ class Rounds:
             park.round_nonce, park.spent_nonce = None, nonce  # one retry per round
             park.answer(responses or {})
         return await park.next_round(call)
+
+
+class CallScope:
+    """The cancel scope around a parked call's work, without an anyio scope made for each call (most never ask, and
+    nothing cancels them): `cancel` cancels the work's task as the scope would (`wire.scopes.TaskCancel`, made only
+    then: a shielded step runs to its end), and `end`, as the work ends, takes back what it delivered."""
+
+    __slots__ = ("_task", "_cancel", "_ended", "cancel_called")
+
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+        self._task = task
+        self._cancel: TaskCancel | None = None
+        self._ended = False
+        self.cancel_called = False
+
+    def cancel(self) -> None:
+        if self.cancel_called:
+            return
+        self.cancel_called = True
+        if not self._ended and self._task is not None:
+            self._cancel = TaskCancel(self._task, "the parked call was cancelled")
+
+    def end(self) -> bool:
+        """The work ended: no more cancellation. Whether a `CancelledError` caught now was this scope's (the task has
+        no other cancellation pending)."""
+        self._ended = True
+        cancel, self._cancel = self._cancel, None
+        return cancel is not None and cancel.stop()
 
 
 @dataclass(frozen=True)
