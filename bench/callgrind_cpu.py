@@ -88,6 +88,7 @@ async def measure(args: argparse.Namespace) -> float:
 
 async def measure_stdio(args: argparse.Namespace) -> float:
     mode, era = ROWS[args.row]
+    latency.CALL_TIMEOUT = READY_TIMEOUT  # as over HTTP: a 2026-07-28 client's first call starts the gateway
     work = ROOT / "bench" / "results" / "callgrind_cpu" / f"{args.row}-{args.op}-stdio-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
     src = Path(args.src).resolve()

@@ -14,8 +14,9 @@ only a sealed pointer (`bridging.sealing`) to the parked call and the round it m
 from __future__ import annotations
 
 import asyncio
+import binascii
 import logging
-import secrets
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +69,7 @@ class ParkedCall:
     """Slotted: one is alive per parked call, for as long as its questions wait."""
 
     def __init__(self, peer: DownstreamPeer, method: str, first: ClientRequest, config: BridgingConfig) -> None:
-        self.id = secrets.token_urlsafe(16)
+        self.id = _random_token(16)
         self.peer = peer
         self.method = method
         self.era: Era = "modern"
@@ -101,10 +102,9 @@ class ParkedCall:
         self._processing: dict[contracts.Question | None, None] = {}
         """Questions answered whose answer the broker is still checking (a dict as a set: 64 bytes empty, not 216)."""
         self._url_waits: dict[str, anyio.Event] = {}
-        self._changed: asyncio.Event | None = None
-        """Set when anything a waiting request looks at changed, then dropped; made only while a request waits
-        (asyncio's own: anyio's wrapper costs more, and each event holds a deque, which a call parked with
-        nobody looking need not)."""
+        self._changed: asyncio.Future[None] | None = None
+        """Done when anything a waiting request looks at changed, then dropped; made only while a request waits
+        (a bare future: an event, asyncio's or anyio's, makes one per wait besides itself and its deque)."""
         self._failure: MCPError | None = None
         self.tasks: contracts.CallTasks[ParkedCall] | None = None
         """Where the call may become a task of the extension (a `tools/call` whose request declared it)."""
@@ -231,17 +231,17 @@ class ParkedCall:
         return not (scope.cancel_called and self._failure is None)
 
     def _signal(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        _wake(self._changed)
+        self._changed = None
         if self.on_change is not None:
             self.on_change()
 
     async def _change(self) -> None:
         """Until `_signal`."""
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        await self._changed.wait()
+        changed = self._changed
+        if changed is None or changed.done():  # done: cancelled with a request that waited on it
+            changed = self._changed = asyncio.get_running_loop().create_future()
+        await changed
 
     def _ready(self) -> bool:
         if self.outcome is not None:
@@ -266,9 +266,8 @@ class ParkedCall:
         waiting is woken to step aside (a flag it reads, not a cancel scope made around every wait for it)."""
         if self.current is not None:
             self._superseded = self.current
-            if self._changed is not None:
-                self._changed.set()
-                self._changed = None
+            _wake(self._changed)
+            self._changed = None
 
     async def next_round(self, call: ClientRequest) -> JsonObject:
         """Wait, as `call`, for the parked call's result or its next questions."""
@@ -331,7 +330,7 @@ class ParkedCall:
                 f"the call asked for input more than {self.config.max_rounds} times",
                 rule="bridging.max_rounds",
             )
-        self.round_nonce, self.spent_nonce = secrets.token_urlsafe(12), None
+        self.round_nonce, self.spent_nonce = _random_token(12), None
         self._seen, self._latest = (call.modes, call.raw_capabilities(), call.tool), None
         state = orjson.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce}).decode()
         return {
@@ -518,6 +517,25 @@ def read_pointer(state: Any) -> StatePointer | None:
         return None
     nonce = pointer.get("n")
     return StatePointer(park_id, nonce if isinstance(nonce, str) else None)
+
+
+def _wake(changed: asyncio.Future[None] | None) -> None:
+    if changed is not None and not changed.done():
+        changed.set_result(None)
+
+
+_RANDOM = bytearray()
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
+
+
+def _random_token(size: int) -> str:
+    """`secrets.token_urlsafe(size)`: `size` bytes of the system's random source, URL-safe base64 without padding;
+    the bytes read from it 4 KiB at a time, not with a system call for each call's id."""
+    if len(_RANDOM) < size:
+        _RANDOM.extend(os.urandom(4096))
+    chunk = bytes(_RANDOM[:size])
+    del _RANDOM[:size]
+    return binascii.b2a_base64(chunk, newline=False).translate(_URL_SAFE).rstrip(b"=").decode()
 
 
 def _invalid_state(reason: str) -> MCPError:
