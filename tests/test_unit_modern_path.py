@@ -167,7 +167,7 @@ async def test_a_cancelled_parked_call_finishes_its_shielded_step_before_the_can
         await anyio.sleep_forever()
         raise AssertionError("not reached")
 
-    heard: list[BaseException] = []
+    heard: list[MCPError] = []
 
     async def first() -> None:
         try:
@@ -187,6 +187,6 @@ async def test_a_cancelled_parked_call_finishes_its_shielded_step_before_the_can
             assert steps == [] and park.outcome is None
             release.set()
     assert steps == ["shielded step done"]
-    assert [getattr(e, "error").message for e in heard] == ["the call was cancelled"]
+    assert [e.error.message for e in heard] == ["the call was cancelled"]
     assert r.parked == {}
     await r.close()

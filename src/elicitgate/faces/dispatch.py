@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.abc
@@ -319,10 +319,13 @@ def fitting_envelope(params: Mapping[str, Any] | None) -> tuple[str, Any, Any] |
     with dict reads: `_meta` an object holding a served protocol version and the client's capabilities; its
     protocol version, client info (None when absent) and capabilities. None for anything else, which the ladder
     then judges and refuses in its own words."""
-    meta = params.get("_meta") if type(params) is dict else None
-    if type(meta) is not dict:
+    if params is None or type(params) is not dict:
         return None
-    version = meta.get(PROTOCOL_VERSION_META_KEY)
+    found: object = cast(JsonObject, params).get("_meta")
+    if type(found) is not dict:
+        return None
+    meta = cast(JsonObject, found)
+    version: Any = meta.get(PROTOCOL_VERSION_META_KEY)
     if type(version) is not str or version not in MODERN_PROTOCOL_VERSIONS or CLIENT_CAPABILITIES_META_KEY not in meta:
         return None
     return version, meta.get(CLIENT_INFO_META_KEY), meta[CLIENT_CAPABILITIES_META_KEY]
