@@ -88,6 +88,7 @@ async def measure(args: argparse.Namespace) -> float:
 
 async def measure_stdio(args: argparse.Namespace) -> float:
     mode, era = ROWS[args.row]
+    latency.CALL_TIMEOUT = READY_TIMEOUT  # as over HTTP: a 2026-07-28 client's first call starts the gateway
     work = ROOT / "bench" / "results" / "callgrind_cpu" / f"{args.row}-{args.op}-stdio-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
     src = Path(args.src).resolve()
@@ -100,10 +101,12 @@ async def measure_stdio(args: argparse.Namespace) -> float:
     with open(work / "callgrind_cpu.log", "w") as log:
         async with Client(stdio_transport(argv, log), mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
                           read_timeout_seconds=READY_TIMEOUT) as client:
-            pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
             tool, arguments = latency.TOOLS[args.op]
             for _ in range(WARMUP):
                 await latency.call(client, f"{era}__{tool}", arguments)
+            # After the warm-up: a 2026-07-28 client has no handshake, so its transport starts the gateway with
+            # its first request, not as the session opens.
+            pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
             _instrument(pid, "on")
             for _ in range(args.calls):
                 await latency.call(client, f"{era}__{tool}", arguments)

@@ -14,8 +14,9 @@ only a sealed pointer (`bridging.sealing`) to the parked call and the round it m
 from __future__ import annotations
 
 import asyncio
+import binascii
 import logging
-import secrets
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from elicitgate.capabilities import declares_tasks
 from elicitgate.config import BridgingConfig
 from elicitgate.contracts import ClientRequest, DownstreamPeer, Era
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
+from elicitgate.wire.scopes import TaskCancel
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +69,7 @@ class ParkedCall:
     """Slotted: one is alive per parked call, for as long as its questions wait."""
 
     def __init__(self, peer: DownstreamPeer, method: str, first: ClientRequest, config: BridgingConfig) -> None:
-        self.id = secrets.token_urlsafe(16)
+        self.id = _random_token(16)
         self.peer = peer
         self.method = method
         self.era: Era = "modern"
@@ -90,7 +92,8 @@ class ParkedCall:
         """The request that was waiting when a retry with its state came (`supersede`): it steps aside."""
         self.open: dict[str, Question] = {}
         self.outcome: JsonObject | BaseException | None = None
-        self.scope: anyio.CancelScope | None = None
+        self.scope: CallScope | None = None
+        """What cancels the call's work, from its first step on (`run`)."""
         self.claimed = False
         """A request of the client's took the outcome: no retry needs it any more."""
         self.on_claimed: Callable[[], None] | None = None
@@ -99,10 +102,9 @@ class ParkedCall:
         self._processing: dict[contracts.Question | None, None] = {}
         """Questions answered whose answer the broker is still checking (a dict as a set: 64 bytes empty, not 216)."""
         self._url_waits: dict[str, anyio.Event] = {}
-        self._changed: asyncio.Event | None = None
-        """Set when anything a waiting request looks at changed, then dropped; made only while a request waits
-        (asyncio's own: anyio's wrapper costs more, and each event holds a deque, which a call parked with
-        nobody looking need not)."""
+        self._changed: asyncio.Future[None] | None = None
+        """Done when anything a waiting request looks at changed, then dropped; made only while a request waits
+        (a bare future: an event, asyncio's or anyio's, makes one per wait besides itself and its deque)."""
         self._failure: MCPError | None = None
         self.tasks: contracts.CallTasks[ParkedCall] | None = None
         """Where the call may become a task of the extension (a `tools/call` whose request declared it)."""
@@ -212,34 +214,34 @@ class ParkedCall:
     # -- the parked task --------------------------------------------------------------------------
 
     async def run(self, work: Callable[[ParkedCall], Awaitable[JsonObject]]) -> bool:
-        """Run the call to its outcome; whether a retry may still come for that outcome (not when the
-        client cancelled the call)."""
-        with anyio.CancelScope() as self.scope:
-            try:
-                self.outcome = await work(self)
-            except anyio.get_cancelled_exc_class():
-                self.outcome = self._failure or errors.gateway_error(
-                    errors.ELICITATION_FAILED, "the call was cancelled"
-                )
-                raise
-            except Exception as exc:  # the client's next request gets it
-                self.outcome = self._failure or exc
-            finally:
-                self._signal()
-        return not (self.scope.cancel_called and self._failure is None)
+        """Run the call to its outcome, in the task it was started in; whether a retry may still come for that
+        outcome (not when the client cancelled the call)."""
+        scope = self.scope = CallScope(asyncio.current_task())
+        try:
+            self.outcome = await work(self)
+        except asyncio.CancelledError:
+            self.outcome = self._failure or errors.gateway_error(errors.ELICITATION_FAILED, "the call was cancelled")
+            if not scope.end():
+                raise  # the task itself was cancelled (the loop stopping), not the call: as a scope lets it through
+        except Exception as exc:  # the client's next request gets it
+            self.outcome = self._failure or exc
+        finally:
+            scope.end()
+            self._signal()
+        return not (scope.cancel_called and self._failure is None)
 
     def _signal(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        _wake(self._changed)
+        self._changed = None
         if self.on_change is not None:
             self.on_change()
 
     async def _change(self) -> None:
         """Until `_signal`."""
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        await self._changed.wait()
+        changed = self._changed
+        if changed is None or changed.done():  # done: cancelled with a request that waited on it
+            changed = self._changed = asyncio.get_running_loop().create_future()
+        await changed
 
     def _ready(self) -> bool:
         if self.outcome is not None:
@@ -264,9 +266,8 @@ class ParkedCall:
         waiting is woken to step aside (a flag it reads, not a cancel scope made around every wait for it)."""
         if self.current is not None:
             self._superseded = self.current
-            if self._changed is not None:
-                self._changed.set()
-                self._changed = None
+            _wake(self._changed)
+            self._changed = None
 
     async def next_round(self, call: ClientRequest) -> JsonObject:
         """Wait, as `call`, for the parked call's result or its next questions."""
@@ -329,7 +330,7 @@ class ParkedCall:
                 f"the call asked for input more than {self.config.max_rounds} times",
                 rule="bridging.max_rounds",
             )
-        self.round_nonce, self.spent_nonce = secrets.token_urlsafe(12), None
+        self.round_nonce, self.spent_nonce = _random_token(12), None
         self._seen, self._latest = (call.modes, call.raw_capabilities(), call.tool), None
         state = orjson.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce}).decode()
         return {
@@ -354,7 +355,7 @@ class ParkedCall:
 class Rounds:
     """The parked calls of every 2026-07-28 client, and the two ways a request reaches one.
 
-    Each parked call runs in a plain asyncio task of its own, under its own cancel scope (`ParkedCall.scope`),
+    Each parked call runs in a plain asyncio task of its own, under its own `CallScope` (`ParkedCall.scope`),
     which `close` cancels: most calls never ask, and a task in a task group of anyio's costs an event, a
     deque and callbacks more per call. A finished call whose outcome no request has taken yet stays in
     `parked` for `bridging.state_ttl` (a timer, not a waiting task), for the retry that comes for it.
@@ -470,6 +471,34 @@ class Rounds:
         return await park.next_round(call)
 
 
+class CallScope:
+    """The cancel scope around a parked call's work, without an anyio scope made for each call (most never ask, and
+    nothing cancels them): `cancel` cancels the work's task as the scope would (`wire.scopes.TaskCancel`, made only
+    then: a shielded step runs to its end), and `end`, as the work ends, takes back what it delivered."""
+
+    __slots__ = ("_task", "_cancel", "_ended", "cancel_called")
+
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+        self._task = task
+        self._cancel: TaskCancel | None = None
+        self._ended = False
+        self.cancel_called = False
+
+    def cancel(self) -> None:
+        if self.cancel_called:
+            return
+        self.cancel_called = True
+        if not self._ended and self._task is not None:
+            self._cancel = TaskCancel(self._task, "the parked call was cancelled")
+
+    def end(self) -> bool:
+        """The work ended: no more cancellation. Whether a `CancelledError` caught now was this scope's (the task has
+        no other cancellation pending)."""
+        self._ended = True
+        cancel, self._cancel = self._cancel, None
+        return cancel is not None and cancel.stop()
+
+
 @dataclass(frozen=True)
 class StatePointer:
     """What a `requestState` of ours holds: the parked call and the nonce of the round it may answer."""
@@ -488,6 +517,25 @@ def read_pointer(state: Any) -> StatePointer | None:
         return None
     nonce = pointer.get("n")
     return StatePointer(park_id, nonce if isinstance(nonce, str) else None)
+
+
+def _wake(changed: asyncio.Future[None] | None) -> None:
+    if changed is not None and not changed.done():
+        changed.set_result(None)
+
+
+_RANDOM = bytearray()
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
+
+
+def _random_token(size: int) -> str:
+    """`secrets.token_urlsafe(size)`: `size` bytes of the system's random source, URL-safe base64 without padding;
+    the bytes read from it 4 KiB at a time, not with a system call for each call's id."""
+    if len(_RANDOM) < size:
+        _RANDOM.extend(os.urandom(4096))
+    chunk = bytes(_RANDOM[:size])
+    del _RANDOM[:size]
+    return binascii.b2a_base64(chunk, newline=False).translate(_URL_SAFE).rstrip(b"=").decode()
 
 
 def _invalid_state(reason: str) -> MCPError:

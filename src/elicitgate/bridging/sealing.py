@@ -139,18 +139,22 @@ class RequestsOnly:
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.request_id is None or ctx.method not in spec_methods.INPUT_REQUIRED_METHODS:
             return await call_next(ctx)
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and (ctx.params or {}).get("requestState") is None:
+            return await call_next(ctx)
+        bound = self.open(ctx)
+        return self.close(ctx, await call_next(ctx), bound)
+
+    def open(self, ctx: ServerRequestContext[Any, Any]) -> Binding | None:
+        """A request of a round (a request of a method that may ask, with an id): its `requestState` unsealed in place
+        in its context (handlers see the plain state), and the binding its next round is sealed with (None: none made
+        yet, it had no state)."""
         params = ctx.params
         wire = params.get("requestState") if params is not None else None
         if wire is None:
             # Nothing to unseal (an explicit null counts as absent: dropping the field is in any client's power):
             # only an `input_required` result is sealed. Most calls end without a round: they pass by, and
             # `cryptography` is not loaded for them.
-            if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-                return await call_next(ctx)
-            result = await call_next(ctx)
-            if not spec_methods.is_input_required(result):
-                return result
-            return self._sealed(ctx, result, None)
+            return None
         assert params is not None
         if not isinstance(wire, str):
             raise refused(ctx.method, "non-string requestState")
@@ -161,7 +165,10 @@ class RequestsOnly:
         except StateRejected as exc:
             raise refused(ctx.method, str(exc)) from None
         ctx.params = {**params, "requestState": state}  # the request's own context: handlers see the plain state
-        result = await call_next(ctx)
+        return bound
+
+    def close(self, ctx: ServerRequestContext[Any, Any], result: HandlerResult, bound: Binding | None) -> HandlerResult:
+        """The result of a request `open` let in: an `input_required` one with its `requestState` sealed."""
         if not spec_methods.is_input_required(result):
             return result
         return self._sealed(ctx, result, bound)

@@ -13,13 +13,21 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.abc
-from mcp_types import INVALID_REQUEST, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION, RequestId
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSION_META_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    RequestId,
+)
 from mcp_types import methods as spec_methods
-from mcp_types.version import LATEST_MODERN_VERSION
+from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from mcp.server.connection import Connection, NotifyOnlyOutbound
@@ -272,18 +280,17 @@ async def _serve_modern(
                 message="connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted",
                 data=sdk.initialize_after_modern_data(params),
             )
-        route = classify_inbound_request({"method": method, "params": params})
-        if isinstance(route, InboundLadderRejection):
-            raise MCPError(code=route.code, message=route.message, data=route.data)
+        envelope = fitting_envelope(params) if modern is not None else None
+        if envelope is None:
+            route = classify_inbound_request({"method": method, "params": params})
+            if isinstance(route, InboundLadderRejection):
+                raise MCPError(code=route.code, message=route.message, data=route.data)
+            envelope = (route.protocol_version, route.client_info, route.client_capabilities)
         try:
             if modern is not None:
-                connection = EnvelopeConnection(
-                    outbound, route.protocol_version, route.client_info, route.client_capabilities
-                )
+                connection = EnvelopeConnection(outbound, *envelope)
                 return await modern.serve(context, method, params, connection, lifespan_state)
-            connection = Connection.from_envelope(
-                route.protocol_version, route.client_info, route.client_capabilities, outbound=outbound
-            )
+            connection = Connection.from_envelope(*envelope, outbound=outbound)
             return await serve_one(
                 server, context, method, params,
                 connection=connection, lifespan_state=lifespan_state,
@@ -305,6 +312,23 @@ async def _serve_modern(
             await aclose_shielded(connection)
 
     await dispatcher.run(on_request, on_notify)
+
+
+def fitting_envelope(params: Mapping[str, Any] | None) -> tuple[str, Any, Any] | None:
+    """The envelope of a request the SDK's ladder (`classify_inbound_request`, no headers: stdio) lets through, read
+    with dict reads: `_meta` an object holding a served protocol version and the client's capabilities; its
+    protocol version, client info (None when absent) and capabilities. None for anything else, which the ladder
+    then judges and refuses in its own words."""
+    if params is None or type(params) is not dict:
+        return None
+    found: object = cast(JsonObject, params).get("_meta")
+    if type(found) is not dict:
+        return None
+    meta = cast(JsonObject, found)
+    version: Any = meta.get(PROTOCOL_VERSION_META_KEY)
+    if type(version) is not str or version not in MODERN_PROTOCOL_VERSIONS or CLIENT_CAPABILITIES_META_KEY not in meta:
+        return None
+    return version, meta.get(CLIENT_INFO_META_KEY), meta[CLIENT_CAPABILITIES_META_KEY]
 
 
 def _serve_directly(

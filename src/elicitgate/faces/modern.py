@@ -20,6 +20,7 @@ upstream sent it (design invariant 5).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -48,8 +49,11 @@ from mcp.shared.dispatcher import DispatchContext, Outbound
 from mcp.shared.exceptions import MCPError
 from mcp.shared.transport_context import TransportContext
 
+from elicitgate.bridging.sealing import RequestsOnly
+from elicitgate.faces.observe import RequestObserver
 from elicitgate.json_memo import JsonMemo
 from elicitgate.json_shapes import JsonObject, is_mapping
+from elicitgate.logs import request_context
 
 ModernHandler = Callable[[ServerRequestContext[Any, Any]], Awaitable[JsonObject]]
 """A 2026-07-28 request's handler: reads the raw params off its context, returns the result as a dict."""
@@ -151,7 +155,13 @@ class ModernMethods:
 
     `add` is the one place a method joins: `faces.server.build_server` adds the gateway's methods."""
 
-    def __init__(self, server: Server[Any], middleware: Sequence[Middleware] = ()) -> None:
+    def __init__(
+        self,
+        server: Server[Any],
+        middleware: Sequence[Middleware] = (),
+        *,
+        relay: tuple[RequestObserver, RequestsOnly] | None = None,
+    ) -> None:
         self._server = server
         self._methods: dict[str, ModernMethod] = {}
         self._stamp: JsonObject | None = None
@@ -159,6 +169,10 @@ class ModernMethods:
         for layer in reversed(middleware):  # outermost first, composed once (the kernel composed per request)
             chain = _around(layer, chain)
         self._chain = chain
+        assert relay is None or tuple(middleware) == relay, "a relayed call does the chain's work itself"
+        self._relay = relay
+        """When the chain is the face's observer and requestState boundary, and only then: a relayed call does their
+        work in its own coroutine (`_relayed`)."""
 
     def add(self, method: str, handler: ModernHandler, *, reads: tuple[ParamRule, ...] | None = None) -> None:
         """Serve `method` with `handler`; `reads` (see `ModernMethod`) makes it a relayed method."""
@@ -219,11 +233,36 @@ class ModernMethods:
             meta=request_meta,
         )
         try:
+            if entry.reads is not None and self._relay is not None:
+                return await self._relayed(ctx, entry, *self._relay)
             return cast(JsonObject, await self._chain(ctx))
         finally:
             # Nothing is pushed on it today: no shielded scope for nothing, and none made for an envelope's.
             if (stack := vars(connection).get("exit_stack")) is not None:
                 await stack.aclose()
+
+    async def _relayed(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        entry: ModernMethod,
+        observer: RequestObserver,
+        boundary: RequestsOnly,
+    ) -> JsonObject:
+        """A relayed call (most requests): the chain's work in this one coroutine, in its order, with no coroutine of
+        the observer's, the boundary's and `_inner`'s around the handler's (each resumed again when the call's
+        answer comes). The observer's: the request's time in its histogram and its ids on log lines, with no client
+        (a 2026-07-28 request's connection is its own, so no peer is known for it yet); the boundary's: the request's
+        `requestState` unsealed before the handler, an `input_required` result's sealed after."""
+        start = time.perf_counter()
+        try:
+            with request_context(request_id=ctx.request_id, method=ctx.method, client=None):
+                bound = boundary.open(ctx)
+                result = self._shaped(ctx.method, ctx.protocol_version, await entry.handler(ctx), sieve=False)
+                if result.get("resultType") != "input_required":  # `close`'s own test, on the dict it always is here
+                    return result
+                return cast(JsonObject, boundary.close(ctx, result, bound))
+        finally:
+            observer.timer(ctx.method).observe(time.perf_counter() - start)
 
     async def _inner(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         entry = self._methods[ctx.method]

@@ -57,6 +57,14 @@ class Peers:
         for link in self._links.values():
             await link.release_peer(peer)
 
+    def holds_upstreams(self, peer: DownstreamPeer) -> bool:
+        """Whether `peer` has an upstream connection of its own now, on any link: something `release_upstreams` gives
+        back (a per-call client of a 2026-07-28 upstream mostly has none: its calls go on the shared connection)."""
+        for link in self._links.values():
+            if link.connection_of(peer) is not None:
+                return True
+        return False
+
     def modern_peer(
         self, principal: str | None, connection: Connection, *, resuming: Origin | None = None
     ) -> DownstreamPeer:
