@@ -14,6 +14,8 @@ go on the session's GET stream.
 
 from __future__ import annotations
 
+import asyncio
+
 import contextlib
 import contextvars
 import json
@@ -248,8 +250,13 @@ class StreamableHttpEndpoint:
                                                limit=self._max_sessions))
                 return
         if not is_request:
-            await reply(send, 202, None, extra=session.header)
             session.wire.hand_in(Inbound(message))
+            # The 202 after what the message sets off has gone on its way (two event-loop turns: the session's
+            # reader, then the task awaiting an answer, e.g. a 2026-07-28 upstream's retry made with it): written
+            # first, it woke the client, which took the CPU from the gateway before the retry left.
+            for _ in range(3):
+                await asyncio.sleep(0)
+            await reply(send, 202, None, extra=session.header)
             return
         await self._answer(session, cast(RequestId, request_id), message, receive, send, headers)
 
