@@ -251,9 +251,10 @@ class StreamableHttpEndpoint:
                 return
         if not is_request:
             session.wire.hand_in(Inbound(message))
-            # The 202 after what the message sets off has gone on its way (two event-loop turns: the session's
-            # reader, then the task awaiting an answer, e.g. a 2026-07-28 upstream's retry made with it): written
-            # first, it woke the client, which took the CPU from the gateway before the retry left.
+            # The 202 after what the message sets off has gone on its way (three event-loop turns: the session's
+            # reader, the task awaiting the answer, and the task in which an upstream's HTTP wire POSTs what that
+            # one sends, e.g. a 2026-07-28 upstream's retry with the answer): written first, it woke the client,
+            # which took the CPU from the gateway before the retry left.
             for _ in range(3):
                 await asyncio.sleep(0)
             await reply(send, 202, None, extra=session.header)
