@@ -15,7 +15,6 @@ go on the session's GET stream.
 from __future__ import annotations
 
 import asyncio
-
 import contextlib
 import contextvars
 import json
