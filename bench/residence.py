@@ -22,7 +22,6 @@ import re
 import signal
 import statistics
 import subprocess
-import time
 from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 
@@ -99,14 +98,14 @@ async def measure(args: argparse.Namespace) -> None:
             tracers = [subprocess.Popen(["perf", "trace", "-o", str(traces[label]), "-e", "read,write", "-p",
                                          str(gateway.pid)], stdout=log, stderr=log)
                        for label, gateway in gateways.items()]
-            time.sleep(2)  # perf attaches
+            await anyio.sleep(2)  # perf attaches
             try:
                 labels = list(gateways)
                 for block in range(args.blocks):
                     for label in labels if block % 2 == 0 else reversed(labels):
                         for _ in range(10):
                             await latency.call(opened[label], f"modern__{name}", arguments)
-                time.sleep(0.5)
+                await anyio.sleep(0.5)
             finally:
                 for tracer in tracers:
                     tracer.send_signal(signal.SIGINT)

@@ -14,7 +14,6 @@ go on the session's GET stream.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import json
@@ -255,7 +254,7 @@ class StreamableHttpEndpoint:
             # one sends, e.g. a 2026-07-28 upstream's retry with the answer): written first, it woke the client,
             # which took the CPU from the gateway before the retry left.
             for _ in range(3):
-                await asyncio.sleep(0)
+                await anyio.lowlevel.checkpoint()
             await reply(send, 202, None, extra=session.header)
             return
         await self._answer(session, cast(RequestId, request_id), message, receive, send, headers)
