@@ -192,7 +192,9 @@ class AuditTrail:
         """Stop taking records and wait (at most `timeout`) until the writer has stored what is queued; then
         the writer stops, done or not."""
         with anyio.CancelScope(shield=True):  # the gateway calls this as it stops, maybe cancelled already
-            await anyio.lowlevel.checkpoint()  # records of elicitations that ended just now are queued a turn later
+            # Records of elicitations that ended just now are queued two turns later (`Broker._end`).
+            await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
         self._closed = True
         self._send.close()
         if self._batch_full is not None:

@@ -80,7 +80,8 @@ async def forward(
                         result = await _send(link, on, call, method, sent, progress, asked)
                     if reissued is not None and reissued not in link.dual.learned:
                         link.dual.learn(reissued, "modern", "its handler returned a result only 2026-07-28 carries")
-                    await inbound.complete_minted(link.name, minted)
+                    if minted:
+                        await inbound.complete_minted(link.name, minted)
                     if result.get("resultType") != "input_required":
                         return without_upstream_identity(result)
                     requests, state = result.get("inputRequests"), result.get("requestState")

@@ -52,6 +52,9 @@ logger = logging.getLogger(__name__)
 
 GATEWAY_CLIENT_INFO: JsonObject = {"name": "elicitgate", "version": __version__}
 DISCOVER_TIMEOUT = 10.0
+MAX_KEPT_HEADERS = 256
+"""The 2026-07-28 requests' header dicts a connection keeps (`UpstreamConnection._stamp`): one per method and name
+called; past this many (a server with more tools, or resources read by many URIs), they are made again."""
 ENDING_WAIT = 5.0
 """Seconds `UpstreamConnection.unreachable` waits for a failed transport to end (its DELETE and its tasks'
 ends are bounded to 2 s each)."""
@@ -91,6 +94,10 @@ class UpstreamConnection:
     _advertised: JsonObject = field(default_factory=JsonObject)
     _version_headers: dict[str, str] | None = None
     """The headers of every handshake-era message: the negotiated version (`_stamp`)."""
+    _modern_headers: dict[tuple[str, str | None], dict[str, str]] = field(
+        default_factory=dict[tuple[str, str | None], dict[str, str]])
+    """A 2026-07-28 request's headers by (method, the name it calls), one dict for every request alike (`_stamp`):
+    at most `MAX_KEPT_HEADERS`."""
     pool_key: str = ""
     """What it declared to the server, for the link's pool of per-call connections."""
     probing: bool = False
@@ -172,7 +179,9 @@ class UpstreamConnection:
         self, method: str, given: Mapping[str, Any] | None, client_capabilities: JsonObject | None
     ) -> tuple[Mapping[str, Any] | None, Mapping[str, str] | None]:
         """`params` and the HTTP headers as the negotiated era wants them: in the handshake era `given` itself and
-        one headers dict for every request (neither is written to on the way: a call in flight keeps both)."""
+        one headers dict for every request, in 2026-07-28 a copy of `given` with the era's `_meta` and one headers
+        dict for every request of the same method and name (no headers dict is written to on the way: a call in
+        flight keeps its own)."""
         negotiated = self.negotiated
         if negotiated is None:
             return given, None
@@ -189,10 +198,18 @@ class UpstreamConnection:
             client_capabilities if client_capabilities is not None else self._advertised
         )
         params["_meta"] = meta
-        headers = {MCP_PROTOCOL_VERSION_HEADER: negotiated.protocol_version, MCP_METHOD_HEADER: method}
         name_key = NAME_BEARING_METHODS.get(method)
-        if name_key is not None and isinstance(name := params.get(name_key), str):
-            headers[MCP_NAME_HEADER] = encode_header_value(name)
+        name = params.get(name_key) if name_key is not None else None
+        key = (method, name if isinstance(name, str) else None)
+        headers = self._modern_headers.get(key)
+        if headers is None or headers[MCP_PROTOCOL_VERSION_HEADER] != negotiated.protocol_version:
+            # Made once per method and name, not per request (`encode_header_value` runs two regular expressions).
+            headers = {MCP_PROTOCOL_VERSION_HEADER: negotiated.protocol_version, MCP_METHOD_HEADER: method}
+            if key[1] is not None:
+                headers[MCP_NAME_HEADER] = encode_header_value(key[1])
+            if len(self._modern_headers) >= MAX_KEPT_HEADERS:
+                self._modern_headers.clear()
+            self._modern_headers[key] = headers
         return params, headers
 
     def origin_of(self, request_id: RequestId) -> Origin | None:
