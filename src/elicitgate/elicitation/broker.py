@@ -52,7 +52,7 @@ from elicitgate.elicitation.url_policy import UrlPolicy
 from elicitgate.elicitation.url_routes import SessionTarget, UrlRoutes
 from elicitgate.errors import HumanGone
 from elicitgate.json_shapes import JsonObject, is_array, is_mapping
-from elicitgate.logs import current_request, log_event, request_context
+from elicitgate.logs import current_request, log_event, name_request, request_context
 from elicitgate.metrics import (
     ABANDONED,
     ELICITATION_DURATION,
@@ -120,6 +120,7 @@ class Broker:
         url_ids: bool = True,
         source: Source = "upstream",
         gateway_reason: GatewayReason | None = None,
+        own_task: bool = False,
     ) -> JsonObject:
         """Run one upstream elicitation to its end; returns the `ElicitResult` for the upstream.
 
@@ -127,6 +128,9 @@ class Broker:
         cannot name its call: it returns those calls (see `Elicitation.candidates`).
         `url_ids` is false for a 2026-07-28 source, whose URL-mode requests carry no `elicitationId`.
         `source` and `gateway_reason` say who asks and why (the gateway's own questions: `router.asks`).
+        `own_task`: the task awaiting this coroutine serves this question alone and ends with it (a server's push, in
+        the upstream endpoint's task for it): the question's ids are put in that task's context for good, with
+        nothing kept to restore them (`logs.name_request`).
         Raises `MCPError` with a specific code when the request is refused or cannot end well.
         """
         params = dict(params or {})
@@ -148,7 +152,7 @@ class Broker:
         )
         self._opened(el, origin, identity, clocks)
         try:
-            with _named(origin, el):
+            with _named(origin, el, own_task):
                 # Here, not in a coroutine of its own: one frame less held by every pending elicitation, and with few
                 # locals (what admits it and what it leaves behind are in `_admitted`, `_opened` and `_closed`). No
                 # cancel scope either: its deadline is a loop timer that interrupts the wait (`Elicitation.interrupt`).
@@ -629,10 +633,13 @@ def _request_ids(origin: Origin) -> JsonObject:
 _SAME_REQUEST = nullcontext()
 
 
-def _named(origin: Origin, el: Elicitation) -> AbstractContextManager[None]:
-    """The log lines written while `el` waits name its request: in the task of another request (a server's push),
-    by a context of its own; in the call's own task, which names it already, by nothing more held while it waits
-    (its end is logged with its own id all the same: `_ids_context`)."""
+def _named(origin: Origin, el: Elicitation, own_task: bool) -> AbstractContextManager[None]:
+    """The log lines written while `el` waits name its request: in the task of another request, by a context of its
+    own; in a task that serves `el` alone (`own_task`: a server's push) or in the call's own task, which names it
+    already, by nothing more held while it waits (its end is logged with its own id all the same: `_ids_context`)."""
+    if own_task:
+        name_request(**_request_ids(origin), elicitation=el.id)
+        return _SAME_REQUEST
     current = current_request()
     if current is not None and current.get("request_id") == origin.request_id and current.get("client") == (
         origin.peer.id

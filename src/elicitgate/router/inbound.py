@@ -114,11 +114,13 @@ class InboundRouter:
         guessed_on: UpstreamConnection | None = None,
         url_ids: bool = True,
         reason: GatewayReason | None = None,
+        own_task: bool = False,
     ) -> Awaitable[JsonObject]:
         """The broker's coroutine itself, not one around it: one frame less held while a human is asked.
 
         `guessed_on`: the connection whose calls in flight may each own the question (see `_whose`).
-        `reason` is set for the gateway's own questions only.
+        `reason` is set for the gateway's own questions only. `own_task`: the awaiting task serves this question
+        alone and ends with it (see `Broker.elicit`).
         """
         return self.broker.elicit(
             server=server,
@@ -130,6 +132,7 @@ class InboundRouter:
             url_ids=url_ids,
             source="gateway" if reason is not None else "upstream",
             gateway_reason=reason,
+            own_task=own_task,
         )
 
     def gateway_question(
@@ -205,11 +208,13 @@ class InboundRouter:
             whose = self._whose(connection, related, params)
             if whose.origin is None:
                 raise self._origin_unknown(connection, method)
-            return self._pushed_question(connection, whose.origin, whose.named, whose.params)()
+            # The upstream endpoint serves it in a task of its own, which writes the answer and ends.
+            return self._pushed_question(connection, whose.origin, whose.named, whose.params, own_task=True)()
         return self._serve_server_request(connection, related, method, params)
 
     def _pushed_question(
-        self, connection: UpstreamConnection, origin: Origin, named: bool, params: Mapping[str, Any] | None
+        self, connection: UpstreamConnection, origin: Origin, named: bool, params: Mapping[str, Any] | None,
+        *, own_task: bool = False,
     ) -> Callable[[], Awaitable[JsonObject]]:
         """How to ask a server's `elicitation/create` of the call it belongs to (`origin`)."""
         guessed = not named and connection.owner is not None
@@ -219,7 +224,7 @@ class InboundRouter:
 
         def ask() -> Awaitable[JsonObject]:
             return self._ask(connection.server, origin, params, timeout=connection.config.elicitation_timeout,
-                             clocks=clocks, guessed_on=connection if guessed else None)
+                             clocks=clocks, guessed_on=connection if guessed else None, own_task=own_task)
 
         return ask
 

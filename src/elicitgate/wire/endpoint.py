@@ -15,8 +15,7 @@ import asyncio
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard, cast
 
 import anyio
 import anyio.abc
@@ -85,12 +84,6 @@ OnRequest = Callable[[Inbound, str, "JsonObject | None"], Awaitable["JsonObject"
 OnNotify = Callable[[Inbound, str, "JsonObject | None"], Awaitable[None]]
 
 
-@dataclass(slots=True)
-class _Waiter:
-    future: asyncio.Future[JsonObject]
-    on_progress: ProgressCallback | None
-
-
 _Cancels = asyncio.Task[None] | TaskCancel | anyio.CancelScope
 """What stops a request of the peer's being served: its task (a `TaskCancel` once asked), or its scope (inline)."""
 
@@ -108,7 +101,9 @@ class Endpoint:
     the next message is read (`initialize`, whose outcome the requests after it depend on). A serving
     endpoint's own requests to a client that went away raise `ClientGone`, not `PeerLost`: what the face asks
     its client (an elicitation, a relayed sampling request) fails as the client's loss, not the loss of the
-    upstream whose call it serves, without a coroutine around each request to say so.
+    upstream whose call it serves, without a coroutine around each request to say so. A client's endpoint (not
+    `serving`: an upstream connection) runs each request of the peer's as its handler's own coroutine, the handler
+    called as the message is dispatched (`_serve_direct`), and keeps no `Inbound` of it (`on_cancel` is not called).
     """
 
     def __init__(
@@ -118,15 +113,26 @@ class Endpoint:
         self._peer = peer
         self._serving = serving
         self._inline = inline
-        self._waiters: dict[RequestId, _Waiter] = {}
+        self._waiters: dict[RequestId, asyncio.Future[JsonObject]] = {}
+        """Our requests in flight: the future each one's answer settles (no record around it: one per request in flight,
+        held for as long as a person takes over a question)."""
+        self._on_progress: dict[RequestId, ProgressCallback] = {}
+        """The requests in flight that asked for progress notifications: what each one's go to."""
         self._handling: dict[RequestId, tuple[_Cancels, Inbound]] = {}
         """The peer's requests being served: what cancels each, and the message. A request served in a task of its own
         is cancelled through that task (`TaskCancel`, made when the cancellation is asked for), one served inline
         through a cancel scope."""
-        self._serving_tasks: set[asyncio.Task[None]] = set()
+        self._direct: dict[RequestId, asyncio.Task[JsonObject] | TaskCancel] = {}
+        """The peer's requests served by their handler's own task (`_serve_direct`): the task, or its `TaskCancel` once
+        the peer cancelled the request or the connection ended (it is not answered then). No `Inbound` kept: nothing
+        reads it after the handler was called."""
+        self._serving_tasks: dict[asyncio.Task[Any], RequestId | None] = {}
+        """The tasks serving the peer's requests (and writing their answers), which `run` waits for at its end; for a
+        task that runs a handler's own coroutine (`_serve_direct`), the request's id."""
         self._task_name = f"serving a request of {peer}"
         """Every serving task's name, one string (Python 3.11 makes a `Task-<n>` string for each task otherwise)."""
-        self._served = self._serving_tasks.discard
+        self._served = self._forget_task
+        self._direct_done = self._answer_direct
         """Bound once: each task's done callback (a bound method per task otherwise)."""
         self._tasks: anyio.abc.TaskGroup | None = None
         self._handlers: tuple[OnRequest, OnNotify] | None = None
@@ -162,7 +168,9 @@ class Endpoint:
         if params:
             message["params"] = params
         future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
-        self._waiters[request_id] = _Waiter(future, on_progress)
+        self._waiters[request_id] = future
+        if on_progress is not None:
+            self._on_progress[request_id] = on_progress
         written = False
         try:
             if timeout is None:
@@ -187,6 +195,8 @@ class Endpoint:
             raise
         finally:
             del self._waiters[request_id]
+            if on_progress is not None:
+                del self._on_progress[request_id]
             if future.done() and not future.cancelled():
                 future.exception()  # an outcome that came as the caller left is not an unretrieved error
 
@@ -251,15 +261,18 @@ class Endpoint:
         peer `Connection closed`, each within CLOSING_WRITE_TIMEOUT)."""
         for request_id, (cancels, _) in list(self._handling.items()):
             self._cancel(request_id, cancels, "the connection ended")
+        for request_id in list(self._direct):
+            self._cancel_direct(request_id, "the connection ended")
         if self._serving_tasks:
             with anyio.CancelScope(shield=True):
-                await asyncio.wait(list(self._serving_tasks))
+                while self._serving_tasks:  # a handler that ends now may start its answer's write
+                    await asyncio.wait(list(self._serving_tasks))
 
     def _close(self) -> None:
         self._closed = True
         for waiter in self._waiters.values():
-            if not waiter.future.done():
-                waiter.future.set_exception(self._lost(code=CONNECTION_CLOSED, message=CLOSED))
+            if not waiter.done():
+                waiter.set_exception(self._lost(code=CONNECTION_CLOSED, message=CLOSED))
 
     def _dispatch_pushed(self, inbound: Inbound) -> Coroutine[Any, Any, None] | None:
         assert self._handlers is not None
@@ -297,6 +310,9 @@ class Endpoint:
                     scope = cancel_scope()
                     self._handling[request_id] = (scope, inbound)
                     return self._handle(scope, inbound, request_id, method, params, on_request)
+                if not self._serving:
+                    self._serve_direct(inbound, request_id, method, params, on_request)
+                    return None
                 # A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a
                 # done-callback closure to every request in flight. `run` cancels and awaits these at the end.
                 # No cancel scope either (two sets, a dozen slots and the task's anyio state, for as long as the request
@@ -306,7 +322,7 @@ class Endpoint:
                 handling = self._handle(None, inbound, request_id, method, params, on_request)
                 task = asyncio.get_running_loop().create_task(handling, name=self._task_name, context=inbound.context)
                 self._handling[request_id] = (task, inbound)
-                self._serving_tasks.add(task)
+                self._serving_tasks[task] = None
                 # In a context of its own, not a copy of the current one made for every request in flight.
                 task.add_done_callback(self._served, context=_CALLBACK_CONTEXT)
             else:
@@ -325,22 +341,91 @@ class Endpoint:
                             "not a JSON-RPC request, notification or response")
             return None
         waiter = self._waiters.get(request_id)
-        if waiter is None or waiter.future.done():
+        if waiter is None or waiter.done():
             logger.debug("%s answered %r, which nobody waits for (any more)", self._peer, request_id)
             return None
         if inbound.lost:
-            waiter.future.set_exception(self._lost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
+            waiter.set_exception(self._lost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
         elif "error" in message:
-            waiter.future.set_exception(_error_of(message["error"], self._peer))
+            waiter.set_exception(_error_of(message["error"], self._peer))
         elif is_object(result := message.get("result")):
-            waiter.future.set_result(result)
+            waiter.set_result(result)
         else:
-            waiter.future.set_exception(MCPError(
+            waiter.set_exception(MCPError(
                 code=INTERNAL_ERROR,
                 message=f"{self._peer} answered with a result that is not a JSON object",
                 data={"id": request_id},
             ))
         return None
+
+    def _serve_direct(
+        self, inbound: Inbound, request_id: RequestId, method: str, params: JsonObject | None, on_request: OnRequest
+    ) -> None:
+        """A request of a peer we are the client of (a server's `elicitation/create`, held while a person answers): its
+        task runs the handler's own coroutine, with no frame of `_handle` around it, and its done callback writes the
+        answer (`_answer_direct`). The handler is called here, in the context its task runs in: an upstream
+        connection's only decides who the request is for and makes the coroutine (no I/O, no task of its own needed).
+        Cancelled (the peer's `notifications/cancelled`, the connection's end), it is not answered, as `_handle` does
+        for a client's endpoint."""
+        context = inbound.context if inbound.context is not None else contextvars.copy_context()
+        try:
+            handling = context.run(on_request, inbound, method, params)
+        except Exception as exc:  # refused before any await (no call to own it: -32017): answered at once
+            inbound.served = True
+            self._write_soon(self._failed(request_id, exc))
+            return
+        coroutine: Coroutine[Any, Any, JsonObject] = (
+            cast("Coroutine[Any, Any, JsonObject]", handling) if isinstance(handling, Coroutine) else _awaited(handling)
+        )
+        task = asyncio.get_running_loop().create_task(coroutine, name=self._task_name, context=context)
+        self._direct[request_id] = task
+        self._serving_tasks[task] = request_id
+        task.add_done_callback(self._direct_done, context=_CALLBACK_CONTEXT)
+
+    def _answer_direct(self, task: asyncio.Task[JsonObject]) -> None:
+        """A handler's task ended (`_serve_direct`): nothing cancels it from now on, and its answer is written unless
+        it was cancelled or the peer cancelled the request."""
+        request_id = self._serving_tasks.pop(task, None)
+        if request_id is None:
+            return
+        served = self._direct.get(request_id)
+        if served is task:
+            del self._direct[request_id]
+        elif isinstance(served, TaskCancel) and served.task is task:  # the peer cancelled it, or the connection ended
+            del self._direct[request_id]
+            served.stop()
+            return
+        # else a later request under the same id took its place (the peer's mistake): this one is answered all the same
+        if task.cancelled():
+            return
+        exc = task.exception()
+        self._write_soon({"jsonrpc": "2.0", "id": request_id, "result": task.result()} if exc is None
+                         else self._failed(request_id, exc))
+
+    def _failed(self, request_id: RequestId, exc: BaseException) -> JsonObject:
+        """The error response for a handler that raised `exc`, as `_handle` makes it."""
+        if isinstance(exc, MCPError):
+            return {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(exclude_none=True)}
+        if isinstance(exc, ValidationError):
+            return {"jsonrpc": "2.0", "id": request_id,
+                    "error": {"code": INVALID_PARAMS, "message": "Invalid request parameters", "data": ""}}
+        logger.error("handling request %r from %s failed", request_id, self._peer, exc_info=exc)
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
+
+    def _write_soon(self, response: JsonObject) -> None:
+        """Write an answer in a task of its own, which `run` waits for at its end as for a serving task."""
+        task = asyncio.get_running_loop().create_task(self._write_answer(response), name=self._task_name)
+        self._serving_tasks[task] = None
+        task.add_done_callback(self._served, context=_CALLBACK_CONTEXT)
+
+    def _forget_task(self, task: asyncio.Task[Any]) -> None:
+        self._serving_tasks.pop(task, None)
+
+    def _cancel_direct(self, request_id: RequestId, reason: str) -> None:
+        """Stop serving a request `_serve_direct` serves, once (`TaskCancel`, as `_cancel` does for a task)."""
+        served = self._direct[request_id]
+        if isinstance(served, asyncio.Task):
+            self._direct[request_id] = TaskCancel(served, reason)
 
     def _cancel(self, request_id: RequestId, cancels: _Cancels, reason: str) -> None:
         """Stop serving a request: a scope at once; a task as a cancel scope around its handler would, honouring the
@@ -367,12 +452,12 @@ class Endpoint:
         if method == "notifications/progress" and params is not None:
             token = params.get("progressToken")
             progress = params.get("progress")
-            waiter = self._waiters.get(token) if is_request_id(token) else None
-            if waiter is not None and waiter.on_progress is not None and _is_number(progress):
+            on_progress = self._on_progress.get(token) if is_request_id(token) else None
+            if on_progress is not None and _is_number(progress):
                 total = params.get("total")
                 note = params.get("message")
                 self._spawn(
-                    waiter.on_progress,
+                    on_progress,
                     float(progress),
                     float(total) if _is_number(total) else None,
                     note if isinstance(note, str) else None,
@@ -380,7 +465,9 @@ class Endpoint:
                 return
         elif method == "notifications/cancelled" and params is not None:
             cancelled = params.get("requestId")
-            if is_request_id(cancelled) and (handling := self._handling.get(cancelled)) is not None:
+            if is_request_id(cancelled) and cancelled in self._direct:
+                self._cancel_direct(cancelled, "the peer cancelled it")
+            elif is_request_id(cancelled) and (handling := self._handling.get(cancelled)) is not None:
                 cancels, request = handling
                 if not request.cancel_requested:
                     request.cancel_requested = True
@@ -477,6 +564,10 @@ class Endpoint:
     def _spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         assert self._tasks is not None
         self._tasks.start_soon(fn, *args)
+
+
+async def _awaited(handling: Awaitable[JsonObject]) -> JsonObject:
+    return await handling
 
 
 def is_request_id(value: object) -> TypeGuard[RequestId]:

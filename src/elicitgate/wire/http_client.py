@@ -381,6 +381,20 @@ MAX_CHUNK_LINE = 4096
 """The longest chunk-size line (its size and any extensions) read."""
 
 
+_EAGER_EXTRA = ("peername", "sockname")
+
+
+def _forget_addresses(transport: asyncio.BaseTransport) -> None:
+    """Drop the peer's and our address that asyncio's socket transport reads into its extra info as it is made (two
+    tuples, ~0.3 KB for as long as the connection is open: a held POST's whole life, a person's answer). The client
+    never asks for them; `get_extra_info` then answers None, as on a transport that never had them. uvloop reads
+    them when asked (no `_extra`), and a TLS transport's own extra info is not this one."""
+    extra: object = getattr(transport, "_extra", None)
+    if isinstance(extra, dict):
+        for name in _EAGER_EXTRA:
+            cast("dict[str, object]", extra).pop(name, None)
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive connection to an origin: writes a request and reads its response as it comes. The head is
     httptools' (llhttp's), fed the head's bytes alone; the body is framed here (Content-Length, chunked, or the end
@@ -872,6 +886,7 @@ class HttpClient:
         sock = connection.transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _forget_addresses(connection.transport)
         self._open.add(connection)
         if self._closed:
             connection.close()

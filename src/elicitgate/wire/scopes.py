@@ -69,6 +69,11 @@ class TaskCancel:
             self._delivered += 1
         self._next = asyncio.get_running_loop().call_soon(self._deliver)
 
+    @property
+    def task(self) -> asyncio.Task[Any]:
+        """The task it cancels."""
+        return self._task
+
     def stop(self) -> bool:
         """No more cancellations: the part of the task it covered has ended. Those it delivered are taken back; returns
         whether the task has no other cancellation pending (a `CancelledError` caught now was this one's)."""
