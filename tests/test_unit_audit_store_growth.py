@@ -141,3 +141,18 @@ async def test_a_sqlite_batch_takes_two_trips_to_the_drivers_thread(tmp_path, mo
         assert len(await store.query()) == 2 * BATCH
     finally:
         await store.close()
+
+
+async def test_a_batch_whose_connection_broke_fails_and_the_next_is_stored_on_a_fresh_one(tmp_path):
+    """The writer keeps one SQLite connection: a batch that fails on it (here the driver's connection closed under it,
+    as a driver thread gone would) gives it up, so the records after it are stored, not dropped with every batch."""
+    store = await AuditStore.open(f"sqlite:///{tmp_path / 'audit.db'}")
+    try:
+        await store.add(_batch(0))
+        await store._driver.close()  # pyright: ignore[reportPrivateUsage]
+        with pytest.raises(Exception):  # noqa: B017, PT011 - whatever the driver raises for a closed connection
+            await store.add(_batch(BATCH))
+        await store.add(_batch(2 * BATCH))
+        assert len(await store.query(limit=3 * BATCH)) == 2 * BATCH
+    finally:
+        await store.close()

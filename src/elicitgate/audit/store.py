@@ -4,6 +4,7 @@ kept by the Alembic migrations shipped in `migrations/`, run whenever a store is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import operator
 import os
 import weakref
@@ -102,8 +103,14 @@ class AuditStore:
             await self._driver.executemany(sql, rows)
             await self._driver.commit()
         except BaseException:
+            # The next batch opens a fresh connection: this one may be broken (a closed file, a driver thread gone),
+            # so the pool is told to throw it away, not to keep it; that discards the failed transaction too.
+            writer, self._writer, self._driver = self._writer, None, None
             with anyio.CancelScope(shield=True):
-                await self._driver.rollback()
+                with contextlib.suppress(Exception):
+                    await writer.invalidate()
+                with contextlib.suppress(Exception):
+                    await writer.close()
             raise
 
     async def query(
