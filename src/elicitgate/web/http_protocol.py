@@ -527,7 +527,7 @@ def _after_chunked_body(data: bytes, body_end: int, end: int) -> int:
 
 
 _NO_PIPELINE: Any = ()
-"""A connection's pipelined requests while it has none (read as an empty queue): an empty deque is ~600 bytes, and a
+"""A connection's pipelined requests while it has none (read as an empty queue): an empty deque is 760 bytes, and a
 connection held open for a pushed question keeps what it has."""
 
 
