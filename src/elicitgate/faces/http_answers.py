@@ -101,9 +101,12 @@ async def reply(
 ) -> None:
     """A whole response: one JSON-RPC message (or none) as JSON; `extra` headers."""
     body = encode(message) if message is not None else b""
-    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+    headers = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
     if extra:
         headers.extend(extra)
+    cycle = getattr(send, "__self__", None)
+    if isinstance(cycle, LeanCycle) and cycle.respond(status, headers, body):  # the face's own server: one step
+        return
     with contextlib.suppress(OSError):  # the client has gone
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -143,6 +146,9 @@ def _watched(gone: Callable[[], object], task: asyncio.Task[None]) -> None:
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:
     """The request's body, or None once it is longer than `limit`."""
+    cycle = getattr(receive, "__self__", None)
+    if isinstance(cycle, LeanCycle) and (body := cycle.whole_body()) is not None:  # all of it came with the head
+        return body if len(body) <= limit else None
     chunks: list[bytes] = []
     size = 0
     while True:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import json
 import logging
 import secrets
@@ -530,9 +531,11 @@ class RequestHeaders(Headers):
         return default if value is None else value.decode("latin-1")
 
 
+@functools.lru_cache(maxsize=64)
 def _accepts(accept: str) -> tuple[bool, bool]:
     """Whether an `Accept` header takes JSON, and SSE (RFC 9110 wildcards): the SDK's `check_accept_headers`,
-    without a Starlette `Request` built per request for it."""
+    without a Starlette `Request` built per request for it. Kept for the few values a gateway's clients send,
+    each of them with every request."""
     types = {media.split(";", 1)[0].strip().lower() for media in accept.split(",")}
     anything = "*/*" in types
     return (anything or not types.isdisjoint(("application/json", "application/*")),

@@ -21,7 +21,7 @@ import http
 import logging
 import urllib.parse
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -135,17 +135,19 @@ class HeadScanner:
         self._line_done = newline >= 0
 
     def _next_end(self, data: bytes, start: int) -> int:
-        ends: list[int] = []
+        # The first "\n\r\n", then a "\n\n" only where it would end no later: one pass over the head, never over a
+        # body after it.
+        crlf = data.find(b"\n\r\n", start)
+        lf = data.find(b"\n\n", start, len(data) if crlf < 0 else crlf + 2)
+        end = lf + 2 if lf >= 0 else crlf + 3 if crlf >= 0 else len(data)
         if self._tail:
             probe = self._tail + data[start:start + 2]
             kept = len(self._tail)
-            ends.extend(start + at + len(end) - kept for end in _HEAD_ENDS for at in range(kept)
-                        if probe.startswith(end, at) and at + len(end) > kept)
-        for end in _HEAD_ENDS:
-            at = data.find(end, start)
-            if at >= 0:
-                ends.append(at + len(end))
-        return min(ends, default=len(data))
+            for empty in _HEAD_ENDS:
+                for at in range(kept):
+                    if probe.startswith(empty, at) and at + len(empty) > kept:
+                        end = min(end, start + at + len(empty) - kept)
+        return end
 
 
 class CoalescedWrites(asyncio.Transport):
@@ -259,6 +261,52 @@ class DirectRoute:
                 scope["client"] = (host, port)
 
 
+class Signal:
+    """A request's `message_event` (body come, request ended, client gone): `asyncio.Event`'s `set`, `clear`,
+    `is_set` and `wait`, without the deque (760 bytes) every event makes; a request held open (a pushed question's
+    POST) keeps its event for as long as it stays open. Its waiter is the request's `receive`, one at a time."""
+
+    __slots__ = ("_value", "_waiters")
+
+    def __init__(self) -> None:
+        self._value = False
+        self._waiters: list[asyncio.Future[bool]] | None = None
+
+    def is_set(self) -> bool:
+        return self._value
+
+    def set(self) -> None:
+        if not self._value:
+            self._value = True
+            waiters, self._waiters = self._waiters, None
+            if waiters:
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_result(True)
+
+    def clear(self) -> None:
+        self._value = False
+
+    async def wait(self) -> bool:
+        if self._value:
+            return True
+        waiter = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = [waiter]
+        else:
+            self._waiters.append(waiter)
+        try:
+            await waiter
+            return True
+        finally:
+            self._drop(waiter)
+
+    def _drop(self, waiter: asyncio.Future[bool]) -> None:
+        """A waiter cancelled before `set` woke it."""
+        if self._waiters is not None and waiter in self._waiters:
+            self._waiters.remove(waiter)
+
+
 class Watch:
     """A call of `gone` once a response's client has gone (`LeanCycle.watch`); `cancel` when the response ends
     first."""
@@ -315,8 +363,32 @@ class LeanCycle(RequestResponseCycle):
         if self.response_complete or message["type"] != "http.response.body" or self.scope["method"] == "HEAD":
             await super().send(message)
             return
-        body = message.get("body", b"")
-        more_body = message.get("more_body", False)
+        self._body(message.get("body", b""), message.get("more_body", False))
+
+    def whole_body(self) -> bytes | None:
+        """The request's body when all of it has come and nothing is to be written or waited for first, taken as
+        `receive` takes it; else None, having done nothing: then `receive` it."""
+        if self.more_body or self.waiting_for_100_continue or self.disconnected or self.response_complete:
+            return None
+        self.flow.resume_reading()
+        self.message_event.clear()
+        body = bytes(self.body)
+        self.body = bytearray()
+        return body
+
+    def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+        """A whole response at once, written as `send` writes its start and then its body, without the two messages
+        and awaits; False, having done nothing, when it cannot be done without waiting (writing is paused) or is
+        not the usual case (a response under way, a HEAD request): then `send` it."""
+        if self.flow.write_paused or self.response_started or self.scope["method"] == "HEAD":
+            return False
+        if not self.disconnected:
+            self._head(status, headers)
+            self._body(body, False)
+        return True
+
+    def _body(self, body: bytes, more_body: bool) -> None:
+        """A body part of a started response, not a HEAD request's."""
         if self.chunked_encoding:
             if more_body:
                 if body:
@@ -343,9 +415,11 @@ class LeanCycle(RequestResponseCycle):
         """The status line and headers, as uvicorn writes them."""
         if message["type"] != "http.response.start":
             raise RuntimeError(f"Expected ASGI message 'http.response.start', but got '{message['type']}'.")
+        self._head(message["status"], message.get("headers", ()))
+
+    def _head(self, status_code: int, headers: Iterable[tuple[bytes, bytes]]) -> None:
         self.response_started = True
         self.waiting_for_100_continue = False
-        status_code = message["status"]
         scope = self.scope
         if self.access_log:
             self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(scope), scope["method"],
@@ -353,8 +427,8 @@ class LeanCycle(RequestResponseCycle):
         content = [STATUS_LINE[status_code]]
         has_connection_close = False
         plain = _PLAIN_LINES
-        for headers in (self.default_headers, message.get("headers", ())):
-            for name, value in headers:
+        for lines in (self.default_headers, headers):
+            for name, value in lines:
                 try:
                     line = plain.get((name, value))
                 except TypeError:  # not bytes (ASGI says bytes): checked below, as uvicorn does, and not kept
@@ -452,6 +526,39 @@ def _after_chunked_body(data: bytes, body_end: int, end: int) -> int:
     return max(last, body_end)
 
 
+_NO_PIPELINE: Any = ()
+"""A connection's pipelined requests while it has none (read as an empty queue): an empty deque is 760 bytes, and a
+connection held open for a pushed question keeps what it has."""
+
+
+class LeanFlow(FlowControl):
+    """uvicorn's flow control, its event for a writer waiting on a paused transport made when writing first pauses
+    (rarely: a client not reading) instead of for every connection."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:  # pyright: ignore[reportMissingSuperCall]
+        self._transport = transport
+        self.read_paused = False
+        self.write_paused = False
+        self._is_writable_event = cast("asyncio.Event", None)
+
+    async def drain(self) -> None:
+        if self._is_writable_event is not None:  # pyright: ignore[reportUnnecessaryComparison]
+            await self._is_writable_event.wait()
+
+    def pause_writing(self) -> None:
+        if not self.write_paused:
+            self.write_paused = True
+            if self._is_writable_event is None:  # pyright: ignore[reportUnnecessaryComparison]
+                self._is_writable_event = asyncio.Event()  # made unset
+            else:
+                self._is_writable_event.clear()
+
+    def resume_writing(self) -> None:
+        if self.write_paused:
+            self.write_paused = False
+            self._is_writable_event.set()
+
+
 class LimitedHttpTools(HttpToolsProtocol):
     """uvicorn's httptools protocol with `limits` (set per server by `limited_protocol`)."""
 
@@ -498,7 +605,7 @@ class LimitedHttpTools(HttpToolsProtocol):
         self.server = None
         self.client = None
         self.scheme = None
-        self.pipeline = deque()
+        self.pipeline = _NO_PIPELINE  # type: ignore[assignment]  # a deque of its own once a request is pipelined
         self.scope = None  # type: ignore[assignment]
         self.headers = None  # type: ignore[assignment]
         self.expect_100_continue = False
@@ -520,7 +627,7 @@ class LimitedHttpTools(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.connections.add(self)
-        self.flow = FlowControl(transport)  # the flow control keeps the transport itself
+        self.flow = LeanFlow(transport)  # the flow control keeps the transport itself
         self.server = _address(transport, "sockname") or get_local_addr(transport)
         self.client = _address(transport, "peername") or get_remote_addr(transport)  # type: ignore[assignment]
         self.scheme = "https" if is_ssl(transport) else "http"
@@ -659,7 +766,7 @@ class LimitedHttpTools(HttpToolsProtocol):
         self.cycle = cycle = LeanCycle(
             scope=self.scope, transport=self.transport, flow=self.flow, logger=self.logger,
             access_logger=self.access_logger, access_log=self.access_log,
-            default_headers=self.server_state.default_headers, message_event=asyncio.Event(),
+            default_headers=self.server_state.default_headers, message_event=cast("asyncio.Event", Signal()),
             expect_100_continue=self.expect_100_continue,
             keep_alive=http_version != "1.0" and parser.should_keep_alive(), on_response=self.on_response_complete,
         )
@@ -667,6 +774,8 @@ class LimitedHttpTools(HttpToolsProtocol):
             self._start_asgi_task(cycle, app)  # type: ignore[arg-type]
         else:  # pipelined: queued until the answers before it are written
             self.flow.pause_reading()
+            if self.pipeline is _NO_PIPELINE:
+                self.pipeline = deque()
             self.pipeline.appendleft((cycle, app))  # type: ignore[arg-type]
 
     def on_body(self, body: bytes) -> None:
