@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
+from typing import IO, Any
 
 import anyio
 
@@ -34,6 +35,19 @@ def gateway_argv(src: Path, config: Path, listen: str) -> list[str]:
             "serve", "--config", str(config), "--http", listen]
 
 
+def start_gateways(work: Path, sources: dict[str, Path], servers: dict[str, Any], stack: ExitStack,
+                   log: IO[str]) -> dict[str, HttpProcess]:
+    """An HTTP gateway on each of `sources` (by label) in front of `servers`, each ready (`/healthz`), stopped with
+    `stack`."""
+    gateways: dict[str, HttpProcess] = {}
+    for label, src in sources.items():
+        config = configs.write_config(work, f"gw-{label}", configs.gateway_config(servers, src=src))
+        port = free_port()
+        gateways[label] = stack.enter_context(
+            HttpProcess(gateway_argv(src, config, f"127.0.0.1:{port}"), port, log, ready_path="/healthz"))
+    return gateways
+
+
 async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "http_cpu"
     work.mkdir(parents=True, exist_ok=True)
@@ -41,13 +55,8 @@ async def measure(args: argparse.Namespace) -> None:
     with open(work / "http_cpu.log", "w") as log, ExitStack() as stack:
         port = free_port()
         upstream = f"{stack.enter_context(HttpProcess(configs.demo_argv(f'127.0.0.1:{port}'), port, log)).url}/mcp"
-        gateways: dict[str, HttpProcess] = {}
-        for label, src in sources.items():
-            servers = {era: configs.http_upstream(upstream, era) for _, _, era in ROWS}
-            config = configs.write_config(work, f"gw-{label}", configs.gateway_config(servers, src=src))
-            port = free_port()
-            gateways[label] = stack.enter_context(
-                HttpProcess(gateway_argv(src, config, f"127.0.0.1:{port}"), port, log, ready_path="/healthz"))
+        servers = {era: configs.http_upstream(upstream, era) for _, _, era in ROWS}
+        gateways = start_gateways(work, sources, servers, stack, log)
         async with AsyncExitStack() as clients:
             opened: dict[tuple[str, str], tuple[Client, int]] = {}
             for label, gateway in gateways.items():

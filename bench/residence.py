@@ -31,7 +31,7 @@ from mcp import Client
 
 from bench import configs, latency
 from bench.ab import export_src, work_src
-from bench.http_cpu import gateway_argv
+from bench.http_cpu import start_gateways
 from bench.procs import HttpProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,13 +79,7 @@ async def measure(args: argparse.Namespace) -> None:
     with open(work / "residence.log", "w") as log, ExitStack() as stack:
         port = free_port()
         upstream = f"{stack.enter_context(HttpProcess(configs.demo_argv(f'127.0.0.1:{port}'), port, log)).url}/mcp"
-        gateways: dict[str, HttpProcess] = {}
-        for label, src in sources.items():
-            config = configs.write_config(work, f"gw-{label}", configs.gateway_config(
-                {"modern": configs.http_upstream(upstream, "modern")}, src=src))
-            port = free_port()
-            gateways[label] = stack.enter_context(
-                HttpProcess(gateway_argv(src, config, f"127.0.0.1:{port}"), port, log, ready_path="/healthz"))
+        gateways = start_gateways(work, sources, {"modern": configs.http_upstream(upstream, "modern")}, stack, log)
         name, arguments = latency.TOOLS["elicit"]
         async with AsyncExitStack() as clients:
             opened = {label: await clients.enter_async_context(Client(

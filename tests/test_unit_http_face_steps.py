@@ -18,7 +18,7 @@ from uvicorn.server import ServerState
 
 from elicitgate.faces.http_answers import read_body, reply
 from elicitgate.web.http_protocol import HeadScanner, HttpLimits, LeanCycle, LeanFlow, Signal, limited_protocol
-from tests.test_unit_http_protocol import MAX_HEAD, MAX_LINE, Socket, fuzz, turns
+from tests.test_unit_http_protocol import MAX_HEAD, MAX_LINE, Socket, feed, fuzz, turns
 
 _HEAD_ENDS = (b"\n\n", b"\n\r\n")
 
@@ -64,15 +64,8 @@ def serve(app: Any, stream: bytes, cuts: list[int] | None = None) -> bytes:
             _loop=asyncio.get_running_loop())
         socket = Socket()
         protocol.connection_made(socket)
-        edges = [0, *sorted(set(cuts or [])), len(stream)]
-        for start, end in pairwise(edges):
-            for _ in range(1000):
-                if not socket.paused:
-                    break
-                await asyncio.sleep(0)
-            if socket.closed:
-                break
-            protocol.data_received(stream[start:end])
+        for start, end in pairwise([0, *sorted(set(cuts or [])), len(stream)]):
+            await feed(protocol, socket, stream[start:end], [])
             await turns()
         await turns()
         protocol.connection_lost(None)

@@ -80,6 +80,18 @@ class CountingParser:
         return getattr(self._parser, name)
 
 
+async def feed(protocol: asyncio.Protocol, socket: Socket, stream: bytes, cuts: list[int]) -> None:
+    """`stream` fed to `protocol` cut at `cuts`, as a socket would: none while reading is paused, none once closed."""
+    for start, end in pairwise([0, *sorted(set(cuts)), len(stream)]):
+        for _ in range(1000):  # the app's tasks answer, and a paused connection reads again
+            if not socket.paused:
+                break
+            await asyncio.sleep(0)
+        if socket.closed:
+            break
+        protocol.data_received(stream[start:end])
+
+
 async def run(
     stream: bytes, cuts: list[int]
 ) -> tuple[list[tuple[str, str, list[tuple[bytes, bytes]], bytes]], Socket, int]:
@@ -106,15 +118,7 @@ async def run(
     protocol.parser = parser  # pyright: ignore[reportAttributeAccessIssue]
     socket = Socket()
     protocol.connection_made(socket)
-    edges = [0, *sorted(set(cuts)), len(stream)]
-    for start, end in pairwise(edges):
-        for _ in range(1000):  # the app's tasks answer, and a paused connection reads again
-            if not socket.paused:
-                break
-            await asyncio.sleep(0)
-        if socket.closed:
-            break
-        protocol.data_received(stream[start:end])
+    await feed(protocol, socket, stream, cuts)
     for _ in range(100):
         await asyncio.sleep(0)
     closed, socket.closed = socket.closed, False
