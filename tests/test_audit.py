@@ -290,9 +290,16 @@ async def test_records_queued_while_a_batch_is_being_stored_are_stored_at_close_
             trail.record(_record("first", "accepted", now))
             await writing.wait()
             trail.record(_record("second", "accepted", now))
+            closed = anyio.Event()  # `close` has stopped taking records: its queue's sending side is closed
+            close_sending = trail._send.close  # pyright: ignore[reportPrivateUsage]
+
+            def close_and_tell() -> None:
+                close_sending()
+                closed.set()
+
+            monkeypatch.setattr(trail._send, "close", close_and_tell)  # pyright: ignore[reportPrivateUsage]
             tg.start_soon(trail.close, 30.0)
-            while not trail._closed:  # pyright: ignore[reportPrivateUsage]
-                await anyio.sleep(0.01)
+            await closed.wait()
             release.set()
     store = await AuditStore.open(url)
     try:
