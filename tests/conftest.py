@@ -145,10 +145,14 @@ class Process:
     """A background process serving HTTP, waited on until it listens on its port (itself: an answer from
     another process that took the port meanwhile is not taken for its own)."""
 
-    def __init__(self, argv: list[str], port: int, path: str = "/healthz", env: dict[str, str] | None = None) -> None:
+    def __init__(self, argv: list[str], port: int, path: str = "/healthz", env: dict[str, str] | None = None, *,
+                 as_at_a_terminal: bool = False) -> None:
+        """`as_at_a_terminal`: its SIGINT and SIGQUIT as a person's terminal leaves them (`_signals_as_at_a_terminal`),
+        for a test of what Ctrl-C does."""
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(argv, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(argv, env={**os.environ, **(env or {})}, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=_signals_as_at_a_terminal if as_at_a_terminal else None)
         deadline = time.monotonic() + 90  # a start takes seconds on a busy machine: a bound, not an expectation
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

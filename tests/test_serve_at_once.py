@@ -69,7 +69,7 @@ def test_an_interrupted_http_face_exits_130_quietly_as_under_typer(tmp_path):
     config = write_config(tmp_path, {}, audit={"enabled": False})
     port = free_port()
     gateway = Process([PY, "-m", "elicitgate.cli", "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"],
-                      port)
+                      port, as_at_a_terminal=True)  # a suite started in the background has SIGINT ignored below it
     try:
         wait_healthy(gateway.url)
         gateway.proc.send_signal(signal.SIGINT)
