@@ -10,20 +10,23 @@ that `__init__` then, so every name is still there for whoever asks.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
 import pkgutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from elicitgate.json_shapes import JsonObject
 
 if TYPE_CHECKING:
     from importlib.abc import Loader  # importing it imports importlib.resources, tempfile, ...: ~2 MiB
+
+_T = TypeVar("_T")
 
 PACKAGES = ("mcp", "mcp.server", "mcp.client")
 """Parents before children: finding `mcp.server` imports `mcp`, which must be the deferred one."""
@@ -62,6 +65,15 @@ BUILT_WHEN_USED: dict[str, str] = {"mcp_types._wire_base": "WireModel"}
 server checks messages against a few dozen. Issue 34: importing `mcp_types.methods` ~0.24 -> ~0.12 s of CPU (the
 gateway's first request, each demo upstream before its first answer); the first check of each model then builds it
 (~1 ms), and checks after that cost the same as before."""
+
+BUILT_WHEN_USED_AS_RUN: frozenset[str] = frozenset({"mcp_types._types", "mcp_types.jsonrpc"})
+"""Modules whose pydantic models and `TypeAdapter`s, all made as the module runs, each build their validator at their
+first use (pydantic's `defer_build`): while one of them runs, `pydantic.ConfigDict` adds `defer_build` to every
+config it makes and `pydantic.TypeAdapter` is one whose config has it (`_deferred_builds`). `mcp_types._types` is the
+SDK's version-free models (~190 classes) and its six module-level adapters (every request, result and notification
+union), `mcp_types.jsonrpc` the JSON-RPC envelope's adapter: 65 of the gateway's modules import them at their top,
+and building them all was ~0.12 s of the gateway's CPU before ready (issue 34). The first use of each then builds it
+(a few ms); what they accept and refuse is the same (tests/test_unit_sdk_deferred_builds.py)."""
 
 STOOD_IN: dict[str, dict[str, tuple[str, ...]]] = {
     "mcp.server.lowlevel.server": {
@@ -158,7 +170,8 @@ class _SeededFinder:
         seeded = SEEDED.get(name)
         stood_in = STOOD_IN.get(name)
         base = BUILT_WHEN_USED.get(name)
-        if seeded is None and stood_in is None and base is None:
+        as_run = name in BUILT_WHEN_USED_AS_RUN
+        if seeded is None and stood_in is None and base is None and not as_run:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -170,6 +183,8 @@ class _SeededFinder:
             spec.loader = cast("Loader", _StandInLoader(spec.loader, stood_in))
         elif base is not None:
             spec.loader = cast("Loader", _BuiltWhenUsedLoader(spec.loader, base))
+        else:
+            spec.loader = cast("Loader", _BuiltWhenUsedAsRunLoader(spec.loader))
         return spec
 
 
@@ -221,6 +236,55 @@ class _BuiltWhenUsedLoader:
         config = getattr(getattr(module, self._base, None), "model_config", None)
         if isinstance(config, dict):
             cast("dict[str, object]", config)["defer_build"] = True
+
+
+class _BuiltWhenUsedAsRunLoader:
+    """The module's own loader, run with pydantic's models and adapters built at first use (`BUILT_WHEN_USED_AS_RUN`)."""
+
+    def __init__(self, loader: Loader) -> None:
+        self._loader = loader
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: ModuleSpec) -> None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        with _deferred_builds():
+            self._loader.exec_module(module)
+
+
+@contextlib.contextmanager
+def _deferred_builds() -> Iterator[None]:
+    """`pydantic.ConfigDict` and `pydantic.TypeAdapter` with `defer_build` on, for the module that imports them now
+    (`from pydantic import ...` reads them as it runs); the module's own again after, whatever happens."""
+    import pydantic
+
+    real_config, real_adapter = pydantic.ConfigDict, pydantic.TypeAdapter
+
+    def config(**settings: Any) -> pydantic.ConfigDict:
+        return real_config(**{**settings, "defer_build": True})
+
+    class DeferredAdapter(real_adapter[_T]):  # type: ignore[misc]  # a subclass, so that `TypeAdapter[X](X)` works
+        def __init__(self, type: Any, *, config: pydantic.ConfigDict | None = None, _parent_depth: int = 2,
+                     module: str | None = None) -> None:
+            # One frame deeper than pydantic counts: its namespace is still the importing module's.
+            super().__init__(type, config={**(config or {}), "defer_build": True}, _parent_depth=_parent_depth + 1,
+                             module=module)
+
+    DeferredAdapter.__name__ = DeferredAdapter.__qualname__ = "TypeAdapter"
+    DeferredAdapter.__module__ = real_adapter.__module__
+    had = {name: name in vars(pydantic) for name in ("ConfigDict", "TypeAdapter")}
+    pydantic.ConfigDict, pydantic.TypeAdapter = config, DeferredAdapter  # type: ignore[misc, assignment]
+    try:
+        yield
+    finally:
+        for name, real in (("ConfigDict", real_config), ("TypeAdapter", real_adapter)):
+            if had[name]:
+                setattr(pydantic, name, real)
+            else:
+                delattr(pydantic, name)  # pydantic's own lazy `__getattr__` answers again
 
 
 class _StandInLoader:
