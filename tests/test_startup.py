@@ -31,13 +31,13 @@ AUDIT_STORE = {"elicitgate.audit.store", "sqlalchemy", "alembic", "aiosqlite"}
 HTTP_CLIENT = {"httpx2", "elicitgate.wire.http", "mcp.client.sse", "mcp.client.streamable_http"}
 SPEC_SCHEMAS = {"mcp_types._v2025_11_25", "mcp_types._v2026_07_28"}
 ONLY_WHEN_USED = {"yaml", "jsonschema", "jwt", "cryptography", "ada_url", "prometheus_client.exposition", *HTTP_CLIENT,
-                  *SPEC_SCHEMAS}
+                  *SPEC_SCHEMAS, "pythonjsonlogger"}
 """A YAML config's parser; the answer checks, imported with the first answer; JWT checks (`http.auth` with an
 issuer); the requestState seal (`cryptography`), at a 2026-07-28 client's first round; the HTTP client, with
 the first streamable HTTP or SSE upstream; the URL parser (`ada_url`, ~2 MiB), at the first URL-mode link or
 hosted page's host; prometheus_client's exposition (its package `__init__`), at the first `/metrics` scrape;
 the spec's schemas per protocol version (`mcp_types.methods` runs at
-the first request checked: `sdk_packages.SEEDED`)."""
+the first request checked: `sdk_packages.SEEDED`); python-json-logger, with `log_format: json`."""
 NOT_AT_REST = {"mcp.server.auth.routes", "mcp.server.auth.handlers.authorize", "mcp.server.streamable_http",
                "mcp.server.streamable_http_manager", "sse_starlette", "uvicorn.main", "multiprocessing", "json5"}
 """Issue 34, idle memory: the SDK's OAuth authorization server, its streamable HTTP transport and sse_starlette

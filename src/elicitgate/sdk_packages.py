@@ -66,14 +66,16 @@ server checks messages against a few dozen. Issue 34: importing `mcp_types.metho
 gateway's first request, each demo upstream before its first answer); the first check of each model then builds it
 (~1 ms), and checks after that cost the same as before."""
 
-BUILT_WHEN_USED_AS_RUN: frozenset[str] = frozenset({"mcp_types._types", "mcp_types.jsonrpc"})
+BUILT_WHEN_USED_AS_RUN: frozenset[str] = frozenset({
+    "mcp_types._types", "mcp_types.jsonrpc", "mcp.shared.auth", "mcp.server.auth.provider",
+})
 """Modules whose pydantic models and `TypeAdapter`s, all made as the module runs, each build their validator at their
-first use (pydantic's `defer_build`): while one of them runs, `pydantic.ConfigDict` adds `defer_build` to every
-config it makes and `pydantic.TypeAdapter` is one whose config has it (`_deferred_builds`). `mcp_types._types` is the
-SDK's version-free models (~190 classes) and its six module-level adapters (every request, result and notification
-union), `mcp_types.jsonrpc` the JSON-RPC envelope's adapter: 65 of the gateway's modules import them at their top,
-and building them all was ~0.12 s of the gateway's CPU before ready (issue 34). The first use of each then builds it
-(a few ms); what they accept and refuse is the same (tests/test_unit_sdk_deferred_builds.py)."""
+first use (pydantic's `defer_build`; `_deferred_builds`). `mcp_types._types` is the SDK's version-free models (~190
+classes) and its six module-level adapters (every request, result and notification union), `mcp_types.jsonrpc` the
+JSON-RPC envelope's adapter, `mcp.shared.auth` and `mcp.server.auth.provider` the OAuth models the HTTP face's bearer
+checks import: 65 of the gateway's modules import `mcp_types` at their top, and building them all was ~0.12 s of the
+gateway's CPU before ready (issue 34). The first use of each then builds it (a few ms); what they accept, refuse and
+write is the same (tests/test_unit_sdk_deferred_builds.py)."""
 
 STOOD_IN: dict[str, dict[str, tuple[str, ...]]] = {
     "mcp.server.lowlevel.server": {
@@ -257,11 +259,15 @@ class _BuiltWhenUsedAsRunLoader:
 
 @contextlib.contextmanager
 def _deferred_builds() -> Iterator[None]:
-    """`pydantic.ConfigDict` and `pydantic.TypeAdapter` with `defer_build` on, for the module that imports them now
-    (`from pydantic import ...` reads them as it runs); the module's own again after, whatever happens."""
+    """While the module that imports them now runs: `pydantic.ConfigDict` and `pydantic.TypeAdapter` with `defer_build`
+    on (`from pydantic import ...` reads them as it runs), `BaseModel`'s own config with it too (for models that set
+    none), and `model_rebuild` leaving a deferred model to its first use (where pydantic resolves its names from the
+    module, as the rebuild would have); pydantic's own again after, whatever happens."""
     import pydantic
 
-    real_config, real_adapter = pydantic.ConfigDict, pydantic.TypeAdapter
+    base = pydantic.BaseModel
+    real_config, real_adapter, real_base_config = pydantic.ConfigDict, pydantic.TypeAdapter, base.model_config
+    real_rebuild = vars(base)["model_rebuild"]
 
     def config(**settings: Any) -> pydantic.ConfigDict:
         return real_config(**{**settings, "defer_build": True})
@@ -275,11 +281,21 @@ def _deferred_builds() -> Iterator[None]:
 
     DeferredAdapter.__name__ = DeferredAdapter.__qualname__ = "TypeAdapter"
     DeferredAdapter.__module__ = real_adapter.__module__
+
+    def rebuild(cls: type[pydantic.BaseModel], *, force: bool = False, **options: Any) -> bool | None:
+        if not force and not options and cls.model_config.get("defer_build"):
+            return None
+        return real_rebuild.__func__(cls, force=force, **options)
+
     had = {name: name in vars(pydantic) for name in ("ConfigDict", "TypeAdapter")}
     pydantic.ConfigDict, pydantic.TypeAdapter = config, DeferredAdapter  # type: ignore[misc, assignment]
+    base.model_config = {**real_base_config, "defer_build": True}
+    base.model_rebuild = classmethod(rebuild)  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:
+        base.model_config = real_base_config
+        base.model_rebuild = real_rebuild  # type: ignore[method-assign]
         for name, real in (("ConfigDict", real_config), ("TypeAdapter", real_adapter)):
             if had[name]:
                 setattr(pydantic, name, real)
