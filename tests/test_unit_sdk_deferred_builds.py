@@ -27,7 +27,8 @@ built_at_import = {
                                                  OAuthMetadata, AccessToken)],
     "adapters": [a.pydantic_complete for a in adapters],
 }
-restored = [pydantic.ConfigDict is pydantic.config.ConfigDict, pydantic.TypeAdapter is pydantic.type_adapter.TypeAdapter,
+restored = [pydantic.ConfigDict is pydantic.config.ConfigDict,
+            pydantic.TypeAdapter is pydantic.type_adapter.TypeAdapter,
             type(t.client_request_adapter).__name__, isinstance(t.client_request_adapter, pydantic.TypeAdapter),
             pydantic.BaseModel.model_config, "model_rebuild" in vars(pydantic.BaseModel),
             pydantic.BaseModel.model_rebuild.__func__ is vars(pydantic.BaseModel)["model_rebuild"].__func__]

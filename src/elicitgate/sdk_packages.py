@@ -10,23 +10,22 @@ that `__init__` then, so every name is still there for whoever asks.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
 import pkgutil
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from elicitgate.json_shapes import JsonObject
 
 if TYPE_CHECKING:
     from importlib.abc import Loader  # importing it imports importlib.resources, tempfile, ...: ~2 MiB
 
-_T = TypeVar("_T")
+    import pydantic
 
 PACKAGES = ("mcp", "mcp.server", "mcp.client")
 """Parents before children: finding `mcp.server` imports `mcp`, which must be the deferred one."""
@@ -241,7 +240,8 @@ class _BuiltWhenUsedLoader:
 
 
 class _BuiltWhenUsedAsRunLoader:
-    """The module's own loader, run with pydantic's models and adapters built at first use (`BUILT_WHEN_USED_AS_RUN`)."""
+    """The module's own loader, run with pydantic's models and adapters built at first use
+    (`BUILT_WHEN_USED_AS_RUN`)."""
 
     def __init__(self, loader: Loader) -> None:
         self._loader = loader
@@ -253,54 +253,68 @@ class _BuiltWhenUsedAsRunLoader:
         return None
 
     def exec_module(self, module: ModuleType) -> None:
-        with _deferred_builds():
+        restore = _deferred_builds()
+        try:
             self._loader.exec_module(module)
+        finally:
+            restore()
 
 
-@contextlib.contextmanager
-def _deferred_builds() -> Iterator[None]:
-    """While the module that imports them now runs: `pydantic.ConfigDict` and `pydantic.TypeAdapter` with `defer_build`
-    on (`from pydantic import ...` reads them as it runs), `BaseModel`'s own config with it too (for models that set
-    none), and `model_rebuild` leaving a deferred model to its first use (where pydantic resolves its names from the
-    module, as the rebuild would have); pydantic's own again after, whatever happens."""
+def _deferred_builds() -> Callable[[], None]:
+    """For the module that imports them now (`from pydantic import ...` reads them as it runs): `pydantic.ConfigDict`
+    and `pydantic.TypeAdapter` with `defer_build` on, `BaseModel`'s own config with it too (for models that set none),
+    and `model_rebuild` leaving a deferred model to its first use (where pydantic resolves its names from the module,
+    as the rebuild would have). Returns what puts pydantic's own back."""
     import pydantic
 
     base = pydantic.BaseModel
     real_config, real_adapter, real_base_config = pydantic.ConfigDict, pydantic.TypeAdapter, base.model_config
-    real_rebuild = vars(base)["model_rebuild"]
-
-    def config(**settings: Any) -> pydantic.ConfigDict:
-        return real_config(**{**settings, "defer_build": True})
-
-    class DeferredAdapter(real_adapter[_T]):  # type: ignore[misc]  # a subclass, so that `TypeAdapter[X](X)` works
-        def __init__(self, type: Any, *, config: pydantic.ConfigDict | None = None, _parent_depth: int = 2,
-                     module: str | None = None) -> None:
-            # One frame deeper than pydantic counts: its namespace is still the importing module's.
-            super().__init__(type, config={**(config or {}), "defer_build": True}, _parent_depth=_parent_depth + 1,
-                             module=module)
-
-    DeferredAdapter.__name__ = DeferredAdapter.__qualname__ = "TypeAdapter"
-    DeferredAdapter.__module__ = real_adapter.__module__
+    real_rebuild: Any = vars(base)["model_rebuild"]
+    had = {name: name in vars(pydantic) for name in ("ConfigDict", "TypeAdapter")}
 
     def rebuild(cls: type[pydantic.BaseModel], *, force: bool = False, **options: Any) -> bool | None:
         if not force and not options and cls.model_config.get("defer_build"):
             return None
         return real_rebuild.__func__(cls, force=force, **options)
 
-    had = {name: name in vars(pydantic) for name in ("ConfigDict", "TypeAdapter")}
-    pydantic.ConfigDict, pydantic.TypeAdapter = config, DeferredAdapter  # type: ignore[misc, assignment]
+    patched: Any = pydantic
+    patched.ConfigDict = _deferring_config
+    patched.TypeAdapter = _DeferredAdapters(real_adapter)
     base.model_config = {**real_base_config, "defer_build": True}
-    base.model_rebuild = classmethod(rebuild)  # type: ignore[method-assign, assignment]
-    try:
-        yield
-    finally:
+    setattr(base, "model_rebuild", classmethod(rebuild))  # noqa: B010 - a class attribute, put back by `restore`
+
+    def restore() -> None:
         base.model_config = real_base_config
-        base.model_rebuild = real_rebuild  # type: ignore[method-assign]
+        setattr(base, "model_rebuild", real_rebuild)  # noqa: B010
         for name, real in (("ConfigDict", real_config), ("TypeAdapter", real_adapter)):
             if had[name]:
                 setattr(pydantic, name, real)
             else:
                 delattr(pydantic, name)  # pydantic's own lazy `__getattr__` answers again
+
+    return restore
+
+
+def _deferring_config(**settings: Any) -> dict[str, Any]:
+    """`pydantic.ConfigDict(...)` (a TypedDict: the call makes a plain dict), with `defer_build`."""
+    return {**settings, "defer_build": True}
+
+
+class _DeferredAdapters:
+    """`pydantic.TypeAdapter` as a module calls it (`TypeAdapter(X)`, `TypeAdapter[X](X)`): pydantic's own adapter,
+    with `defer_build` in its config."""
+
+    def __init__(self, real: type[pydantic.TypeAdapter[Any]]) -> None:
+        self._real = real
+
+    def __getitem__(self, item: object) -> _DeferredAdapters:
+        return self
+
+    def __call__(self, type_: Any, *, config: dict[str, Any] | None = None, _parent_depth: int = 2,
+                 module: str | None = None) -> pydantic.TypeAdapter[Any]:
+        # One frame deeper than pydantic counts: the namespace it reads is still the calling module's.
+        return self._real(type_, config=cast("pydantic.ConfigDict", {**(config or {}), "defer_build": True}),
+                          _parent_depth=_parent_depth + 1, module=module)
 
 
 class _StandInLoader:
