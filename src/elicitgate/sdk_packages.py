@@ -189,18 +189,26 @@ class _SeededFinder:
         return spec
 
 
-class _SeededLoader:
-    """The module's own loader, run at the first read of a name other than its seeded ones."""
+class _AroundLoader:
+    """A module's own loader, wrapped: it answers everything (`get_source`, `get_filename`, ...) but `exec_module`,
+    which each subclass runs its own way around it."""
 
-    def __init__(self, loader: Loader, seeded: JsonObject) -> None:
+    def __init__(self, loader: Loader) -> None:
         self._loader = loader
-        self._seeded = seeded
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)  # get_source, get_filename, ...: the module's own loader answers
+        return getattr(self._loader, name)
 
     def create_module(self, spec: ModuleSpec) -> None:
         return None  # the usual module object
+
+
+class _SeededLoader(_AroundLoader):
+    """The module's own loader, run at the first read of a name other than its seeded ones."""
+
+    def __init__(self, loader: Loader, seeded: JsonObject) -> None:
+        super().__init__(loader)
+        self._seeded = seeded
 
     def exec_module(self, module: ModuleType) -> None:
         module.__dict__.update(self._seeded)
@@ -218,19 +226,13 @@ class _SeededLoader:
         module.__getattr__ = getattr_  # type: ignore[method-assign]
 
 
-class _BuiltWhenUsedLoader:
+class _BuiltWhenUsedLoader(_AroundLoader):
     """The module's own loader; then its base class `base` gets `defer_build`, which the models made from it after
     inherit (`BUILT_WHEN_USED`). A base that is not a pydantic model (another SDK layout) is left as it is."""
 
     def __init__(self, loader: Loader, base: str) -> None:
-        self._loader = loader
+        super().__init__(loader)
         self._base = base
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-    def create_module(self, spec: ModuleSpec) -> None:
-        return None
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
@@ -239,18 +241,9 @@ class _BuiltWhenUsedLoader:
             cast("dict[str, object]", config)["defer_build"] = True
 
 
-class _BuiltWhenUsedAsRunLoader:
+class _BuiltWhenUsedAsRunLoader(_AroundLoader):
     """The module's own loader, run with pydantic's models and adapters built at first use
     (`BUILT_WHEN_USED_AS_RUN`)."""
-
-    def __init__(self, loader: Loader) -> None:
-        self._loader = loader
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-    def create_module(self, spec: ModuleSpec) -> None:
-        return None
 
     def exec_module(self, module: ModuleType) -> None:
         restore = _deferred_builds()
@@ -317,19 +310,13 @@ class _DeferredAdapters:
                           _parent_depth=_parent_depth + 1, module=module)
 
 
-class _StandInLoader:
+class _StandInLoader(_AroundLoader):
     """The module's own loader, run while the modules of `STOOD_IN` it would import for names it seldom uses are
     stand-ins (those imported already stay as they are)."""
 
     def __init__(self, loader: Loader, stood_in: dict[str, tuple[str, ...]]) -> None:
-        self._loader = loader
+        super().__init__(loader)
         self._stood_in = stood_in
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-    def create_module(self, spec: ModuleSpec) -> None:
-        return None
 
     def exec_module(self, module: ModuleType) -> None:
         stand_ins: dict[str, ModuleType] = {}
