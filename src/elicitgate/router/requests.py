@@ -145,7 +145,7 @@ class RequestRouter:
         try:
             return await self.call(call, method, params)
         finally:
-            if call.peer.per_call and self.peers.holds_upstreams(call.peer):  # no shielded scope for nothing
+            if call.peer.per_call and not self.peers.give_back_upstreams(call.peer):  # no shielded scope for nothing
                 with anyio.CancelScope(shield=True):
                     await self.peers.release_upstreams(call.peer)
 
