@@ -8,7 +8,8 @@ instructions the gateway executes does not: two runs of the same code agree to t
 switched on (`callgrind_control -i on`) for `--calls` sequential calls after 20 warm-up calls, and the total is read
 from valgrind's summary when the gateway stops. `--src`: the `src/` to run (for the base of an A/B, one exported by
 `bench.ab.export_src`). Rows: `handshake` (a handshake-era client and upstream), `2026-07-28` (a 2026-07-28 client
-and upstream), `mixed` (a handshake-era client, a 2026-07-28 upstream).
+and upstream), `mixed` (a handshake-era client, a 2026-07-28 upstream), `2026-07-28-client-hs` (a 2026-07-28 client, a
+handshake-era upstream: each call borrows a pooled per-client upstream connection).
 
 Everything is slower under valgrind, so what depends on time differs from a real run: an `elicit` answered after
 `JSON_WINDOW` goes back as an SSE stream, and the audit commits once a second over far fewer calls. The `echo` rows
@@ -38,7 +39,8 @@ from bench.http_cpu import gateway_argv
 from bench.procs import HttpProcess, children, cmdline, free_port, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
-ROWS = {"handshake": ("legacy", "handshake"), "2026-07-28": ("2026-07-28", "modern"), "mixed": ("legacy", "modern")}
+ROWS = {"handshake": ("legacy", "handshake"), "2026-07-28": ("2026-07-28", "modern"), "mixed": ("legacy", "modern"),
+        "2026-07-28-client-hs": ("2026-07-28", "handshake")}
 WARMUP = 20
 READY_TIMEOUT = 600.0
 """Seconds the gateway may take to answer /healthz under valgrind."""

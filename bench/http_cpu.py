@@ -1,8 +1,10 @@
-"""The HTTP face's CPU per call, before / after: `python -m bench.http_cpu [--base REF] [--runs N] [--calls N]`.
+"""The HTTP face's CPU per call, before / after: `python -m bench.http_cpu [--base REF] [--runs N] [--calls N]
+[--row ROW]`.
 
 Two gateways with the HTTP face (one on `src/` as committed at `--base`, default `main`, one on the work tree) in
 front of one demo server over streamable HTTP, as `bench.floor`'s HTTP rows have them: a handshake-era client
-with a handshake-era upstream, and a 2026-07-28 client with a 2026-07-28 upstream. For each row and operation
+with a handshake-era upstream, a 2026-07-28 client with a 2026-07-28 upstream, and a 2026-07-28 client with a
+handshake-era upstream (`--row`: one of them only). For each row and operation
 (`echo`, `elicit`: one form elicitation), `--calls` sequential calls through one gateway, then through the
 other, `--runs` times; each gateway's CPU time (from `/proc`) per call, median of the runs. CPU, not wall time:
 the machine may be busy with other work. Asserts nothing.
@@ -27,7 +29,9 @@ from bench.ab import export_src, work_src
 from bench.procs import HttpProcess, cpu_seconds, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-ROWS = (("handshake", "legacy", "handshake"), ("2026-07-28", "2026-07-28", "modern"))
+ROWS = (("handshake", "legacy", "handshake"), ("2026-07-28", "2026-07-28", "modern"),
+        ("2026-07-28-client-hs", "2026-07-28", "handshake"))
+"""(row, client mode, upstream era); the last, a 2026-07-28 client in front of a handshake-era upstream."""
 
 
 def gateway_argv(src: Path, config: Path, listen: str) -> list[str]:
@@ -55,18 +59,19 @@ async def measure(args: argparse.Namespace) -> None:
     with open(work / "http_cpu.log", "w") as log, ExitStack() as stack:
         port = free_port()
         upstream = f"{stack.enter_context(HttpProcess(configs.demo_argv(f'127.0.0.1:{port}'), port, log)).url}/mcp"
-        servers = {era: configs.http_upstream(upstream, era) for _, _, era in ROWS}
+        rows = [row for row in ROWS if args.row in (None, row[0])]
+        servers = {era: configs.http_upstream(upstream, era) for _, _, era in rows}
         gateways = start_gateways(work, sources, servers, stack, log)
         async with AsyncExitStack() as clients:
             opened: dict[tuple[str, str], tuple[Client, int]] = {}
             for label, gateway in gateways.items():
-                for row, mode, _era in ROWS:
+                for row, mode, _era in rows:
                     client = await clients.enter_async_context(Client(
                         f"{gateway.url}/mcp", mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
                         read_timeout_seconds=latency.CALL_TIMEOUT))
                     opened[(label, row)] = (client, gateway.pid)
-            found = await cpu_rounds(opened, ROWS, args)
-    print_cpu_table(found, ROWS, args)
+            found = await cpu_rounds(opened, rows, args)
+    print_cpu_table(found, rows, args)
 
 
 async def cpu_rounds(opened: Mapping[tuple[str, str], tuple[Client, int]], rows: Sequence[tuple[str, str, str]],
@@ -110,6 +115,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--row", choices=[row for row, _, _ in ROWS], help="one row only")
     anyio.run(measure, parser.parse_args())
 
 

@@ -2,7 +2,8 @@
 
 `bench.http_cpu`'s measure over stdio: two gateways (one on `src/` as committed at `--base`, default `main`, one on
 the work tree), each with its stdio face in front of the demo server over stdio, for a 2026-07-28 client with a
-2026-07-28 upstream and a handshake-era client with a handshake-era upstream (one gateway process per row and
+2026-07-28 upstream, a handshake-era client with a handshake-era upstream, and a 2026-07-28 client with a
+handshake-era upstream (one gateway process per row and
 source, found by its config's name). For each row and operation (`echo`, `elicit`: one form elicitation, two
 requests of a 2026-07-28 client), `--calls` sequential calls through one gateway, then the other, `--runs` times
 (the order swapped every run); each gateway's CPU time (from `/proc`) per call: the median and every run. CPU, not
@@ -26,7 +27,10 @@ from bench.http_cpu import cpu_rounds, print_cpu_table
 from bench.procs import children, cmdline, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
-ROWS = (("2026-07-28", "2026-07-28", "modern"), ("handshake", "legacy", "handshake"))
+ROWS = (("2026-07-28", "2026-07-28", "modern"), ("handshake", "legacy", "handshake"),
+        ("2026-07-28-client-hs", "2026-07-28", "handshake"))
+"""(row, client mode, upstream era): the last, a 2026-07-28 client in front of a handshake-era upstream (each call
+borrows a pooled per-client upstream connection)."""
 
 
 async def measure(args: argparse.Namespace) -> None:

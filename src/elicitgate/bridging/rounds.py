@@ -52,6 +52,15 @@ class Question:
     """Its answer, once a retry brought it (a bare future: an event would hold a deque per open question)."""
 
 
+class GoesOn(Exception):  # noqa: N818  (not an error: the way a call run in its request's coroutine hands over)
+    """Raised, instead of asking, by a call run in its request's own coroutine (`Rounds.start` with `then`): the call
+    goes on parked, in a task of its own, from `state` (what the work needs to go on from where it stopped)."""
+
+    def __init__(self, state: object) -> None:
+        super().__init__("the call asks its client: it goes on parked")
+        self.state = state
+
+
 class ParkedCall:
     """One client call of a 2026-07-28 client, alive across its retries.
 
@@ -376,7 +385,15 @@ class Rounds:
         call: ClientRequest,
         method: str,
         work: Callable[[ParkedCall], Awaitable[JsonObject]],
+        then: Callable[[ParkedCall, object], Awaitable[JsonObject]] | None = None,
     ) -> JsonObject:
+        """A client's first request of a call: the call's outcome, or its first round.
+
+        With `then`, `work` runs first in this request's own coroutine, as the parked task would run it, and a call
+        that never asks (most) ends there, with no task; where it would ask it raises `GoesOn` instead, and `then`,
+        given what it carries, goes on with the call in a parked task, as `work` alone would have. A call whose
+        request may be answered with a task of the extension while it runs (`hand_over_after`) is `then`'s from the
+        start (given None)."""
         if len(self.parked) >= self.config.max_parked_calls:
             raise errors.gateway_error(
                 errors.ELICITATION_LIMIT,
@@ -388,10 +405,54 @@ class Rounds:
         park.tasks = self.tasks
         park.id = self.home + park.id
         self.parked[park.id] = park
+        if then is not None and park._may_become_task(call):  # pyright: ignore[reportPrivateUsage]
+            work = _Then(then, None)  # its request may be answered with a task while the call runs: parked from the start
+        elif then is not None:
+            going = await self._run_here(park, work)
+            if going is None:
+                return self._outcome(park)
+            work = _Then(then, going.state)
+            del going  # its traceback holds the frames it left, and what they held, while the round waits
         task = asyncio.get_running_loop().create_task(self._run(park, work))
         self._tasks[task] = park
         task.add_done_callback(self._tasks.pop)
         return await park.next_round(call)
+
+    async def _run_here(self, park: ParkedCall, work: Callable[[ParkedCall], Awaitable[JsonObject]]) -> GoesOn | None:
+        """`work` in the request's coroutine, under the call's scope as `ParkedCall.run` has it: its outcome set (None
+        returned), or where it goes on parked (`GoesOn`, nothing asked yet)."""
+        park.peer.calls.add(park)
+        scope = park.scope = CallScope(asyncio.current_task())
+        try:
+            park.outcome = await work(park)
+        except GoesOn as going:
+            scope.end()
+            return going
+        except asyncio.CancelledError:
+            # Cancelled by the call's scope (the gateway stopping): the request gets the call's end, as one waiting
+            # for a parked call's outcome would. Cancelled from elsewhere (the client cancelled its request, or went
+            # away): as a first request waiting on a parked call, the call ends with it.
+            if not scope.end():
+                self.parked.pop(park.id, None)
+                raise
+            park.outcome = park._failure or errors.gateway_error(  # pyright: ignore[reportPrivateUsage]
+                errors.ELICITATION_FAILED, "the call was cancelled")
+        except Exception as exc:
+            park.outcome = park._failure or exc  # pyright: ignore[reportPrivateUsage]
+        finally:
+            scope.end()
+            park.peer.calls.discard(park)
+        return None
+
+    def _outcome(self, park: ParkedCall) -> JsonObject:
+        """The outcome of a call that ended in its request's coroutine: that request's answer; nothing stays parked."""
+        park.claimed = True
+        park.current = None
+        self.parked.pop(park.id, None)
+        if isinstance(park.outcome, BaseException):
+            raise park.outcome
+        assert park.outcome is not None
+        return park.outcome
 
     async def _run(self, park: ParkedCall, work: Callable[[ParkedCall], Awaitable[JsonObject]]) -> None:
         park.peer.calls.add(park)
@@ -469,6 +530,21 @@ class Rounds:
             park.round_nonce, park.spent_nonce = None, nonce  # one retry per round
             park.answer(responses or {})
         return await park.next_round(call)
+
+
+class _Then:
+    """The rest of a call that went on parked (`Rounds.start`'s `then`, with what `GoesOn` carried), as the parked task's
+    work; what it carries is handed over once, not held for as long as the call's questions wait."""
+
+    __slots__ = ("_then", "_state")
+
+    def __init__(self, then: Callable[[ParkedCall, object], Awaitable[JsonObject]], state: object) -> None:
+        self._then = then
+        self._state = state
+
+    def __call__(self, park: ParkedCall) -> Awaitable[JsonObject]:
+        state, self._state = self._state, None
+        return self._then(park, state)
 
 
 class CallScope:

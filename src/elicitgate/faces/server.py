@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate import __version__, sdk
 from elicitgate.bridging.envelope import without_envelope
+from elicitgate.bridging.rounds import GoesOn, ParkedCall
 from elicitgate.bridging.sealing import RequestsOnly, authenticated_principal_of, state_boundary
 from elicitgate.bridging.task_extension import EXTENSION_METHODS
 from elicitgate.capabilities import TASKS_EXTENSION, capabilities_dict, knows_tasks
@@ -39,9 +40,11 @@ from elicitgate.faces.task_relay import TaskRelay
 from elicitgate.gateway import Gateway
 from elicitgate.json_shapes import JsonObject
 from elicitgate.logs import name_request
+from elicitgate.router.forward import Resumed, forward
 from elicitgate.router.task_runner import seen_by
 from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
+from elicitgate.upstreams.link import UpstreamLink
 
 LISTS = {
     "tools/list": "tools",
@@ -313,8 +316,37 @@ async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], m
         result = await gateway.rounds.resume(call, method, state, params.get("inputResponses"))
     else:
         kept = without_envelope(params)  # the client's description is the request's, not the parked call's
-        result = await gateway.rounds.start(call, method, lambda park: gateway.requests.call_once(park, method, kept))
+        first = _FirstRequest(gateway, method, kept)
+        result = await gateway.rounds.start(call, method, first.here, first.then)
     return result if result.get("resultType") == "input_required" else {"resultType": "complete", **result}
+
+
+class _FirstRequest:
+    """A 2026-07-28 client's call, from its first request: in that request's own coroutine while the call asks nothing
+    (`here`: a call `forward` alone serves, toward a server that asks only in its answers), parked from where it
+    stopped once it asks or could (`then`, in the parked call's task)."""
+
+    __slots__ = ("_gateway", "_method", "_params", "_route")
+
+    def __init__(self, gateway: Gateway, method: str, params: JsonObject) -> None:
+        self._gateway = gateway
+        self._method = method
+        self._params = params
+        self._route: tuple[UpstreamLink, JsonObject] | None = None
+
+    async def here(self, park: ParkedCall) -> JsonObject:
+        requests = self._gateway.requests
+        route = self._route = requests.plain(park, self._method, self._params)
+        if route is None:
+            raise GoesOn(None)  # the gateway asks first, or the call runs apart: all of it parked
+        link, params = route
+        return await forward(requests.inbound, link, park, self._method, params,
+                             max_rounds=requests.config.bridging.max_rounds, until_asked=True)
+
+    def then(self, park: ParkedCall, state: object) -> Awaitable[JsonObject]:
+        resume = state if isinstance(state, Resumed) else None
+        route, self._route = self._route, None
+        return self._gateway.requests.call_once(park, self._method, self._params, route, resume)
 
 
 async def _resume_elsewhere(

@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 from elicitgate import errors
 from elicitgate.bridging.envelope import modern_capabilities, upstream_params, without_upstream_identity
 from elicitgate.bridging.input_requests import answer_input_requests, only_input_request, retry_params
+from elicitgate.bridging.rounds import GoesOn
 from elicitgate.config import HttpServer
 from elicitgate.contracts import Era, Origin
 from elicitgate.errors import NotSent, PeerLost, UrlElicitationRequired
@@ -36,6 +37,8 @@ async def forward(
     params: Mapping[str, Any],
     *,
     max_rounds: int = 10,
+    until_asked: bool = False,
+    resume: Resumed | None = None,
 ) -> JsonObject:
     """Send one client request upstream and return its final result.
 
@@ -45,13 +48,24 @@ async def forward(
     (`upstreams.dual_era`). A request the server refused because it no longer knew the session (it
     restarted) is sent once more on a new session (`UpstreamLink.rejoin`): refused unread, it runs once
     whatever it does.
+
+    `until_asked` (a 2026-07-28 client's call run in its request's own coroutine, `Rounds.start`): where the call
+    would ask its client anything (an `input_required` answer), `GoesOn` is raised instead, holding what it takes to
+    go on from there with `resume`, parked (`Resumed`; None: from the start). Only toward a 2026-07-28 server, whose
+    questions come in its answers, never as requests of its own while the call is in flight; toward any other the
+    call goes on parked before anything is borrowed or sent. A -32042 asks nothing here (its links go to the client
+    in the error).
     """
     # A call is made once more over 2026-07-28 only toward a server of both eras (`era: auto`): for it the params are
     # kept (`again`), for any other not, while its questions wait for their humans.
     key = call_key(method, params) if link.dual.enabled else None
     again = params if key is not None else None
+    if until_asked and not asks_only_in_answers(link):
+        raise GoesOn(None)  # nothing borrowed or sent yet: the parked call starts it
     # A call learned to go 2026-07-28 needs no handshake-era connection of the client's own.
-    conn = await _first_connection(link, call, key)
+    conn = await _first_connection(link, call, key) if resume is None else resume.on
+    if until_asked and conn.era != "modern":
+        raise GoesOn(None)  # the server came back speaking the handshake: nothing was sent on its connection yet
     # The rounds are run here, in this one frame, not in a coroutine of their own: every question of the call waits
     # under it (for as long as its human thinks), so its locals are few and it holds no closure. `on`: the connection
     # the call goes on (`conn`, one in its place after `rejoin`, or the 2026-07-28 one); `asked` hears of the server's
@@ -62,8 +76,13 @@ async def forward(
     on = conn
     asked: list[str] | None = []
     reissued: CallKey | None = None
-    sent, progress = _prepared(params, call, on.era)
-    del params
+    first: JsonObject | None = None
+    if resume is None:
+        sent, progress = _prepared(params, call, on.era)
+    else:  # from where the call stopped in its request's coroutine: its first answer already received
+        sent, progress, first = resume.sent, resume.progress, resume.take()
+    del params, resume
+    handed = False
     try:
         while True:  # at most twice: the call, and once more over 2026-07-28 toward a server of both eras
             try:
@@ -71,7 +90,10 @@ async def forward(
                 rejoined = False
                 for _ in range(max_rounds + 1):
                     try:
-                        result = await _send(link, on, call, method, sent, progress, asked)
+                        if first is None:
+                            result = await _send(link, on, call, method, sent, progress, asked)
+                        else:
+                            result, first = first, None
                     except PeerLost as lost:
                         if rejoined or not _unseen(link, lost):
                             raise
@@ -84,6 +106,9 @@ async def forward(
                         await inbound.complete_minted(link.name, minted)
                     if result.get("resultType") != "input_required":
                         return without_upstream_identity(result)
+                    if until_asked:
+                        handed = True
+                        raise GoesOn(Resumed(on, sent, progress, result))
                     requests, state = result.get("inputRequests"), result.get("requestState")
                     del result  # not held while the questions wait for their humans
                     if (one := only_input_request(call, requests)) is not None:
@@ -132,7 +157,35 @@ async def forward(
         await inbound.url_required(link, call, exc)
         raise
     finally:
-        inbound.call_ended(call, "the call that caused it ended")
+        if not handed:
+            inbound.call_ended(call, "the call that caused it ended")
+
+
+class Resumed:
+    """Where a call run `until_asked` stopped: the connection it went on, what it sent, its progress relay, and the
+    server's `input_required` answer, given to `forward` once."""
+
+    __slots__ = ("on", "sent", "progress", "_first")
+
+    def __init__(
+        self, on: UpstreamConnection, sent: JsonObject, progress: ProgressCallback | None, first: JsonObject
+    ) -> None:
+        self.on = on
+        self.sent = sent
+        self.progress = progress
+        self._first: JsonObject | None = first
+
+    def take(self) -> JsonObject | None:
+        """The answer, handed over once (not held here while the call's questions wait)."""
+        first, self._first = self._first, None
+        return first
+
+
+def asks_only_in_answers(link: UpstreamLink) -> bool:
+    """A link whose server asks only in its answers (`input_required`), never by a request of its own while a call is
+    in flight: a 2026-07-28 server, not one of both eras (`era: auto`, which may be reached over the handshake)."""
+    primary = link.primary
+    return primary is not None and primary.era == "modern" and not link.dual.enabled and not link.per_client
 
 
 async def _first_connection(link: UpstreamLink, call: Origin, key: CallKey | None) -> UpstreamConnection:

@@ -57,13 +57,14 @@ class Peers:
         for link in self._links.values():
             await link.release_peer(peer)
 
-    def holds_upstreams(self, peer: DownstreamPeer) -> bool:
-        """Whether `peer` has an upstream connection of its own now, on any link: something `release_upstreams` gives
-        back (a per-call client of a 2026-07-28 upstream mostly has none: its calls go on the shared connection)."""
+    def give_back_upstreams(self, peer: DownstreamPeer) -> bool:
+        """`release_upstreams` for a per-call client whose connections all go back to the pool as they are: done now,
+        with no coroutine, no shielded scope and no loop turn (a 2026-07-28 client's every call). False: some need
+        closing, and `release_upstreams` must still run."""
+        done = True
         for link in self._links.values():
-            if link.connection_of(peer) is not None:
-                return True
-        return False
+            done = link.give_back(peer) and done
+        return done
 
     def modern_peer(
         self, principal: str | None, connection: Connection, *, resuming: Origin | None = None

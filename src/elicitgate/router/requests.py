@@ -27,7 +27,7 @@ from elicitgate.contracts import Origin
 from elicitgate.json_shapes import JsonObject, is_mapping
 from elicitgate.router.asks import Answered, Ask, GatewayAsks
 from elicitgate.router.catalog import Catalog
-from elicitgate.router.forward import forward
+from elicitgate.router.forward import Resumed, forward
 from elicitgate.router.inbound import InboundRouter
 from elicitgate.router.peers import Peers
 from elicitgate.router.task_bridge import bridged, run_upstream_task
@@ -73,15 +73,36 @@ class RequestRouter:
         A plain tool call or prompt is `forward`'s own coroutine, not one around it: no frame of this method's is
         held while the call waits (on a human, for as long as an upstream's question does)."""
         if method in ("tools/call", "prompts/get"):
-            kind = "tool" if method == "tools/call" else "prompt"
-            server, name = self.catalog.resolve_name(kind, params.get("name"))
-            named = {**params, "name": name}
-            ask = self.asks.needed(f"{kind}s", server, name, named)
-            if ask is None and not (method == "tools/call" and self._runs_apart(call, server, name, named)):
+            kind, server, name, named, ask, plain = self._named(call, method, params)
+            if plain:
                 return forward(self.inbound, self.links[server], call, method, named,
                                max_rounds=self.config.bridging.max_rounds)
             return self._call_named(call, method, kind, params.get("name"), server, name, named, ask)
         return self._call_other(call, method, params)
+
+    def plain(self, call: Origin, method: str, params: Mapping[str, Any]) -> tuple[UpstreamLink, JsonObject] | None:
+        """The link and params of a tools/call, prompts/get or resources/read that `forward` alone serves (`call`'s
+        commonest way: no question of the gateway's first, not run apart); None for any other. Raises as `call` does
+        for a name or URI no upstream has."""
+        if method in ("tools/call", "prompts/get"):
+            _, server, _, named, _, plain = self._named(call, method, params)
+            return (self.links[server], named) if plain else None
+        if method == "resources/read":
+            server, uri = self.catalog.resolve_uri(params.get("uri"))
+            return self.links[server], {**params, "uri": uri}
+        return None
+
+    def _named(
+        self, call: Origin, method: str, params: Mapping[str, Any]
+    ) -> tuple[str, str, str, JsonObject, Ask | None, bool]:
+        """A tools/call's or prompts/get's kind, server, name there, params with that name, the gateway's question
+        first (if any), and whether `forward` alone serves it."""
+        kind = "tool" if method == "tools/call" else "prompt"
+        server, name = self.catalog.resolve_name(kind, params.get("name"))
+        named = {**params, "name": name}
+        ask = self.asks.needed(f"{kind}s", server, name, named)
+        plain = ask is None and not (method == "tools/call" and self._runs_apart(call, server, name, named))
+        return kind, server, name, named, ask, plain
 
     def _runs_apart(self, call: Origin, server: str, name: str, params: Mapping[str, Any]) -> bool:
         """A tools/call that something other than `forward` runs: a 2025-11-25 task, a task a 2026-07-28 upstream
@@ -140,12 +161,19 @@ class RequestRouter:
             subscriptions.remember(call.peer, server, params["uri"], subscribed=method == "resources/subscribe")
         return result
 
-    async def call_once(self, call: Origin, method: str, params: Mapping[str, Any]) -> JsonObject:
-        """`call`, then give back what a per-call client borrowed for it (its pooled upstream connections)."""
+    async def call_once(
+        self, call: Origin, method: str, params: Mapping[str, Any],
+        route: tuple[UpstreamLink, JsonObject] | None = None, resume: Resumed | None = None,
+    ) -> JsonObject:
+        """`call`, then give back what a per-call client borrowed for it (its pooled upstream connections). `route`:
+        what `plain` found for it already; `resume`: where it stopped, run until asked (`forward`)."""
         try:
+            if route is not None:
+                return await forward(self.inbound, route[0], call, method, route[1],
+                                     max_rounds=self.config.bridging.max_rounds, resume=resume)
             return await self.call(call, method, params)
         finally:
-            if call.peer.per_call and self.peers.holds_upstreams(call.peer):  # no shielded scope for nothing
+            if call.peer.per_call and not self.peers.give_back_upstreams(call.peer):  # no shielded scope for nothing
                 with anyio.CancelScope(shield=True):
                     await self.peers.release_upstreams(call.peer)
 

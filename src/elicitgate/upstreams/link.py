@@ -283,6 +283,10 @@ class UpstreamLink:
         (its upstream session state was that client's)."""
         await self.client_connections.release_peer(peer)
 
+    def give_back(self, peer: DownstreamPeer) -> bool:
+        """`release_peer` done now, where it needs no wait (`ClientConnections.give_back`); False: it needs one."""
+        return self.client_connections.give_back(peer)
+
     async def _ready_primary(self) -> UpstreamConnection:
         """The primary connection if the link is up. An HTTP or SSE link that is down (or just lost its
         connection) tries to reconnect now rather than at the end of its backoff, and the caller waits for
