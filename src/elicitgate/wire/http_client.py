@@ -297,6 +297,10 @@ class Response(Wakeable):
                 self._reads.forget(self)
 
     @property
+    def read_timeout(self) -> float | None:
+        return self._read_timeout
+
+    @property
     def finished(self) -> bool:
         """Whether the body ended, whole or not (nothing more will come)."""
         return self._ended
@@ -365,6 +369,74 @@ class StreamedReads:
         return len(self._streams)
 
 
+class HeadListener(Protocol):
+    """Who hears of a request written at once (`HttpClient.start`), from the connection's callbacks."""
+
+    def head(self, response: Response) -> None:
+        """Its response's head came (its body follows: `read` it, `stream` it, or `close` it)."""
+        ...
+
+    def failed(self, error: TransportError, retry: bool) -> None:
+        """No head came: the connection failed or the read timeout ran out (`error`); `retry` when the kept-alive
+        connection ended before any byte of a response came (the server closed it as idle as we wrote): the request
+        may be sent again, on a new connection, as `HttpClient.request` does."""
+        ...
+
+
+class Started:
+    """A request written at once on an idle kept-alive connection (`HttpClient.start`), in its caller's step: its
+    head (or what ended the connection first) goes to its listener from the connection's callbacks, with no task
+    awaiting it. `cancel` to abandon it: its connection closes (its response would come first on it)."""
+
+    __slots__ = ("connection", "response", "listener", "timer")
+
+    def __init__(self, connection: _Connection, response: Response, listener: HeadListener) -> None:
+        self.connection = connection
+        self.response = response
+        self.listener: HeadListener | None = listener
+        self.timer: asyncio.TimerHandle | None = None
+
+    def settle(self) -> None:
+        """The head came, or the connection ended first (`_Connection._settle_head`)."""
+        timer = self.timer
+        if timer is not None:
+            self.timer = None
+            timer.cancel()
+        listener = self.listener
+        if listener is None:
+            return
+        self.listener = None
+        response = self.response
+        if response.status:
+            listener.head(response)
+            return
+        connection = self.connection
+        error = connection.failure or ReadError(f"the connection to {response.url.shown()} was closed")
+        listener.failed(error, isinstance(error, ReadError) and not connection.received)
+
+    def expire(self) -> None:
+        """The read timeout ran out before the head came."""
+        self.timer = None
+        listener = self.listener
+        if listener is None:
+            return
+        self.listener = None
+        self.connection.close()
+        response = self.response
+        listener.failed(ReadTimeout(f"no response from {response.url.shown()} within {response.read_timeout} s"), False)
+
+    def cancel(self) -> None:
+        """Abandon the request: nothing more is said to its listener, and its connection closes unless its head
+        came already (then close its response)."""
+        self.listener = None
+        timer = self.timer
+        if timer is not None:
+            self.timer = None
+            timer.cancel()
+        if not self.response.status:
+            self.connection.close()
+
+
 _TIMER_CONTEXT = contextvars.Context()
 """What the read timers run in: not a copy of the context of whoever armed them, made for each (an expiry's effects,
 a resumed stream's task, belong to no one call, as those of the connection's own callbacks do not)."""
@@ -415,8 +487,9 @@ class _Connection(asyncio.Protocol):
         """Reads the current response's head (made by `start`, let go of at the head's end)."""
         self.response: Response | None = None
         """The response being received; None while idle."""
-        self.head: asyncio.Future[None] | None = None
-        """Settled once the response's head came (or the connection failed first)."""
+        self.head: asyncio.Future[None] | Started | None = None
+        """Settled once the response's head came (or the connection failed first): a request's task waits on a
+        future, a request written at once (`HttpClient.start`) has its head handed on by a `Started`."""
         self.head_bytes = 0
         self.head_tail = b""
         """The last bytes of the head so far (at most 3): its end, an empty line, may begin in them."""
@@ -484,6 +557,10 @@ class _Connection(asyncio.Protocol):
         if not self.in_head:  # its end: the body is ours to frame
             self.parser = None
             self.head_bytes = 0  # a small int, not one of its own for as long as the connection is held
+            # Settled once the parser is done with the head (a `Started` hands it on here, and what is done with
+            # it may close the connection), and before a body-less response completes: let go of it, the
+            # request's task holds it, and a stream may stay open for hours.
+            self._settle_head()
             response = self.response
             if response is not None and self.framing == _LENGTH and not self.body_left:
                 self._complete()
@@ -611,7 +688,6 @@ class _Connection(asyncio.Protocol):
         response.connection = self
         self.keep_alive = parser.should_keep_alive()
         self._frame(response)
-        self._settle_head()  # let go of it: the request's task holds it, and a stream may stay open for hours
 
     def _frame(self, response: Response) -> None:
         """How the body is framed, by the head (llhttp checked it: one Content-Length, digits only, not with a
@@ -652,6 +728,12 @@ class _Connection(asyncio.Protocol):
 
     def start(self, request: bytes, response: Response) -> asyncio.Future[None]:
         """Write one request; the future settles when its response's head came."""
+        head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.write(request, response, head)
+        return head
+
+    def write(self, request: bytes, response: Response, head: asyncio.Future[None] | Started) -> None:
+        """Write one request; `head` is settled when its response's head came, or the connection failed first."""
         assert self.transport is not None
         self.response = response
         self.received = False
@@ -660,9 +742,8 @@ class _Connection(asyncio.Protocol):
         self.in_head = True
         self.parser = httptools.HttpResponseParser(self)
         self.uses += 1
-        head = self.head = asyncio.get_running_loop().create_future()
+        self.head = head
         self.transport.write(request)
-        return head
 
     async def drain(self, timeout: float | None) -> None:
         """Wait until the transport takes writes again (the request is in the socket's buffers)."""
@@ -719,9 +800,13 @@ class _Connection(asyncio.Protocol):
 
     def _settle_head(self) -> None:
         head = self.head
-        if head is not None and not head.done():
-            head.set_result(None)
+        if head is None:
+            return
         self.head = None
+        if isinstance(head, Started):
+            head.settle()
+        elif not head.done():
+            head.set_result(None)
 
     def _where(self) -> str:
         scheme, host, port = self.origin
@@ -806,6 +891,37 @@ class HttpClient:
                     continue  # the server closed it as idle as we wrote: once more, on a new connection
                 raise
             return response
+
+    def start(
+        self, method: str, url: Url, headers: Mapping[str, str], body: bytes | None, listener: HeadListener
+    ) -> Started | None:
+        """Write a request at once, in the caller's step, on a kept-alive connection to its origin that is idle:
+        its head goes to `listener` from the connection's callbacks (a read timeout holds until it comes). None, and
+        nothing written, when no connection is idle or the request would not fit the transport's buffer whole (a
+        write that has to wait for the socket is `request`'s, with its write timeout): `request` it then."""
+        if self._closed:
+            return None
+        idle = self._idle.get(url.origin)
+        if not idle:
+            return None
+        data = _request_head(method, url, headers, body)
+        while idle:
+            connection = idle[-1]
+            transport = connection.transport
+            if connection.closed or transport is None or transport.is_closing():
+                idle.pop()
+                continue
+            if transport.get_write_buffer_size() + len(data) > transport.get_write_buffer_limits()[1] // 2:
+                return None  # well below the high-water mark: the write never pauses (TLS adds its records)
+            idle.pop()
+            timeout = self._timeouts.read
+            response = Response(url, timeout, self._reads)
+            started = Started(connection, response, listener)
+            if timeout is not None:
+                started.timer = asyncio.get_running_loop().call_later(timeout, started.expire, context=_TIMER_CONTEXT)
+            connection.write(data, response, started)
+            return started
+        return None
 
     async def _exchange(self, connection: _Connection, data: bytes, response: Response, timeout: float | None) -> None:
         head = connection.start(data, response)
