@@ -91,6 +91,8 @@ class Url:
     text: str
     origin: tuple[str, str, int] = field(init=False, repr=False, compare=False)
     """Scheme, host and port: made once, the key of its keep-alive pool and held by each of its connections."""
+    host_line: str | None = field(default=None, init=False, repr=False, compare=False)
+    """The request head's `host` line, made at the first request (`_request_head`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "origin", (self.scheme, self.host, self.port))
@@ -326,7 +328,9 @@ class StreamedReads:
     """The read timeout of every streamed body of one client, on one loop timer: the streams in the order their last
     chunk came (a stream that reads moves to the end), the timer at the first one's due, moved on when it fires.
     A timer per stream held open (an elicitation's POST, for as long as a person takes) was a handle, its context
-    and a bound method, ~0.3 KB (~0.5 KB on uvloop) per pending question; an entry here is ~0.1 KB."""
+    and a bound method, ~0.3 KB (~0.5 KB on uvloop) per pending question; an entry here is ~0.1 KB. The timer is
+    left to run out when the last stream goes (it then finds none): cancelled and armed again for every request whose
+    answer is streamed, it was two of the loop's heap operations and a handle per call (`stop` when done)."""
 
     __slots__ = ("timeout", "_streams", "_timer")
 
@@ -346,8 +350,11 @@ class StreamedReads:
             self._timer = loop.call_at(streams[response] + self.timeout, self._expire, context=_TIMER_CONTEXT)
 
     def forget(self, response: Response) -> None:
-        streams = self._streams
-        if streams.pop(response, None) is not None and not streams and self._timer is not None:
+        self._streams.pop(response, None)
+
+    def stop(self) -> None:
+        """No more streams will come: the timer is cancelled (if none is left to time out)."""
+        if not self._streams and self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
@@ -614,7 +621,7 @@ class _Connection(asyncio.Protocol):
                     raise ProtocolError(f"a chunk from {self._where()} is longer than its size said")
                 self.chunk_state = _SIZE
             elif state == _SIZE:
-                self.body_left = _chunk_size(line, self._where())
+                self.body_left = _chunk_size(line, self)
                 self.chunk_state = _DATA if self.body_left else _TRAILER
             elif line:  # a trailer field: dropped
                 self.head_bytes += len(line)
@@ -833,16 +840,21 @@ def _header_name(name: bytes) -> str:
     return key
 
 
-def _chunk_size(line: bytes, where: str) -> int:
+def _chunk_size(line: bytes, connection: _Connection) -> int:
     """A chunk-size line's size (hexadecimal; any extensions after a `;` are dropped)."""
     size = line.partition(b";")[0].rstrip(b" \t")
     if not size or len(size) > 15 or size.strip(b"0123456789abcdefABCDEF"):
+        where = connection._where()  # pyright: ignore[reportPrivateUsage]
         raise ProtocolError(f"a chunked body from {where} has a chunk size that is not hexadecimal: {line[:40]!r}")
     return int(size, 16)
 
 
 def _request_head(method: str, url: Url, headers: Mapping[str, str], body: bytes | None) -> bytes:
-    lines = [f"{method} {url.target} HTTP/1.1", f"host: {url.host_header().decode('ascii')}"]
+    host = url.host_line
+    if host is None:
+        host = f"host: {url.host_header().decode('ascii')}"
+        object.__setattr__(url, "host_line", host)
+    lines = [f"{method} {url.target} HTTP/1.1", host]
     for name, value in headers.items():
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:
             raise HttpError(f"the header {name!r} has a line break or colon where none may be")
@@ -1034,6 +1046,8 @@ class HttpClient:
         for connection in list(self._open):
             connection.close()
         self._idle.clear()
+        if self._reads is not None:
+            self._reads.stop()
         for waiting in list(self._waiting.values()):  # each looks again, and finds the client closed
             for waiter in waiting:
                 if not waiter.done():
