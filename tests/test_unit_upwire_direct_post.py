@@ -20,7 +20,7 @@ import pytest
 from elicitgate.errors import ReadTimeout, TransportError
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.http import HttpWire
-from elicitgate.wire.http_client import HttpClient, Response, Timeouts
+from elicitgate.wire.http_client import HttpClient, Response, StreamedReads, Timeouts
 from tests.test_upstream_http_wire import (
     HANDSHAKE,
     MODERN,
@@ -303,3 +303,43 @@ async def test_calls_to_a_real_server_go_on_its_kept_alive_connection_with_no_ta
             result = await _next(messages)
             assert isinstance(result.message, dict) and "result" in result.message, result
         assert made == []
+
+
+async def test_a_stream_held_open_past_its_answer_is_closed_after_the_drain_wait_on_the_shared_timer() -> None:
+    """The answer is delivered at once; the stream that stays open after it is closed (its connection with it) once
+    `DRAIN_WAIT` (here 0.2 s) ran out on the wire's one drain timer, and the next request opens a new connection."""
+    event = b"event: message\r\ndata: %s\r\n\r\n" % json.dumps({"jsonrpc": "2.0", "id": 2, "result": {}}).encode()
+    held = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" + (
+        b"%x\r\n%s\r\n" % (len(event), event))  # no last chunk: the stream stays open
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answers = [_json(1), held]
+        while True:
+            try:
+                _, body = await _request(reader)
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(answers.pop(0) if answers else _json(json.loads(body)["id"]))
+            await writer.drain()
+
+    async with _server(serve) as server:
+        wire = HttpWire(server.url().text)
+        wire.drains = StreamedReads(0.2)
+        messages = wire.messages()
+        try:
+            await wire.send(_post(1))
+            assert (await _next(messages)).message["id"] == 1  # type: ignore[index]
+            await asyncio.wait_for(_idle(wire), WAIT)
+            await wire.send(_post(2))
+            inbound = await _next(messages)
+            assert isinstance(inbound.message, dict) and inbound.message["id"] == 2 and not inbound.lost
+            client = wire._client  # pyright: ignore[reportPrivateUsage]
+            async with asyncio.timeout(WAIT):
+                while client.connections:  # until the drain wait ran out and closed it
+                    await asyncio.sleep(0.05)
+            assert not wire._posts  # pyright: ignore[reportPrivateUsage]
+            await wire.send(_post(3))
+            assert (await _next(messages)).message["id"] == 3  # type: ignore[index]
+            assert server.connections == 2
+        finally:
+            await wire.aclose()

@@ -53,7 +53,7 @@ from elicitgate.wire import codec
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import SESSION_LOST
 from elicitgate.wire.framing import parse_message
-from elicitgate.wire.http_client import HttpClient, Response, Started, Timeouts, Url
+from elicitgate.wire.http_client import HttpClient, Response, Started, StreamedReads, Timeouts, Url
 from elicitgate.wire.sse import SseParser
 
 logger = logging.getLogger(__name__)
@@ -122,6 +122,9 @@ class HttpWire:
         it)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self.standalone_answered = anyio.Event()
+        self.drains = StreamedReads(DRAIN_WAIT)
+        """The `DRAIN_WAIT` of each POST's stream read past its answer (`_PostStream`), on one loop timer: a timer
+        each was armed and cancelled again for nearly every call (the stream ends right after its answer)."""
 
     @property
     def url(self) -> Url:
@@ -637,6 +640,7 @@ class HttpWire:
             for exchange, _ in list(self._posts.values()):
                 if not isinstance(exchange, asyncio.Task):  # read in callbacks: no task to cancel
                     exchange.cancel()
+            self.drains.stop()
             for task in self._tasks:
                 task.cancel()
             if self._tasks:
@@ -762,7 +766,7 @@ class _PostStream:
     After the answer the rest of the stream is read for at most `DRAIN_WAIT`, so that the connection goes back
     to the pool; a stream that ends first is resumed, or its answer lost (`HttpWire.stream_ended`)."""
 
-    __slots__ = ("wire", "request_id", "response", "events", "version", "answered", "drain", "finished")
+    __slots__ = ("wire", "request_id", "response", "events", "version", "answered", "finished")
 
     def __init__(self, wire: HttpWire, request_id: RequestId, response: Response, version: str | None) -> None:
         self.wire = wire
@@ -774,7 +778,6 @@ class _PostStream:
         self.version = version
         """The `mcp-protocol-version` the POST carried, for the GET that resumes the stream."""
         self.answered = False
-        self.drain: asyncio.TimerHandle | None = None
         self.finished = False
 
     def body(self, chunk: bytes) -> None:
@@ -788,7 +791,7 @@ class _PostStream:
             for data in events.feed(chunk):
                 if wire.relay(self.request_id, data):
                     self.answered = True
-                    self.drain = asyncio.get_running_loop().call_later(DRAIN_WAIT, self.cancel)
+                    wire.drains.came(self)
                     return
             if events.blank:  # between events with no id to resume from: let go of it while the stream is held
                 self.events = None
@@ -804,10 +807,8 @@ class _PostStream:
         if self.finished:
             return
         self.finished = True
-        if self.drain is not None:
-            self.drain.cancel()
-            self.drain = None
         if self.answered:
+            self.wire.drains.forget(self)
             self.wire.settled(self.request_id, self)
         else:
             self.wire.stream_ended(self, self.events or SseParser(self.wire.max_event_bytes), self.version, error)
@@ -817,11 +818,14 @@ class _PostStream:
         if self.finished:
             return
         self.finished = True
-        if self.drain is not None:
-            self.drain.cancel()
-            self.drain = None
+        if self.answered:
+            self.wire.drains.forget(self)
         self.response.close()
         self.wire.settled(self.request_id, self)
+
+    def expire(self) -> None:
+        """Its `DRAIN_WAIT` ran out: the stream still had not ended after its answer."""
+        self.cancel()
 
     def done(self) -> bool:
         return self.finished

@@ -324,9 +324,17 @@ class Response(Wakeable):
             connection.close()
 
 
+class Expiring(Protocol):
+    """What a `StreamedReads` times out."""
+
+    def expire(self) -> None:
+        """Nothing came for it for the timeout."""
+        ...
+
+
 class StreamedReads:
-    """The read timeout of every streamed body of one client, on one loop timer: the streams in the order their last
-    chunk came (a stream that reads moves to the end), the timer at the first one's due, moved on when it fires.
+    """The read timeout of every streamed body of one client (and of each request written at once until its head
+    came: `Started`), on one loop timer: the streams in the order their last chunk came (a stream that reads moves to the end), the timer at the first one's due, moved on when it fires.
     A timer per stream held open (an elicitation's POST, for as long as a person takes) was a handle, its context
     and a bound method, ~0.3 KB (~0.5 KB on uvloop) per pending question; an entry here is ~0.1 KB. The timer is
     left to run out when the last stream goes (it then finds none): cancelled and armed again for every request whose
@@ -336,11 +344,11 @@ class StreamedReads:
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self._streams: dict[Response, float] = {}
+        self._streams: dict[Expiring, float] = {}
         """Each streamed body and when its last chunk came (the event loop's clock), the least recent first."""
         self._timer: asyncio.TimerHandle | None = None
 
-    def came(self, response: Response) -> None:
+    def came(self, response: Expiring) -> None:
         """Something came for `response` (or it began streaming): its timeout starts over."""
         streams = self._streams
         streams.pop(response, None)
@@ -349,7 +357,7 @@ class StreamedReads:
         if self._timer is None:
             self._timer = loop.call_at(streams[response] + self.timeout, self._expire, context=_TIMER_CONTEXT)
 
-    def forget(self, response: Response) -> None:
+    def forget(self, response: Expiring) -> None:
         self._streams.pop(response, None)
 
     def stop(self) -> None:
@@ -395,20 +403,25 @@ class Started:
     head (or what ended the connection first) goes to its listener from the connection's callbacks, with no task
     awaiting it. `cancel` to abandon it: its connection closes (its response would come first on it)."""
 
-    __slots__ = ("connection", "response", "listener", "timer")
+    __slots__ = ("connection", "response", "listener", "reads")
 
-    def __init__(self, connection: _Connection, response: Response, listener: HeadListener) -> None:
+    def __init__(
+        self, connection: _Connection, response: Response, listener: HeadListener, reads: StreamedReads | None
+    ) -> None:
         self.connection = connection
         self.response = response
         self.listener: HeadListener | None = listener
-        self.timer: asyncio.TimerHandle | None = None
+        self.reads = reads
+        """Its client's read timeout, until the head came."""
+        if reads is not None:
+            reads.came(self)
 
     def settle(self) -> None:
         """The head came, or the connection ended first (`_Connection._settle_head`)."""
-        timer = self.timer
-        if timer is not None:
-            self.timer = None
-            timer.cancel()
+        reads = self.reads
+        if reads is not None:
+            self.reads = None
+            reads.forget(self)
         listener = self.listener
         if listener is None:
             return
@@ -423,7 +436,7 @@ class Started:
 
     def expire(self) -> None:
         """The read timeout ran out before the head came."""
-        self.timer = None
+        self.reads = None
         listener = self.listener
         if listener is None:
             return
@@ -436,10 +449,10 @@ class Started:
         """Abandon the request: nothing more is said to its listener, and its connection closes unless its head
         came already (then close its response)."""
         self.listener = None
-        timer = self.timer
-        if timer is not None:
-            self.timer = None
-            timer.cancel()
+        reads = self.reads
+        if reads is not None:
+            self.reads = None
+            reads.forget(self)
         if not self.response.status:
             self.connection.close()
 
@@ -926,11 +939,8 @@ class HttpClient:
             if transport.get_write_buffer_size() + len(data) > transport.get_write_buffer_limits()[1] // 2:
                 return None  # well below the high-water mark: the write never pauses (TLS adds its records)
             idle.pop()
-            timeout = self._timeouts.read
-            response = Response(url, timeout, self._reads)
-            started = Started(connection, response, listener)
-            if timeout is not None:
-                started.timer = asyncio.get_running_loop().call_later(timeout, started.expire, context=_TIMER_CONTEXT)
+            response = Response(url, self._timeouts.read, self._reads)
+            started = Started(connection, response, listener, self._reads)
             connection.write(data, response, started)
             return started
         return None
