@@ -343,3 +343,27 @@ async def test_a_stream_held_open_past_its_answer_is_closed_after_the_drain_wait
             assert server.connections == 2
         finally:
             await wire.aclose()
+
+
+async def test_a_failure_of_ours_reading_a_direct_write_s_head_loses_that_answer_saying_why(monkeypatch) -> None:
+    """A bug in what reads the head (in the connection's callbacks, where no task would catch it) gives the caller a
+    lost answer at once, never a wait."""
+    async with _server(_answering(_json(1), _json(2))) as server:
+        wire = HttpWire(server.url().text)
+        messages = wire.messages()
+        try:
+            await wire.send(_post(1))
+            assert (await _next(messages)).message["id"] == 1  # type: ignore[index]
+            await asyncio.wait_for(_idle(wire), WAIT)
+
+            def broken(self: HttpWire, post: Any, response: Response) -> None:
+                raise RuntimeError("a bug")
+
+            monkeypatch.setattr(HttpWire, "head_came", broken)
+            await wire.send(_post(2))
+            inbound = await _next(messages)
+            assert isinstance(inbound.message, dict) and inbound.message["id"] == 2 and inbound.lost
+            assert "the gateway failed to read the answer: RuntimeError: a bug" in inbound.message["error"]["message"]
+            assert not wire._posts  # pyright: ignore[reportPrivateUsage]
+        finally:
+            await wire.aclose()

@@ -690,8 +690,15 @@ class _PostHead:
     # -- `HeadListener` ------------------------------------------------------------------------------
 
     def head(self, response: Response) -> None:
-        if not self.finished:
+        if self.finished:
+            return
+        try:
             self.wire.head_came(self, response)
+        except Exception as exc:  # a bug of ours must not leave the caller waiting for ever
+            wire = self.wire
+            logger.exception("reading the answer to %r from %s failed", self.request_id, wire.url.shown())
+            self.response = response
+            self._settle(f"the gateway failed to read the answer: {_describe(exc)}")
 
     def failed(self, error: TransportError, retry: bool) -> None:
         if not self.finished:
