@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import pytest
@@ -53,7 +53,8 @@ def _sse(request_id: int, text: str = "ok") -> bytes:
     event = b"event: message\r\ndata: %s\r\n\r\n" % json.dumps(
         {"jsonrpc": "2.0", "id": request_id, "result": {"text": text}}).encode()
     chunk = b"%x\r\n%s\r\n" % (len(event), event)
-    return b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" + chunk + b"0\r\n\r\n"
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    return head + chunk + b"0\r\n\r\n"
 
 
 def _post(request_id: int) -> dict[str, Any]:
@@ -102,6 +103,20 @@ async def test_a_request_on_an_idle_kept_alive_connection_is_written_at_once_and
             assert server.connections == 1
         finally:
             await wire.aclose()
+
+
+@asynccontextmanager
+async def _warm(server: Any) -> AsyncIterator[tuple[HttpWire, Any]]:
+    """A wire to `server` whose first request was answered and whose connection is idle again, and its messages."""
+    wire = HttpWire(server.url().text)
+    messages = wire.messages()
+    try:
+        await wire.send(_post(1))
+        assert (await _next(messages)).message["id"] == 1  # type: ignore[index]
+        await asyncio.wait_for(_idle(wire), WAIT)
+        yield wire, messages
+    finally:
+        await wire.aclose()
 
 
 async def _idle(wire: HttpWire) -> None:
@@ -188,18 +203,11 @@ async def test_a_kept_alive_connection_closed_as_the_request_is_written_sends_it
             requests += 1
 
     async with _server(first_answers_then_drops_the_next) as server:
-        wire = HttpWire(server.url().text)
-        messages = wire.messages()
-        try:
-            await wire.send(_post(1))
-            assert (await _next(messages)).message["id"] == 1  # type: ignore[index]
-            await asyncio.wait_for(_idle(wire), WAIT)
+        async with _warm(server) as (wire, messages):
             await wire.send(_post(2))
             inbound = await _next(messages)
             assert isinstance(inbound.message, dict) and inbound.message["id"] == 2 and not inbound.lost, inbound
             assert (requests, server.connections) == (3, 2)
-        finally:
-            await wire.aclose()
 
 
 async def test_a_modern_request_abandoned_after_its_direct_write_closes_its_connection_never_reused() -> None:
@@ -260,12 +268,7 @@ async def test_a_redirect_or_an_error_to_a_direct_write_is_read_in_a_task_as_bef
         await reader.read()
 
     async with _server(serve) as server:
-        wire = HttpWire(server.url().text)
-        messages = wire.messages()
-        try:
-            await wire.send(_post(1))
-            assert (await _next(messages)).message["id"] == 1  # type: ignore[index]
-            await asyncio.wait_for(_idle(wire), WAIT)
+        async with _warm(server) as (wire, messages):
             await wire.send(_post(2))
             inbound = await _next(messages)
             assert isinstance(inbound.message, dict) and inbound.message["result"]["text"] == "moved"
@@ -275,8 +278,6 @@ async def test_a_redirect_or_an_error_to_a_direct_write_is_read_in_a_task_as_bef
             inbound = await _next(messages)
             assert isinstance(inbound.message, dict) and inbound.message["id"] == 3
             assert inbound.message["error"]["message"] == "broken"
-        finally:
-            await wire.aclose()
 
 
 async def test_calls_to_a_real_server_go_on_its_kept_alive_connection_with_no_task(http_upstream) -> None:
@@ -349,12 +350,7 @@ async def test_a_failure_of_ours_reading_a_direct_write_s_head_loses_that_answer
     """A bug in what reads the head (in the connection's callbacks, where no task would catch it) gives the caller a
     lost answer at once, never a wait."""
     async with _server(_answering(_json(1), _json(2))) as server:
-        wire = HttpWire(server.url().text)
-        messages = wire.messages()
-        try:
-            await wire.send(_post(1))
-            assert (await _next(messages)).message["id"] == 1  # type: ignore[index]
-            await asyncio.wait_for(_idle(wire), WAIT)
+        async with _warm(server) as (wire, messages):
 
             def broken(self: HttpWire, post: Any, response: Response) -> None:
                 raise RuntimeError("a bug")
@@ -365,5 +361,3 @@ async def test_a_failure_of_ours_reading_a_direct_write_s_head_loses_that_answer
             assert isinstance(inbound.message, dict) and inbound.message["id"] == 2 and inbound.lost
             assert "the gateway failed to read the answer: RuntimeError: a bug" in inbound.message["error"]["message"]
             assert not wire._posts  # pyright: ignore[reportPrivateUsage]
-        finally:
-            await wire.aclose()

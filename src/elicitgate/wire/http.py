@@ -4,11 +4,12 @@ stream, pydantic model or httpx2 between.
 
 The SDK's client transport spent about 2 ms of gateway CPU per upstream request (a task group and a
 task per message, two memory streams, a pydantic validation of every message, three layers of SSE
-decoding, the client's auth, redirect, cookie and logging hooks). Here a request costs one POST task until
-its response's head came (the caller must be free to wait for its future meanwhile); an event-stream body is
-then read in the connection's callbacks (`_PostStream`), so a call whose stream is held open (an elicitation
-waiting for a person) holds no task here. A notification or an answer of ours is POSTed in the caller's own
-task. Each body is parsed once (`codec.loads`).
+decoding, the client's auth, redirect, cookie and logging hooks). Here a request on an idle kept-alive
+connection is written in the caller's own step, and its head and its answer (one JSON body, or an event stream)
+are read in the connection's callbacks (`_PostHead`, `_PostStream`): no task, so a call whose stream is held open
+(an elicitation waiting for a person) holds none here. A request that must wait first (a connection to open) has a
+POST task until its head came. A notification or an answer of ours is POSTed in the caller's own task. Each body
+is parsed once (`codec.loads`).
 
 The protocol is the SDK client's (`mcp.client.streamable_http`), including what the gateway added on
 top of it:
@@ -677,8 +678,8 @@ class _PostHead:
         self.wire = wire
         self.request_id = request_id
         self.sent = body
-        """The request's body, kept until the head came: the POST is sent again (in a task) if the kept-alive connection was closed as
-        we wrote, and followed with it if it is redirected."""
+        """The request's body, kept until the head came: the POST is sent again (in a task) if the kept-alive
+        connection was closed as we wrote, and followed with it if it is redirected."""
         self.headers = headers
         self.started: Started | None = None
         self.response: Response | None = None

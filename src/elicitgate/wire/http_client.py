@@ -334,7 +334,8 @@ class Expiring(Protocol):
 
 class StreamedReads:
     """The read timeout of every streamed body of one client (and of each request written at once until its head
-    came: `Started`), on one loop timer: the streams in the order their last chunk came (a stream that reads moves to the end), the timer at the first one's due, moved on when it fires.
+    came: `Started`), on one loop timer: the streams in the order their last chunk came (a stream that reads moves
+    to the end), the timer at the first one's due, moved on when it fires.
     A timer per stream held open (an elicitation's POST, for as long as a person takes) was a handle, its context
     and a bound method, ~0.3 KB (~0.5 KB on uvloop) per pending question; an entry here is ~0.1 KB. The timer is
     left to run out when the last stream goes (it then finds none): cancelled and armed again for every request whose
