@@ -152,7 +152,9 @@ async def test_a_stream_that_came_again_moves_behind_the_others() -> None:
     assert list(reads._streams) == [second, first]  # pyright: ignore[reportPrivateUsage]
     reads.forget(second)
     reads.forget(first)
-    assert len(reads) == 0 and reads._timer is None  # pyright: ignore[reportPrivateUsage]
+    assert len(reads) == 0
+    reads.stop()
+    assert reads._timer is None  # pyright: ignore[reportPrivateUsage]
 
 
 # -- the body framing, against httptools' own ----------------------------------------------------------------

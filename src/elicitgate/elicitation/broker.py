@@ -563,11 +563,9 @@ class Broker:
         )
         # The log line and the audit record one event-loop turn later (with the request's ids and its own): the
         # answer goes on its way to the server first. Writing them costs more than relaying the answer, and the
-        # server, in a process of its own, can use that time.
-        # Two turns, not one: an upstream's HTTP wire writes a request's POST (a 2026-07-28 upstream's retry with the
-        # answer) in a task of its own, which starts a turn after the answer came.
-        loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, self._record_end, el, context=_ids_context(el))
+        # server, in a process of its own, can use that time. An upstream's HTTP wire writes a request's POST (a
+        # 2026-07-28 upstream's retry with the answer) in its caller's step on a kept-alive connection.
+        asyncio.get_running_loop().call_soon(self._record_end, el, context=_ids_context(el))
         el.mark_ended()  # and its carriers' grace timer stopped
         # Who else keeps state about it: a parked call counting its open answers, a hosted page.
         if el.origin is not None:

@@ -4,11 +4,12 @@ stream, pydantic model or httpx2 between.
 
 The SDK's client transport spent about 2 ms of gateway CPU per upstream request (a task group and a
 task per message, two memory streams, a pydantic validation of every message, three layers of SSE
-decoding, the client's auth, redirect, cookie and logging hooks). Here a request costs one POST task until
-its response's head came (the caller must be free to wait for its future meanwhile); an event-stream body is
-then read in the connection's callbacks (`_PostStream`), so a call whose stream is held open (an elicitation
-waiting for a person) holds no task here. A notification or an answer of ours is POSTed in the caller's own
-task. Each body is parsed once (`codec.loads`).
+decoding, the client's auth, redirect, cookie and logging hooks). Here a request on an idle kept-alive
+connection is written in the caller's own step, and its head and its answer (one JSON body, or an event stream)
+are read in the connection's callbacks (`_PostHead`, `_PostStream`): no task, so a call whose stream is held open
+(an elicitation waiting for a person) holds none here. A request that must wait first (a connection to open) has a
+POST task until its head came. A notification or an answer of ours is POSTed in the caller's own task. Each body
+is parsed once (`codec.loads`).
 
 The protocol is the SDK client's (`mcp.client.streamable_http`), including what the gateway added on
 top of it:
@@ -53,7 +54,7 @@ from elicitgate.wire import codec
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import SESSION_LOST
 from elicitgate.wire.framing import parse_message
-from elicitgate.wire.http_client import HttpClient, Response, Timeouts, Url
+from elicitgate.wire.http_client import HttpClient, Response, Started, StreamedReads, Timeouts, Url
 from elicitgate.wire.sse import SseParser
 
 logger = logging.getLogger(__name__)
@@ -122,6 +123,9 @@ class HttpWire:
         it)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self.standalone_answered = anyio.Event()
+        self.drains = StreamedReads(DRAIN_WAIT)
+        """The `DRAIN_WAIT` of each POST's stream read past its answer (`_PostStream`), on one loop timer: a timer
+        each was armed and cancelled again for nearly every call (the stream ends right after its answer)."""
 
     @property
     def url(self) -> Url:
@@ -189,11 +193,57 @@ class HttpWire:
         return modern
 
     def _start_exchange(self, request_id: RequestId, body: bytes, headers: dict[str, str], *, initialize: bool) -> None:
+        """A request's POST: written here, in the caller's step, on an idle kept-alive connection, its head and
+        answer then read in the connection's callbacks (`_PostHead`); in a task of its own when a connection must
+        be opened (or waited for) first. A task started here ran a loop turn later, and so did the request's write."""
         superseded = self._posts.get(request_id)
         if superseded is not None:  # the id is reused: the old POST must not answer for the new request
             superseded[0].cancel()
-        task = self._spawn(self._exchange(request_id, body, headers, initialize))
-        self._posts[request_id] = (task, self._version in MODERN_PROTOCOL_VERSIONS)
+        modern = self._version in MODERN_PROTOCOL_VERSIONS
+        if not initialize:
+            post = _PostHead(self, request_id, body, headers)
+            try:
+                started = self._client.start("POST", self._url, headers, body, post)
+            except HttpError:
+                started = None  # a header that cannot be sent: the task's request says so, and ends the wire
+            if started is not None:
+                post.started = started
+                self._posts[request_id] = (post, modern)
+                return
+        self._posts[request_id] = (self._spawn(self._exchange(request_id, body, headers, initialize)), modern)
+
+    def head_came(self, post: _PostHead, response: Response) -> None:
+        """The head of a request's POST written at once (`_PostHead`): an event stream goes to a `_PostStream`, a JSON
+        answer is read in the connection's callbacks (by `post`); the rest (a redirect, an error, 202, another
+        content type) in a task, as `_exchange` reads it."""
+        request_id = post.request_id
+        status = response.status
+        if 200 <= status < 300 and status != 202:
+            content_type = response.headers.get("content-type", "").lower()
+            if content_type.startswith("text/event-stream"):
+                self._stream_post(request_id, response, post.headers, post)
+                return
+            if content_type.startswith("application/json"):
+                post.read_json(response)
+                return
+        self._replace(request_id, post, self._spawn(
+            self._exchange(request_id, post.sent, post.headers, False, response)))
+
+    def head_failed(self, post: _PostHead, error: TransportError, retry: bool) -> None:
+        """No head came for a request's POST written at once: sent again in a task, on a new connection, when the
+        kept-alive one was closed by the server as we wrote (`retry`); else the wire ends, as `_exchange` ends it."""
+        request_id = post.request_id
+        if retry and not self._ended:
+            self._replace(request_id, post, self._spawn(self._exchange(request_id, post.sent, post.headers, False)))
+            return
+        self._end(error)
+        self.settled(request_id, post)
+
+    def _replace(self, request_id: RequestId, exchange: object, by: _Exchange) -> None:
+        """`by` reads the answer to `request_id` in `exchange`'s place."""
+        post = self._posts.get(request_id)
+        if post is not None and post[0] is exchange:
+            self._posts[request_id] = (by, post[1])
 
     async def _post_unanswered(self, body: bytes, headers: dict[str, str], *, answer: bool) -> None:
         """POST a notification or an answer (202, nothing to read). An answer whose POST failed on the way (a
@@ -220,13 +270,19 @@ class HttpWire:
         elif response.status >= 400:
             logger.debug("%s refused a message with HTTP %s", self._url.shown(), response.status)
 
-    async def _exchange(self, request_id: RequestId, body: bytes, headers: dict[str, str], initialize: bool) -> None:
-        """One request's POST until its head came and, for a JSON answer or an error, read to its end; an event
-        stream is handed to a `_PostStream`, read in callbacks, and the task ends (a call pending on a person
-        holds no task here). Failing to reach the server at all ends the wire (as the SDK's transport does): the
-        link reconnects, or reports why it cannot."""
+    async def _exchange(
+        self, request_id: RequestId, body: bytes, headers: dict[str, str], initialize: bool,
+        response: Response | None = None,
+    ) -> None:
+        """One request's POST until its head came (or from the head of one written at once: `response`) and, for a
+        JSON answer or an error, read to its end; an event stream is handed to a `_PostStream`, read in callbacks,
+        and the task ends (a call pending on a person holds no task here). Failing to reach the server at all ends
+        the wire (as the SDK's transport does): the link reconnects, or reports why it cannot."""
         try:
-            response = await self._send("POST", headers, body)
+            if response is None:
+                response = await self._send("POST", headers, body)
+            else:
+                response = await self._follow("POST", headers, body, response)
             streamed = False
             try:
                 streamed = await self._take_answer(request_id, response, headers, initialize)
@@ -270,7 +326,7 @@ class HttpWire:
             self.session_id = session_id
         content_type = response.headers.get("content-type", "").lower()
         if content_type.startswith("text/event-stream"):
-            self._stream_post(request_id, response, headers)
+            self._stream_post(request_id, response, headers, asyncio.current_task())
             return True
         if content_type.startswith("application/json"):
             await self._read_json_answer(request_id, response)
@@ -307,6 +363,10 @@ class HttpWire:
         except TransportError as exc:
             self.lose(request_id, f"the response ended early: {_describe(exc)}")
             return
+        self.json_answer(request_id, body)
+
+    def json_answer(self, request_id: RequestId, body: bytes) -> None:
+        """A request's answer, a JSON body read whole."""
         message = parse_message(body)
         if isinstance(message, Exception):
             self._fail(request_id, PARSE_ERROR, f"Failed to parse JSON response: {message}")
@@ -315,14 +375,12 @@ class HttpWire:
             message["id"] = request_id
         self._deliver(Inbound(message))
 
-    def _stream_post(self, request_id: RequestId, response: Response, headers: dict[str, str]) -> None:
+    def _stream_post(self, request_id: RequestId, response: Response, headers: dict[str, str], sender: object) -> None:
         """A POST's event stream: server messages (tagged with `request_id`), then the answer, read by a
-        `_PostStream` in the connection's callbacks. It takes the POST's place in `_posts` (the task that sent
-        it ends)."""
+        `_PostStream` in the connection's callbacks. It takes the POST's place in `_posts` (`sender`: the task
+        that sent it, which ends, or the `_PostHead` of one written at once)."""
         stream = _PostStream(self, request_id, response, headers.get(MCP_PROTOCOL_VERSION_HEADER))
-        post = self._posts.get(request_id)
-        if post is not None and post[0] is asyncio.current_task():
-            self._posts[request_id] = (stream, post[1])
+        self._replace(request_id, sender, stream)
         response.stream(stream)
 
     def stream_ended(
@@ -545,16 +603,16 @@ class HttpWire:
         """One HTTP exchange on the pool, following a redirect only within the endpoint's origin and only
         where it keeps the method (`mcp.shared._httpx_utils.stream_within_origin`'s rule); any other
         redirect is returned as it is."""
-        url = self._url
+        return await self._follow(method, headers, body, await self._client.request(method, self._url, headers, body))
+
+    async def _follow(self, method: str, headers: dict[str, str], body: bytes | None, response: Response) -> Response:
+        """`response`, or where its redirects lead (`_send`'s rule)."""
         redirects = 0
-        while True:
-            response = await self._client.request(method, url, headers, body)
-            target = _redirect_target(method, response)
-            if target is None or redirects == MAX_REDIRECTS:
-                return response
+        while (target := _redirect_target(method, response)) is not None and redirects < MAX_REDIRECTS:
             redirects += 1
             await self._read_to_end(response)
-            url = target
+            response = await self._client.request(method, target, headers, body)
+        return response
 
     async def _read_body(self, response: Response) -> bytes:
         """A response's body read whole, at most `max_event_bytes` (`ProtocolError` past it)."""
@@ -581,8 +639,9 @@ class HttpWire:
             if self.session_id is not None:
                 await self._terminate()
             for exchange, _ in list(self._posts.values()):
-                if isinstance(exchange, _PostStream):
+                if not isinstance(exchange, asyncio.Task):  # read in callbacks: no task to cancel
                     exchange.cancel()
+            self.drains.stop()
             for task in self._tasks:
                 task.cancel()
             if self._tasks:
@@ -608,6 +667,106 @@ class _Exchange(Protocol):
     def done(self) -> bool: ...
 
 
+class _PostHead:
+    """A request's POST written at once on an idle kept-alive connection (`HttpWire._start_exchange`), until its head
+    came and, for a JSON answer, until that is read: all in the connection's callbacks, with no task. Hears of the
+    head as a `HeadListener`, and reads a JSON body as a `BodySink` (at most `max_event_bytes`)."""
+
+    __slots__ = ("wire", "request_id", "sent", "headers", "started", "response", "parts", "size", "finished")
+
+    def __init__(self, wire: HttpWire, request_id: RequestId, body: bytes, headers: dict[str, str]) -> None:
+        self.wire = wire
+        self.request_id = request_id
+        self.sent = body
+        """The request's body, kept until the head came: the POST is sent again (in a task) if the kept-alive
+        connection was closed as we wrote, and followed with it if it is redirected."""
+        self.headers = headers
+        self.started: Started | None = None
+        self.response: Response | None = None
+        """The JSON answer being read."""
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.finished = False
+
+    # -- `HeadListener` ------------------------------------------------------------------------------
+
+    def head(self, response: Response) -> None:
+        if self.finished:
+            return
+        try:
+            self.wire.head_came(self, response)
+        except Exception as exc:  # a bug of ours must not leave the caller waiting for ever
+            wire = self.wire
+            logger.exception("reading the answer to %r from %s failed", self.request_id, wire.url.shown())
+            self.response = response
+            self._settle(f"the gateway failed to read the answer: {_describe(exc)}")
+
+    def failed(self, error: TransportError, retry: bool) -> None:
+        if not self.finished:
+            self.wire.head_failed(self, error, retry)
+
+    # -- the JSON answer, as a `BodySink` --------------------------------------------------------------
+
+    def read_json(self, response: Response) -> None:
+        self.response = response
+        self.sent = b""  # nothing sends it again now
+        response.stream(self)
+
+    def body(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        limit = self.wire.max_event_bytes
+        if self.size > limit:
+            response = self.response
+            assert response is not None
+            too_large = BodyTooLarge(f"the response from {response.url.shown()} is larger than {limit} bytes")
+            self._settle(f"JSON response failed: {too_large} (max_event_bytes)")
+            return
+        self.parts.append(chunk)
+
+    def ended(self, error: TransportError | None) -> None:
+        if self.finished:
+            return
+        if error is not None:
+            self._settle(f"the response ended early: {_describe(error)}")
+            return
+        self.finished = True
+        wire = self.wire
+        body = b"".join(self.parts)
+        self.parts = []
+        try:
+            wire.json_answer(self.request_id, body)
+        except Exception as exc:  # a bug of ours must not leave the caller waiting for ever
+            logger.exception("reading the answer to %r from %s failed", self.request_id, wire.url.shown())
+            wire.lose(self.request_id, f"the gateway failed to read the answer: {_describe(exc)}")
+        wire.settled(self.request_id, self)
+
+    def _settle(self, lost: str) -> None:
+        """The answer cannot be read: lost, and the response closed (its connection with it)."""
+        self.finished = True
+        self.parts = []
+        if self.response is not None:
+            self.response.close()
+        self.wire.lose(self.request_id, lost)
+        self.wire.settled(self.request_id, self)
+
+    # -- `_Exchange` -------------------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Abandon the POST: its connection closes (unless its answer came whole)."""
+        if self.finished:
+            return
+        self.finished = True
+        self.parts = []
+        if self.response is not None:
+            self.response.close()
+        elif self.started is not None:
+            self.started.cancel()
+        self.wire.settled(self.request_id, self)
+
+    def done(self) -> bool:
+        return self.finished
+
+
 class _PostStream:
     """A request's event stream once its head came, read in the connection's callbacks (`Response.stream`), as
     `wire.stdio.LineReader` reads a pipe: each event parsed as its bytes come and handed to the wire's inbox,
@@ -615,7 +774,7 @@ class _PostStream:
     After the answer the rest of the stream is read for at most `DRAIN_WAIT`, so that the connection goes back
     to the pool; a stream that ends first is resumed, or its answer lost (`HttpWire.stream_ended`)."""
 
-    __slots__ = ("wire", "request_id", "response", "events", "version", "answered", "drain", "finished")
+    __slots__ = ("wire", "request_id", "response", "events", "version", "answered", "finished")
 
     def __init__(self, wire: HttpWire, request_id: RequestId, response: Response, version: str | None) -> None:
         self.wire = wire
@@ -627,7 +786,6 @@ class _PostStream:
         self.version = version
         """The `mcp-protocol-version` the POST carried, for the GET that resumes the stream."""
         self.answered = False
-        self.drain: asyncio.TimerHandle | None = None
         self.finished = False
 
     def body(self, chunk: bytes) -> None:
@@ -641,7 +799,7 @@ class _PostStream:
             for data in events.feed(chunk):
                 if wire.relay(self.request_id, data):
                     self.answered = True
-                    self.drain = asyncio.get_running_loop().call_later(DRAIN_WAIT, self.cancel)
+                    wire.drains.came(self)
                     return
             if events.blank:  # between events with no id to resume from: let go of it while the stream is held
                 self.events = None
@@ -657,10 +815,8 @@ class _PostStream:
         if self.finished:
             return
         self.finished = True
-        if self.drain is not None:
-            self.drain.cancel()
-            self.drain = None
         if self.answered:
+            self.wire.drains.forget(self)
             self.wire.settled(self.request_id, self)
         else:
             self.wire.stream_ended(self, self.events or SseParser(self.wire.max_event_bytes), self.version, error)
@@ -670,11 +826,14 @@ class _PostStream:
         if self.finished:
             return
         self.finished = True
-        if self.drain is not None:
-            self.drain.cancel()
-            self.drain = None
+        if self.answered:
+            self.wire.drains.forget(self)
         self.response.close()
         self.wire.settled(self.request_id, self)
+
+    def expire(self) -> None:
+        """Its `DRAIN_WAIT` ran out: the stream still had not ended after its answer."""
+        self.cancel()
 
     def done(self) -> bool:
         return self.finished

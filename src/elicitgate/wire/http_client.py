@@ -91,6 +91,8 @@ class Url:
     text: str
     origin: tuple[str, str, int] = field(init=False, repr=False, compare=False)
     """Scheme, host and port: made once, the key of its keep-alive pool and held by each of its connections."""
+    host_line: str | None = field(default=None, init=False, repr=False, compare=False)
+    """The request head's `host` line, made at the first request (`_request_head`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "origin", (self.scheme, self.host, self.port))
@@ -297,6 +299,10 @@ class Response(Wakeable):
                 self._reads.forget(self)
 
     @property
+    def read_timeout(self) -> float | None:
+        return self._read_timeout
+
+    @property
     def finished(self) -> bool:
         """Whether the body ended, whole or not (nothing more will come)."""
         return self._ended
@@ -318,21 +324,32 @@ class Response(Wakeable):
             connection.close()
 
 
+class Expiring(Protocol):
+    """What a `StreamedReads` times out."""
+
+    def expire(self) -> None:
+        """Nothing came for it for the timeout."""
+        ...
+
+
 class StreamedReads:
-    """The read timeout of every streamed body of one client, on one loop timer: the streams in the order their last
-    chunk came (a stream that reads moves to the end), the timer at the first one's due, moved on when it fires.
+    """The read timeout of every streamed body of one client (and of each request written at once until its head
+    came: `Started`), on one loop timer: the streams in the order their last chunk came (a stream that reads moves
+    to the end), the timer at the first one's due, moved on when it fires.
     A timer per stream held open (an elicitation's POST, for as long as a person takes) was a handle, its context
-    and a bound method, ~0.3 KB (~0.5 KB on uvloop) per pending question; an entry here is ~0.1 KB."""
+    and a bound method, ~0.3 KB (~0.5 KB on uvloop) per pending question; an entry here is ~0.1 KB. The timer is
+    left to run out when the last stream goes (it then finds none): cancelled and armed again for every request whose
+    answer is streamed, it was two of the loop's heap operations and a handle per call (`stop` when done)."""
 
     __slots__ = ("timeout", "_streams", "_timer")
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self._streams: dict[Response, float] = {}
+        self._streams: dict[Expiring, float] = {}
         """Each streamed body and when its last chunk came (the event loop's clock), the least recent first."""
         self._timer: asyncio.TimerHandle | None = None
 
-    def came(self, response: Response) -> None:
+    def came(self, response: Expiring) -> None:
         """Something came for `response` (or it began streaming): its timeout starts over."""
         streams = self._streams
         streams.pop(response, None)
@@ -341,9 +358,12 @@ class StreamedReads:
         if self._timer is None:
             self._timer = loop.call_at(streams[response] + self.timeout, self._expire, context=_TIMER_CONTEXT)
 
-    def forget(self, response: Response) -> None:
-        streams = self._streams
-        if streams.pop(response, None) is not None and not streams and self._timer is not None:
+    def forget(self, response: Expiring) -> None:
+        self._streams.pop(response, None)
+
+    def stop(self) -> None:
+        """No more streams will come: the timer is cancelled (if none is left to time out)."""
+        if not self._streams and self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
@@ -363,6 +383,79 @@ class StreamedReads:
 
     def __len__(self) -> int:
         return len(self._streams)
+
+
+class HeadListener(Protocol):
+    """Who hears of a request written at once (`HttpClient.start`), from the connection's callbacks."""
+
+    def head(self, response: Response) -> None:
+        """Its response's head came (its body follows: `read` it, `stream` it, or `close` it)."""
+        ...
+
+    def failed(self, error: TransportError, retry: bool) -> None:
+        """No head came: the connection failed or the read timeout ran out (`error`); `retry` when the kept-alive
+        connection ended before any byte of a response came (the server closed it as idle as we wrote): the request
+        may be sent again, on a new connection, as `HttpClient.request` does."""
+        ...
+
+
+class Started:
+    """A request written at once on an idle kept-alive connection (`HttpClient.start`), in its caller's step: its
+    head (or what ended the connection first) goes to its listener from the connection's callbacks, with no task
+    awaiting it. `cancel` to abandon it: its connection closes (its response would come first on it)."""
+
+    __slots__ = ("connection", "response", "listener", "reads")
+
+    def __init__(
+        self, connection: _Connection, response: Response, listener: HeadListener, reads: StreamedReads | None
+    ) -> None:
+        self.connection = connection
+        self.response = response
+        self.listener: HeadListener | None = listener
+        self.reads = reads
+        """Its client's read timeout, until the head came."""
+        if reads is not None:
+            reads.came(self)
+
+    def settle(self) -> None:
+        """The head came, or the connection ended first (`_Connection._settle_head`)."""
+        reads = self.reads
+        if reads is not None:
+            self.reads = None
+            reads.forget(self)
+        listener = self.listener
+        if listener is None:
+            return
+        self.listener = None
+        response = self.response
+        if response.status:
+            listener.head(response)
+            return
+        connection = self.connection
+        error = connection.failure or ReadError(f"the connection to {response.url.shown()} was closed")
+        listener.failed(error, isinstance(error, ReadError) and not connection.received)
+
+    def expire(self) -> None:
+        """The read timeout ran out before the head came."""
+        self.reads = None
+        listener = self.listener
+        if listener is None:
+            return
+        self.listener = None
+        self.connection.close()
+        response = self.response
+        listener.failed(ReadTimeout(f"no response from {response.url.shown()} within {response.read_timeout} s"), False)
+
+    def cancel(self) -> None:
+        """Abandon the request: nothing more is said to its listener, and its connection closes unless its head
+        came already (then close its response)."""
+        self.listener = None
+        reads = self.reads
+        if reads is not None:
+            self.reads = None
+            reads.forget(self)
+        if not self.response.status:
+            self.connection.close()
 
 
 _TIMER_CONTEXT = contextvars.Context()
@@ -415,8 +508,9 @@ class _Connection(asyncio.Protocol):
         """Reads the current response's head (made by `start`, let go of at the head's end)."""
         self.response: Response | None = None
         """The response being received; None while idle."""
-        self.head: asyncio.Future[None] | None = None
-        """Settled once the response's head came (or the connection failed first)."""
+        self.head: asyncio.Future[None] | Started | None = None
+        """Settled once the response's head came (or the connection failed first): a request's task waits on a
+        future, a request written at once (`HttpClient.start`) has its head handed on by a `Started`."""
         self.head_bytes = 0
         self.head_tail = b""
         """The last bytes of the head so far (at most 3): its end, an empty line, may begin in them."""
@@ -484,6 +578,10 @@ class _Connection(asyncio.Protocol):
         if not self.in_head:  # its end: the body is ours to frame
             self.parser = None
             self.head_bytes = 0  # a small int, not one of its own for as long as the connection is held
+            # Settled once the parser is done with the head (a `Started` hands it on here, and what is done with
+            # it may close the connection), and before a body-less response completes: let go of it, the
+            # request's task holds it, and a stream may stay open for hours.
+            self._settle_head()
             response = self.response
             if response is not None and self.framing == _LENGTH and not self.body_left:
                 self._complete()
@@ -537,7 +635,7 @@ class _Connection(asyncio.Protocol):
                     raise ProtocolError(f"a chunk from {self._where()} is longer than its size said")
                 self.chunk_state = _SIZE
             elif state == _SIZE:
-                self.body_left = _chunk_size(line, self._where())
+                self.body_left = _chunk_size(line, self)
                 self.chunk_state = _DATA if self.body_left else _TRAILER
             elif line:  # a trailer field: dropped
                 self.head_bytes += len(line)
@@ -611,7 +709,6 @@ class _Connection(asyncio.Protocol):
         response.connection = self
         self.keep_alive = parser.should_keep_alive()
         self._frame(response)
-        self._settle_head()  # let go of it: the request's task holds it, and a stream may stay open for hours
 
     def _frame(self, response: Response) -> None:
         """How the body is framed, by the head (llhttp checked it: one Content-Length, digits only, not with a
@@ -652,6 +749,12 @@ class _Connection(asyncio.Protocol):
 
     def start(self, request: bytes, response: Response) -> asyncio.Future[None]:
         """Write one request; the future settles when its response's head came."""
+        head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.write(request, response, head)
+        return head
+
+    def write(self, request: bytes, response: Response, head: asyncio.Future[None] | Started) -> None:
+        """Write one request; `head` is settled when its response's head came, or the connection failed first."""
         assert self.transport is not None
         self.response = response
         self.received = False
@@ -660,9 +763,8 @@ class _Connection(asyncio.Protocol):
         self.in_head = True
         self.parser = httptools.HttpResponseParser(self)
         self.uses += 1
-        head = self.head = asyncio.get_running_loop().create_future()
+        self.head = head
         self.transport.write(request)
-        return head
 
     async def drain(self, timeout: float | None) -> None:
         """Wait until the transport takes writes again (the request is in the socket's buffers)."""
@@ -719,9 +821,13 @@ class _Connection(asyncio.Protocol):
 
     def _settle_head(self) -> None:
         head = self.head
-        if head is not None and not head.done():
-            head.set_result(None)
+        if head is None:
+            return
         self.head = None
+        if isinstance(head, Started):
+            head.settle()
+        elif not head.done():
+            head.set_result(None)
 
     def _where(self) -> str:
         scheme, host, port = self.origin
@@ -748,16 +854,21 @@ def _header_name(name: bytes) -> str:
     return key
 
 
-def _chunk_size(line: bytes, where: str) -> int:
+def _chunk_size(line: bytes, connection: _Connection) -> int:
     """A chunk-size line's size (hexadecimal; any extensions after a `;` are dropped)."""
     size = line.partition(b";")[0].rstrip(b" \t")
     if not size or len(size) > 15 or size.strip(b"0123456789abcdefABCDEF"):
+        where = connection._where()  # pyright: ignore[reportPrivateUsage]
         raise ProtocolError(f"a chunked body from {where} has a chunk size that is not hexadecimal: {line[:40]!r}")
     return int(size, 16)
 
 
 def _request_head(method: str, url: Url, headers: Mapping[str, str], body: bytes | None) -> bytes:
-    lines = [f"{method} {url.target} HTTP/1.1", f"host: {url.host_header().decode('ascii')}"]
+    host = url.host_line
+    if host is None:
+        host = f"host: {url.host_header().decode('ascii')}"
+        object.__setattr__(url, "host_line", host)
+    lines = [f"{method} {url.target} HTTP/1.1", host]
     for name, value in headers.items():
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:
             raise HttpError(f"the header {name!r} has a line break or colon where none may be")
@@ -806,6 +917,34 @@ class HttpClient:
                     continue  # the server closed it as idle as we wrote: once more, on a new connection
                 raise
             return response
+
+    def start(
+        self, method: str, url: Url, headers: Mapping[str, str], body: bytes | None, listener: HeadListener
+    ) -> Started | None:
+        """Write a request at once, in the caller's step, on a kept-alive connection to its origin that is idle:
+        its head goes to `listener` from the connection's callbacks (a read timeout holds until it comes). None, and
+        nothing written, when no connection is idle or the request would not fit the transport's buffer whole (a
+        write that has to wait for the socket is `request`'s, with its write timeout): `request` it then."""
+        if self._closed:
+            return None
+        idle = self._idle.get(url.origin)
+        if not idle:
+            return None
+        data = _request_head(method, url, headers, body)
+        while idle:
+            connection = idle[-1]
+            transport = connection.transport
+            if connection.closed or transport is None or transport.is_closing():
+                idle.pop()
+                continue
+            if transport.get_write_buffer_size() + len(data) > transport.get_write_buffer_limits()[1] // 2:
+                return None  # well below the high-water mark: the write never pauses (TLS adds its records)
+            idle.pop()
+            response = Response(url, self._timeouts.read, self._reads)
+            started = Started(connection, response, listener, self._reads)
+            connection.write(data, response, started)
+            return started
+        return None
 
     async def _exchange(self, connection: _Connection, data: bytes, response: Response, timeout: float | None) -> None:
         head = connection.start(data, response)
@@ -918,6 +1057,8 @@ class HttpClient:
         for connection in list(self._open):
             connection.close()
         self._idle.clear()
+        if self._reads is not None:
+            self._reads.stop()
         for waiting in list(self._waiting.values()):  # each looks again, and finds the client closed
             for waiter in waiting:
                 if not waiter.done():
