@@ -19,10 +19,10 @@ class RequestHeaders(Headers):
     a repeated name wins, as in Starlette's. It reads the scope's header list as it is (Starlette's copies it)."""
 
     def __init__(self, *, scope: Scope) -> None:  # pyright: ignore[reportMissingSuperCall]  # its `_list`, uncopied
-        raw = scope["headers"]
-        if type(raw) is not list:  # ASGI allows any iterable: a list, as Starlette's makes it
-            raw = scope["headers"] = list(raw)
-        self._list: list[tuple[bytes, bytes]] = raw
+        raw: list[tuple[bytes, bytes]] = scope["headers"]
+        if type(raw) is not list:  # pyright: ignore[reportUnnecessaryComparison]  # ASGI allows any iterable
+            raw = scope["headers"] = list(raw)  # a list, as Starlette's makes it
+        self._list = raw
         self._first: dict[bytes, bytes] = dict(reversed(raw))
 
     @classmethod
