@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import face_protocol
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = (b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:8000\r\naccept: application/json, text/event-stream\r\n"
         b"content-type: application/json\r\nuser-agent: python-httpx/0.28.1\r\naccept-encoding: gzip, deflate\r\n"
@@ -36,16 +38,15 @@ def post(message: dict[str, Any], session: bytes | None = None) -> bytes:
     return HEAD + extra + b"content-length: %d\r\n\r\n%s" % (len(body), body)
 
 
-class Socket(asyncio.Transport):
-    """A connection's transport that keeps what is written until a whole response (sized by its Content-Length)
-    has come, then hands it to `answered`."""
+class Socket(face_protocol.Socket):
+    """`bench.face_protocol`'s stand-in socket, which keeps what is written until a whole response (sized by its
+    Content-Length) has come, then hands it to `answered`."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__()
         self.loop = loop
         self.buffer = bytearray()
         self.answered: asyncio.Future[bytes] = loop.create_future()
-        self.closed = False
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return {"peername": ("127.0.0.1", 5000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
@@ -64,18 +65,6 @@ class Socket(asyncio.Transport):
     def expect(self) -> asyncio.Future[bytes]:
         self.answered = self.loop.create_future()
         return self.answered
-
-    def close(self) -> None:
-        self.closed = True
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
 
 
 async def measure(args: argparse.Namespace) -> None:
