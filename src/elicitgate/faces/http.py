@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import AsyncGenerator
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -50,6 +51,8 @@ class HttpFaceApp(Starlette):
     `redis_url`: `ToOwner` sees every request there."""
 
     mcp_direct: ASGIApp | None = None
+    mcp_front: McpFront | None = None
+    """`mcp_direct`'s pieces, for the connection's protocol to run its checks before the request's task starts."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         direct = self.mcp_direct
@@ -115,7 +118,8 @@ def build_http_app(gateway: Gateway, base_url: str | None = None) -> Starlette:
     app.add_middleware(LearnBaseUrl, hosting=hosting)
     app.add_middleware(HostGuard, settings=security)
     if gateway.replicas is None:  # the same middleware as `add_middleware`'s, in the same order, for `/mcp` alone
-        app.mcp_direct = HostGuard(LearnBaseUrl(at_mcp, hosting=hosting), settings=security)
+        front = app.mcp_front = McpFront(HostGuard(LearnBaseUrl(at_mcp, hosting=hosting), settings=security))
+        app.mcp_direct = front.guard
     if gateway.replicas is not None:
         app.middleware_stack = app.build_middleware_stack()  # other replicas' requests may come before any here
     return app
@@ -127,12 +131,33 @@ def _route_mcp_directly(config: uvicorn.Config, app: Starlette) -> None:
     it: `LimitedHttpTools` in front of `ClientAddress(app)`, no proxy-header or message-logging middleware of
     uvicorn's own in between."""
     protocol, outer = config.http, config.app
-    direct = app.mcp_direct if isinstance(app, HttpFaceApp) else None
-    if (direct is None or not isinstance(protocol, type) or not issubclass(protocol, LimitedHttpTools)
+    front = app.mcp_front if isinstance(app, HttpFaceApp) else None
+    if (front is None or not isinstance(protocol, type) or not issubclass(protocol, LimitedHttpTools)
             or not isinstance(outer, ClientAddress) or outer.inner.app is not app or config.proxy_headers
             or config.log_level in ("trace", TRACE_LOG_LEVEL)):
         return
-    protocol.direct = DirectRoute(MCP_PATH.encode(), direct, app, outer.inner)
+    protocol.direct = DirectRoute(MCP_PATH.encode(), front.endpoint, app, outer.inner, admit=front.admit)
+
+
+class McpFront:
+    """What stands in front of `/mcp`'s endpoint (`HostGuard`, then `LearnBaseUrl`), taken apart so that the
+    connection's protocol runs its checks as the request's head is parsed (`DirectRoute.admit`) and starts the
+    endpoint itself: two fewer frames for every resumption of the request's task."""
+
+    __slots__ = ("guard", "learn", "endpoint")
+
+    def __init__(self, guard: HostGuard) -> None:
+        assert isinstance(guard.app, LearnBaseUrl), "HostGuard(LearnBaseUrl(endpoint)), as build_http_app makes it"
+        self.guard = guard
+        self.learn = guard.app
+        self.endpoint = guard.app.app
+
+    def admit(self, scope: dict[str, Any]) -> ASGIApp | None:
+        """`guard`'s 403 for the request, or None with the base URL learnt (the two middlewares' work, in order)."""
+        refusal = self.guard.refusal(scope)
+        if refusal is None:
+            self.learn.learn(scope)
+        return refusal
 
 
 def _mark_headless(app: ASGIApp, config: HeadlessConfig) -> ASGIApp:

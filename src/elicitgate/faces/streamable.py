@@ -44,6 +44,7 @@ from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
 from elicitgate.json_shapes import JsonObject
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
+from elicitgate.web.request_headers import RequestHeaders
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import is_request_id
 from elicitgate.wire.framing import parse_message
@@ -156,7 +157,7 @@ class StreamableHttpEndpoint:
         self._stateless.stop()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = RequestHeaders(scope=scope)
+        headers = RequestHeaders.of(scope)
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if self._tasks is None:
             await reply(
@@ -506,29 +507,6 @@ class StreamableHttpEndpoint:
                 elif timeout is not None and idle >= timeout:
                     logger.info("session %s idle for %.0fs: ended", session.id, idle)
                     self._end(session)
-
-
-class RequestHeaders(Headers):
-    """Starlette's `Headers` of a request, with lookups by name in a dict made once: Starlette's scan every header
-    for each lookup, and a name not sent (most of the five `/mcp` looks for) costs it a `KeyError` too. The first of
-    a repeated name wins, as in Starlette's."""
-
-    def __init__(self, *, scope: Scope) -> None:
-        super().__init__(scope=scope)
-        self._first: dict[bytes, bytes] = dict(reversed(self._list))
-
-    def __getitem__(self, key: str) -> str:
-        value = self._first.get(key.lower().encode("latin-1"))
-        if value is None:
-            raise KeyError(key)
-        return value.decode("latin-1")
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key.lower().encode("latin-1") in self._first
-
-    def get(self, key: str, default: Any = None) -> Any:  # pyright: ignore[reportIncompatibleMethodOverride]
-        value = self._first.get(key.lower().encode("latin-1"))
-        return default if value is None else value.decode("latin-1")
 
 
 @functools.lru_cache(maxsize=64)

@@ -99,9 +99,14 @@ class LearnBaseUrl:
         self.app = app
         self.hosting = hosting
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.hosting.base_url is None:
+    def learn(self, scope: Scope) -> None:
+        """From an HTTP request's scope, while the address is not known."""
+        if self.hosting.base_url is None:
             self.hosting.learn_base_url(scope)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.learn(scope)
         await self.app(scope, receive, send)
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from mcp_types import INVALID_REQUEST
-from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp.server.transport_security import TransportSecuritySettings
 
 from elicitgate.config import HttpFaceConfig
 from elicitgate.sdk import HostRules
+from elicitgate.web.request_headers import RequestHeaders
 
 
 def security_settings(http: HttpFaceConfig) -> TransportSecuritySettings:
@@ -33,26 +33,30 @@ class HostGuard:
         self.app = app
         self._rules = HostRules(settings)
 
+    def refusal(self, scope: Scope) -> Response | None:
+        """The 403 an HTTP request gets when its Host or Origin is outside the allow-list, else None (the
+        connection's protocol asks before it starts `/mcp`'s request: `web.http_protocol.DirectRoute`)."""
+        headers = RequestHeaders.of(scope)
+        host, origin = headers.first(b"host"), headers.first(b"origin")
+        if not self._rules.host_allowed(host):
+            header, value = "host", host
+        elif origin is not None and not self._rules.origin_allowed(origin):
+            header, value = "origin", origin
+        else:
+            return None
+        body = {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": INVALID_REQUEST,
+                "message": f"{header.capitalize()} header not allowed",
+                "data": {"source": "elicitgate", header: value, "setting": f"http.allowed_{header}s"},
+            },
+        }
+        return JSONResponse(body, status_code=403)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = Headers(scope=scope)
-            host, origin = headers.get("host"), headers.get("origin")
-            problem = None
-            if not self._rules.host_allowed(host):
-                problem = ("host", host)
-            elif origin is not None and not self._rules.origin_allowed(origin):
-                problem = ("origin", origin)
-            if problem is not None:
-                header, value = problem
-                body = {
-                    "jsonrpc": "2.0",
-                    "id": None,
-                    "error": {
-                        "code": INVALID_REQUEST,
-                        "message": f"{header.capitalize()} header not allowed",
-                        "data": {"source": "elicitgate", header: value, "setting": f"http.allowed_{header}s"},
-                    },
-                }
-                await JSONResponse(body, status_code=403)(scope, receive, send)
-                return
+        if scope["type"] == "http" and (refusal := self.refusal(scope)) is not None:
+            await refusal(scope, receive, send)
+            return
         await self.app(scope, receive, send)

@@ -221,29 +221,41 @@ class CoalescedWrites(asyncio.Transport):
 
 class DirectRoute:
     """One path that a `LimitedHttpTools` server hands straight to its endpoint's app: what the outer middleware
-    (`ClientAddress`, with uvicorn's proxy-header rules, and the app's own dispatch by path) would do to its scope
-    is done in `prepare`, before the request's task starts, instead of by three more frames that every resumption
-    of that task passes through."""
+    (`ClientAddress`, with uvicorn's proxy-header rules, and the app's own dispatch by path) and the checks in front
+    of the endpoint (`admit`: the Host / Origin guard) would do to its scope is done in `prepare`, before the
+    request's task starts, instead of by more frames that every resumption of that task passes through."""
 
-    __slots__ = ("raw_path", "app", "owner", "proxy")
+    __slots__ = ("raw_path", "app", "owner", "proxy", "admit")
 
-    def __init__(self, raw_path: bytes, app: ASGIApp, owner: ASGIApp, proxy: ProxyHeadersMiddleware) -> None:
+    def __init__(self, raw_path: bytes, app: ASGIApp, owner: ASGIApp, proxy: ProxyHeadersMiddleware,
+                 admit: Callable[[dict[str, Any]], ASGIApp | None] | None = None) -> None:
         self.raw_path = raw_path
         self.app = app
         self.owner = owner
         """What `scope["app"]` names (the HTTP face's Starlette app)."""
         self.proxy = proxy
         """`ClientAddress`'s proxy-header middleware: the proxies whose headers it believes."""
+        self.admit = admit
+        """Called with the prepared scope: the app that answers the request instead of `app` (a refusal), or None
+        to let it through."""
 
-    def prepare(self, scope: dict[str, Any]) -> None:
-        """`ClientAddress` then uvicorn's `ProxyHeadersMiddleware`, for an HTTP request, in place."""
+    def prepare(self, scope: dict[str, Any]) -> ASGIApp:
+        """`ClientAddress` then uvicorn's `ProxyHeadersMiddleware`, for an HTTP request, in place; then `admit`.
+        What to run for the request: `app`, or what `admit` answers it with."""
         client = scope.get("client")
         host = client[0] if client else None
         scope[PEER] = host
         scope["app"] = self.owner
         trusted = self.proxy.trusted_hosts
-        if host not in trusted:
-            return
+        if host in trusted:
+            self._forwarded(scope, trusted)
+        admit = self.admit
+        if admit is not None and (instead := admit(scope)) is not None:
+            return instead
+        return self.app
+
+    @staticmethod
+    def _forwarded(scope: dict[str, Any], trusted: Any) -> None:
         proto: bytes | None = None
         forwarded: list[bytes] = []
         for name, value in scope["headers"]:
@@ -758,8 +770,7 @@ class LimitedHttpTools(HttpToolsProtocol):
             app = service_unavailable
             self.logger.warning("Exceeded concurrency limit.")
         elif direct is not None and not root_path:
-            direct.prepare(scope)
-            app = direct.app
+            app = direct.prepare(scope)
         else:
             app = cast("ASGIApp", self.app)
         existing_cycle = self.cycle
