@@ -89,3 +89,12 @@ def test_ends_alike_share_their_values_and_the_shared_ones_stay_bounded():
     recent.add(b)
     last, before = recent._slot(len(recent) - 1), recent._slot(len(recent) - 2)  # pyright: ignore[reportPrivateUsage]
     assert recent._rest[last] is recent._rest[before]  # pyright: ignore[reportPrivateUsage]
+
+
+def test_an_end_with_a_value_that_cannot_be_hashed_is_kept_as_it_is():
+    recent = RecentEnds(size=2)
+    odd = ended(1)
+    odd.mode = ["form"]  # pyright: ignore[reportAttributeAccessIssue] - what an upstream's params could carry
+    recent.add(odd)
+    recent.add(ended(2))
+    assert recent[0] == odd.summary() and recent[0]["mode"] == ["form"]

@@ -57,7 +57,11 @@ class RecentEnds:
         self._ids[slot * ID_BYTES : (slot + 1) * ID_BYTES] = raw
         self._times[2 * slot], self._times[2 * slot + 1] = cast(float, row[11]), cast(float, row[12])
         rest = row[1:11]
-        shared = self._shapes.get(rest)
+        try:
+            shared = self._shapes.get(rest)
+        except TypeError:  # a value that cannot be hashed (a mode the upstream sent as a list): kept unshared
+            self._rest[slot] = rest
+            return
         if shared is None:
             if len(self._shapes) >= SHAPES_KEPT:
                 self._shapes.clear()
