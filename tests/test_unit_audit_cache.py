@@ -43,6 +43,7 @@ async def test_the_writers_cache_takes_less_than_100_kib_more_as_the_store_grows
     try:
         await store.add(_batch(0))
         first = _sqlite_memory_kib()
+        assert first > 0, "libsqlite3.so.0 is not the SQLite this process's sqlite3 module uses"
         stored = 200
         while stored < 20_000:
             await store.add(_batch(stored))
