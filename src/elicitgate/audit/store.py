@@ -224,9 +224,12 @@ def _migrate(conn: Connection) -> None:
     command.upgrade(config, "head")
 
 
-SQLITE_CACHE_KIB = 256
+SQLITE_CACHE_KIB = 128
 """SQLite's page cache per connection, in KiB (its default: 2,000). The gateway appends records and reads a few of
-the newest: a larger cache only fills, and its 2 MB stayed in the gateway's heap for good (bench/README.md)."""
+the newest: a larger cache only fills, and its 2 MB stayed in the gateway's heap for good (bench/README.md). An
+append touches the last pages of the table and of its four indexes, ~20 pages: 256 KiB filled to ~180 KiB over the
+first thousand questions; at 128 a row costs the writer the same CPU and a retention delete of 30,000 rows too (at
+96, twice; bench/README.md, "A million questions: what fills in")."""
 
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
