@@ -406,7 +406,8 @@ class Rounds:
         park.id = self.home + park.id
         self.parked[park.id] = park
         if then is not None and park._may_become_task(call):  # pyright: ignore[reportPrivateUsage]
-            work = _Then(then, None)  # its request may be answered with a task while the call runs: parked from the start
+            # Its request may be answered with a task while the call runs: parked from the start.
+            work = _Then(then, None)
         elif then is not None:
             going = await self._run_here(park, work)
             if going is None:
@@ -533,8 +534,8 @@ class Rounds:
 
 
 class _Then:
-    """The rest of a call that went on parked (`Rounds.start`'s `then`, with what `GoesOn` carried), as the parked task's
-    work; what it carries is handed over once, not held for as long as the call's questions wait."""
+    """The rest of a call that went on parked (`Rounds.start`'s `then`, with what `GoesOn` carried), as the parked
+    task's work; what it carries is handed over once, not held for as long as the call's questions wait."""
 
     __slots__ = ("_then", "_state")
 
