@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any, Protocol, TypeGuard, cast
 
 import anyio
@@ -84,7 +85,7 @@ OnRequest = Callable[[Inbound, str, "JsonObject | None"], Awaitable["JsonObject"
 OnNotify = Callable[[Inbound, str, "JsonObject | None"], Awaitable[None]]
 
 
-_Cancels = asyncio.Task[None] | TaskCancel | anyio.CancelScope
+_Cancels = asyncio.Task[Any] | TaskCancel | anyio.CancelScope
 """What stops a request of the peer's being served: its task (a `TaskCancel` once asked), or its scope (inline)."""
 
 _CALLBACK_CONTEXT = contextvars.Context()
@@ -137,6 +138,7 @@ class Endpoint:
         self._served = self._forget_task
         self._direct_done = self._answer_direct
         self._served_done = self._answer_served
+        self._settled = self._answer_settled
         """Bound once: each task's done callback (a bound method per task otherwise)."""
         self._tasks: anyio.abc.TaskGroup | None = None
         self._handlers: tuple[OnRequest, OnNotify] | None = None
@@ -204,6 +206,83 @@ class Endpoint:
             if future.done() and not future.cancelled():
                 future.exception()  # an outcome that came as the caller left is not an unretrieved error
 
+    def asking(
+        self,
+        request_id: RequestId,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> Awaitable[JsonObject]:
+        """`request` with no timeout, its message written as it is called: the future its answer settles, which the
+        caller awaits with no frame of the endpoint's held (a call upstream waits for as long as a person takes over a
+        question it caused). What `request` does around the wait is the future's done callback's (`_Asked`): the
+        request forgotten once answered, and the peer told with `notifications/cancelled` when the caller was
+        cancelled while it waited. Raises at once what `request` raises before its write; a write that cannot end at
+        once (a full pipe) is waited for as `request` waits for it."""
+        if self._closed or self._tasks is None:
+            raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED)
+        if request_id in self._waiters:
+            raise ValueError(f"request id {request_id!r} is already in flight")
+        message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if on_progress is not None:
+            params = dict(params or {})
+            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": request_id}
+        if params:
+            message["params"] = params
+        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
+        self._waiters[request_id] = future
+        if on_progress is not None:
+            self._on_progress[request_id] = on_progress
+        # The write's first step runs here, in the caller's task: the wires write a message without waiting (a pipe
+        # with room, an HTTP request's POST started in a task of its own), so the caller awaits the future alone.
+        writing = self._write_request(message, headers)
+        del message, params
+        try:
+            waits_on = writing.send(None)
+        except StopIteration:
+            future.add_done_callback(_Asked(self._settled, request_id, headers), context=_CALLBACK_CONTEXT)
+            return future
+        except BaseException:
+            self._forget(request_id, future)
+            raise
+        return self._written_then(writing, waits_on, request_id, future, headers)
+
+    async def _written_then(
+        self,
+        writing: Coroutine[Any, Any, None],
+        waits_on: Any,
+        request_id: RequestId,
+        future: asyncio.Future[JsonObject],
+        headers: Mapping[str, str] | None,
+    ) -> JsonObject:
+        """`asking` whose write waits (a pipe full): the rest of the write, then the answer, as `request` does."""
+        try:
+            await _resumed(writing, waits_on)
+        except BaseException:
+            self._forget(request_id, future)
+            raise
+        future.add_done_callback(_Asked(self._settled, request_id, headers), context=_CALLBACK_CONTEXT)
+        return await future
+
+    def _answer_settled(
+        self, request_id: RequestId, headers: Mapping[str, str] | None, future: asyncio.Future[JsonObject]
+    ) -> None:
+        """A request of `asking` was answered, failed, or its caller left (the future cancelled, after the write):
+        forgotten, and in the last case the peer is told."""
+        self._forget(request_id, future)
+        if not future.cancelled():
+            future.exception()  # an outcome that came as the caller left is not an unretrieved error
+        elif not self._closed:
+            self._spawn(self._abandoned, request_id, headers)
+
+    def _forget(self, request_id: RequestId, future: asyncio.Future[JsonObject]) -> None:
+        """A request of `asking` is over: nothing waits for its answer any more."""
+        if self._waiters.get(request_id) is future:
+            del self._waiters[request_id]
+            self._on_progress.pop(request_id, None)
+
     async def _write_request(self, message: JsonObject, headers: Mapping[str, str] | None) -> None:
         try:
             await self._wire.send(message, headers)
@@ -227,6 +306,11 @@ class Endpoint:
     ) -> None:
         with anyio.move_on_after(ABANDON_WRITE_TIMEOUT, shield=shield):
             await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason}, headers=headers)
+
+    async def _abandoned(self, request_id: RequestId, headers: Mapping[str, str] | None) -> None:
+        """A request of `asking` whose caller was cancelled after it was written: the peer is told, as `request` tells
+        it (shielded: the connection's end does not cut it short, `ABANDON_WRITE_TIMEOUT` does)."""
+        await self._cancel_peer(request_id, "caller cancelled", headers, shield=True)
 
     # -- from the peer ---------------------------------------------------------------------
 
@@ -613,6 +697,45 @@ class Endpoint:
 
 async def _awaited(handling: Awaitable[JsonObject]) -> JsonObject:
     return await handling
+
+
+@types.coroutine
+def _resumed(coroutine: Coroutine[Any, Any, None], waits_on: Any) -> Generator[Any, Any, None]:
+    """The rest of `coroutine`, whose first step ran already and waits on `waits_on`: what `await` would have done with
+    it from there (what the task sends or throws in goes on to the coroutine)."""
+    while True:
+        try:
+            sent = yield waits_on
+        except BaseException as exc:  # noqa: BLE001  # a cancellation, thrown on into the coroutine
+            try:
+                waits_on = coroutine.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                waits_on = coroutine.send(sent)
+            except StopIteration:
+                return
+
+
+class _Asked:
+    """What `Endpoint.request` does after its answer came or its caller left, for a request of `Endpoint.asking`: the
+    future's done callback (one small object per request in flight, not a suspended coroutine)."""
+
+    __slots__ = ("_settled", "_request_id", "_headers")
+
+    def __init__(
+        self,
+        settled: Callable[[RequestId, Mapping[str, str] | None, asyncio.Future[JsonObject]], None],
+        request_id: RequestId,
+        headers: Mapping[str, str] | None,
+    ) -> None:
+        self._settled = settled
+        self._request_id = request_id
+        self._headers = headers
+
+    def __call__(self, future: asyncio.Future[JsonObject]) -> None:
+        self._settled(self._request_id, self._headers, future)
 
 
 def is_request_id(value: object) -> TypeGuard[RequestId]:
