@@ -234,3 +234,38 @@ async def test_a_faces_handler_that_refuses_before_any_await_is_answered_and_rea
         await server.say({"jsonrpc": "2.0", "id": 2, "method": "ping"})
         assert (await written(server))[0] == {"jsonrpc": "2.0", "id": 2, "result": {}}
         server.close()
+
+
+async def test_a_served_request_keeps_only_its_id_and_progress_token_once_its_handler_has_it() -> None:
+    """The decoded request (its params, the tool's arguments) is the handler's: the `Inbound` the request's context
+    reads while it is served (`faces.dispatch.RequestContext.request_id`, `.progress`) keeps only those two."""
+    from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+
+    wire, server = memory_wires()
+    held: dict[object, Inbound] = {}
+    release = anyio.Event()
+
+    async def on_request(inbound: Inbound, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        assert params is not None
+        held[params["n"]] = inbound
+        await release.wait()
+        return {"n": params["n"], "arguments": params["arguments"]}
+
+    endpoint = Endpoint(wire, "the client", serving=True)
+    async with anyio.create_task_group() as tg:
+        await tg.start(endpoint.run, on_request, _nothing)
+        arguments = {"question": "Proceed?"}
+        await server.say({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                          "params": {"n": 1, "arguments": arguments, "_meta": {"progressToken": "t-1", "x": 1}}})
+        await server.say({"jsonrpc": "2.0", "id": "s", "method": "tools/call", "params": {"n": 2, "arguments": {}}})
+        with anyio.fail_after(5):
+            while len(held) < 2:
+                await anyio.lowlevel.checkpoint()
+        first, second = held[1].message, held[2].message
+        assert first == {"id": 7, "params": {"_meta": {"progressToken": "t-1"}}}
+        assert isinstance(first, dict) and progress_token_from_params(first.get("params")) == "t-1"
+        assert second == {"id": "s"}
+        release.set()
+        answers = {(await written(server))[0]["id"] for _ in range(2)}
+        assert answers == {7, "s"}
+        server.close()

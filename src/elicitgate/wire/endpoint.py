@@ -479,7 +479,7 @@ class Endpoint:
             handling = context.run(on_request, inbound, method, params)
         except Exception as exc:  # refused before any await (params that do not fit, an era's rule): answered at once
             inbound.served = True
-            self._write_soon(self._write_answer(self._failed(request_id, exc, method)))
+            self._write_soon(self._write_answer(self._failed(request_id, exc)))
             return
         coroutine: Coroutine[Any, Any, JsonObject] = (
             cast("Coroutine[Any, Any, JsonObject]", handling) if isinstance(handling, Coroutine) else _awaited(handling)
@@ -487,6 +487,9 @@ class Endpoint:
         task = asyncio.get_running_loop().create_task(coroutine, name=self._task_name, context=context)
         self._handling[request_id] = (task, inbound)
         self._serving_tasks[task] = inbound
+        # The handler has the request (its params, its method): the `Inbound` keeps only what its context reads while
+        # it is served, not the decoded message (its keys and values, for as long as a person takes over a question).
+        inbound.message = _while_served(request_id, params)
         # In a context of its own, not a copy of the current one made for every request in flight.
         task.add_done_callback(self._served_done, context=_CALLBACK_CONTEXT)
 
@@ -497,8 +500,7 @@ class Endpoint:
         inbound = self._serving_tasks.pop(task, None)
         if not isinstance(inbound, Inbound):
             return
-        message = cast("JsonObject", inbound.message)
-        request_id: RequestId = message["id"]
+        request_id: RequestId = cast("JsonObject", inbound.message)["id"]
         self._handler_ended(request_id, inbound)
         inbound.served = True
         if task.cancelled():
@@ -508,10 +510,9 @@ class Endpoint:
         exc = task.exception()  # retrieved even when it is not answered
         if inbound.cancel_requested:
             return
-        method = message.get("method")
         self._write_soon(self._write_answer(
             {"jsonrpc": "2.0", "id": request_id, "result": task.result()} if exc is None
-            else self._failed(request_id, exc, method if isinstance(method, str) else None)
+            else self._failed(request_id, exc)
         ))
 
     def _answer_direct(self, task: asyncio.Task[JsonObject]) -> None:
@@ -536,7 +537,7 @@ class Endpoint:
             else self._failed(request_id, exc)
         ))
 
-    def _failed(self, request_id: RequestId, exc: BaseException, method: str | None = None) -> JsonObject:
+    def _failed(self, request_id: RequestId, exc: BaseException) -> JsonObject:
         """The error response for a handler that raised `exc`, as `_handle` makes it."""
         if isinstance(exc, MCPError):
             return {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(exclude_none=True)}
@@ -544,10 +545,7 @@ class Endpoint:
             # Params a handler could not model: no pydantic text on the wire (the SDK's dispatchers agree).
             return {"jsonrpc": "2.0", "id": request_id,
                     "error": {"code": INVALID_PARAMS, "message": "Invalid request parameters", "data": ""}}
-        if method is not None:
-            logger.error("handling %s from %s failed", method, self._peer, exc_info=exc)
-        else:
-            logger.error("handling request %r from %s failed", request_id, self._peer, exc_info=exc)
+        logger.error("handling request %r from %s failed", request_id, self._peer, exc_info=exc)
         return {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
 
     def _write_soon(self, writing: Coroutine[Any, Any, None]) -> None:
@@ -736,6 +734,15 @@ class _Asked:
 
     def __call__(self, future: asyncio.Future[JsonObject]) -> None:
         self._settled(self._request_id, self._headers, future)
+
+
+def _while_served(request_id: RequestId, params: JsonObject | None) -> JsonObject:
+    """What a served request's `Inbound.message` becomes once its handler has it: what the request's context reads of
+    it while it is served (`faces.dispatch.RequestContext`: the id, the progress token), the rest let go of."""
+    meta = params.get("_meta") if params is not None else None
+    if is_mapping(meta) and "progressToken" in meta:
+        return {"id": request_id, "params": {"_meta": {"progressToken": meta["progressToken"]}}}
+    return {"id": request_id}
 
 
 def is_request_id(value: object) -> TypeGuard[RequestId]:
