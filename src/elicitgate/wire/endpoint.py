@@ -163,20 +163,7 @@ class Endpoint:
         """Send a request and return its result; an error response raises `MCPError` as the peer
         said it. `timeout` raises `MCPError(REQUEST_TIMEOUT)`. Cancelled or timed out after it was
         written, the peer is told with `notifications/cancelled` (unless `cancel_on_abandon` is off)."""
-        if self._closed or self._tasks is None:
-            raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED)
-        if request_id in self._waiters:
-            raise ValueError(f"request id {request_id!r} is already in flight")
-        message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if on_progress is not None:
-            params = dict(params or {})
-            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": request_id}
-        if params:
-            message["params"] = params
-        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
-        self._waiters[request_id] = future
-        if on_progress is not None:
-            self._on_progress[request_id] = on_progress
+        message, future = self._opened(request_id, method, params, on_progress)
         written = False
         try:
             if timeout is None:
@@ -206,6 +193,27 @@ class Endpoint:
             if future.done() and not future.cancelled():
                 future.exception()  # an outcome that came as the caller left is not an unretrieved error
 
+    def _opened(
+        self, request_id: RequestId, method: str, params: Mapping[str, Any] | None, on_progress: ProgressCallback | None
+    ) -> tuple[JsonObject, asyncio.Future[JsonObject]]:
+        """A request of ours before its write (`request`, `asking`): refused once the connection ended or while its
+        id is in flight; else its message, and the future its answer settles (awaited from now on)."""
+        if self._closed or self._tasks is None:
+            raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED)
+        if request_id in self._waiters:
+            raise ValueError(f"request id {request_id!r} is already in flight")
+        message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if on_progress is not None:
+            params = dict(params or {})
+            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": request_id}
+        if params:
+            message["params"] = params
+        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
+        self._waiters[request_id] = future
+        if on_progress is not None:
+            self._on_progress[request_id] = on_progress
+        return message, future
+
     def asking(
         self,
         request_id: RequestId,
@@ -221,20 +229,7 @@ class Endpoint:
         request forgotten once answered, and the peer told with `notifications/cancelled` when the caller was
         cancelled while it waited. Raises at once what `request` raises before its write; a write that cannot end at
         once (a full pipe) is waited for as `request` waits for it."""
-        if self._closed or self._tasks is None:
-            raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED)
-        if request_id in self._waiters:
-            raise ValueError(f"request id {request_id!r} is already in flight")
-        message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if on_progress is not None:
-            params = dict(params or {})
-            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": request_id}
-        if params:
-            message["params"] = params
-        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
-        self._waiters[request_id] = future
-        if on_progress is not None:
-            self._on_progress[request_id] = on_progress
+        message, future = self._opened(request_id, method, params, on_progress)
         # The write's first step runs here, in the caller's task: the wires write a message without waiting (a pipe
         # with room, an HTTP request's POST started in a task of its own), so the caller awaits the future alone.
         writing = self._write_request(message, headers)
