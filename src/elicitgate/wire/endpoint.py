@@ -505,10 +505,17 @@ class Endpoint:
         exc = task.exception()  # retrieved even when it is not answered
         if inbound.cancel_requested:
             return
-        self._write_soon(self._write_answer(
+        writing = self._write_answer(
             {"jsonrpc": "2.0", "id": request_id, "result": task.result()} if exc is None
             else self._failed(request_id, exc)
-        ))
+        )
+        # Written here when the wire takes it at once (a face's pipe with room, an HTTP session's stream): no task per
+        # answer. One that has to wait (a full pipe) goes on in a task of its own.
+        try:
+            waits_on = writing.send(None)
+        except StopIteration:
+            return
+        self._write_soon(_rest_of(writing, waits_on))
 
     def _answer_direct(self, task: asyncio.Task[JsonObject]) -> None:
         """A handler's task ended (`_serve_direct`): nothing cancels it from now on, and its answer is written unless
@@ -709,6 +716,10 @@ def _resumed(coroutine: Coroutine[Any, Any, None], waits_on: Any) -> Generator[A
                 waits_on = coroutine.send(sent)
             except StopIteration:
                 return
+
+
+async def _rest_of(writing: Coroutine[Any, Any, None], waits_on: Any) -> None:
+    await _resumed(writing, waits_on)
 
 
 class _Asked:
