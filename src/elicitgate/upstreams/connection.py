@@ -164,7 +164,7 @@ class UpstreamConnection:
         with PausableDeadline(timeout) as clock:
             self._in_flight[request_id] = _InFlight(origin, clock, asked)
             try:
-                result = await self.endpoint.request(request_id, method, sent, headers=headers, on_progress=on_progress)
+                result = await self.endpoint.asking(request_id, method, sent, headers=headers, on_progress=on_progress)
                 self.last_answer = now()
                 return result
             finally:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any, Protocol, TypeGuard, cast
 
 import anyio
@@ -84,7 +85,7 @@ OnRequest = Callable[[Inbound, str, "JsonObject | None"], Awaitable["JsonObject"
 OnNotify = Callable[[Inbound, str, "JsonObject | None"], Awaitable[None]]
 
 
-_Cancels = asyncio.Task[None] | TaskCancel | anyio.CancelScope
+_Cancels = asyncio.Task[Any] | TaskCancel | anyio.CancelScope
 """What stops a request of the peer's being served: its task (a `TaskCancel` once asked), or its scope (inline)."""
 
 _CALLBACK_CONTEXT = contextvars.Context()
@@ -101,9 +102,11 @@ class Endpoint:
     the next message is read (`initialize`, whose outcome the requests after it depend on). A serving
     endpoint's own requests to a client that went away raise `ClientGone`, not `PeerLost`: what the face asks
     its client (an elicitation, a relayed sampling request) fails as the client's loss, not the loss of the
-    upstream whose call it serves, without a coroutine around each request to say so. A client's endpoint (not
-    `serving`: an upstream connection) runs each request of the peer's as its handler's own coroutine, the handler
-    called as the message is dispatched (`_serve_direct`), and keeps no `Inbound` of it (`on_cancel` is not called).
+    upstream whose call it serves, without a coroutine around each request to say so. Each request of the peer's
+    but the `inline` ones runs as its handler's own coroutine in a task, the handler called as the message is
+    dispatched, and the task's end writes the answer: a client's endpoint (not `serving`: an upstream connection)
+    keeps no `Inbound` of it (`_serve_direct`, `on_cancel` is not called), a serving one keeps it while the request
+    is served (`_serve_in_task`).
     """
 
     def __init__(
@@ -126,13 +129,16 @@ class Endpoint:
         """The peer's requests served by their handler's own task (`_serve_direct`): the task, or its `TaskCancel` once
         the peer cancelled the request or the connection ended (it is not answered then). No `Inbound` kept: nothing
         reads it after the handler was called."""
-        self._serving_tasks: dict[asyncio.Task[Any], RequestId | None] = {}
+        self._serving_tasks: dict[asyncio.Task[Any], RequestId | Inbound | None] = {}
         """The tasks serving the peer's requests (and writing their answers), which `run` waits for at its end; for a
-        task that runs a handler's own coroutine (`_serve_direct`), the request's id."""
+        task that runs a handler's own coroutine, the request's id (`_serve_direct`) or its `Inbound`
+        (`_serve_in_task`)."""
         self._task_name = f"serving a request of {peer}"
         """Every serving task's name, one string (Python 3.11 makes a `Task-<n>` string for each task otherwise)."""
         self._served = self._forget_task
         self._direct_done = self._answer_direct
+        self._served_done = self._answer_served
+        self._settled = self._answer_settled
         """Bound once: each task's done callback (a bound method per task otherwise)."""
         self._tasks: anyio.abc.TaskGroup | None = None
         self._handlers: tuple[OnRequest, OnNotify] | None = None
@@ -157,20 +163,7 @@ class Endpoint:
         """Send a request and return its result; an error response raises `MCPError` as the peer
         said it. `timeout` raises `MCPError(REQUEST_TIMEOUT)`. Cancelled or timed out after it was
         written, the peer is told with `notifications/cancelled` (unless `cancel_on_abandon` is off)."""
-        if self._closed or self._tasks is None:
-            raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED)
-        if request_id in self._waiters:
-            raise ValueError(f"request id {request_id!r} is already in flight")
-        message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if on_progress is not None:
-            params = dict(params or {})
-            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": request_id}
-        if params:
-            message["params"] = params
-        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
-        self._waiters[request_id] = future
-        if on_progress is not None:
-            self._on_progress[request_id] = on_progress
+        message, future = self._opened(request_id, method, params, on_progress)
         written = False
         try:
             if timeout is None:
@@ -200,6 +193,91 @@ class Endpoint:
             if future.done() and not future.cancelled():
                 future.exception()  # an outcome that came as the caller left is not an unretrieved error
 
+    def _opened(
+        self, request_id: RequestId, method: str, params: Mapping[str, Any] | None, on_progress: ProgressCallback | None
+    ) -> tuple[JsonObject, asyncio.Future[JsonObject]]:
+        """A request of ours before its write (`request`, `asking`): refused once the connection ended or while its
+        id is in flight; else its message, and the future its answer settles (awaited from now on)."""
+        if self._closed or self._tasks is None:
+            raise self._unsent(code=CONNECTION_CLOSED, message=CLOSED)
+        if request_id in self._waiters:
+            raise ValueError(f"request id {request_id!r} is already in flight")
+        message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if on_progress is not None:
+            params = dict(params or {})
+            params["_meta"] = {**(params.get("_meta") or {}), "progressToken": request_id}
+        if params:
+            message["params"] = params
+        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
+        self._waiters[request_id] = future
+        if on_progress is not None:
+            self._on_progress[request_id] = on_progress
+        return message, future
+
+    def asking(
+        self,
+        request_id: RequestId,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> Awaitable[JsonObject]:
+        """`request` with no timeout, its message written as it is called: the future its answer settles, which the
+        caller awaits with no frame of the endpoint's held (a call upstream waits for as long as a person takes over a
+        question it caused). What `request` does around the wait is the future's done callback's (`_Asked`): the
+        request forgotten once answered, and the peer told with `notifications/cancelled` when the caller was
+        cancelled while it waited. Raises at once what `request` raises before its write; a write that cannot end at
+        once (a full pipe) is waited for as `request` waits for it."""
+        message, future = self._opened(request_id, method, params, on_progress)
+        # The write's first step runs here, in the caller's task: the wires write a message without waiting (a pipe
+        # with room, an HTTP request's POST started in a task of its own), so the caller awaits the future alone.
+        writing = self._write_request(message, headers)
+        del message, params
+        try:
+            waits_on = writing.send(None)
+        except StopIteration:
+            future.add_done_callback(_Asked(self._settled, request_id, headers), context=_CALLBACK_CONTEXT)
+            return future
+        except BaseException:
+            self._forget(request_id, future)
+            raise
+        return self._written_then(writing, waits_on, request_id, future, headers)
+
+    async def _written_then(
+        self,
+        writing: Coroutine[Any, Any, None],
+        waits_on: Any,
+        request_id: RequestId,
+        future: asyncio.Future[JsonObject],
+        headers: Mapping[str, str] | None,
+    ) -> JsonObject:
+        """`asking` whose write waits (a pipe full): the rest of the write, then the answer, as `request` does."""
+        try:
+            await _resumed(writing, waits_on)
+        except BaseException:
+            self._forget(request_id, future)
+            raise
+        future.add_done_callback(_Asked(self._settled, request_id, headers), context=_CALLBACK_CONTEXT)
+        return await future
+
+    def _answer_settled(
+        self, request_id: RequestId, headers: Mapping[str, str] | None, future: asyncio.Future[JsonObject]
+    ) -> None:
+        """A request of `asking` was answered, failed, or its caller left (the future cancelled, after the write):
+        forgotten, and in the last case the peer is told."""
+        self._forget(request_id, future)
+        if not future.cancelled():
+            future.exception()  # an outcome that came as the caller left is not an unretrieved error
+        elif not self._closed:
+            self._spawn(self._abandoned, request_id, headers)
+
+    def _forget(self, request_id: RequestId, future: asyncio.Future[JsonObject]) -> None:
+        """A request of `asking` is over: nothing waits for its answer any more."""
+        if self._waiters.get(request_id) is future:
+            del self._waiters[request_id]
+            self._on_progress.pop(request_id, None)
+
     async def _write_request(self, message: JsonObject, headers: Mapping[str, str] | None) -> None:
         try:
             await self._wire.send(message, headers)
@@ -223,6 +301,11 @@ class Endpoint:
     ) -> None:
         with anyio.move_on_after(ABANDON_WRITE_TIMEOUT, shield=shield):
             await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason}, headers=headers)
+
+    async def _abandoned(self, request_id: RequestId, headers: Mapping[str, str] | None) -> None:
+        """A request of `asking` whose caller was cancelled after it was written: the peer is told, as `request` tells
+        it (shielded: the connection's end does not cut it short, `ABANDON_WRITE_TIMEOUT` does)."""
+        await self._cancel_peer(request_id, "caller cancelled", headers, shield=True)
 
     # -- from the peer ---------------------------------------------------------------------
 
@@ -310,21 +393,10 @@ class Endpoint:
                     scope = cancel_scope()
                     self._handling[request_id] = (scope, inbound)
                     return self._handle(scope, inbound, request_id, method, params, on_request)
-                if not self._serving:
+                if self._serving:
+                    self._serve_in_task(inbound, request_id, method, params, on_request)
+                else:
                     self._serve_direct(inbound, request_id, method, params, on_request)
-                    return None
-                # A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a
-                # done-callback closure to every request in flight. `run` cancels and awaits these at the end.
-                # No cancel scope either (two sets, a dozen slots and the task's anyio state, for as long as the request
-                # waits on a human): the task is cancelled as a scope around all of it would be, shields honoured
-                # (`TaskCancel`, made only when asked for), so a handler's shielded steps (giving back a per-call
-                # client's connections, telling an upstream its task is cancelled) run to their end.
-                handling = self._handle(None, inbound, request_id, method, params, on_request)
-                task = asyncio.get_running_loop().create_task(handling, name=self._task_name, context=inbound.context)
-                self._handling[request_id] = (task, inbound)
-                self._serving_tasks[task] = None
-                # In a context of its own, not a copy of the current one made for every request in flight.
-                task.add_done_callback(self._served, context=_CALLBACK_CONTEXT)
             else:
                 logger.warning("%s sent %s with an id that is neither a string nor a number: dropped",
                                self._peer, method)
@@ -372,7 +444,7 @@ class Endpoint:
             handling = context.run(on_request, inbound, method, params)
         except Exception as exc:  # refused before any await (no call to own it: -32017): answered at once
             inbound.served = True
-            self._write_soon(self._failed(request_id, exc))
+            self._write_soon(self._write_answer(self._failed(request_id, exc)))
             return
         coroutine: Coroutine[Any, Any, JsonObject] = (
             cast("Coroutine[Any, Any, JsonObject]", handling) if isinstance(handling, Coroutine) else _awaited(handling)
@@ -382,11 +454,74 @@ class Endpoint:
         self._serving_tasks[task] = request_id
         task.add_done_callback(self._direct_done, context=_CALLBACK_CONTEXT)
 
+    def _serve_in_task(
+        self, inbound: Inbound, request_id: RequestId, method: str, params: JsonObject | None, on_request: OnRequest
+    ) -> None:
+        """A request of the peer's we serve (a client's call on a face, held for as long as a person takes over a
+        question it causes): as `_serve_direct`, its task runs the handler's own coroutine, with no frame of `_handle`
+        around it, the handler called here in the context the task then runs in; its done callback writes the answer
+        (`_answer_served`). The request and its `Inbound` are kept (`_handling`) for the peer's `notifications/cancelled`
+        and the handler's context (which reads it while it serves).
+
+        A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a done-callback closure
+        to every request in flight. `run` cancels and awaits these at the end. No cancel scope either (two sets, a dozen
+        slots and the task's anyio state, for as long as the request waits on a human): the task is cancelled as a scope
+        around all of it would be, shields honoured (`TaskCancel`, made only when asked for), so a handler's shielded
+        steps (giving back a per-call client's connections, telling an upstream its task is cancelled) run to their
+        end."""
+        context = inbound.context if inbound.context is not None else contextvars.copy_context()
+        try:
+            handling = context.run(on_request, inbound, method, params)
+        except Exception as exc:  # refused before any await (params that do not fit, an era's rule): answered at once
+            inbound.served = True
+            self._write_soon(self._write_answer(self._failed(request_id, exc)))
+            return
+        coroutine: Coroutine[Any, Any, JsonObject] = (
+            cast("Coroutine[Any, Any, JsonObject]", handling) if isinstance(handling, Coroutine) else _awaited(handling)
+        )
+        task = asyncio.get_running_loop().create_task(coroutine, name=self._task_name, context=context)
+        self._handling[request_id] = (task, inbound)
+        self._serving_tasks[task] = inbound
+        # The handler has the request (its params, its method): the `Inbound` keeps only what its context reads while
+        # it is served, not the decoded message (its keys and values, for as long as a person takes over a question).
+        inbound.message = _while_served(request_id, params)
+        # In a context of its own, not a copy of the current one made for every request in flight.
+        task.add_done_callback(self._served_done, context=_CALLBACK_CONTEXT)
+
+    def _answer_served(self, task: asyncio.Task[JsonObject]) -> None:
+        """A task of `_serve_in_task` ended: nothing cancels it from now on, and it is answered as `_handle` answers: its
+        result or its error, nothing when the peer cancelled the request, `Connection closed` when it was cut short
+        (the connection's end, or the gateway stopping)."""
+        inbound = self._serving_tasks.pop(task, None)
+        if not isinstance(inbound, Inbound):
+            return
+        request_id: RequestId = cast("JsonObject", inbound.message)["id"]
+        self._handler_ended(request_id, inbound)
+        inbound.served = True
+        if task.cancelled():
+            if not inbound.cancel_requested:
+                self._write_soon(self._cut_short(inbound, request_id))
+            return
+        exc = task.exception()  # retrieved even when it is not answered
+        if inbound.cancel_requested:
+            return
+        writing = self._write_answer(
+            {"jsonrpc": "2.0", "id": request_id, "result": task.result()} if exc is None
+            else self._failed(request_id, exc)
+        )
+        # Written here when the wire takes it at once (a face's pipe with room, an HTTP session's stream): no task per
+        # answer. One that has to wait (a full pipe) goes on in a task of its own.
+        try:
+            waits_on = writing.send(None)
+        except StopIteration:
+            return
+        self._write_soon(_rest_of(writing, waits_on))
+
     def _answer_direct(self, task: asyncio.Task[JsonObject]) -> None:
         """A handler's task ended (`_serve_direct`): nothing cancels it from now on, and its answer is written unless
         it was cancelled or the peer cancelled the request."""
         request_id = self._serving_tasks.pop(task, None)
-        if request_id is None:
+        if request_id is None or isinstance(request_id, Inbound):
             return
         served = self._direct.get(request_id)
         if served is task:
@@ -399,22 +534,25 @@ class Endpoint:
         if task.cancelled():
             return
         exc = task.exception()
-        self._write_soon({"jsonrpc": "2.0", "id": request_id, "result": task.result()} if exc is None
-                         else self._failed(request_id, exc))
+        self._write_soon(self._write_answer(
+            {"jsonrpc": "2.0", "id": request_id, "result": task.result()} if exc is None
+            else self._failed(request_id, exc)
+        ))
 
     def _failed(self, request_id: RequestId, exc: BaseException) -> JsonObject:
         """The error response for a handler that raised `exc`, as `_handle` makes it."""
         if isinstance(exc, MCPError):
             return {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(exclude_none=True)}
         if isinstance(exc, ValidationError):
+            # Params a handler could not model: no pydantic text on the wire (the SDK's dispatchers agree).
             return {"jsonrpc": "2.0", "id": request_id,
                     "error": {"code": INVALID_PARAMS, "message": "Invalid request parameters", "data": ""}}
         logger.error("handling request %r from %s failed", request_id, self._peer, exc_info=exc)
         return {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
 
-    def _write_soon(self, response: JsonObject) -> None:
+    def _write_soon(self, writing: Coroutine[Any, Any, None]) -> None:
         """Write an answer in a task of its own, which `run` waits for at its end as for a serving task."""
-        task = asyncio.get_running_loop().create_task(self._write_answer(response), name=self._task_name)
+        task = asyncio.get_running_loop().create_task(writing, name=self._task_name)
         self._serving_tasks[task] = None
         task.add_done_callback(self._served, context=_CALLBACK_CONTEXT)
 
@@ -478,33 +616,25 @@ class Endpoint:
 
     async def _handle(
         self,
-        scope: anyio.CancelScope | None,
+        scope: anyio.CancelScope,
         inbound: Inbound,
         request_id: RequestId,
         method: str,
         params: JsonObject | None,
         on_request: OnRequest,
     ) -> None:
-        """Answer one request of the peer's. The peer's `notifications/cancelled` and the end of the connection
-        (`_end_serving`) cancel it: its task (`scope` is None, `_cancel`), or `scope` for one served inline. One the
-        peer cancelled is not answered (the spec says so); one the connection's end cut short is answered
-        `Connection closed` by a serving endpoint."""
+        """Answer one `inline` request of the peer's, before the next message is read. The peer's
+        `notifications/cancelled` and the end of the connection (`_end_serving`) cancel `scope`. One the peer
+        cancelled is not answered (the spec says so); one the connection's end cut short is answered `Connection
+        closed` by a serving endpoint."""
         response: JsonObject | None = None
-        cancelled_here = False
         try:
-            if scope is None:  # no `with`: it would keep its exit method for as long as the request is served
+            with scope:  # it takes its own cancellation: `response` stays None
                 try:
                     result = await on_request(inbound, method, params)
                 finally:
-                    cancelled_here = self._handler_ended(request_id, inbound)
+                    self._handler_ended(request_id, inbound)
                 response = {"jsonrpc": "2.0", "id": request_id, "result": result}
-            else:
-                with scope:  # it takes its own cancellation: `response` stays None
-                    try:
-                        result = await on_request(inbound, method, params)
-                    finally:
-                        self._handler_ended(request_id, inbound)
-                    response = {"jsonrpc": "2.0", "id": request_id, "result": result}
         except MCPError as exc:
             response = {"jsonrpc": "2.0", "id": request_id, "error": exc.error.model_dump(exclude_none=True)}
         except ValidationError:
@@ -514,10 +644,9 @@ class Endpoint:
         except Exception as exc:
             logger.exception("handling %s from %s failed", method, self._peer)
             response = {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": str(exc)}}
-        except anyio.get_cancelled_exc_class():
-            if not cancelled_here:  # cancelled from outside (the gateway is stopping)
-                await self._cut_short(inbound, request_id)
-                raise
+        except anyio.get_cancelled_exc_class():  # cancelled from outside (the gateway is stopping)
+            await self._cut_short(inbound, request_id)
+            raise
         finally:
             inbound.served = True
         if response is None:  # cancelled: by the peer, or the connection's end
@@ -568,6 +697,58 @@ class Endpoint:
 
 async def _awaited(handling: Awaitable[JsonObject]) -> JsonObject:
     return await handling
+
+
+@types.coroutine
+def _resumed(coroutine: Coroutine[Any, Any, None], waits_on: Any) -> Generator[Any, Any, None]:
+    """The rest of `coroutine`, whose first step ran already and waits on `waits_on`: what `await` would have done with
+    it from there (what the task sends or throws in goes on to the coroutine)."""
+    while True:
+        try:
+            sent = yield waits_on
+        except BaseException as exc:  # noqa: BLE001  # a cancellation, thrown on into the coroutine
+            try:
+                waits_on = coroutine.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                waits_on = coroutine.send(sent)
+            except StopIteration:
+                return
+
+
+async def _rest_of(writing: Coroutine[Any, Any, None], waits_on: Any) -> None:
+    await _resumed(writing, waits_on)
+
+
+class _Asked:
+    """What `Endpoint.request` does after its answer came or its caller left, for a request of `Endpoint.asking`: the
+    future's done callback (one small object per request in flight, not a suspended coroutine)."""
+
+    __slots__ = ("_settled", "_request_id", "_headers")
+
+    def __init__(
+        self,
+        settled: Callable[[RequestId, Mapping[str, str] | None, asyncio.Future[JsonObject]], None],
+        request_id: RequestId,
+        headers: Mapping[str, str] | None,
+    ) -> None:
+        self._settled = settled
+        self._request_id = request_id
+        self._headers = headers
+
+    def __call__(self, future: asyncio.Future[JsonObject]) -> None:
+        self._settled(self._request_id, self._headers, future)
+
+
+def _while_served(request_id: RequestId, params: JsonObject | None) -> JsonObject:
+    """What a served request's `Inbound.message` becomes once its handler has it: what the request's context reads of
+    it while it is served (`faces.dispatch.RequestContext`: the id, the progress token), the rest let go of."""
+    meta = params.get("_meta") if params is not None else None
+    if is_mapping(meta) and "progressToken" in meta:
+        return {"id": request_id, "params": {"_meta": {"progressToken": meta["progressToken"]}}}
+    return {"id": request_id}
 
 
 def is_request_id(value: object) -> TypeGuard[RequestId]:
