@@ -141,7 +141,7 @@ async def test_asking_refuses_an_id_in_flight_and_keeps_the_first() -> None:
         server.close()
 
 
-# -- the peer's requests on a face: `_serve_in_task` --------------------------------------------------------------------
+# -- the peer's requests on a face: `_serve_in_task` -------------------------------------------------------------------
 
 
 async def test_a_faces_request_runs_as_its_handlers_own_coroutine_and_its_end_answers_it() -> None:

@@ -458,10 +458,10 @@ class Endpoint:
         self, inbound: Inbound, request_id: RequestId, method: str, params: JsonObject | None, on_request: OnRequest
     ) -> None:
         """A request of the peer's we serve (a client's call on a face, held for as long as a person takes over a
-        question it causes): as `_serve_direct`, its task runs the handler's own coroutine, with no frame of `_handle`
-        around it, the handler called here in the context the task then runs in; its done callback writes the answer
-        (`_answer_served`). The request and its `Inbound` are kept (`_handling`) for the peer's `notifications/cancelled`
-        and the handler's context (which reads it while it serves).
+        question it causes): as `_serve_direct`, its task runs the handler's own coroutine, with no frame of
+        `_handle` around it, the handler called here in the context the task then runs in; its done callback writes
+        the answer (`_answer_served`). The request and its `Inbound` are kept (`_handling`) for the peer's
+        `notifications/cancelled` and the handler's context (which reads it while it serves).
 
         A plain asyncio task, not one of the task group's: anyio's adds a handle, an event and a done-callback closure
         to every request in flight. `run` cancels and awaits these at the end. No cancel scope either (two sets, a dozen
@@ -489,9 +489,9 @@ class Endpoint:
         task.add_done_callback(self._served_done, context=_CALLBACK_CONTEXT)
 
     def _answer_served(self, task: asyncio.Task[JsonObject]) -> None:
-        """A task of `_serve_in_task` ended: nothing cancels it from now on, and it is answered as `_handle` answers: its
-        result or its error, nothing when the peer cancelled the request, `Connection closed` when it was cut short
-        (the connection's end, or the gateway stopping)."""
+        """A task of `_serve_in_task` ended: nothing cancels it from now on, and it is answered as `_handle` answers:
+        its result or its error, nothing when the peer cancelled the request, `Connection closed` when it was cut
+        short (the connection's end, or the gateway stopping)."""
         inbound = self._serving_tasks.pop(task, None)
         if not isinstance(inbound, Inbound):
             return
