@@ -231,7 +231,8 @@ class Endpoint:
         once (a full pipe) is waited for as `request` waits for it."""
         message, future = self._opened(request_id, method, params, on_progress)
         # The write's first step runs here, in the caller's task: the wires write a message without waiting (a pipe
-        # with room, an HTTP request's POST started in a task of its own), so the caller awaits the future alone.
+        # with room, an HTTP request's POST written at once or started in a task), so the caller awaits the future
+        # alone.
         writing = self._write_request(message, headers)
         del message, params
         try:
