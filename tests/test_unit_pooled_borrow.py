@@ -14,7 +14,7 @@ import pytest
 
 from elicitgate.config import StdioServer
 from elicitgate.contracts import DownstreamPeer
-from elicitgate.upstreams.client_connections import ClientConnections
+from elicitgate.upstreams.client_connections import ClientConnections, _pool_key  # pyright: ignore[reportPrivateUsage]
 
 pytestmark = pytest.mark.anyio
 
@@ -112,3 +112,18 @@ async def test_a_connection_that_cannot_go_back_to_the_pool_is_left_for_release_
 async def test_a_client_that_holds_nothing_has_nothing_to_give_back():
     connections, opened = await _pool_with_one()
     assert connections.give_back(_peer("m1")) and opened == []
+
+
+def test_a_pool_key_is_made_for_capabilities_orjson_does_not_write() -> None:
+    """The codec reads integers beyond 64 bits and deep nesting (the standard library's way): a client declaring such
+    a sampling capability still gets its pooled connections, keyed alike whatever order its keys came in."""
+    big = {"sampling": {"n": 2**70, "a": 1}, "elicitation": {"form": {}}}
+    assert _pool_key(big) == _pool_key({"elicitation": {"form": {}}, "sampling": {"a": 1, "n": 2**70}})
+    assert str(2**70) in _pool_key(big)
+    deep: dict[str, object] = {}
+    inner = deep
+    for _ in range(300):
+        inner["x"] = {}
+        inner = inner["x"]  # type: ignore[assignment]
+    assert _pool_key({"roots": deep}).count("{") == 302
+    assert _pool_key({"elicitation": {"form": {}}}) == '{"elicitation":{"form":{}}}'

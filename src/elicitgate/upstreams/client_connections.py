@@ -12,6 +12,7 @@ principal's calls never hold them all. The link's primary connection is not amon
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -338,8 +339,13 @@ def capabilities_for(peer: DownstreamPeer, hosted: frozenset[str] = frozenset())
 
 
 def _pool_key(capabilities: JsonObject) -> str:
-    """What a pooled connection declared, as a key: orjson's (the standard library's was ~20 us of each borrow)."""
-    return orjson.dumps(capabilities, option=orjson.OPT_SORT_KEYS).decode()
+    """What a pooled connection declared, as a key: orjson's (the standard library's was ~20 us of each borrow), or
+    the standard library's for what orjson does not write (a client's sampling or roots capability holding an integer
+    beyond 64 bits, or nested deeper than 254 levels: the codec reads those)."""
+    try:
+        return orjson.dumps(capabilities, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return json.dumps(capabilities, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _idle(conn: UpstreamConnection, asking: Callable[[DownstreamPeer], bool]) -> bool:
