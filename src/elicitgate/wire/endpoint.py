@@ -431,6 +431,25 @@ class Endpoint:
             ))
         return None
 
+    def _handler_task(
+        self, inbound: Inbound, request_id: RequestId, method: str, params: JsonObject | None, on_request: OnRequest
+    ) -> asyncio.Task[JsonObject] | None:
+        """The task running the handler's own coroutine for a request of the peer's (`_serve_direct`,
+        `_serve_in_task`), the handler called here in the context the task then runs in; None when the handler
+        refused the request before any await (params that do not fit, an era's rule, no call to own it: -32017),
+        which is answered at once."""
+        context = inbound.context if inbound.context is not None else contextvars.copy_context()
+        try:
+            handling = context.run(on_request, inbound, method, params)
+        except Exception as exc:
+            inbound.served = True
+            self._write_soon(self._write_answer(self._failed(request_id, exc)))
+            return None
+        coroutine: Coroutine[Any, Any, JsonObject] = (
+            cast("Coroutine[Any, Any, JsonObject]", handling) if isinstance(handling, Coroutine) else _awaited(handling)
+        )
+        return asyncio.get_running_loop().create_task(coroutine, name=self._task_name, context=context)
+
     def _serve_direct(
         self, inbound: Inbound, request_id: RequestId, method: str, params: JsonObject | None, on_request: OnRequest
     ) -> None:
@@ -440,17 +459,9 @@ class Endpoint:
         connection's only decides who the request is for and makes the coroutine (no I/O, no task of its own needed).
         Cancelled (the peer's `notifications/cancelled`, the connection's end), it is not answered, as `_handle` does
         for a client's endpoint."""
-        context = inbound.context if inbound.context is not None else contextvars.copy_context()
-        try:
-            handling = context.run(on_request, inbound, method, params)
-        except Exception as exc:  # refused before any await (no call to own it: -32017): answered at once
-            inbound.served = True
-            self._write_soon(self._write_answer(self._failed(request_id, exc)))
+        task = self._handler_task(inbound, request_id, method, params, on_request)
+        if task is None:
             return
-        coroutine: Coroutine[Any, Any, JsonObject] = (
-            cast("Coroutine[Any, Any, JsonObject]", handling) if isinstance(handling, Coroutine) else _awaited(handling)
-        )
-        task = asyncio.get_running_loop().create_task(coroutine, name=self._task_name, context=context)
         self._direct[request_id] = task
         self._serving_tasks[task] = request_id
         task.add_done_callback(self._direct_done, context=_CALLBACK_CONTEXT)
@@ -470,17 +481,9 @@ class Endpoint:
         around all of it would be, shields honoured (`TaskCancel`, made only when asked for), so a handler's shielded
         steps (giving back a per-call client's connections, telling an upstream its task is cancelled) run to their
         end."""
-        context = inbound.context if inbound.context is not None else contextvars.copy_context()
-        try:
-            handling = context.run(on_request, inbound, method, params)
-        except Exception as exc:  # refused before any await (params that do not fit, an era's rule): answered at once
-            inbound.served = True
-            self._write_soon(self._write_answer(self._failed(request_id, exc)))
+        task = self._handler_task(inbound, request_id, method, params, on_request)
+        if task is None:
             return
-        coroutine: Coroutine[Any, Any, JsonObject] = (
-            cast("Coroutine[Any, Any, JsonObject]", handling) if isinstance(handling, Coroutine) else _awaited(handling)
-        )
-        task = asyncio.get_running_loop().create_task(coroutine, name=self._task_name, context=context)
         self._handling[request_id] = (task, inbound)
         self._serving_tasks[task] = inbound
         # The handler has the request (its params, its method): the `Inbound` keeps only what its context reads while
@@ -503,13 +506,10 @@ class Endpoint:
             if not inbound.cancel_requested:
                 self._write_soon(self._cut_short(inbound, request_id))
             return
-        exc = task.exception()  # retrieved even when it is not answered
         if inbound.cancel_requested:
+            task.exception()  # retrieved even when it is not answered
             return
-        writing = self._write_answer(
-            {"jsonrpc": "2.0", "id": request_id, "result": task.result()} if exc is None
-            else self._failed(request_id, exc)
-        )
+        writing = self._write_answer(self._outcome(request_id, task))
         # Written here when the wire takes it at once (a face's pipe with room, an HTTP session's stream): no task per
         # answer. One that has to wait (a full pipe) goes on in a task of its own.
         try:
@@ -534,11 +534,14 @@ class Endpoint:
         # else a later request under the same id took its place (the peer's mistake): this one is answered all the same
         if task.cancelled():
             return
+        self._write_soon(self._write_answer(self._outcome(request_id, task)))
+
+    def _outcome(self, request_id: RequestId, task: asyncio.Task[JsonObject]) -> JsonObject:
+        """The answer to a request whose handler's task ended, not cancelled: its result, or its error."""
         exc = task.exception()
-        self._write_soon(self._write_answer(
-            {"jsonrpc": "2.0", "id": request_id, "result": task.result()} if exc is None
-            else self._failed(request_id, exc)
-        ))
+        if exc is not None:
+            return self._failed(request_id, exc)
+        return {"jsonrpc": "2.0", "id": request_id, "result": task.result()}
 
     def _failed(self, request_id: RequestId, exc: BaseException) -> JsonObject:
         """The error response for a handler that raised `exc`, as `_handle` makes it."""
