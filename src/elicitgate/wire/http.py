@@ -358,10 +358,10 @@ class HttpWire:
         try:
             body = await response.read(self._max_event_bytes)
         except BodyTooLarge as exc:
-            self.lose(request_id, f"JSON response failed: {exc} (max_event_bytes)")
+            self.lose(request_id, _json_too_large(exc))
             return
         except TransportError as exc:
-            self.lose(request_id, f"the response ended early: {_describe(exc)}")
+            self.lose(request_id, _ended_early(exc))
             return
         self.json_answer(request_id, body)
 
@@ -718,8 +718,7 @@ class _PostHead:
         if self.size > limit:
             response = self.response
             assert response is not None
-            too_large = BodyTooLarge(f"the response from {response.url.shown()} is larger than {limit} bytes")
-            self._settle(f"JSON response failed: {too_large} (max_event_bytes)")
+            self._settle(_json_too_large(response.too_large(limit)))
             return
         self.parts.append(chunk)
 
@@ -727,7 +726,7 @@ class _PostHead:
         if self.finished:
             return
         if error is not None:
-            self._settle(f"the response ended early: {_describe(error)}")
+            self._settle(_ended_early(error))
             return
         self.finished = True
         wire = self.wire
@@ -877,3 +876,13 @@ def _unfollowed(response: Response) -> str:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _json_too_large(exc: BodyTooLarge) -> str:
+    """Why a JSON answer past `max_event_bytes` is lost (read in a task, or in callbacks)."""
+    return f"JSON response failed: {exc} (max_event_bytes)"
+
+
+def _ended_early(exc: TransportError) -> str:
+    """Why an answer whose response ended before its end is lost."""
+    return f"the response ended early: {_describe(exc)}"

@@ -253,9 +253,13 @@ class Response(Wakeable):
             size += len(chunk)
             if limit is not None and size > limit:
                 self.close()
-                raise BodyTooLarge(f"the response from {self.url.shown()} is larger than {limit} bytes")
+                raise self.too_large(limit)
             parts.append(chunk)
         return b"".join(parts)
+
+    def too_large(self, limit: int) -> BodyTooLarge:
+        """The error for this response's body past `limit` bytes (`read`, or a sink reading it whole)."""
+        return BodyTooLarge(f"the response from {self.url.shown()} is larger than {limit} bytes")
 
     def stream(self, sink: BodySink) -> None:
         """Hand the rest of the body to `sink` in the connection's callbacks, with no task reading it: what came
