@@ -194,8 +194,14 @@ class ParkedCall:
         self._registering += count
 
     def elicitation_ended(self, elicitation: contracts.Question) -> None:
+        """The broker is done with an answered question. Its checking only held a round back (`_ready`): the waiting
+        request is woken when that makes the round ready, not for every question that ends (an answered call's
+        retry waits for the call's outcome, which the upstream's answer brings)."""
         self._processing.pop(elicitation, None)
-        self._signal()
+        if self._ready():
+            self._signal()
+        elif self.on_change is not None:
+            self.on_change()
 
     def carry(self, elicitation: contracts.Question) -> None:
         """A parked call's questions travel in its rounds, which its own deadline bounds: nothing to attach.
@@ -245,12 +251,13 @@ class ParkedCall:
         if self.on_change is not None:
             self.on_change()
 
-    async def _change(self) -> None:
-        """Until `_signal`."""
+    def _change(self) -> asyncio.Future[None]:
+        """What to await until `_signal`: the future itself, not a coroutine around it (one frame less resumed for
+        every wake of a waiting request)."""
         changed = self._changed
         if changed is None or changed.done():  # done: cancelled with a request that waited on it
             changed = self._changed = asyncio.get_running_loop().create_future()
-        await changed
+        return changed
 
     def _ready(self) -> bool:
         if self.outcome is not None:

@@ -198,15 +198,17 @@ class ModernMethods:
     def __contains__(self, method: str) -> bool:
         return method in self._methods
 
-    async def serve(
+    def serve(
         self,
         context: DispatchContext[TransportContext],
         method: str,
         params: Mapping[str, Any] | None,
         connection: Connection,
         lifespan_state: Any,
-    ) -> JsonObject:
-        """One request whose envelope was classified (`connection` made from it): its result, or `MCPError`."""
+    ) -> Awaitable[JsonObject]:
+        """One request whose envelope was classified (`connection` made from it): what to await for its result, or
+        `MCPError` (raised here for a method or params refused before any handler runs). A relayed call's coroutine
+        is `_relayed`'s own, with nothing around it: one frame less resumed at each of its steps."""
         entry = self._methods.get(method)
         if entry is None:
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method)
@@ -232,9 +234,12 @@ class ModernMethods:
             request_id=context.request_id,
             meta=request_meta,
         )
+        if entry.reads is not None and self._relay is not None:
+            return self._relayed(ctx, entry, *self._relay, connection)
+        return self._chained(ctx, connection)
+
+    async def _chained(self, ctx: ServerRequestContext[Any, Any], connection: Connection) -> JsonObject:
         try:
-            if entry.reads is not None and self._relay is not None:
-                return await self._relayed(ctx, entry, *self._relay)
             return cast(JsonObject, await self._chain(ctx))
         finally:
             # Nothing is pushed on it today: no shielded scope for nothing, and none made for an envelope's.
@@ -247,6 +252,7 @@ class ModernMethods:
         entry: ModernMethod,
         observer: RequestObserver,
         boundary: RequestsOnly,
+        connection: Connection,
     ) -> JsonObject:
         """A relayed call (most requests): the chain's work in this one coroutine, in its order, with no coroutine of
         the observer's, the boundary's and `_inner`'s around the handler's (each resumed again when the call's
@@ -263,6 +269,9 @@ class ModernMethods:
                 return cast(JsonObject, boundary.close(ctx, result, bound))
         finally:
             observer.timer(ctx.method).observe(time.perf_counter() - start)
+            # Nothing is pushed on it today: no shielded scope for nothing, and none made for an envelope's.
+            if (stack := vars(connection).get("exit_stack")) is not None:
+                await stack.aclose()
 
     async def _inner(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         entry = self._methods[ctx.method]
