@@ -386,6 +386,9 @@ class Rounds:
         self._expiries: dict[str, asyncio.TimerHandle] = {}
         self.tasks: contracts.CallTasks[ParkedCall] | None = None
         """The extension's tasks a `tools/call` may become (set by the gateway)."""
+        self._read: tuple[str, StatePointer | None] | None = None
+        """The state `parked_for` read last and what it held: the face looks a retry's parked call up, then
+        resumes it with the same state (read once, not twice)."""
 
     async def start(
         self,
@@ -515,11 +518,15 @@ class Rounds:
     def parked_for(self, state: Any) -> ParkedCall | None:
         """The parked call a verified `requestState` points to, if it is still parked."""
         pointer = read_pointer(state)
+        if isinstance(state, str):
+            self._read = (state, pointer)
         return self.parked.get(pointer.id) if pointer is not None else None
 
     async def resume(self, call: ClientRequest, method: str, state: str, responses: Any) -> JsonObject:
         """A retry: the `requestState` the boundary verified (ours, unexpired, bound to this request)."""
-        pointer = read_pointer(state)
+        read, self._read = self._read, None
+        # The very string `parked_for` read (a pointer holds only immutable strings), else read now.
+        pointer = read[1] if read is not None and read[0] is state else read_pointer(state)
         if pointer is None:
             raise _invalid_state("requestState was not issued for a call of this gateway")
         park = self.parked.get(pointer.id)

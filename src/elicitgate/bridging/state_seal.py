@@ -58,6 +58,8 @@ FUTURE_SKEW = 60.0
 """Seconds a token's issued-at may lie ahead of this clock (replicas' clocks differ a little)."""
 
 _NO_ARGUMENTS: Mapping[str, Any] = {}
+_PRINCIPALS_MAX = 1024
+_PRINCIPAL_KEPT_CHARS = 512
 Binding = tuple[bytes, bytes]
 """(request digest, principal digest): what one round's token is bound to, computed once per request."""
 
@@ -82,6 +84,11 @@ def not_sealed(method: str, reason: str) -> MCPError:
 def binding(method: str, params: Mapping[str, Any] | None, principal: str | None, audience: str) -> Binding:
     """What a round's token is bound to: the request (method, target, arguments) and who asks (audience,
     principal), each as a digest (BLAKE2b, 16 bytes: it travels encrypted) of one canonical form."""
+    return request_digest(method, params), principal_digest(principal, audience)
+
+
+def request_digest(method: str, params: Mapping[str, Any] | None) -> bytes:
+    """The request half of a binding: the method, the target (tool or prompt name, resource URI), the arguments."""
     p: Mapping[str, Any] = params or {}
     args: Any = _NO_ARGUMENTS
     if method == "resources/read":
@@ -89,8 +96,12 @@ def binding(method: str, params: Mapping[str, Any] | None, principal: str | None
     else:
         target = str(p.get("name", ""))
         args = p.get("arguments") or _NO_ARGUMENTS  # none given is none at all (as the SDK's boundary had it)
-    return (hashlib.blake2b(canonical([method, target, args]), digest_size=_DIGEST_LEN).digest(),
-            hashlib.blake2b(canonical([audience, principal]), digest_size=_DIGEST_LEN).digest())
+    return hashlib.blake2b(canonical([method, target, args]), digest_size=_DIGEST_LEN).digest()
+
+
+def principal_digest(principal: str | None, audience: str) -> bytes:
+    """The principal half of a binding: who asks, and the service the token is for."""
+    return hashlib.blake2b(canonical([audience, principal]), digest_size=_DIGEST_LEN).digest()
 
 
 def canonical(value: Any) -> bytes:
@@ -135,6 +146,8 @@ class StateSeal:
         self.ttl = ttl
         self.audience = audience
         self._ring: dict[bytes, AESGCM] = {}
+        self._principals: dict[str | None, bytes] = {}
+        """`principal_digest` by principal: a client is the same principal on every request (a few per deployment)."""
         self._mint = b""
         for i, secret in enumerate(keys):
             if len(secret) < 32:
@@ -146,7 +159,14 @@ class StateSeal:
                 self._mint = kid
 
     def binding(self, method: str, params: Mapping[str, Any] | None, principal: str | None) -> Binding:
-        return binding(method, params, principal, self.audience)
+        who = self._principals.get(principal)
+        if who is None:
+            who = principal_digest(principal, self.audience)
+            if principal is None or len(principal) <= _PRINCIPAL_KEPT_CHARS:  # a client's own words: not any size
+                if len(self._principals) >= _PRINCIPALS_MAX:  # many principals (an open face): digested again later
+                    self._principals.clear()
+                self._principals[principal] = who
+        return request_digest(method, params), who
 
     def seal(self, state: str, bound: Binding) -> str:
         """A token for `state`, bound to `bound`, valid for `ttl` seconds from now. Raises ValueError for a state
