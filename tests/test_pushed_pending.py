@@ -29,6 +29,7 @@ from elicitgate.config import build_config
 from elicitgate.faces.dispatch import serve_connection
 from elicitgate.faces.server import build_server
 from elicitgate.gateway import Gateway
+from elicitgate.wire.base import Inbound
 from elicitgate.wire.memory import MemoryWire
 from tests.conftest import stdio_server
 from tests.test_unit_frameless_requests import at_once_wires
@@ -150,6 +151,10 @@ async def test_a_pushed_questions_call_keeps_its_tool_name_not_the_sdks_context_
         # Not the context (its decoded params, a session of its own) for as long as the human takes.
         assert not [ctx for ctx in gc.get_objects() if isinstance(ctx, ServerRequestContext)
                     and ctx.method == "tools/call"]
+        # Nor the decoded message: the face's endpoint keeps the request's id beside an empty message (no token).
+        (served,) = [inbound for inbound in gc.get_objects() if isinstance(inbound, Inbound)
+                     and inbound.served_id == CALL_ID]
+        assert served.message == {}
         call = el.asked()
         assert (call.tool, call.request_id, call.era, call.modes) == (TOOL, CALL_ID, "handshake", frozenset({"form"}))
         assert not call.cancel_requested

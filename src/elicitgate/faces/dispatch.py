@@ -141,7 +141,10 @@ class RequestContext:
 
     @property
     def request_id(self) -> RequestId | None:
-        message = self._inbound.message
+        inbound = self._inbound
+        if inbound.served_id is not None:  # its message let go of while it is served (`wire.endpoint`)
+            return inbound.served_id
+        message = inbound.message
         return message.get("id") if isinstance(message, dict) else None
 
     @property
