@@ -106,7 +106,10 @@ class DownstreamCall:
         outbound = self._outbound
         request_id = f"eg-{next(_request_ids)}"
         if outbound.transport.kind == "stdio":
-            return outbound.asking(method, params, request_id)
+            asking = getattr(outbound, "asking", None)  # a context the SDK wrapped has none: its own request then
+            if asking is not None:
+                return asking(method, params, request_id)
+            return outbound.send_raw_request(method, params, {"request_id": request_id})
         return self._send_request(outbound, request_id, method, params)
 
     async def _send_request(self, outbound: Any, request_id: str, method: str, params: Mapping[str, Any]) -> JsonObject:
