@@ -160,9 +160,10 @@ class Origin(UrlCompletionTarget, Protocol):
         """The client capabilities as declared, JSON (sampling and roots are relayed only when present)."""
         ...
 
-    async def send_request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def send_request(self, method: str, params: Mapping[str, Any]) -> Awaitable[dict[str, Any]]:
         """Send a server-to-client request (`elicitation/create`, sampling, roots) and return the raw
-        result; raises `MCPError` with the client's error, `errors.ClientGone` if its connection closed."""
+        result (a coroutine, or a future no frame waits in); raises `MCPError` with the client's error,
+        `errors.ClientGone` if its connection closed."""
         ...
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:

@@ -7,7 +7,7 @@ import contextvars
 import enum
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -72,7 +72,7 @@ class Responder(Protocol):
         """At the deadline the upstream gets `{"action": "cancel"}` instead of a timeout error."""
         ...
 
-    async def ask(self, el: Elicitation, request: JsonObject) -> object:
+    def ask(self, el: Elicitation, request: JsonObject) -> Awaitable[object]:
         """Present `request` (already prefixed with the asking server; on a repeat, carrying the errors)
         and return the raw answer, whatever its shape (the broker checks it). Raises
         `elicitation.responders.HumanGone`, or `MCPError` when the human's side failed it (a push to a client that

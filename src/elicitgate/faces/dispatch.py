@@ -141,7 +141,10 @@ class RequestContext:
 
     @property
     def request_id(self) -> RequestId | None:
-        message = self._inbound.message
+        inbound = self._inbound
+        if inbound.served_id is not None:  # its message let go of while it is served (`wire.endpoint`)
+            return inbound.served_id
+        message = inbound.message
         return message.get("id") if isinstance(message, dict) else None
 
     @property
@@ -165,6 +168,13 @@ class RequestContext:
         if self.closed:
             raise NoBackChannelError(method)
         return self._dispatcher.send_raw_request(method, params, opts)
+
+    def asking(self, method: str, params: Mapping[str, Any] | None, request_id: RequestId) -> Awaitable[JsonObject]:
+        """`send_raw_request` with no timeout, as the endpoint's future for its answer (`Endpoint.asking`), not a
+        coroutine: nothing of the request's is suspended while the client's human answers it."""
+        if not self.can_send_request:
+            raise NoBackChannelError(method)
+        return self._dispatcher.endpoint.asking(request_id, method, params)
 
     def carry(self, elicitation: Elicitation) -> None:
         """One pipe carries every request (stdio): its closing ends the session and its questions with it."""

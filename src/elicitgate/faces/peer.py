@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Mapping, MutableMapping
-from dataclasses import dataclass
-from types import CoroutineType
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -57,53 +55,60 @@ _peer_ids = itertools.count(1)
 _request_ids = itertools.count(1)
 
 
-@dataclass(eq=False, slots=True)
 class DownstreamCall:
-    """A client request the gateway is serving; elicitations it causes are routed back here (an `Origin`)."""
+    """A client request the gateway is serving; elicitations it causes are routed back here (an `Origin`).
 
-    peer: DownstreamPeer
-    ctx: ServerRequestContext[Any, Any]
-    method: str
+    It keeps what the call reads of its request while it is served (its id, its protocol version, its tool's name for
+    the audit trail, the request's channel back to the client and the client's connection), not the SDK's request
+    context: that context holds the decoded params and a session of its own, which a call waiting on a human would
+    keep for as long as the human takes (design invariant 8: a pending question costs a record, not what made it)."""
+
+    __slots__ = ("peer", "method", "request_id", "protocol_version", "tool", "_outbound", "_connection")
+
     asks_in_rounds = False
 
-    @property
-    def request_id(self) -> RequestId | None:
-        return self.ctx.request_id
+    def __init__(self, *, peer: DownstreamPeer, ctx: ServerRequestContext[Any, Any], method: str) -> None:
+        self.peer = peer
+        self.method = method
+        self.request_id: RequestId | None = ctx.request_id
+        self.protocol_version = ctx.protocol_version
+        self.tool = _tool_of(method, ctx.params)
+        """The tool or prompt the client called (its namespaced name), for the audit trail."""
+        self._outbound: Any = request_outbound(ctx)
+        self._connection = connection_of(ctx)
 
     @property
     def era(self) -> Era:
-        return "modern" if self.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else "handshake"
-
-    @property
-    def tool(self) -> str | None:
-        """The tool or prompt the client called (its namespaced name), for the audit trail."""
-        name = (self.ctx.params or {}).get("name") if self.method in ("tools/call", "prompts/get") else None
-        return name if isinstance(name, str) else None
+        return "modern" if self.protocol_version in MODERN_PROTOCOL_VERSIONS else "handshake"
 
     @property
     def cancel_requested(self) -> bool:
         """The client asked to cancel this request (`notifications/cancelled`), not merely went away."""
-        return bool(request_outbound(self.ctx).cancel_requested.is_set())
+        return bool(self._outbound.cancel_requested.is_set())
 
     @property
     def modes(self) -> frozenset[str]:
         """What this request's client declared (per request in 2026-07-28, per session before)."""
-        return elicitation_modes(connection_of(self.ctx).client_capabilities)
+        return elicitation_modes(self._connection.client_capabilities)
 
     def raw_capabilities(self) -> JsonObject:
-        return capabilities_dict(connection_of(self.ctx).client_capabilities)
+        return capabilities_dict(self._connection.client_capabilities)
 
-    def send_request(self, method: str, params: Mapping[str, Any]) -> CoroutineType[Any, Any, JsonObject]:
+    def send_request(self, method: str, params: Mapping[str, Any]) -> Awaitable[JsonObject]:
         """Send a server-to-client request on this call's own channel (its POST stream on HTTP).
 
         Raw on purpose: the typed `ServerSession.send_request` re-models the params and drops fields
-        it does not know (`ui`, extensions), which must reach the client untouched. On stdio, the face's request
-        itself (`faces.dispatch`), no coroutine around it: one frame less held while a human is asked (the face's
-        endpoint raises `ClientGone` itself, and the pipe is the one stream to tell of a cancel).
+        it does not know (`ui`, extensions), which must reach the client untouched. On stdio, the face endpoint's
+        future for the request (`faces.dispatch.RequestContext.asking`), no coroutine at all: no frame is held while a
+        human is asked (the face's endpoint raises `ClientGone` itself, tells the client with `notifications/cancelled`
+        when the request is abandoned, and the pipe is the one stream to tell of a cancel).
         """
-        outbound = request_outbound(self.ctx)
+        outbound = self._outbound
         request_id = f"eg-{next(_request_ids)}"
         if outbound.transport.kind == "stdio":
+            asking = getattr(outbound, "asking", None)  # a context the SDK wrapped has none: its own request then
+            if asking is not None:
+                return asking(method, params, request_id)
             return outbound.send_raw_request(method, params, {"request_id": request_id})
         return self._send_request(outbound, request_id, method, params)
 
@@ -137,7 +142,7 @@ class DownstreamCall:
         )
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
-        await request_outbound(self.ctx).notify(method, params)
+        await self._outbound.notify(method, params)
 
     def expect(self, count: int) -> None:
         """Questions are asked one after another on the client's session: nothing to hold back."""
@@ -150,13 +155,19 @@ class DownstreamCall:
 
     def carry(self, elicitation: Question) -> None:
         """The request's channel attaches its carrier (its response stream on an HTTP session)."""
-        carry = getattr(request_outbound(self.ctx), "carry", None)  # a context the SDK wrapped has none
+        carry = getattr(self._outbound, "carry", None)  # a context the SDK wrapped has none
         if carry is not None:
             carry(elicitation)
 
     async def url_completed(self, params: Mapping[str, Any]) -> None:
         """The client's session hears it: the request itself may have ended long before."""
         await SessionTarget(self.peer).url_completed(params)
+
+
+def _tool_of(method: str, params: Mapping[str, Any] | None) -> str | None:
+    """The name a tools/call or prompts/get names (None for other methods, or a name that is no string)."""
+    name = params.get("name") if params is not None and method in ("tools/call", "prompts/get") else None
+    return name if isinstance(name, str) else None
 
 
 def peer_for(ctx: ServerRequestContext[Any, Any], on_new: Callable[[DownstreamPeer], object]) -> DownstreamPeer:

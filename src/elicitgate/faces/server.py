@@ -203,7 +203,11 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
                     call = DownstreamCall(peer=peer, ctx=ctx, method=method)
                     peer.calls.add(call)
                     try:
-                        result = _handshake_result(await gateway.requests.call(call, method, ctx.params or {}))
+                        calling = gateway.requests.call(call, method, ctx.params or {})
+                        # The call has what it reads of the request: the SDK's context (the decoded params, a session
+                        # of its own) is not held while the call waits, on a human for as long as a question takes.
+                        del ctx
+                        result = _handshake_result(await calling)
                     finally:
                         peer.calls.discard(call)
                     if method == "tools/call" and (sieved := sieved_tool_result(result)) is not None:

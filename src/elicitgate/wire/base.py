@@ -59,3 +59,6 @@ class Inbound:
     """A request whose serving has ended: its answer is written (or not, if it was cancelled) next."""
     context: contextvars.Context | None = None
     """The context a request is served in, when not the reader's (an HTTP POST's: its authenticated user)."""
+    served_id: RequestId | None = None
+    """A request served in a task of its own (`Endpoint._serve_in_task`): its id, kept here once its decoded message
+    was let go of (a person may take minutes over a question the request caused)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +24,10 @@ class PushToClient:
     name = "client"
     cancel_on_timeout = False
 
-    def ask(self, el: Elicitation, request: JsonObject) -> CoroutineType[Any, Any, object]:
-        # The call's own request to its client, not a coroutine around it: one frame less held while a human is
-        # asked. How it fails when the client went away is the broker's to tell (`gone`).
+    def ask(self, el: Elicitation, request: JsonObject) -> Awaitable[object]:
+        # The call's own request to its client, not a coroutine around it: on stdio the face endpoint's future, no
+        # frame at all held while a human is asked. How it fails when the client went away is the broker's to tell
+        # (`gone`).
         return el.asked().send_request("elicitation/create", request)
 
     @staticmethod
