@@ -8,8 +8,9 @@ gateway's own start-up, as `bench.ab --startup N --lean-upstreams` times it), ru
 third on a busy machine (two runs of the same tree agree to within ~0.5%: what differs is the `/healthz` polls
 answered 503 before the upstreams are up, and the loop's idle turns). With `--base REF` the tree committed at REF
 (`bench.ab.export_src`) is counted first, then the work tree, `--runs` times each, interleaved. The dumps stay in
-`bench/results/callgrind_startup/<label>-<pid>/` for `callgrind_annotate`. Needs valgrind (Debian's). Asserts
-nothing.
+`bench/results/callgrind_startup/<label>-<pid>/` for `callgrind_annotate`. Each count comes after one start of the
+same tree without valgrind (a gateway that started before: `elicitgate.codecache`'s file is there). Needs valgrind
+(Debian's). Asserts nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from bench import configs
 from bench.ab import export_src, work_src
 from bench.callgrind_cpu import READY_TIMEOUT, SlowProcess
-from bench.procs import free_port
+from bench.procs import HttpProcess, free_port
 from bench.startup import LEAN_UPSTREAM
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,11 +39,18 @@ def count(src: Path, label: str) -> int:
     tree = {"PYTHONPATH": str(src)}  # the upstreams run `bench.lean_server` with the same tree
     servers = {name: {**LEAN_UPSTREAM, "env": tree} for name in ("one", "two")}
     config = configs.write_config(work, f"startup-{label}", configs.gateway_config(servers, steady=False))
+    argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); from elicitgate.cli import app; app()",
+            "serve", "--config", str(config)]
+    with open(work / "callgrind_startup.log", "w") as log:
+        # A start first, uncounted, as a gateway that ran before: what it keeps for the next (`elicitgate.codecache`)
+        # is there, as it is for every start after the first.
+        port = free_port()
+        with HttpProcess([*argv, "--http", f"127.0.0.1:{port}"], port, log, ready_path="/healthz"):
+            pass
     port = free_port()
-    argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/callgrind.out",
-            configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); from elicitgate.cli import app; app()",
-            "serve", "--config", str(config), "--http", f"127.0.0.1:{port}"]
-    with open(work / "callgrind_startup.log", "w") as log, SlowProcess(argv, port, log, ready_path="/healthz") as gw:
+    counted = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/callgrind.out", *argv,
+               "--http", f"127.0.0.1:{port}"]
+    with open(work / "callgrind_startup.log", "a") as log, SlowProcess(counted, port, log, ready_path="/healthz") as gw:
         subprocess.run(["callgrind_control", "-d", str(gw.pid)], check=True, capture_output=True,
                        timeout=READY_TIMEOUT)
     # The dump on request is `callgrind.out.1`; the one valgrind writes at exit (`callgrind.out`) holds what came after.
