@@ -90,15 +90,21 @@ def test_finish_puts_the_modules_own_builtins_back(cache: Path) -> None:
     codecache.finish()  # a second time: nothing
 
 
-@pytest.mark.parametrize("content", [b"", b"not marshal", b"\x00\x01\x02\x03garbage", "foreign"])
+@pytest.mark.parametrize("content", [b"", b"not marshal", b"\x00\x01\x02\x03garbage", "foreign",
+                                     "entries of another shape"])
 def test_a_file_of_another_version_or_shape_is_ignored_and_written_again(cache: Path, content: bytes | str) -> None:
     cache.parent.mkdir(parents=True)
     if content == "foreign":
         content = codecache.MAGIC_NUMBER + marshal.dumps({("x", "<string>", "eval"): "not code", "key": 1})
+    elif content == "entries of another shape":
+        entry = marshal.dumps(("x", "<string>", "eval", "not code"))
+        numbers = (1, codecache._crc(("x", "<string>", "eval")), 0, len(entry))  # pyright: ignore[reportPrivateUsage]
+        content = codecache.MAGIC_NUMBER + b"".join(n.to_bytes(4, sys.byteorder) for n in numbers) + entry
     assert isinstance(content, bytes)
     cache.write_bytes(content)
     codecache.install("test", cache)
     _make("C")
+    assert typing.ForwardRef("x").__forward_code__.co_names == ("x",)  # the entry of another shape's text
     assert _compiled() > 0
     codecache.finish()
     assert cache.read_bytes().startswith(codecache.MAGIC_NUMBER) and cache.read_bytes() != content
@@ -135,7 +141,7 @@ def test_serve_keeps_the_code_it_generated_by_ready_and_a_second_start_compiles_
     assert "ready on stdio" in _serve(config, tmp_path / "cache")
     kept = tmp_path / "cache" / "elicitgate" / f"generated-serve.{sys.implementation.cache_tag}.marshal"
     assert kept.exists()
-    texts = marshal.loads(kept.read_bytes()[len(codecache.MAGIC_NUMBER):])
+    texts = codecache.kept_texts(kept)
     assert any(source.startswith("def __create_fn__") for source, _, mode in texts if mode == "exec")
     assert any(mode == "eval" for _, _, mode in texts)
     written = kept.stat()

@@ -16,11 +16,13 @@ shape is ignored, as a stale `.pyc` is. Only the standard library is imported he
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import contextlib
 import marshal
 import os
 import sys
+import zlib
 from collections.abc import Callable
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
@@ -39,23 +41,97 @@ _state: _Cache | None = None
 
 
 class _Cache:
-    def __init__(self, path: Path | None, known: dict[Key, CodeType]) -> None:
+    """The file read as one buffer, its entries looked up in place: an entry becomes objects only as it is used, so
+    that start-up allocates what it would have allocated compiling (the idle gateway's memory stays as it was).
+
+    The file: `MAGIC_NUMBER`, the number of entries N, then N sorted keys (`_crc` of each text with its file name and
+    mode), N offsets and N lengths (native unsigned 32-bit integers), then the entries: `marshal` of (text, file name,
+    mode, code). A key is a checksum, so an entry is used only if its text, file name and mode are the ones asked."""
+
+    def __init__(self, path: Path | None, data: bytes) -> None:
         self.path = path
-        self.known = known
-        self.used: dict[Key, CodeType] = {}
+        self.crcs, self.offsets, self.lengths, self.entries = _index(data)
+        self.used = bytearray(len(self.crcs))
+        """Which of the file's entries this process used: the ones written back."""
+        self.new: list[tuple[int, bytes]] = []
+        """Entries compiled in this process."""
         self.compiled = 0
-        """Texts compiled in this process (not in the file)."""
+        self.shared: dict[Key, CodeType] = {}
+        """The code of each forward reference's text, for the next of the same text (typing keeps it in each)."""
         self.modules: list[ModuleType] = []
 
     def code(self, source: str, filename: str, mode: str) -> CodeType:
         key = (source, filename, mode)
-        found = self.used.get(key) or self.known.get(key)
+        found = self.shared.get(key)
+        if found is not None:
+            return found
+        crc = _crc(key)
+        found = self._kept(key, crc)
         if found is None:
             # dont_inherit: as compiled by the shadowed module, which has no `__future__` imports (this one does).
             found = builtins.compile(source, filename, mode, dont_inherit=True)
             self.compiled += 1
-        self.used[key] = found
+            self.new.append((crc, marshal.dumps((*key, found))))
+        if mode == "eval":
+            self.shared[key] = found
         return found
+
+    def _kept(self, key: Key, crc: int) -> CodeType | None:
+        at = bisect.bisect_left(self.crcs, crc)
+        while at < len(self.crcs) and self.crcs[at] == crc:
+            start = self.offsets[at]
+            try:
+                entry = marshal.loads(self.entries[start:start + self.lengths[at]])
+            except (EOFError, ValueError, TypeError):
+                entry = None
+            if isinstance(entry, tuple) and len(entry) == 4 and entry[:3] == key \
+                    and isinstance(entry[3], CodeType):  # pyright: ignore[reportUnknownArgumentType]
+                self.used[at] = 1
+                return entry[3]
+            at += 1
+        return None
+
+    def kept_and_new(self) -> bytes:
+        """The file again: the entries used, and those compiled."""
+        found = {self.entries[self.offsets[at]:self.offsets[at] + self.lengths[at]].tobytes(): self.crcs[at]
+                 for at in range(len(self.crcs)) if self.used[at]}
+        found.update((entry, crc) for crc, entry in self.new)
+        ordered = sorted(found.items(), key=lambda item: item[1])
+        offsets: list[int] = []
+        at = 0
+        for entry, _ in ordered:
+            offsets.append(at)
+            at += len(entry)
+        numbers = [len(ordered), *(crc for _, crc in ordered), *offsets, *(len(entry) for entry, _ in ordered)]
+        header = b"".join(number.to_bytes(_WORD, sys.byteorder) for number in numbers)
+        return MAGIC_NUMBER + header + b"".join(entry for entry, _ in ordered)
+
+
+_WORD = 4
+_EMPTY = memoryview(b"").cast("I")
+
+
+def _crc(key: Key) -> int:
+    source, filename, mode = key
+    return zlib.crc32(f"{mode}\0{filename}\0{source}".encode(errors="surrogatepass"))
+
+
+def _index(data: bytes) -> tuple[memoryview, memoryview, memoryview, memoryview]:
+    """The keys, offsets, lengths and entries of a file's content; all empty where it is not one this would write."""
+    empty = (_EMPTY, _EMPTY, _EMPTY, memoryview(b""))
+    if not data.startswith(MAGIC_NUMBER) or len(data) < len(MAGIC_NUMBER) + _WORD:
+        return empty
+    view = memoryview(data)[len(MAGIC_NUMBER):]
+    count = int.from_bytes(view[:_WORD], sys.byteorder)
+    table = (1 + 3 * count) * _WORD
+    if len(view) < table:
+        return empty
+    numbers = view[_WORD:table].cast("I")
+    crcs, offsets, lengths = numbers[:count], numbers[count:2 * count], numbers[2 * count:]
+    entries = view[table:]
+    if any(offsets[at] + lengths[at] > len(entries) for at in range(count)) or list(crcs) != sorted(crcs):
+        return empty
+    return crcs, offsets, lengths, entries
 
 
 def cache_file(program: str) -> Path | None:
@@ -76,7 +152,7 @@ def install(program: str, path: Path | None = None) -> None:
     if _state is not None:
         return
     path = cache_file(program) if path is None else path
-    _state = _Cache(path, _read(path) if path is not None else {})
+    _state = _Cache(path, _read(path) if path is not None else b"")
     import dataclasses  # noqa: F401 - imported here to be shadowed: prespawn's first dataclass comes next
 
     for name, (builtin, mode) in SHADOWED.items():
@@ -98,7 +174,7 @@ def finish() -> None:
         with contextlib.suppress(AttributeError):
             delattr(module, SHADOWED[module.__name__][0])
     if state.compiled and state.path is not None:
-        _write(state.path, state.used)
+        _write(state.path, state.kept_and_new())
 
 
 def _shadow(builtin: str, mode: str) -> Callable[..., Any]:
@@ -129,32 +205,27 @@ def _shadow(builtin: str, mode: str) -> Callable[..., Any]:
     return run
 
 
-def _read(path: Path) -> dict[Key, CodeType]:
+def kept_texts(path: Path) -> list[Key]:
+    """The texts (with their file name and mode) a cache file holds code for, in its order."""
+    _, offsets, lengths, entries = _index(_read(path))
+    return [marshal.loads(entries[start:start + length])[:3] for start, length in zip(offsets, lengths, strict=True)]
+
+
+def _read(path: Path) -> bytes:
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError:
-        return {}
-    if not data.startswith(MAGIC_NUMBER):
-        return {}
-    try:
-        found = marshal.loads(data[len(MAGIC_NUMBER):])
-    except (EOFError, ValueError, TypeError):
-        return {}
-    if not isinstance(found, dict):
-        return {}
-    return {key: code for key, code in found.items()  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(code, CodeType) and isinstance(key, tuple) and len(key) == 3  # pyright: ignore[reportUnknownArgumentType]
-            and all(isinstance(part, str) for part in key)}  # pyright: ignore[reportUnknownVariableType]
+        return b""
 
 
-def _write(path: Path, used: dict[Key, CodeType]) -> None:
+def _write(path: Path, content: bytes) -> None:
     """Atomically (another process may be reading or writing it); where it cannot be written, not at all."""
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as out:
-            out.write(MAGIC_NUMBER + marshal.dumps(used))
+            out.write(content)
         os.replace(temporary, path)
     except OSError:
         with contextlib.suppress(OSError, UnboundLocalError):
