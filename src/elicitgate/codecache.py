@@ -27,7 +27,7 @@ from collections.abc import Callable
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 from types import CodeType, ModuleType
-from typing import Any
+from typing import Any, cast
 
 Key = tuple[str, str, str]
 """Source text, file name, mode."""
@@ -81,13 +81,14 @@ class _Cache:
         while at < len(self.crcs) and self.crcs[at] == crc:
             start = self.offsets[at]
             try:
-                entry = marshal.loads(self.entries[start:start + self.lengths[at]])
+                entry: object = marshal.loads(self.entries[start:start + self.lengths[at]])
             except (EOFError, ValueError, TypeError):
                 entry = None
-            if isinstance(entry, tuple) and len(entry) == 4 and entry[:3] == key \
-                    and isinstance(entry[3], CodeType):  # pyright: ignore[reportUnknownArgumentType]
-                self.used[at] = 1
-                return entry[3]
+            if isinstance(entry, tuple):
+                fields = cast("tuple[object, ...]", entry)
+                if len(fields) == 4 and fields[:3] == key and isinstance(code := fields[3], CodeType):
+                    self.used[at] = 1
+                    return code
             at += 1
         return None
 
@@ -153,7 +154,7 @@ def install(program: str, path: Path | None = None) -> None:
         return
     path = cache_file(program) if path is None else path
     _state = _Cache(path, _read(path) if path is not None else b"")
-    import dataclasses  # noqa: F401 - imported here to be shadowed: prespawn's first dataclass comes next
+    import dataclasses  # noqa: F401 # pyright: ignore[reportUnusedImport] - imported here to be shadowed
 
     for name, (builtin, mode) in SHADOWED.items():
         module = sys.modules.get(name)
@@ -220,13 +221,13 @@ def _read(path: Path) -> bytes:
 
 def _write(path: Path, content: bytes) -> None:
     """Atomically (another process may be reading or writing it); where it cannot be written, not at all."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as out:
             out.write(content)
         os.replace(temporary, path)
     except OSError:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(temporary)  # pyright: ignore[reportPossiblyUnbound]
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)

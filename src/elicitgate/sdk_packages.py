@@ -16,7 +16,7 @@ import importlib.util
 import os
 import pkgutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -368,7 +368,7 @@ def _the_real_one(stand_in: ModuleType) -> Any:
     return getattr_
 
 
-def _plugin_entry_points(**selection: Any) -> Any:
+def _plugin_entry_points(**selection: str) -> Iterable[object]:
     """`importlib.metadata.entry_points(**selection)` as `pydantic.plugin._loader` calls it (`group="pydantic"`: its
     plugins), answered without importing `importlib.metadata` where no distribution on `sys.path` names pydantic in
     its entry points: none then. Importing it (email's parser, zipfile, csv) and reading every distribution's entry
