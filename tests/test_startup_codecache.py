@@ -149,3 +149,18 @@ def test_serve_keeps_the_code_it_generated_by_ready_and_a_second_start_compiles_
     assert "ready on stdio" in _serve(config, tmp_path / "cache")
     again = kept.stat()
     assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+
+
+def test_what_a_start_did_not_use_stays_kept_for_the_next(cache: Path) -> None:
+    # A file that kept only what its last writer used would be written again by every start whose imports differ
+    # a little from the last one's, each write costing its memory: the file keeps what it had.
+    codecache.install("test", cache)
+    _make("E")
+    codecache.finish()
+    first = set(codecache.kept_texts(cache))
+    codecache.install("test", cache)
+    collections.namedtuple("other", "a b c d")
+    assert _compiled() == 1
+    codecache.finish()
+    kept = set(codecache.kept_texts(cache))
+    assert first < kept and len(kept - first) == 1

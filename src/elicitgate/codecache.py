@@ -16,9 +16,11 @@ shape is ignored, as a stale `.pyc` is. Only the standard library is imported he
 
 from __future__ import annotations
 
+import array
 import bisect
 import builtins
 import contextlib
+import itertools
 import marshal
 import os
 import sys
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 from types import CodeType, ModuleType
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 Key = tuple[str, str, str]
 """Source text, file name, mode."""
@@ -53,8 +55,8 @@ class _Cache:
         self.crcs, self.offsets, self.lengths, self.entries = _index(data)
         self.used = bytearray(len(self.crcs))
         """Which of the file's entries this process used: the ones written back."""
-        self.new: list[tuple[int, bytes]] = []
-        """Entries compiled in this process."""
+        self.fresh: dict[Key, CodeType] = {}
+        """What this process compiled (not in the file)."""
         self.compiled = 0
         self.shared: dict[Key, CodeType] = {}
         """The code of each forward reference's text, for the next of the same text (typing keeps it in each)."""
@@ -65,13 +67,12 @@ class _Cache:
         found = self.shared.get(key)
         if found is not None:
             return found
-        crc = _crc(key)
-        found = self._kept(key, crc)
+        found = self._kept(key, _crc(key)) or self.fresh.get(key)
         if found is None:
             # dont_inherit: as compiled by the shadowed module, which has no `__future__` imports (this one does).
             found = builtins.compile(source, filename, mode, dont_inherit=True)
             self.compiled += 1
-            self.new.append((crc, marshal.dumps((*key, found))))
+            self.fresh[key] = found
         if mode == "eval":
             self.shared[key] = found
         return found
@@ -92,23 +93,29 @@ class _Cache:
             at += 1
         return None
 
-    def kept_and_new(self) -> bytes:
-        """The file again: the entries used, and those compiled."""
-        found = {self.entries[self.offsets[at]:self.offsets[at] + self.lengths[at]].tobytes(): self.crcs[at]
-                 for at in range(len(self.crcs)) if self.used[at]}
-        found.update((entry, crc) for crc, entry in self.new)
-        ordered = sorted(found.items(), key=lambda item: item[1])
-        offsets: list[int] = []
-        at = 0
-        for entry, _ in ordered:
-            offsets.append(at)
-            at += len(entry)
-        numbers = [len(ordered), *(crc for _, crc in ordered), *offsets, *(len(entry) for entry, _ in ordered)]
-        header = b"".join(number.to_bytes(_WORD, sys.byteorder) for number in numbers)
-        return MAGIC_NUMBER + header + b"".join(entry for entry, _ in ordered)
+    def write(self, out: BinaryIO) -> None:
+        """The file again: what it held and what this process compiled (only the entries this process used where
+        that would be more than `MAX_ENTRIES`), each kept entry copied as it is, one at a time."""
+        keep_all = len(self.crcs) + len(self.fresh) <= MAX_ENTRIES
+        rows: list[tuple[int, int | bytes]] = [(self.crcs[at], at) for at in range(len(self.crcs))
+                                               if keep_all or self.used[at]]
+        rows += [(_crc(key), marshal.dumps((*key, code))) for key, code in self.fresh.items()]
+        rows.sort(key=lambda row: row[0])
+        lengths = [self.lengths[entry] if isinstance(entry, int) else len(entry) for _, entry in rows]
+        offsets = list(itertools.accumulate(lengths, initial=0))[:-1]
+        out.write(MAGIC_NUMBER)
+        out.write(array.array("I", [len(rows), *(crc for crc, _ in rows), *offsets, *lengths]).tobytes())
+        for _, entry in rows:
+            if isinstance(entry, int):
+                start = self.offsets[entry]
+                out.write(self.entries[start:start + self.lengths[entry]])
+            else:
+                out.write(entry)
 
 
-_WORD = 4
+MAX_ENTRIES = 20_000
+"""Entries a file keeps at most: past that (texts of older library versions pile up), only those last used."""
+_WORD = array.array("I").itemsize
 _EMPTY = memoryview(b"").cast("I")
 
 
@@ -165,8 +172,8 @@ def install(program: str, path: Path | None = None) -> None:
 
 
 def finish() -> None:
-    """The modules compile on their own again; the texts used since `install` are written back to the file if any
-    was compiled (not found there). Nothing when `install` did not run."""
+    """The modules compile on their own again; the file is written again with what was compiled (not found there),
+    if anything was. Nothing when `install` did not run."""
     global _state
     state, _state = _state, None
     if state is None:
@@ -175,7 +182,7 @@ def finish() -> None:
         with contextlib.suppress(AttributeError):
             delattr(module, SHADOWED[module.__name__][0])
     if state.compiled and state.path is not None:
-        _write(state.path, state.kept_and_new())
+        _write(state.path, state.write)
 
 
 def _shadow(builtin: str, mode: str) -> Callable[..., Any]:
@@ -219,14 +226,14 @@ def _read(path: Path) -> bytes:
         return b""
 
 
-def _write(path: Path, content: bytes) -> None:
+def _write(path: Path, content: Callable[[BinaryIO], None]) -> None:
     """Atomically (another process may be reading or writing it); where it cannot be written, not at all."""
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as out:
-            out.write(content)
+            content(out)
         os.replace(temporary, path)
     except OSError:
         with contextlib.suppress(OSError):
