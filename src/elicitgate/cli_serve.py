@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from elicitgate import heap
+from elicitgate import codecache, heap
 from elicitgate.config import GatewayConfig, load_config
 from elicitgate.config_error import ConfigError
 from elicitgate.console import say
@@ -179,6 +179,7 @@ def run_gateway(cfg: GatewayConfig, http: str | None, sock: socket.socket | None
     try:
         _serve(cfg, http, sock)
     finally:
+        codecache.finish()  # a start-up that ended before ready (`Gateway.running` finishes it there)
         heap.release()
         prespawn.stop_unclaimed()
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 import anyio.abc
 
-from elicitgate import heap
+from elicitgate import codecache, heap
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.bridging.rounds import Rounds
 from elicitgate.bridging.task_extension import ModernTasks
@@ -150,6 +150,7 @@ class Gateway:
                 with anyio.move_on_after(STARTUP_WAIT):
                     for link in self.links.values():
                         await link.first_attempt_done.wait()
+            codecache.finish()  # before `settle`: the cache it drops is no part of the heap kept
             heap.settle()
             if self.audit is not None:
                 # After the upstreams' first attempt: with `audit.open_at_start` the writer opens the store

@@ -13,9 +13,10 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import importlib.util
+import os
 import pkgutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -93,6 +94,8 @@ STOOD_IN: dict[str, dict[str, tuple[str, ...]]] = {
         "starlette.routing": ("Mount", "Route"),
         "mcp.server.transport_security": ("TransportSecuritySettings",),
     },
+    "pydantic.plugin._loader": {"importlib.metadata": ("entry_points",)},
+    "pydantic.networks": {"importlib.metadata": ("version",)},
 }
 """What a module imports at its top for one method it has, per module it imports it from: while it runs, each of
 those modules not imported yet is a stand-in holding these names, each a function that imports the real module and
@@ -104,7 +107,10 @@ streamable HTTP transport and sse_starlette: ~2 MiB and ~0.1 s of CPU, in the ga
 Issue 34's start-up: also the modules of its app's authentication (the SDK's bearer middleware and OAuth provider
 models, `mcp.shared.auth`), its transport security settings (Starlette's requests, http.client, email's parser,
 python_multipart) and Starlette's application, routing and middleware: a demo upstream over stdio imports no
-Starlette at all (the gateway imports most of them for its own faces first, and keeps those as they are)."""
+Starlette at all (the gateway imports most of them for its own faces first, and keeps those as they are).
+`pydantic.plugin._loader` (imported as pydantic builds its first model) reads `importlib.metadata.entry_points` for
+pydantic's plugins: `_plugin_entry_points` stands in for it (`LIGHTER`); `pydantic.networks` reads
+`importlib.metadata.version` only to check email-validator's version as an email address is first validated."""
 STAND_IN_VALUES: dict[str, JsonObject] = {
     "mcp.server.streamable_http_manager": {"DEFAULT_MAX_SESSIONS": 10_000, "DEFAULT_SESSION_IDLE_TIMEOUT": 30 * 60},
     "mcp.server.transport_security": {"DEFAULT_MAX_REQUEST_BODY_SIZE": 4 * 1024 * 1024},
@@ -326,7 +332,7 @@ class _StandInLoader(_AroundLoader):
             stand_in = ModuleType(name, f"Stands in for {name} while {module.__name__} imports (sdk_packages).")
             stand_in.__dict__.update(STAND_IN_VALUES.get(name, {}))
             for attr in names:
-                setattr(stand_in, attr, _later(name, attr))
+                setattr(stand_in, attr, LIGHTER.get(f"{name}.{attr}") or _later(name, attr))
             stand_in.__getattr__ = _the_real_one(stand_in)  # type: ignore[method-assign]
             stand_ins[name] = sys.modules[name] = stand_in
         try:
@@ -360,3 +366,52 @@ def _the_real_one(stand_in: ModuleType) -> Any:
         return getattr(importlib.import_module(stand_in.__name__), attr)
 
     return getattr_
+
+
+def _plugin_entry_points(**selection: str) -> Iterable[object]:
+    """`importlib.metadata.entry_points(**selection)` as `pydantic.plugin._loader` calls it (`group="pydantic"`: its
+    plugins), answered without importing `importlib.metadata` where no distribution on `sys.path` names pydantic in
+    its entry points: none then. Importing it (email's parser, zipfile, csv) and reading every distribution's entry
+    points was ~90 M instructions, 5% of the gateway's start-up (issue 34). Anything else (another selection, a
+    distribution that mentions pydantic, a zip or egg on the path, a finder of distributions other than the standard
+    one) gets `importlib.metadata`'s own answer."""
+    if selection != {"group": "pydantic"} or not _no_entry_points_mention(b"pydantic"):
+        from importlib.metadata import entry_points
+
+        return entry_points(**selection)
+    return ()
+
+
+def _no_entry_points_mention(word: bytes) -> bool:
+    """Whether no distribution `importlib.metadata` would find (the `.dist-info` and `.egg-info` directories of each
+    `sys.path` entry, as its `PathFinder` lists them) has `word` in its entry_points.txt; False whenever it could find
+    them elsewhere."""
+    if any(hasattr(finder, "find_distributions") and finder is not importlib.machinery.PathFinder
+           for finder in sys.meta_path):
+        return False
+    for entry in sys.path:
+        root = entry or "."
+        try:
+            with os.scandir(root) as listing:
+                names = [item.name for item in listing]
+        except NotADirectoryError:
+            return False  # a zip file on the path: its distributions are read from inside it
+        except OSError:
+            continue  # a path entry that does not exist holds nothing
+        for name in names:
+            low = name.lower()
+            if low.endswith(".egg"):
+                return False
+            if not low.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(root, name, "entry_points.txt"), "rb") as text:
+                    if word in text.read():
+                        return False
+            except OSError:
+                continue  # none (or a single-file .egg-info): no entry points
+    return True
+
+
+LIGHTER: dict[str, Callable[..., Any]] = {"importlib.metadata.entry_points": _plugin_entry_points}
+"""Stand-ins that answer a name of `STOOD_IN` themselves (by module and name) rather than importing the real one."""

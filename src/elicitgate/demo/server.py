@@ -6,12 +6,13 @@ Run it directly with `python -m elicitgate.demo.server` (stdio), or
 
 from __future__ import annotations
 
-from elicitgate import heap
+from elicitgate import codecache, heap
 
 if __name__ == "__main__":
     # Run as the server (not imported): no garbage collection while the SDK's imports below build their ~90,000
     # objects, only to walk them again and again (~0.06 s of the ~0.45 s they take); `run_server` settles the heap.
     heap.hold()
+    codecache.install("demo")  # the code its imports generate, compiled at an earlier start (`run_server` ends it)
 
 import mcp_types as types  # noqa: E402
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS  # noqa: E402

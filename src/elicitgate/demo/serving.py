@@ -12,7 +12,7 @@ from mcp_types import methods
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 
-from elicitgate import heap
+from elicitgate import codecache, heap
 from elicitgate.hostport import parse_hostport
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ def run_server(server: Server, *, http: str | None = None, sse: str | None = Non
     # ~0.2 s of CPU, which `elicitgate.sdk_packages` defers to the first read): load them now, before the heap
     # settles and while the client is still starting, not as its first request waits.
     _ = methods.CLIENT_REQUESTS  # not one of the names seeded there: reading it loads the module
+    codecache.finish()
     heap.settle()  # what the start-up built lives for the process (and collections resume if `hold` paused them)
     if http:
         import uvicorn
