@@ -17,8 +17,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from contextlib import AbstractContextManager, nullcontext
-from functools import partial
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import anyio
