@@ -1,5 +1,5 @@
 """Python calls per stdio elicitation, and how many of them sit on its critical path: `python -m bench.elicit_path
-[--base REF] [--calls N] [--top N]`.
+[--base REF] [--calls N] [--top N] [--callers TEXT]`.
 
 A stdio gateway (handshake-era client, the demo server over stdio as a handshake-era upstream) on `src/` as
 committed at `--base` (default `main`) and one on the work tree, each with a counting profiler (`sys.setprofile`
@@ -21,7 +21,8 @@ stretches between are:
 
 `push` + `answer` is the elicitation's own critical path: the upstream waits for every call counted there. Counts
 are deterministic (they do not depend on the machine's load, unlike CPU time); prints per call for each source,
-with each stretch's `--top` functions. Asserts nothing.
+with each stretch's `--top` functions (and with `--callers TEXT`, who calls the functions whose name holds TEXT).
+Asserts nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ WARMUP = 30
 
 
 def _where(code: object) -> str:
+    if isinstance(code, str):
+        return code
     if hasattr(code, "co_filename"):
         filename: str = code.co_filename  # type: ignore[attr-defined]
         for marker in ("/elicitgate/", "/site-packages/", "/lib/python3"):
@@ -79,9 +82,11 @@ def serve_counted(out: str) -> None:
             if code in marks:
                 state["marks"] += 1
             if state["marks"] >= 0:
-                counts[state["marks"] % len(STRETCHES)][code] += 1
+                caller = frame.f_back.f_code if frame.f_back is not None else None
+                counts[state["marks"] % len(STRETCHES)][(code, caller)] += 1
         elif event == "c_call" and state["marks"] >= 0:
-            counts[state["marks"] % len(STRETCHES)][arg] += 1
+            # By name: a bound method (`{}.get`) is a new object each time, and keeping it would keep its object.
+            counts[state["marks"] % len(STRETCHES)][(f"<{getattr(arg, '__qualname__', '?')}>", frame.f_code)] += 1
 
     def start(*_: object) -> None:
         sys.setprofile(count)
@@ -90,7 +95,7 @@ def serve_counted(out: str) -> None:
         sys.setprofile(None)
         found = {
             "marks": state["marks"] + 1,
-            "stretches": {name: {_where(code): n for code, n in counted.items()}
+            "stretches": {name: [[_where(code), _where(caller), n] for (code, caller), n in counted.items()]
                           for name, counted in zip(STRETCHES, counts, strict=True)},
         }
         Path(out).write_text(json.dumps(found))
@@ -140,8 +145,15 @@ async def _signalled(pid: int, signum: int, done: Callable[[], bool]) -> None:
     await anyio.sleep(0.2)  # SIGUSR1: the handler has surely run before the first counted call
 
 
-def _print(label: str, found: dict[str, Any], calls: int, top: int) -> dict[str, float]:
-    per_call = {name: sum(counted.values()) / calls for name, counted in found["stretches"].items()}
+def _by_callee(rows: list[tuple[str, str, int]]) -> Counter[str]:
+    counted: Counter[str] = Counter()
+    for where, _caller, n in rows:
+        counted[where] += n
+    return counted
+
+
+def _print(label: str, found: dict[str, Any], calls: int, top: int, callers: str | None) -> dict[str, float]:
+    per_call = {name: sum(n for _, _, n in rows) / calls for name, rows in found["stretches"].items()}
     critical = per_call["push"] + per_call["answer"]
     print(f"\n{label}: marks {found['marks']} (expected {len(STRETCHES) * calls}), Python calls per elicitation "
           f"{sum(per_call.values()):.1f}, of them push + answer (the critical path) {critical:.1f}")
@@ -149,8 +161,12 @@ def _print(label: str, found: dict[str, Any], calls: int, top: int) -> dict[str,
         print(f"  {name:16} {n:8.1f}")
     for name in ("push", "answer", "after"):
         print(f"  top of {name}:")
-        for where, n in Counter(found["stretches"][name]).most_common(top):
+        for where, n in _by_callee(found["stretches"][name]).most_common(top):
             print(f"    {n / calls:7.2f}  {where}")
+        if callers:
+            for where, caller, n in sorted(found["stretches"][name], key=lambda row: -row[2]):
+                if callers in where:
+                    print(f"    {n / calls:7.2f}  {where} <- {caller}")
     return per_call
 
 
@@ -161,7 +177,8 @@ async def measure(args: argparse.Namespace) -> None:
     found: dict[str, dict[str, float]] = {}
     with open(work / "elicit_path.log", "w") as log:
         for label, src in sources.items():
-            found[label] = _print(label, await _count(label, src, work, args.calls, log), args.calls, args.top)
+            counted = await _count(label, src, work, args.calls, log)
+            found[label] = _print(label, counted, args.calls, args.top, args.callers)
     print("\n| stretch | base | work |\n|---|---:|---:|")
     for name in STRETCHES:
         print(f"| {name} | {found['base'][name]:.1f} | {found['work'][name]:.1f} |")
@@ -172,6 +189,7 @@ def main() -> None:
     parser.add_argument("--base", default="main")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--callers", help="also list the callers of the functions whose name holds this text")
     anyio.run(measure, parser.parse_args())
 
 
