@@ -1,5 +1,5 @@
 """Python calls per stdio elicitation, and how many of them sit on its critical path: `python -m bench.elicit_path
-[--base REF] [--calls N] [--top N] [--callers TEXT]`.
+[--base REF] [--calls N] [--top N] [--callers TEXT] [--cpu [--runs N]]`.
 
 A stdio gateway (handshake-era client, the demo server over stdio as a handshake-era upstream) on `src/` as
 committed at `--base` (default `main`) and one on the work tree, each with a counting profiler (`sys.setprofile`
@@ -19,7 +19,9 @@ stretches between are:
     result    that result read, until it is written to the client
     between   the next call's wait
 
-`push` + `answer` is the elicitation's own critical path: the upstream waits for every call counted there. Counts
+`push` + `answer` is the elicitation's own critical path: the upstream waits for every call counted there. With
+`--cpu`, the event loop thread's CPU time (`time.thread_time_ns`, noted at each mark by wrappers instead of a
+profiler) per stretch, `--runs` runs of `--calls` calls per source alternating: median and mean per call. Counts
 are deterministic (they do not depend on the machine's load, unlike CPU time); prints per call for each source,
 with each stretch's `--top` functions (and with `--callers TEXT`, who calls the functions whose name holds TEXT).
 Asserts nothing.
@@ -31,6 +33,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import sys
 import time
 from collections import Counter
@@ -100,6 +103,43 @@ def serve_counted(out: str) -> None:
         }
         Path(out).write_text(json.dumps(found))
 
+    _serve(start, stop)
+
+
+def serve_timed(out: str) -> None:
+    """Run the gateway as `serve_counted` does, but note the event loop thread's CPU time (`time.thread_time_ns`) at
+    each mark instead of counting calls; at SIGUSR2 the times go to `out` as JSON."""
+    from elicitgate.wire import codec
+    from elicitgate.wire.stdio import LineReader
+
+    times: list[int] = []
+    on = [False]
+    read, dumps_line = LineReader.data_received, codec.dumps_line
+
+    def data_received(self: LineReader, data: bytes) -> None:
+        if on[0]:
+            times.append(time.thread_time_ns())
+        read(self, data)
+
+    def timed_dumps_line(message: Any) -> bytes:
+        if on[0]:
+            times.append(time.thread_time_ns())
+        return dumps_line(message)
+
+    LineReader.data_received = data_received  # type: ignore[method-assign]
+    codec.dumps_line = timed_dumps_line
+
+    def start(*_: object) -> None:
+        on[0] = True
+
+    def stop(*_: object) -> None:
+        on[0] = False
+        Path(out).write_text(json.dumps({"marks": len(times), "times": times}))
+
+    _serve(start, stop)
+
+
+def _serve(start: Callable[..., None], stop: Callable[..., None]) -> None:
     signal.signal(signal.SIGUSR1, start)
     signal.signal(signal.SIGUSR2, stop)
     from elicitgate.cli import app
@@ -107,13 +147,13 @@ def serve_counted(out: str) -> None:
     app()
 
 
-def _argv(src: Path, config: Path, out: Path) -> list[str]:
+def _argv(src: Path, config: Path, out: Path, serve: str) -> list[str]:
     code = (f"import sys; sys.path.insert(0, {str(src)!r}); sys.path.insert(1, {str(ROOT)!r}); "
-            f"from bench.elicit_path import serve_counted; serve_counted({str(out)!r})")
+            f"from bench.elicit_path import {serve}; {serve}({str(out)!r})")
     return [configs.PY, "-c", code, "serve", "--config", str(config)]
 
 
-async def _count(label: str, src: Path, work: Path, calls: int, log: Any) -> dict[str, Any]:
+async def _count(label: str, src: Path, work: Path, calls: int, log: Any, serve: str = "serve_counted") -> Any:
     out = work / f"{label}.json"
     out.unlink(missing_ok=True)
     servers = {"handshake": configs.stdio_upstream("handshake")}
@@ -122,7 +162,7 @@ async def _count(label: str, src: Path, work: Path, calls: int, log: Any) -> dic
     tool, arguments = latency.TOOLS["elicit"]
     async with AsyncExitStack() as stack:
         client = await stack.enter_async_context(Client(
-            stdio_transport(_argv(src, config, out), log), mode="legacy",
+            stdio_transport(_argv(src, config, out, serve), log), mode="legacy",
             elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
             read_timeout_seconds=latency.CALL_TIMEOUT))
         pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
@@ -170,10 +210,49 @@ def _print(label: str, found: dict[str, Any], calls: int, top: int, callers: str
     return per_call
 
 
+def _cpu_us(found: dict[str, Any]) -> dict[str, list[float]]:
+    """Each stretch's CPU time per call, us, from the times noted at each mark (the last stretch of the last call has
+    no end: left out)."""
+    times: list[int] = found["times"]
+    per: dict[str, list[float]] = {name: [] for name in STRETCHES}
+    for i in range(len(times) - 1):
+        per[STRETCHES[i % len(STRETCHES)]].append((times[i + 1] - times[i]) / 1000)
+    return per
+
+
+async def measure_cpu(args: argparse.Namespace, work: Path, sources: dict[str, Path]) -> None:
+    """`--cpu`: the event loop thread's CPU time per stretch, `--runs` runs of each source alternating."""
+    found: dict[str, dict[str, list[float]]] = {label: {name: [] for name in STRETCHES} for label in sources}
+    labels = list(sources)
+    with open(work / "elicit_path.log", "w") as log:
+        for run in range(args.runs):
+            for label in labels if run % 2 == 0 else reversed(labels):
+                timed = await _count(label, sources[label], work, args.calls, log, "serve_timed")
+                if timed["marks"] != len(STRETCHES) * args.calls:
+                    print(f"{label} run {run}: {timed['marks']} marks, expected {len(STRETCHES) * args.calls}")
+                for name, values in _cpu_us(timed).items():
+                    found[label][name] += values
+    print(f"event loop thread CPU per stretch, us: median [mean] of {args.runs} x {args.calls} calls per source; "
+          f"load {os.getloadavg()[0]:.1f}")
+    print("| stretch | " + " | ".join(labels) + " |\n|---|" + "---:|" * len(labels))
+    for name in (*STRETCHES, "push + answer"):
+        cells = []
+        for label in labels:
+            if name == "push + answer":
+                values = [a + b for a, b in zip(found[label]["push"], found[label]["answer"], strict=False)]
+            else:
+                values = found[label][name]
+            cells.append(f"{statistics.median(values):.1f} [{statistics.fmean(values):.1f}]")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "elicit_path"
     work.mkdir(parents=True, exist_ok=True)
     sources = {"base": export_src(args.base), "work": work_src()}
+    if args.cpu:
+        await measure_cpu(args, work, sources)
+        return
     found: dict[str, dict[str, float]] = {}
     with open(work / "elicit_path.log", "w") as log:
         for label, src in sources.items():
@@ -190,6 +269,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--callers", help="also list the callers of the functions whose name holds this text")
+    parser.add_argument("--cpu", action="store_true",
+                        help="the event loop thread's CPU time per stretch instead of the calls (`--runs` each)")
+    parser.add_argument("--runs", type=int, default=4)
     anyio.run(measure, parser.parse_args())
 
 
