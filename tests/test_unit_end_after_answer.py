@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from prometheus_client import REGISTRY
 
@@ -52,17 +53,28 @@ def pending() -> float:
 class _Events(logging.Handler):
     """The audit logger's lifecycle events, in the order of everything else the test sees."""
 
-    def __init__(self, events: list[tuple[Any, ...]]) -> None:
+    def __init__(self, events: list[tuple[Any, ...]], state: str) -> None:
         super().__init__()
         self.events = events
+        self.state = state
 
     def emit(self, record: logging.LogRecord) -> None:
         if (event := getattr(record, "eg_event", None)) is not None:  # not the audit trail's own lines
-            self.events.append(("log", event, counted("accepted")))
+            self.events.append(("log", event, counted(self.state)))
 
 
+async def _accept(ctx: Any, params: Any) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"answer": "yes"})
+
+
+async def _fail(ctx: Any, params: Any) -> types.ErrorData:
+    return types.ErrorData(code=-32603, message="the client could not show it")
+
+
+@pytest.mark.parametrize(("answer", "state", "written"), [(_accept, "accepted", "accept"), (_fail, "failed", "error")],
+                         ids=["accepted", "failed"])
 async def test_a_pushed_questions_answer_reaches_the_server_before_its_metrics_log_line_and_audit_record(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, answer: Any, state: str, written: str
 ) -> None:
     events: list[tuple[Any, ...]] = []
     send, record = PipeWire.send, AuditTrail.record
@@ -71,41 +83,38 @@ async def test_a_pushed_questions_answer_reaches_the_server_before_its_metrics_l
         await send(self, message, headers)
         result = message.get("result")
         if isinstance(result, dict) and "action" in result:  # an ElicitResult, to the upstream
-            events.append(("answer written", result["action"], counted("accepted"), timed("accepted")))
+            events.append(("answer written", result["action"], counted(state), timed(state)))
+        elif "error" in message and "method" not in message:  # the gateway's error for the upstream's request
+            events.append(("answer written", "error", counted(state), timed(state)))
 
     def spied_record(self: AuditTrail, kept: AuditRecord) -> None:
-        events.append(("audit", kept.state, counted("accepted"), timed("accepted")))
+        events.append(("audit", kept.state, counted(state), timed(state)))
         record(self, kept)
 
     monkeypatch.setattr(PipeWire, "send", spied_send)
     monkeypatch.setattr(AuditTrail, "record", spied_record)
-    handler = _Events(events)
+    handler = _Events(events, state)
     audit_log = logging.getLogger("elicitgate.audit")
     level = audit_log.level
     audit_log.addHandler(handler)
     audit_log.setLevel(logging.INFO)
 
-    async def accept(ctx: Any, params: Any) -> Any:
-        import mcp_types as types
-
-        return types.ElicitResult(action="accept", content={"answer": "yes"})
-
     upstream = {"command": PY, "args": ["-m", "tests.peers.py_server", "--name", SERVER], "era": "handshake"}
     config = {"mcpServers": {SERVER: upstream}, "audit": {"url": f"sqlite:///{tmp_path / 'audit.db'}"}}
-    before, before_timed = counted("accepted"), timed("accepted")
+    before, before_timed = counted(state), timed(state)
     try:
         async with inprocess_gateway(config) as gw:
-            async with Client(gw.mcp_url, mode="legacy", elicitation_callback=accept) as client:
+            async with Client(gw.mcp_url, mode="legacy", elicitation_callback=answer) as client:
                 for _ in range(3):
                     with anyio.fail_after(60):
-                        result = await client.call_tool(f"{SERVER}__elicit", {})
+                        result = await client.call_tool(f"{SERVER}__elicit", {"report_errors": True})
                     assert not result.is_error, result
                     with anyio.fail_after(30):
                         while not events or events[-1][0] != "audit":
                             await anyio.sleep(0.01)
             broker = gw.gateway.broker
             assert broker.pending == {}
-            assert [s["state"] for s in broker.recent if s["server"] == SERVER] == ["accepted"] * 3
+            assert [s["state"] for s in broker.recent if s["server"] == SERVER][-3:] == [state] * 3
     finally:
         audit_log.removeHandler(handler)
         audit_log.setLevel(level)
@@ -113,9 +122,9 @@ async def test_a_pushed_questions_answer_reaches_the_server_before_its_metrics_l
     for n in range(3):
         done = before + n
         expected += [
-            ("answer written", "accept", done, before_timed + n),  # the server has its answer: nothing counted yet
+            ("answer written", written, done, before_timed + n),  # the server has its answer: nothing counted yet
             ("log", "elicitation.ended", done + 1),  # then the metrics, the log line and the audit record
-            ("audit", "accepted", done + 1, before_timed + n + 1),
+            ("audit", state, done + 1, before_timed + n + 1),
         ]
     assert events == expected
     assert pending() == 0
