@@ -351,9 +351,10 @@ class Broker:
         """The gateway's own page / inbox when the server's `hosting` policy says so (docs/hosting.md), or
         when a form asks for `secrets` and `sensitive_fields` is `host`."""
         fields = list(secrets) if self.config.sensitive_fields == "host" else []
-        headless = is_headless(self.config.headless, origin.peer)
         responder = (
-            self.hosting.responder_for(server, origin, mode, secrets=bool(fields), headless=headless)
+            self.hosting.responder_for(
+                server, origin, mode, secrets=bool(fields), headless=is_headless(self.config.headless, origin.peer)
+            )
             if self.hosting
             else None
         )
