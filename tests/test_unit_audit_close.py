@@ -1,6 +1,6 @@
-"""An elicitation that ended just before the gateway stops still has its audit record: `Broker._end` queues the record
-an event-loop turn later (the answer, and a 2026-07-28 upstream's retry, which an HTTP wire writes in its caller's
-step, go first), and `AuditTrail.close` lets that turn pass before it stops taking records."""
+"""An elicitation that ended just before the gateway stops still has its audit record: `Broker._after_answer` queues
+the record an event-loop turn later (the answer, and a 2026-07-28 upstream's retry, which an HTTP wire writes in its
+caller's step, go first), and `AuditTrail.close` lets that turn pass before it stops taking records."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ async def test_a_record_queued_as_the_broker_queues_an_end_is_stored_when_the_tr
             tg.start_soon(trail.run)
             await trail.opened(60)
             loop = asyncio.get_running_loop()
-            loop.call_soon(trail.record, record)  # as `Broker._end` defers `_record_end`
+            loop.call_soon(trail.record, record)  # as `Broker._after_answer` defers `_record_end`
             await trail.close(60)
     store = await AuditStore.open(url)
     try:

@@ -192,7 +192,7 @@ class AuditTrail:
         """Stop taking records and wait (at most `timeout`) until the writer has stored what is queued; then
         the writer stops, done or not."""
         with anyio.CancelScope(shield=True):  # the gateway calls this as it stops, maybe cancelled already
-            # Records of elicitations that ended just now are queued a turn later (`Broker._end`).
+            # Records of elicitations that ended just now are queued a turn later (`Broker._after_answer`).
             await anyio.lowlevel.checkpoint()
         self._closed = True
         self._send.close()

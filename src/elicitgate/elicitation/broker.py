@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import anyio
@@ -69,6 +70,8 @@ audit = logging.getLogger("elicitgate.audit")
 
 GATEWAY_ASKER = "elicitgate"
 _MAX_IDLE_BUCKETS = 4096
+_CALLBACK_CONTEXT = contextvars.Context()
+"""What `_after_answer`'s callbacks run in: a context of their own, not a copy of the task's for each elicitation."""
 
 
 class Broker:
@@ -195,6 +198,7 @@ class Broker:
             raise
         finally:
             self._closed(el, origin, identity, clocks)
+            self._after_answer(el, own_task)
             if self.shared_limits is not None:
                 await self.shared_limits.release(identity)
 
@@ -249,7 +253,23 @@ class Broker:
             mine.discard(el)
             if not mine:
                 del self._of_peer[peer]
+
+    def _after_answer(self, el: Elicitation, own_task: bool) -> None:
+        """What follows `el`'s answer on its way, in this order: the pending gauge, and for an end (`_end`) its
+        metrics, log line and audit record (`_record_end`). In a task that serves `el` alone (a server's push), its
+        done callback after the endpoint's, which writes the answer: the server has it before any of this is done.
+        Else one callback later (the answer goes on its way in the caller's step first)."""
+        task = asyncio.current_task() if own_task else None
+        if task is not None:
+            task.add_done_callback(partial(self._recorded, el), context=_CALLBACK_CONTEXT)
+        else:
+            asyncio.get_running_loop().call_soon(self._recorded, el, None, context=_CALLBACK_CONTEXT)
+
+    def _recorded(self, el: Elicitation, _task: object) -> None:
         labelled(ELICITATIONS_PENDING, el.server).dec()
+        if el.state.terminal:
+            # Logged with its request's ids and its own (the task's may name another request, or none).
+            _ids_context(el).run(self._record_end, el)
 
     def _page_past_deadline(self, el: Elicitation, responder: Responder, tool: str | None) -> Responder | None:
         """`unattended: wait` (for the server and the call's `tool`): past its deadline the question waits on its page
@@ -331,9 +351,10 @@ class Broker:
         """The gateway's own page / inbox when the server's `hosting` policy says so (docs/hosting.md), or
         when a form asks for `secrets` and `sensitive_fields` is `host`."""
         fields = list(secrets) if self.config.sensitive_fields == "host" else []
-        headless = is_headless(self.config.headless, origin.peer)
         responder = (
-            self.hosting.responder_for(server, origin, mode, secrets=bool(fields), headless=headless)
+            self.hosting.responder_for(
+                server, origin, mode, secrets=bool(fields), headless=is_headless(self.config.headless, origin.peer)
+            )
             if self.hosting
             else None
         )
@@ -556,16 +577,11 @@ class Broker:
             return
         el.state, el.reason = state, reason
         el.ended_at = time.time()
-        self.recent.add(el)
-        labelled(ELICITATIONS, el.server, el.mode, str(state)).inc()
-        labelled(ELICITATION_DURATION, el.server, el.mode, str(state)).observe(
-            el.ended_at - el.created_at
-        )
-        # The log line and the audit record one event-loop turn later (with the request's ids and its own): the
-        # answer goes on its way to the server first. Writing them costs more than relaying the answer, and the
-        # server, in a process of its own, can use that time. An upstream's HTTP wire writes a request's POST (a
-        # 2026-07-28 upstream's retry with the answer) in its caller's step on a kept-alive connection.
-        asyncio.get_running_loop().call_soon(self._record_end, el, context=_ids_context(el))
+        self.recent.add(el)  # here, not after the answer: the admin API finds it pending or ended, never neither
+        # Its metrics, log line and audit record once the answer is on its way to the server (`_after_answer`):
+        # writing them costs more than relaying the answer, and the server, in a process of its own, can use that
+        # time. An upstream's HTTP wire writes a request's POST (a 2026-07-28 upstream's retry with the answer) in its
+        # caller's step on a kept-alive connection.
         el.mark_ended()  # and its carriers' grace timer stopped
         # Who else keeps state about it: a parked call counting its open answers, a hosted page.
         if el.origin is not None:
@@ -575,13 +591,16 @@ class Broker:
 
     def _record_end(self, el: Elicitation) -> None:
         assert el.ended_at is not None and el.reason is not None  # only called once it ended (`_end`)
+        state = str(el.state)
+        labelled(ELICITATIONS, el.server, el.mode, state).inc()
+        labelled(ELICITATION_DURATION, el.server, el.mode, state).observe(el.ended_at - el.created_at)
         self._keep(
             "elicitation.ended",
             AuditRecord(
                 id=el.id,
                 server=el.server,
                 mode=el.mode,
-                state=str(el.state),
+                state=state,
                 reason=el.reason,
                 created_at=utc(el.created_at),
                 ended_at=utc(el.ended_at),

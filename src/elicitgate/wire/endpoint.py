@@ -113,6 +113,8 @@ class Endpoint:
         self, wire: MessageWire, peer: str, *, serving: bool = False, inline: frozenset[str] = frozenset()
     ) -> None:
         self._wire = wire
+        self._pipe = isinstance(wire, PushWire)
+        """A pipe's `send` writes in the caller's step, a task or not (`_answer_direct`)."""
         self._peer = peer
         self._serving = serving
         self._inline = inline
@@ -511,9 +513,11 @@ class Endpoint:
         if inbound.cancel_requested:
             task.exception()  # retrieved even when it is not answered
             return
-        writing = self._write_answer(self._outcome(request_id, task))
-        # Written here when the wire takes it at once (a face's pipe with room, an HTTP session's stream): no task per
-        # answer. One that has to wait (a full pipe) goes on in a task of its own.
+        self._write_now(self._write_answer(self._outcome(request_id, task)))
+
+    def _write_now(self, writing: Coroutine[Any, Any, None]) -> None:
+        """Written here when the wire takes it at once (a face's pipe with room, an HTTP session's stream, an upstream's
+        pipe): no task per answer. One that has to wait (a full pipe) goes on in a task of its own."""
         try:
             waits_on = writing.send(None)
         except StopIteration:
@@ -536,7 +540,11 @@ class Endpoint:
         # else a later request under the same id took its place (the peer's mistake): this one is answered all the same
         if task.cancelled():
             return
-        self._write_soon(self._write_answer(self._outcome(request_id, task)))
+        writing = self._write_answer(self._outcome(request_id, task))
+        if self._pipe:  # written before the callbacks after this one (the broker's record of the question's end)
+            self._write_now(writing)
+        else:  # an upstream's HTTP wire POSTs it, which needs a task from its first step
+            self._write_soon(writing)
 
     def _outcome(self, request_id: RequestId, task: asyncio.Task[JsonObject]) -> JsonObject:
         """The answer to a request whose handler's task ended, not cancelled: its result, or its error."""

@@ -1,0 +1,279 @@
+"""Python calls per stdio elicitation, and how many of them sit on its critical path: `python -m bench.elicit_path
+[--base REF] [--calls N] [--top N] [--callers TEXT] [--cpu [--runs N]]`.
+
+A stdio gateway (handshake-era client, the demo server over stdio as a handshake-era upstream) on `src/` as
+committed at `--base` (default `main`) and one on the work tree, each with a counting profiler (`sys.setprofile`
+on the event loop's thread: every Python and C function entered, a coroutine's resumption included, as cProfile
+counts them) switched on after a warm-up, for `--calls` sequential `confirm` calls (one form elicitation each).
+The counts are cut at the moments a message crosses the gateway: a pipe's read callback (`LineReader.
+data_received`) and a message written (`codec.dumps_line`). A call is eight of them, in this order, and the
+stretches between are:
+
+    request   the client's tools/call read, until it is written to the upstream
+    (idle)    the upstream works
+    push      the upstream's elicitation/create read, until it is written to the client
+    (idle)    the client's callback answers
+    answer    the client's answer read, until the ElicitResult is written to the upstream
+    after     what runs once the answer left (deferred work: the end's record, log line, metrics), until the
+              upstream's tools/call result is read
+    result    that result read, until it is written to the client
+    between   the next call's wait
+
+`push` + `answer` is the elicitation's own critical path: the upstream waits for every call counted there. With
+`--cpu`, the event loop thread's CPU time (`time.thread_time_ns`, noted at each mark by wrappers instead of a
+profiler) per stretch, `--runs` runs of `--calls` calls per source alternating: median and mean per call. Counts
+are deterministic (they do not depend on the machine's load, unlike CPU time); prints per call for each source,
+with each stretch's `--top` functions (and with `--callers TEXT`, who calls the functions whose name holds TEXT).
+Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import anyio
+
+from mcp import Client
+
+from bench import configs, latency
+from bench.ab import export_src, work_src
+from bench.procs import children, cmdline, stdio_transport
+
+ROOT = Path(__file__).resolve().parent.parent
+STRETCHES = ("request", "(idle upstream)", "push", "(idle client)", "answer", "after", "result", "between")
+WARMUP = 30
+
+
+def _where(code: object) -> str:
+    if isinstance(code, str):
+        return code
+    if hasattr(code, "co_filename"):
+        filename: str = code.co_filename  # type: ignore[attr-defined]
+        for marker in ("/elicitgate/", "/site-packages/", "/lib/python3"):
+            if marker in filename:
+                filename = filename.split(marker, 1)[1]
+                break
+        return f"{code.co_qualname} ({filename}:{code.co_firstlineno})"  # type: ignore[attr-defined]
+    return f"<{getattr(code, '__qualname__', repr(code))}>"
+
+
+def serve_counted(out: str) -> None:
+    """Run the gateway (`elicitgate.cli.app`, with this process's arguments) counting calls between SIGUSR1 and
+    SIGUSR2; at SIGUSR2 the counts by stretch go to `out` as JSON."""
+    from elicitgate.wire import codec
+    from elicitgate.wire.stdio import LineReader
+
+    marks = (LineReader.data_received.__code__, codec.dumps_line.__code__)
+    counts: list[Counter[object]] = [Counter() for _ in STRETCHES]
+    state = {"marks": -1}  # -1 until the first mark: counting starts at a call's beginning
+
+    def count(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            code = frame.f_code
+            if code in marks:
+                state["marks"] += 1
+            if state["marks"] >= 0:
+                caller = frame.f_back.f_code if frame.f_back is not None else None
+                counts[state["marks"] % len(STRETCHES)][(code, caller)] += 1
+        elif event == "c_call" and state["marks"] >= 0:
+            # By name: a bound method (`{}.get`) is a new object each time, and keeping it would keep its object.
+            counts[state["marks"] % len(STRETCHES)][(f"<{getattr(arg, '__qualname__', '?')}>", frame.f_code)] += 1
+
+    def start(*_: object) -> None:
+        sys.setprofile(count)
+
+    def stop(*_: object) -> None:
+        sys.setprofile(None)
+        found = {
+            "marks": state["marks"] + 1,
+            "stretches": {name: [[_where(code), _where(caller), n] for (code, caller), n in counted.items()]
+                          for name, counted in zip(STRETCHES, counts, strict=True)},
+        }
+        Path(out).write_text(json.dumps(found))
+
+    _serve(start, stop)
+
+
+def serve_timed(out: str) -> None:
+    """Run the gateway as `serve_counted` does, but note the event loop thread's CPU time (`time.thread_time_ns`) at
+    each mark instead of counting calls; at SIGUSR2 the times go to `out` as JSON."""
+    from elicitgate.wire import codec
+    from elicitgate.wire.stdio import LineReader
+
+    times: list[int] = []
+    on = [False]
+    read, dumps_line = LineReader.data_received, codec.dumps_line
+
+    def data_received(self: LineReader, data: bytes) -> None:
+        if on[0]:
+            times.append(time.thread_time_ns())
+        read(self, data)
+
+    def timed_dumps_line(message: Any) -> bytes:
+        if on[0]:
+            times.append(time.thread_time_ns())
+        return dumps_line(message)
+
+    LineReader.data_received = data_received  # type: ignore[method-assign]
+    codec.dumps_line = timed_dumps_line
+
+    def start(*_: object) -> None:
+        on[0] = True
+
+    def stop(*_: object) -> None:
+        on[0] = False
+        Path(out).write_text(json.dumps({"marks": len(times), "times": times}))
+
+    _serve(start, stop)
+
+
+def _serve(start: Callable[..., None], stop: Callable[..., None]) -> None:
+    signal.signal(signal.SIGUSR1, start)
+    signal.signal(signal.SIGUSR2, stop)
+    from elicitgate.cli import app
+
+    app()
+
+
+def _argv(src: Path, config: Path, out: Path, serve: str) -> list[str]:
+    code = (f"import sys; sys.path.insert(0, {str(src)!r}); sys.path.insert(1, {str(ROOT)!r}); "
+            f"from bench.elicit_path import {serve}; {serve}({str(out)!r})")
+    return [configs.PY, "-c", code, "serve", "--config", str(config)]
+
+
+async def _count(label: str, src: Path, work: Path, calls: int, log: Any, serve: str = "serve_counted") -> Any:
+    out = work / f"{label}.json"
+    out.unlink(missing_ok=True)
+    servers = {"handshake": configs.stdio_upstream("handshake")}
+    name = f"elicit-path-{label}"
+    config = configs.write_config(work, name, configs.gateway_config(servers, src=src))
+    tool, arguments = latency.TOOLS["elicit"]
+    async with AsyncExitStack() as stack:
+        client = await stack.enter_async_context(Client(
+            stdio_transport(_argv(src, config, out, serve), log), mode="legacy",
+            elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
+            read_timeout_seconds=latency.CALL_TIMEOUT))
+        pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
+        for _ in range(WARMUP):
+            await latency.call(client, f"handshake__{tool}", arguments)
+        await _signalled(pid, signal.SIGUSR1, lambda: True)  # the handler runs at the loop's next Python step
+        for _ in range(calls):
+            await latency.call(client, f"handshake__{tool}", arguments)
+        await _signalled(pid, signal.SIGUSR2, out.exists)
+        return json.loads(out.read_text())
+
+
+async def _signalled(pid: int, signum: int, done: Callable[[], bool]) -> None:
+    os.kill(pid, signum)
+    deadline = time.monotonic() + 30
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the gateway {pid} did not answer signal {signum}")
+        await anyio.sleep(0.05)
+    await anyio.sleep(0.2)  # SIGUSR1: the handler has surely run before the first counted call
+
+
+def _by_callee(rows: list[tuple[str, str, int]]) -> Counter[str]:
+    counted: Counter[str] = Counter()
+    for where, _caller, n in rows:
+        counted[where] += n
+    return counted
+
+
+def _print(label: str, found: dict[str, Any], calls: int, top: int, callers: str | None) -> dict[str, float]:
+    per_call = {name: sum(n for _, _, n in rows) / calls for name, rows in found["stretches"].items()}
+    critical = per_call["push"] + per_call["answer"]
+    print(f"\n{label}: marks {found['marks']} (expected {len(STRETCHES) * calls}), Python calls per elicitation "
+          f"{sum(per_call.values()):.1f}, of them push + answer (the critical path) {critical:.1f}")
+    for name, n in per_call.items():
+        print(f"  {name:16} {n:8.1f}")
+    for name in ("push", "answer", "after"):
+        print(f"  top of {name}:")
+        for where, n in _by_callee(found["stretches"][name]).most_common(top):
+            print(f"    {n / calls:7.2f}  {where}")
+        if callers:
+            for where, caller, n in sorted(found["stretches"][name], key=lambda row: -row[2]):
+                if callers in where:
+                    print(f"    {n / calls:7.2f}  {where} <- {caller}")
+    return per_call
+
+
+def _cpu_us(found: dict[str, Any]) -> dict[str, list[float]]:
+    """Each stretch's CPU time per call, us, from the times noted at each mark (the last stretch of the last call has
+    no end: left out)."""
+    times: list[int] = found["times"]
+    per: dict[str, list[float]] = {name: [] for name in STRETCHES}
+    for i in range(len(times) - 1):
+        per[STRETCHES[i % len(STRETCHES)]].append((times[i + 1] - times[i]) / 1000)
+    return per
+
+
+async def measure_cpu(args: argparse.Namespace, work: Path, sources: dict[str, Path]) -> None:
+    """`--cpu`: the event loop thread's CPU time per stretch, `--runs` runs of each source alternating."""
+    found: dict[str, dict[str, list[float]]] = {label: {name: [] for name in STRETCHES} for label in sources}
+    labels = list(sources)
+    with open(work / "elicit_path.log", "w") as log:
+        for run in range(args.runs):
+            for label in labels if run % 2 == 0 else reversed(labels):
+                timed = await _count(label, sources[label], work, args.calls, log, "serve_timed")
+                if timed["marks"] != len(STRETCHES) * args.calls:
+                    print(f"{label} run {run}: {timed['marks']} marks, expected {len(STRETCHES) * args.calls}")
+                for name, values in _cpu_us(timed).items():
+                    found[label][name] += values
+    print(f"event loop thread CPU per stretch, us: median [mean] of {args.runs} x {args.calls} calls per source; "
+          f"load {os.getloadavg()[0]:.1f}")
+    print("| stretch | " + " | ".join(labels) + " |\n|---|" + "---:|" * len(labels))
+    for name in (*STRETCHES, "push + answer"):
+        cells = []
+        for label in labels:
+            if name == "push + answer":
+                values = [a + b for a, b in zip(found[label]["push"], found[label]["answer"], strict=False)]
+            else:
+                values = found[label][name]
+            cells.append(f"{statistics.median(values):.1f} [{statistics.fmean(values):.1f}]")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+async def measure(args: argparse.Namespace) -> None:
+    work = ROOT / "bench" / "results" / "elicit_path"
+    work.mkdir(parents=True, exist_ok=True)
+    sources = {"base": export_src(args.base), "work": work_src()}
+    if args.cpu:
+        await measure_cpu(args, work, sources)
+        return
+    found: dict[str, dict[str, float]] = {}
+    with open(work / "elicit_path.log", "w") as log:
+        for label, src in sources.items():
+            counted = await _count(label, src, work, args.calls, log)
+            found[label] = _print(label, counted, args.calls, args.top, args.callers)
+    print("\n| stretch | base | work |\n|---|---:|---:|")
+    for name in STRETCHES:
+        print(f"| {name} | {found['base'][name]:.1f} | {found['work'][name]:.1f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="bench.elicit_path", description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="main")
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--callers", help="also list the callers of the functions whose name holds this text")
+    parser.add_argument("--cpu", action="store_true",
+                        help="the event loop thread's CPU time per stretch instead of the calls (`--runs` each)")
+    parser.add_argument("--runs", type=int, default=4)
+    anyio.run(measure, parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()
