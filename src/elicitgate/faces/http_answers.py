@@ -92,6 +92,14 @@ def error_message(request_id: RequestId | None, code: int, message: str, **data:
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
+def json_headers(body: bytes, extra: list[tuple[bytes, bytes]] | None) -> list[tuple[bytes, bytes]]:
+    """The headers of a JSON answer with `body`, then `extra`."""
+    headers = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
+    if extra:
+        headers.extend(extra)
+    return headers
+
+
 async def reply(
     send: Send,
     status: int,
@@ -101,9 +109,7 @@ async def reply(
 ) -> None:
     """A whole response: one JSON-RPC message (or none) as JSON; `extra` headers."""
     body = encode(message) if message is not None else b""
-    headers = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
-    if extra:
-        headers.extend(extra)
+    headers = json_headers(body, extra)
     cycle = getattr(send, "__self__", None)
     if isinstance(cycle, LeanCycle) and cycle.respond(status, headers, body):  # the face's own server: one step
         return

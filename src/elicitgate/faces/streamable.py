@@ -14,6 +14,7 @@ go on the session's GET stream.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import functools
@@ -38,12 +39,13 @@ from elicitgate.errors import NonFiniteParams, NotAMessage
 from elicitgate.faces.dispatch import serve_handshake
 from elicitgate.faces.elsewhere import FORWARD_OP, READER_OP, ElsewhereSessions, serve_forwarded
 from elicitgate.faces.event_streams import EventLimits, EventStream, protocol_at_least_2025_11_25
-from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, read_body, reply
+from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, json_headers, read_body, reply
 from elicitgate.faces.http_session import HttpRequestContext, SessionWire
 from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
 from elicitgate.json_shapes import JsonObject
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
+from elicitgate.web.http_protocol import LeanCycle, Raising, Starts
 from elicitgate.web.request_headers import RequestHeaders
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import is_request_id
@@ -219,16 +221,9 @@ class StreamableHttpEndpoint:
         body = await self._read_post(scope, receive, send, headers, session)
         if body is None:
             return
-        message = parse_message(body)
-        if isinstance(message, Exception):
-            if isinstance(message, NonFiniteParams):
-                named = message.request_id if is_request_id(message.request_id) else None
-                error = error_message(named, INVALID_PARAMS, str(message))
-            elif isinstance(message, NotAMessage):
-                error = error_message(None, INVALID_REQUEST, f"Invalid request: {message}")
-            else:
-                error = error_message(None, PARSE_ERROR, f"Parse error: {message}")
-            await reply(send, 400, error, extra=_header_of(session))
+        message = _parsed(body)
+        if isinstance(message, _Refusal):
+            await reply(send, 400, message.error, extra=_header_of(session))
             return
         method, request_id = message.get("method"), message.get("id")
         is_request = isinstance(method, str) and is_request_id(request_id)
@@ -260,6 +255,42 @@ class StreamableHttpEndpoint:
             await reply(send, 202, None, extra=session.header)
             return
         await self._answer(session, cast(RequestId, request_id), message, receive, send, headers)
+
+    def at_body(self, scope: Scope, cycle: LeanCycle, connection: Starts) -> ASGIApp | None:
+        """A POST whose whole body came with its head, in the connection's step (`DirectRoute.at_body`): on a
+        session, what `_post` does up to where it would wait, here. The client's answer or notification is handed
+        in and answered 202 from callbacks (no task); a request's task starts at `_answer` with the message parsed;
+        anything else (no session yet, a refusal, another era, `redis_url`) is the endpoint's as it comes."""
+        if self._tasks is None or self._elsewhere is not None:
+            return self
+        headers = RequestHeaders.of(scope)
+        version = headers.first(b"mcp-protocol-version")
+        session_id = headers.first(b"mcp-session-id")
+        if (session_id is None or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS)
+                or len(cycle.body) > self._max_body_size):
+            return self
+        has_json, has_sse = _accepts(headers.first(b"accept") or "")
+        content_type = headers.first(b"content-type")
+        if (not (has_json and has_sse) or content_type is None
+                or content_type.split(";")[0].strip().lower() != "application/json"):
+            return self
+        session = self._session(scope, session_id)
+        if session is None or (body := cycle.whole_body()) is None:
+            return self
+        message = _parsed(body)
+        if isinstance(message, _Refusal):
+            return functools.partial(_refuse, 400, message.error, session.header)
+        method, request_id = message.get("method"), message.get("id")
+        if not (isinstance(method, str) and is_request_id(request_id)):
+            session.wire.hand_in(Inbound(message))
+            loop = asyncio.get_running_loop()  # the 202 two turns later, as `_post` writes it
+            loop.call_soon(loop.call_soon, _accepted, cycle, connection, session.header)
+            return None
+        return functools.partial(self._answer_app, session, cast(RequestId, request_id), message, headers)
+
+    async def _answer_app(self, session: _Session, request_id: RequestId, message: JsonObject, headers: Headers,
+                          scope: Scope, receive: Receive, send: Send) -> None:
+        await self._answer(session, request_id, message, receive, send, headers)
 
     async def _answer(
         self,
@@ -507,6 +538,45 @@ class StreamableHttpEndpoint:
                 elif timeout is not None and idle >= timeout:
                     logger.info("session %s idle for %.0fs: ended", session.id, idle)
                     self._end(session)
+
+
+class _Refusal:
+    """A POST's body that is not a message to serve: the 400's JSON-RPC error."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: JsonObject) -> None:
+        self.error = error
+
+
+def _parsed(body: bytes) -> JsonObject | _Refusal:
+    """A POST's message, or the error that says why its body is not one."""
+    message = parse_message(body)
+    if not isinstance(message, Exception):
+        return message
+    if isinstance(message, NonFiniteParams):
+        named = message.request_id if is_request_id(message.request_id) else None
+        return _Refusal(error_message(named, INVALID_PARAMS, str(message)))
+    if isinstance(message, NotAMessage):
+        return _Refusal(error_message(None, INVALID_REQUEST, f"Invalid request: {message}"))
+    return _Refusal(error_message(None, PARSE_ERROR, f"Parse error: {message}"))
+
+
+async def _refuse(status: int, error: JsonObject | None, extra: list[tuple[bytes, bytes]], scope: Scope,
+                  receive: Receive, send: Send) -> None:
+    await reply(send, status, error, extra=extra)
+
+
+def _accepted(cycle: LeanCycle, connection: Starts, extra: list[tuple[bytes, bytes]]) -> None:
+    """The 202 to a POST that carried the client's answer or notification, written from a callback; from a task when
+    writing must wait (or fails: answered there as uvicorn answers an app's failure)."""
+    try:
+        if cycle.respond(202, json_headers(b"", extra), b""):
+            return
+        app: ASGIApp = functools.partial(_refuse, 202, None, extra)
+    except Exception as exc:
+        app = Raising(exc)
+    connection.start(cycle, app)
 
 
 @functools.lru_cache(maxsize=64)
