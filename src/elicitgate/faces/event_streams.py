@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import re
 from collections.abc import Mapping
 
@@ -32,12 +33,18 @@ from elicitgate.faces.http_answers import (
     SSE_PING_INTERVAL,
     Late,
     encode,
+    event_bytes,
+    json_headers,
+    lean_cycle,
     on_disconnect,
     send_event,
 )
 from elicitgate.json_shapes import JsonObject
 from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
+from elicitgate.web.http_protocol import LeanCycle
 from elicitgate.wire.wakeup import Wakeable
+
+logger = logging.getLogger(__name__)
 
 EVENT_ID = re.compile(r"^((?:[0-9a-f]{1,32}-)?\d{1,12})/(\d{1,12})$")
 """`<stream>/<seq>`: a `Last-Event-ID` of this face."""
@@ -135,7 +142,8 @@ class EventStream(Wakeable):
     ends it) or the session's GET stream. Its events stay while its client may still resume it."""
 
     __slots__ = (
-        "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_reader",
+        "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_reader", "_direct",
+        "_at",
     )
 
     def __init__(self, name: str, log: SessionEvents) -> None:
@@ -159,6 +167,11 @@ class EventStream(Wakeable):
         """Another replica's response is writing it (its client came back there)."""
         self._reader: anyio.CancelScope | None = None
         """The response writing it now; None while its client is away."""
+        self._direct: LeanCycle | tuple[LeanCycle, list[tuple[bytes, bytes]]] | None = None
+        """On the face's own server, while its reader waits for what comes next: the response `put` writes to itself,
+        in its caller's step, one loop turn before the reader would (`write`, caught up after seq `_at`), or, as
+        (response, its extra headers), the request's answer as one JSON body (`first`)."""
+        self._at = 0
 
     def event_id(self, seq: int) -> bytes:
         return f"{self.name}/{seq}".encode()
@@ -178,14 +191,39 @@ class EventStream(Wakeable):
         """Add `message` (False once the stream has ended)."""
         if self.closed:
             return False
-        self.events.append((self.next_seq, message))
+        seq = self.next_seq
+        self.events.append((seq, message))
         if self.mirror is not None:
-            self.mirror.appended(self, self.next_seq, message, last)
-        self.next_seq += 1
+            self.mirror.appended(self, seq, message, last)
+        self.next_seq = seq + 1
         self.closed = last
+        if self._direct is not None:
+            self._write_now(seq, message, last)
         self._log.added()
         self._wake()
         return True
+
+    def _write_now(self, seq: int, message: JsonObject, last: bool) -> None:
+        """`put`'s `message` written to `_direct` now (then `written` says so); left to the reader, which is woken all
+        the same, when it cannot be written without waiting or is not the case `_direct` is for."""
+        direct, self._direct = self._direct, None
+        try:
+            if isinstance(direct, tuple):  # the first event: the answer alone goes as one JSON body
+                cycle, extra = direct
+                if last and seq == 1 and "method" not in message:
+                    body = encode(message)
+                    if cycle.respond(200, json_headers(body, extra), body):
+                        self.written = seq
+            elif direct is not None and seq == self._at + 1:
+                if direct.write_now(event_bytes(encode(message), self.event_id(seq)), True):
+                    self._at = self.written = seq
+                    if last:
+                        direct.write_now(b"", False)  # the response's end (its reader sees it complete)
+                    else:
+                        self._direct = direct
+        except Exception:  # the reader's own `send` meets it again, in the response's task
+            logger.debug("writing stream %s's event %d in its caller's step failed: left to its reader", self.name,
+                         seq, exc_info=True)
 
     def close(self) -> None:
         self.closed = True
@@ -201,6 +239,21 @@ class EventStream(Wakeable):
                 return None
             if not await self._wait(timeout):
                 return LATE
+
+    async def first(
+        self, timeout: float, cycle: LeanCycle | None, extra: list[tuple[bytes, bytes]]
+    ) -> tuple[int, JsonObject] | None | Late:
+        """`next(0, timeout)` for a new stream whose request may be answered as one JSON body (with `extra`
+        headers): on the face's own server (`cycle`), when that answer comes while this waits, `put` writes it
+        itself (`written` is then its seq)."""
+        if cycle is None or self.events or self.closed:
+            return await self.next(0, timeout)
+        window = self._direct = (cycle, extra)
+        try:
+            return await self.next(0, timeout)
+        finally:
+            if self._direct is window:
+                self._direct = None
 
     def _after(self, after: int) -> tuple[int, JsonObject] | None:
         """The first kept event after seq `after`, searched from the newest: a client reading along is one step
@@ -262,6 +315,8 @@ class EventStream(Wakeable):
         seq `after` and no data, so that a client can resume before any message came (2025-11-25)."""
         if self._reader is not None:
             self._reader.cancel()  # the client came back before this side saw it leave: the new response wins
+            self._direct = None  # not to the response left behind
+        cycle = lean_cycle(send)
         cursor = after
         done = False
         with anyio.CancelScope() as scope:
@@ -275,7 +330,17 @@ class EventStream(Wakeable):
                 if priming:
                     await send_event(send, b"", self.event_id(after))
                 while True:
-                    item = await self.next(cursor, SSE_PING_INTERVAL)
+                    parked = cycle is not None and not self.closed and self._after(cursor) is None
+                    if parked:
+                        self._direct, self._at = cycle, cursor
+                    try:
+                        item = await self.next(cursor, SSE_PING_INTERVAL)
+                    finally:
+                        if parked and self._direct is cycle:
+                            self._direct = None
+                    if parked and self._at > cursor:  # `put` wrote what came meanwhile
+                        cursor = self._at
+                        continue
                     if item is None:
                         break
                     if item is LATE:
@@ -286,8 +351,9 @@ class EventStream(Wakeable):
                     cursor = seq
                     self.written = max(self.written, seq)
                 done = True
-                with contextlib.suppress(OSError):
-                    await send(END)
+                if cycle is None or not cycle.response_complete:  # else `put` ended it with the last event
+                    with contextlib.suppress(OSError):
+                        await send(END)
             except OSError:  # the client has gone
                 pass
             finally:

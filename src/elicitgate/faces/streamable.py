@@ -39,7 +39,15 @@ from elicitgate.errors import NonFiniteParams, NotAMessage
 from elicitgate.faces.dispatch import serve_handshake
 from elicitgate.faces.elsewhere import FORWARD_OP, READER_OP, ElsewhereSessions, serve_forwarded
 from elicitgate.faces.event_streams import EventLimits, EventStream, protocol_at_least_2025_11_25
-from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, json_headers, read_body, reply
+from elicitgate.faces.http_answers import (
+    JSON_WINDOW,
+    LATE,
+    error_message,
+    json_headers,
+    lean_cycle,
+    read_body,
+    reply,
+)
 from elicitgate.faces.http_session import HttpRequestContext, SessionWire
 from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
@@ -312,13 +320,14 @@ class StreamableHttpEndpoint:
         done = True
         try:
             wire.hand_in(Inbound(message, context=contextvars.copy_context()))
-            first = await channel.next(0, JSON_WINDOW)
+            first = await channel.first(JSON_WINDOW, lean_cycle(send), session.header)
             if first is None:  # not reached: a stream is closed unanswered only as its session ends
                 await reply(send, 500, error_message(request_id, INTERNAL_ERROR, "The request ended unanswered"))
                 return
             if first is not LATE and channel.complete(first[0]) and "method" not in first[1]:
                 wire.events.forget(channel)
-                await reply(send, 200, first[1], extra=session.header)
+                if channel.written < first[0]:  # else written by `put`, as it came
+                    await reply(send, 200, first[1], extra=session.header)
                 if message.get("method") == "initialize" and "error" in first[1]:
                     self._end(session)  # nothing was established
                 return
