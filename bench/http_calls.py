@@ -47,7 +47,8 @@ snapshots = [0]
 def snapshot(signum, frame):
     profile.disable()
     profile.create_stats()
-    stats = {{key: (value[0], value[1], sum(c[0] for c in value[4].values())) for key, value in profile.stats.items()}}
+    stats = {{key: (value[0], value[1], sum(c[0] for c in value[4].values()), value[2])
+             for key, value in profile.stats.items()}}
     snapshots[0] += 1
     with open({out!r} + "." + str(snapshots[0]), "wb") as file:
         marshal.dump(stats, file)
@@ -59,7 +60,7 @@ profile.enable()
 app()
 """
 
-Counts = dict[tuple[str, int, str], tuple[int, int, int]]
+Counts = dict[tuple[str, int, str], tuple[int, int, int, float]]
 
 
 def gateway_argv(src: Path, config: Path, listen: str, out: str) -> list[str]:
@@ -86,8 +87,8 @@ async def take_snapshot(pid: int, out: str, number: int, client: Client, tool: s
 def difference(before: Counts, after: Counts) -> dict[tuple[str, int, str], tuple[int, int]]:
     """By function: (calls, calls entered from no Python caller: from the event loop) between the snapshots."""
     found: dict[tuple[str, int, str], tuple[int, int]] = {}
-    for key, (_, calls, from_python) in after.items():
-        _, was, was_from_python = before.get(key, (0, 0, 0))
+    for key, (_, calls, from_python, _) in after.items():
+        _, was, was_from_python, _ = before.get(key, (0, 0, 0, 0.0))
         if calls > was:
             found[key] = (calls - was, calls - was - (from_python - was_from_python))
     return found

@@ -271,3 +271,81 @@ async def test_an_sse_event_and_the_stream_s_end_are_written_in_the_step_that_pu
     assert written == other, "the same bytes as the reader writes them"
     assert held[0].endswith(b'data: {"jsonrpc":"2.0","id":3,"method":"elicitation/create"}\r\n\r\n\r\n')
     assert held[1].endswith(b'data: {"jsonrpc":"2.0","id":1,"result":{}}\r\n\r\n\r\n0\r\n\r\n')
+
+
+async def test_a_request_answered_within_the_json_window_has_no_task() -> None:
+    async with face() as connection:
+        before = len(connection.socket.written)
+        connection.protocol.data_received(post({"jsonrpc": "2.0", "id": 5, "method": "ping"}, connection.session))
+        for _ in range(10_000):
+            assert not connection.state.tasks
+            if connection.socket.written[before:].endswith(b"}"):
+                break
+            await asyncio.sleep(0)
+        answer = bytes(connection.socket.written[before:])
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b'{"jsonrpc":"2.0","id":5,"result":{}}')
+        assert b"content-type: application/json" in answer
+
+
+@asynccontextmanager
+async def held_requests(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[list[Any]]:
+    """The client's requests held back from the session (handed in once the test lets them go)."""
+    from elicitgate.faces.http_session import SessionWire
+
+    held: list[Any] = []
+    hand_in = SessionWire.hand_in
+
+    def holding(wire: SessionWire, inbound: Any) -> None:
+        if "id" in inbound.message and "method" in inbound.message:
+            held.append((wire, inbound))
+            return
+        hand_in(wire, inbound)
+
+    monkeypatch.setattr(SessionWire, "hand_in", holding)
+    yield held
+    monkeypatch.setattr(SessionWire, "hand_in", hand_in)
+    for wire, inbound in held:
+        hand_in(wire, inbound)
+
+
+async def test_a_request_past_the_json_window_goes_on_as_an_sse_stream_in_a_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from elicitgate.faces import streamable
+
+    monkeypatch.setattr(streamable, "JSON_WINDOW", 0.01)
+    async with face() as connection:
+        before = len(connection.socket.written)
+        async with held_requests(monkeypatch) as held:
+            connection.protocol.data_received(post({"jsonrpc": "2.0", "id": 6, "method": "ping"}, connection.session))
+            assert len(held) == 1 and not connection.state.tasks
+            await connection.until(lambda: bool(connection.state.tasks))  # the window passed: the stream's task
+        await connection.until(lambda: connection.socket.written.endswith(b"0\r\n\r\n"))
+        answer = bytes(connection.socket.written[before:])
+        assert answer.startswith(b"HTTP/1.1 200") and b"content-type: text/event-stream" in answer
+        assert b'data: {"jsonrpc":"2.0","id":6,"result":{}}' in answer
+        await connection.until(lambda: not connection.state.tasks)
+
+
+async def test_a_request_id_already_in_flight_is_refused_409(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with face() as connection:
+        async with held_requests(monkeypatch) as held:
+            request = post({"jsonrpc": "2.0", "id": 8, "method": "ping"}, connection.session)
+            connection.protocol.data_received(request)
+            assert len(held) == 1
+            second = Face(*(await _second_connection(connection)))
+            second.session = connection.session
+            refused = await second.answered(request)
+            assert refused.startswith(b"HTTP/1.1 409")
+            assert b"already in flight" in refused and b"mcp-session-id: " + connection.session in refused.lower()
+            second.protocol.connection_lost(None)
+        await connection.until(lambda: connection.socket.written.endswith(b'"id":8,"result":{}}'))
+
+
+async def _second_connection(first: Face) -> tuple[LimitedHttpTools, Socket, ServerState]:
+    state = ServerState()
+    protocol = type(first.protocol)(config=first.protocol.config, server_state=state, app_state={},
+                                    _loop=asyncio.get_running_loop())
+    socket = Socket()
+    protocol.connection_made(socket)
+    return protocol, socket, state

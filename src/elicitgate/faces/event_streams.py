@@ -15,11 +15,12 @@ them when its connection breaks.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import anyio
 from starlette.types import Receive, Send
@@ -167,10 +168,10 @@ class EventStream(Wakeable):
         """Another replica's response is writing it (its client came back there)."""
         self._reader: anyio.CancelScope | None = None
         """The response writing it now; None while its client is away."""
-        self._direct: LeanCycle | tuple[LeanCycle, list[tuple[bytes, bytes]]] | None = None
+        self._direct: LeanCycle | JsonWindow | None = None
         """On the face's own server, while its reader waits for what comes next: the response `put` writes to itself,
-        in its caller's step, one loop turn before the reader would (`write`, caught up after seq `_at`), or, as
-        (response, its extra headers), the request's answer as one JSON body (`first`)."""
+        in its caller's step, one loop turn before the reader would (`write`, caught up after seq `_at`), or the
+        request's answer as one JSON body (`first`, `window`)."""
         self._at = 0
 
     def event_id(self, seq: int) -> bytes:
@@ -197,24 +198,26 @@ class EventStream(Wakeable):
             self.mirror.appended(self, seq, message, last)
         self.next_seq = seq + 1
         self.closed = last
-        if self._direct is not None:
-            self._write_now(seq, message, last)
+        window = self._write_now(seq, message, last) if self._direct is not None else None
         self._log.added()
         self._wake()
+        if window is not None:
+            window.end()
         return True
 
-    def _write_now(self, seq: int, message: JsonObject, last: bool) -> None:
+    def _write_now(self, seq: int, message: JsonObject, last: bool) -> JsonWindow | None:
         """`put`'s `message` written to `_direct` now (then `written` says so); left to the reader, which is woken all
-        the same, when it cannot be written without waiting or is not the case `_direct` is for."""
+        the same, when it cannot be written without waiting or is not the case `_direct` is for. The JSON window
+        this event ended, if any (ended by `put` once its own bookkeeping is done)."""
         direct, self._direct = self._direct, None
         try:
-            if isinstance(direct, tuple):  # the first event: the answer alone goes as one JSON body
-                cycle, extra = direct
+            if isinstance(direct, JsonWindow):  # the first event: the answer alone goes as one JSON body
                 if last and seq == 1 and "method" not in message:
                     body = encode(message)
-                    if cycle.respond(200, json_headers(body, extra), body):
+                    if direct.cycle.respond(200, json_headers(body, direct.extra), body):
                         self.written = seq
-            elif direct is not None and seq == self._at + 1:
+                return direct
+            if direct is not None and seq == self._at + 1:
                 if direct.write_now(event_bytes(encode(message), self.event_id(seq)), True):
                     self._at = self.written = seq
                     if last:
@@ -224,6 +227,9 @@ class EventStream(Wakeable):
         except Exception:  # the reader's own `send` meets it again, in the response's task
             logger.debug("writing stream %s's event %d in its caller's step failed: left to its reader", self.name,
                          seq, exc_info=True)
+            if isinstance(direct, JsonWindow):
+                return direct
+        return None
 
     def close(self) -> None:
         self.closed = True
@@ -248,12 +254,37 @@ class EventStream(Wakeable):
         itself (`written` is then its seq)."""
         if cycle is None or self.events or self.closed:
             return await self.next(0, timeout)
-        window = self._direct = (cycle, extra)
+        window = self._direct = JsonWindow(cycle, extra, None)
         try:
             return await self.next(0, timeout)
         finally:
             if self._direct is window:
                 self._direct = None
+
+    def window(self, timeout: float, cycle: LeanCycle, extra: list[tuple[bytes, bytes]],
+               then: Callable[[], object]) -> None:
+        """`first` with no task waiting: `then` is called once the window ends, by the first event's `put` (the
+        answer written as one JSON body when it could be: `written` then says so) or after `timeout` seconds;
+        `first_now` says with what."""
+        window = JsonWindow(cycle, extra, then)
+        if self.events or self.closed:
+            asyncio.get_running_loop().call_soon(window.end)
+            return
+        self._direct = window
+        window.timer = asyncio.get_running_loop().call_later(timeout, self._window_passed, window)
+
+    def _window_passed(self, window: JsonWindow) -> None:
+        if self._direct is window:
+            self._direct = None
+            window.end()
+
+    def first_now(self) -> tuple[int, JsonObject] | None | Late:
+        """What `next(0, ...)` would give now without waiting: the first kept event, None once closed with none,
+        else `LATE`."""
+        found = self._after(0)
+        if found is not None:
+            return found
+        return None if self.closed else LATE
 
     def _after(self, after: int) -> tuple[int, JsonObject] | None:
         """The first kept event after seq `after`, searched from the newest: a client reading along is one step
@@ -368,6 +399,28 @@ class EventStream(Wakeable):
         return False
 
 
+
+
+class JsonWindow:
+    """A request's wait for its first event while its answer may still go as one JSON body (`EventStream.first`,
+    `EventStream.window`): the response and its extra headers, and for a wait with no task, what to call once it
+    ends and the timer that ends it."""
+
+    __slots__ = ("cycle", "extra", "then", "timer")
+
+    def __init__(self, cycle: LeanCycle, extra: list[tuple[bytes, bytes]], then: Callable[[], object] | None) -> None:
+        self.cycle = cycle
+        self.extra = extra
+        self.then = then
+        self.timer: asyncio.TimerHandle | None = None
+
+    def end(self) -> None:
+        then, self.then = self.then, None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if then is not None:
+            then()
 
 
 def protocol_at_least_2025_11_25(headers: Mapping[str, str], header: str) -> bool:

@@ -42,6 +42,7 @@ from elicitgate.faces.event_streams import EventLimits, EventStream, protocol_at
 from elicitgate.faces.http_answers import (
     JSON_WINDOW,
     LATE,
+    Late,
     error_message,
     json_headers,
     lean_cycle,
@@ -294,11 +295,47 @@ class StreamableHttpEndpoint:
             loop = asyncio.get_running_loop()  # the 202 two turns later, as `_post` writes it
             loop.call_soon(loop.call_soon, _accepted, cycle, connection, session.header)
             return None
-        return functools.partial(self._answer_app, session, cast(RequestId, request_id), message, headers)
+        return self._answer_in_steps(session, cast(RequestId, request_id), message, headers, cycle, connection)
 
-    async def _answer_app(self, session: _Session, request_id: RequestId, message: JsonObject, headers: Headers,
-                          scope: Scope, receive: Receive, send: Send) -> None:
-        await self._answer(session, request_id, message, receive, send, headers)
+    def _answer_in_steps(self, session: _Session, request_id: RequestId, message: JsonObject, headers: Headers,
+                         cycle: LeanCycle, connection: Starts) -> ASGIApp | None:
+        """`_answer` with no task while the answer may still go as one JSON body: the request is handed in now, the
+        answer written by `put` as it comes (`EventStream.window`); a task starts only for what else the window ends
+        with (an event before the answer: an SSE stream; the window passing; an answer that must wait to be
+        written)."""
+        wire = session.wire
+        if request_id in wire.answers:
+            return functools.partial(_refuse, 409, _in_flight(request_id), session.header)
+        channel = self._opened(session, request_id, message)
+        try:
+            channel.window(JSON_WINDOW, cycle, session.header, functools.partial(
+                self._window_ended, session, request_id, message, channel, headers, cycle, connection))
+        except BaseException:
+            self._served(session, request_id, channel, True)
+            raise
+        return None
+
+    def _window_ended(self, session: _Session, request_id: RequestId, message: JsonObject, channel: EventStream,
+                      headers: Headers, cycle: LeanCycle, connection: Starts) -> None:
+        try:
+            first = channel.first_now()
+            if first is not LATE and first is not None and channel.complete(first[0]) and channel.written >= first[0]:
+                session.wire.events.forget(channel)  # answered as one JSON body, by `put`
+                self._served(session, request_id, channel, True)
+                return
+            app: ASGIApp = functools.partial(self._respond_app, session, request_id, message, channel, first, headers)
+        except Exception as exc:  # answered as uvicorn answers an app's failure
+            app = Raising(exc)
+        connection.start(cycle, app)
+
+    async def _respond_app(self, session: _Session, request_id: RequestId, message: JsonObject, channel: EventStream,
+                           first: tuple[int, JsonObject] | None | Late, headers: Headers, scope: Scope,
+                           receive: Receive, send: Send) -> None:
+        done = True
+        try:
+            done = await self._respond(session, request_id, message, channel, first, receive, send, headers)
+        finally:
+            self._served(session, request_id, channel, done)
 
     async def _answer(
         self,
@@ -312,30 +349,50 @@ class StreamableHttpEndpoint:
         """Serve one request of the client's and write its answer (and what comes before it) on this POST."""
         wire = session.wire
         if request_id in wire.answers:
-            await reply(send, 409, error_message(request_id, INVALID_REQUEST, "A request with this id is already in "
-                                           "flight on this session", id=request_id), extra=session.header)
+            await reply(send, 409, _in_flight(request_id), extra=session.header)
             return
-        channel = wire.answers[request_id] = wire.events.open()
-        session.in_flight += 1
+        channel = self._opened(session, request_id, message)
         done = True
         try:
-            wire.hand_in(Inbound(message, context=contextvars.copy_context()))
             first = await channel.first(JSON_WINDOW, lean_cycle(send), session.header)
-            if first is None:  # not reached: a stream is closed unanswered only as its session ends
-                await reply(send, 500, error_message(request_id, INTERNAL_ERROR, "The request ended unanswered"))
-                return
-            if first is not LATE and channel.complete(first[0]) and "method" not in first[1]:
-                wire.events.forget(channel)
-                if channel.written < first[0]:  # else written by `put`, as it came
-                    await reply(send, 200, first[1], extra=session.header)
-                if message.get("method") == "initialize" and "error" in first[1]:
-                    self._end(session)  # nothing was established
-                return
-            done = await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
+            done = await self._respond(session, request_id, message, channel, first, receive, send, headers)
         finally:
-            if done and wire.answers.get(request_id) is channel:
-                del wire.answers[request_id]
-            self._release(session, broke=not done, stream=channel)
+            self._served(session, request_id, channel, done)
+
+    def _opened(self, session: _Session, request_id: RequestId, message: JsonObject) -> EventStream:
+        """The request's response stream, opened, and the request handed in."""
+        wire = session.wire
+        channel = wire.answers[request_id] = wire.events.open()
+        session.in_flight += 1
+        try:
+            wire.hand_in(Inbound(message, context=contextvars.copy_context()))
+        except BaseException:
+            self._served(session, request_id, channel, True)
+            raise
+        return channel
+
+    async def _respond(self, session: _Session, request_id: RequestId, message: JsonObject, channel: EventStream,
+                       first: tuple[int, JsonObject] | None | Late, receive: Receive, send: Send,
+                       headers: Headers) -> bool:
+        """The answer to the request, from its stream's `first` event: one JSON body when that is the answer, else
+        the stream as SSE. False when the client went away before the stream's end."""
+        if first is None:  # not reached: a stream is closed unanswered only as its session ends
+            await reply(send, 500, error_message(request_id, INTERNAL_ERROR, "The request ended unanswered"))
+            return True
+        if first is not LATE and channel.complete(first[0]) and "method" not in first[1]:
+            session.wire.events.forget(channel)
+            if channel.written < first[0]:  # else written by `put`, as it came
+                await reply(send, 200, first[1], extra=session.header)
+            if message.get("method") == "initialize" and "error" in first[1]:
+                self._end(session)  # nothing was established
+            return True
+        return await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
+
+    def _served(self, session: _Session, request_id: RequestId, channel: EventStream, done: bool) -> None:
+        wire = session.wire
+        if done and wire.answers.get(request_id) is channel:
+            del wire.answers[request_id]
+        self._release(session, broke=not done, stream=channel)
 
     # -- GET: the session's own stream; DELETE: its end ---------------------------------------------
 
@@ -602,6 +659,11 @@ def _accepts(accept: str) -> tuple[bool, bool]:
 def _principal_key(principal: Principal | None) -> str:
     """How a session's principal is written in Redis, to be compared when another replica resumes its stream."""
     return json.dumps(principal)
+
+
+def _in_flight(request_id: RequestId) -> JsonObject:
+    return error_message(request_id, INVALID_REQUEST, "A request with this id is already in flight on this session",
+                         id=request_id)
 
 
 def _header_of(session: _Session | None) -> list[tuple[bytes, bytes]] | None:
