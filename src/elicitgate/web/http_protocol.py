@@ -675,6 +675,8 @@ class LimitedHttpTools(HttpToolsProtocol):
         self._deferred: tuple[int, str] | None = None
         self._began_in_feed = False
         self._body_in_feed = 0
+        self._socket: asyncio.Transport | None = None
+        """The connection's own transport, under `CoalescedWrites` (whose `is_closing` is its)."""
         self._pending: LeanCycle | None = None
         """The direct route's request whose body is coming, its task not yet started (`_whole` once it is in)."""
 
@@ -689,6 +691,7 @@ class LimitedHttpTools(HttpToolsProtocol):
         if self.logger.level <= TRACE_LOG_LEVEL:
             self.logger.log(TRACE_LOG_LEVEL, "%sHTTP connection made", "%s:%d - " % self.client if self.client else "")
         self.transport = CoalescedWrites(transport, self.loop)
+        self._socket = transport
         self._head_timer = self.loop.call_later(self.limits.head_timeout, self._head_late)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -704,11 +707,13 @@ class LimitedHttpTools(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # read and dropped until the lingering close
-        self._unset_keepalive_if_required()
+        if self.timeout_keep_alive_task is not None:
+            self._unset_keepalive_if_required()
         view = memoryview(data)
         start = 0
+        socket = cast("asyncio.Transport", self._socket)
         try:
-            while start < len(data) and not self.transport.is_closing():
+            while start < len(data) and not socket.is_closing():
                 in_head = self._in_head
                 if in_head:
                     end = self._head.take(data, start)
@@ -894,7 +899,7 @@ class LimitedHttpTools(HttpToolsProtocol):
     # -- timers and refusals --------------------------------------------------------------------------------
 
     def _arm_timers(self) -> None:
-        if self.transport.is_closing():
+        if cast("asyncio.Transport", self._socket).is_closing():
             return
         if self._in_head:
             if self._head.size and self._head_timer is None:
