@@ -43,7 +43,8 @@ def post(message: dict[str, Any], session: bytes | None = None, extra: bytes = b
 class Face:
     """One connection to the face's `/mcp`, its protocol and what it wrote."""
 
-    def __init__(self, protocol: LimitedHttpTools, socket: Socket, state: ServerState) -> None:
+    def __init__(self, protocol: LimitedHttpTools, socket: Socket, state: ServerState, endpoint: Any = None) -> None:
+        self.endpoint = endpoint
         self.protocol = protocol
         self.socket = socket
         self.state = state
@@ -85,7 +86,7 @@ async def face() -> AsyncIterator[Face]:
         protocol = config.http_protocol_class(config=config, server_state=state, app_state={}, _loop=loop)
         socket = Socket()
         protocol.connection_made(socket)
-        connection = Face(protocol, socket, state)
+        connection = Face(protocol, socket, state, app.state.mcp)
         opened = await connection.answered(post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
         connection.session = opened.lower().split(b"mcp-session-id: ", 1)[1].split(b"\r\n", 1)[0]
@@ -349,3 +350,29 @@ async def _second_connection(first: Face) -> tuple[LimitedHttpTools, Socket, Ser
     socket = Socket()
     protocol.connection_made(socket)
     return protocol, socket, state
+
+
+async def test_an_event_before_the_answer_starts_the_sse_stream_in_the_step_that_puts_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The head and the event go out as the event is put (the question pushed to the client one turn sooner); a task
+    writes the rest; the answer and the stream's end are written as the answer is put."""
+    async with face() as connection:
+        before = len(connection.socket.written)
+        async with held_requests(monkeypatch) as held:
+            connection.protocol.data_received(post({"jsonrpc": "2.0", "id": 9, "method": "ping"}, connection.session))
+            (wire, _), = held
+            progress = {"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": 1, "progress": 1}}
+            wire.send_on_behalf(progress, 9)
+            now = connection.held()[before:]
+            assert now.startswith(b"HTTP/1.1 200 OK") and b"content-type: text/event-stream" in now
+            assert now.endswith(b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,'
+                                b'"progress":1}}\r\n\r\n\r\n')
+            assert len(connection.state.tasks) == 1, "a task writes the rest of the stream"
+        await connection.until(lambda: connection.socket.written.endswith(b"0\r\n\r\n"))
+        answer = bytes(connection.socket.written[before:])
+        assert answer.count(b"HTTP/1.1 ") == 1 and answer.count(b"event: message") == 2
+        assert b'data: {"jsonrpc":"2.0","id":9,"result":{}}' in answer
+        await connection.until(lambda: not connection.state.tasks)
+        assert not connection.endpoint._sessions[connection.session.decode()].in_flight  # pyright: ignore[reportPrivateUsage]

@@ -332,6 +332,23 @@ class EventStream(Wakeable):
 
     # -- what goes out --------------------------------------------------------------------------------
 
+    def begin(self, cycle: LeanCycle, *, after: int, priming: bool, headers: list[tuple[bytes, bytes]]) -> int | None:
+        """`write`'s start in the caller's step, on the face's own server: the response's head, the priming event and
+        the events kept after seq `after` written now; the seq written up to (then `write` goes on from there with
+        `begun`), or None, having written nothing, when it cannot be done without waiting."""
+        if not cycle.start_now(200, [*SSE_HEADERS, *headers]):
+            return None
+        cursor = after
+        if priming:
+            cycle.write_now(event_bytes(b"", self.event_id(after)), True)
+        while (item := self._after(cursor)) is not None:
+            seq, message = item
+            if not cycle.write_now(event_bytes(encode(message), self.event_id(seq)), True):
+                break  # the rest by `write`, once it can
+            cursor = seq
+            self.written = max(self.written, seq)
+        return cursor
+
     async def write(
         self,
         send: Send,
@@ -340,10 +357,12 @@ class EventStream(Wakeable):
         after: int,
         priming: bool,
         headers: list[tuple[bytes, bytes]],
+        begun: bool = False,
     ) -> bool:
         """Write this stream as an SSE response from the event after seq `after` until its end (True), or until
         the client goes away or another response resumes it (False). `priming`: first an event with the id of
-        seq `after` and no data, so that a client can resume before any message came (2025-11-25)."""
+        seq `after` and no data, so that a client can resume before any message came (2025-11-25). `begun`: the
+        response was started (`begin`) up to seq `after`."""
         if self._reader is not None:
             self._reader.cancel()  # the client came back before this side saw it leave: the new response wins
             self._direct = None  # not to the response left behind
@@ -357,9 +376,10 @@ class EventStream(Wakeable):
             # watching task for as long as the stream is written, which is as long as its questions wait.
             watch = on_disconnect(receive, scope.cancel)
             try:
-                await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
-                if priming:
-                    await send_event(send, b"", self.event_id(after))
+                if not begun:
+                    await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
+                    if priming:
+                        await send_event(send, b"", self.event_id(after))
                 while True:
                     parked = cycle is not None and not self.closed and self._after(cursor) is None
                     if parked:

@@ -323,17 +323,25 @@ class StreamableHttpEndpoint:
                 session.wire.events.forget(channel)  # answered as one JSON body, by `put`
                 self._served(session, request_id, channel, True)
                 return
-            app: ASGIApp = functools.partial(self._respond_app, session, request_id, message, channel, first, headers)
+            begun = None
+            if first is not None and first is not LATE and "method" in first[1]:  # an SSE stream: begun here
+                begun = channel.begin(cycle, after=0, priming=self._primes(headers), headers=session.header)
+            app: ASGIApp = functools.partial(self._respond_app, session, request_id, message, channel, first, headers,
+                                             begun)
         except Exception as exc:  # answered as uvicorn answers an app's failure
             app = Raising(exc)
         connection.start(cycle, app)
 
     async def _respond_app(self, session: _Session, request_id: RequestId, message: JsonObject, channel: EventStream,
-                           first: tuple[int, JsonObject] | None | Late, headers: Headers, scope: Scope,
-                           receive: Receive, send: Send) -> None:
+                           first: tuple[int, JsonObject] | None | Late, headers: Headers, begun: int | None,
+                           scope: Scope, receive: Receive, send: Send) -> None:
         done = True
         try:
-            done = await self._respond(session, request_id, message, channel, first, receive, send, headers)
+            if begun is not None:  # an SSE stream, its start written as the window ended
+                done = await channel.write(send, receive, after=begun, priming=False, headers=session.header,
+                                           begun=True)
+            else:
+                done = await self._respond(session, request_id, message, channel, first, receive, send, headers)
         finally:
             self._served(session, request_id, channel, done)
 

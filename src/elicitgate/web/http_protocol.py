@@ -417,6 +417,15 @@ class LeanCycle(RequestResponseCycle):
             self._body(body, False)
         return True
 
+    def start_now(self, status: int, headers: list[tuple[bytes, bytes]]) -> bool:
+        """A response's status line and headers written in the caller's step, as `send` writes them; False, having
+        done nothing, when `send` would wait or do otherwise (writing paused, the client gone, a response under way,
+        a HEAD request)."""
+        if self.flow.write_paused or self.disconnected or self.response_started or self.scope["method"] == "HEAD":
+            return False
+        self._head(status, headers)
+        return True
+
     def write_now(self, body: bytes, more_body: bool) -> bool:
         """A body part of the response under way written in the caller's step, as `send` writes it; False, having
         done nothing, when `send` would wait or do otherwise (writing paused, the client gone, no response under way
