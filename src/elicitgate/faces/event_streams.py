@@ -172,7 +172,8 @@ class EventStream(Wakeable):
         """On the face's own server, while its reader waits for what comes next: the response `put` writes to itself,
         in its caller's step, one loop turn before the reader would (`write`, caught up after seq `_at`), or the
         request's answer as one JSON body (`first`, `window`)."""
-        self._at = 0
+        self._at: int = 0
+        """The seq `_direct`'s reader is caught up to."""
 
     def event_id(self, seq: int) -> bytes:
         return f"{self.name}/{seq}".encode()

@@ -295,7 +295,7 @@ class StreamableHttpEndpoint:
             loop = asyncio.get_running_loop()  # the 202 two turns later, as `_post` writes it
             loop.call_soon(loop.call_soon, _accepted, cycle, connection, session.header)
             return None
-        return self._answer_in_steps(session, cast(RequestId, request_id), message, headers, cycle, connection)
+        return self._answer_in_steps(session, request_id, message, headers, cycle, connection)
 
     def _answer_in_steps(self, session: _Session, request_id: RequestId, message: JsonObject, headers: Headers,
                          cycle: LeanCycle, connection: Starts) -> ASGIApp | None:

@@ -876,9 +876,10 @@ class LimitedHttpTools(HttpToolsProtocol):
             return
         cycle.more_body = False
         cycle.message_event.set()
-        if self._pending is cycle:
+        pending = self._pending
+        if pending is not None and pending is cycle:
             self._pending = None
-            self._whole(cycle)
+            self._whole(pending)
 
     def _whole(self, cycle: LeanCycle) -> None:
         """A POST to the direct route, its whole body in: `at_body` says what runs it. Its
