@@ -30,7 +30,7 @@ from mcp import Client
 
 from bench import configs, latency
 from bench.ab import work_src
-from bench.http_cpu import ROWS
+from bench.http_cpu import EXTRA_ROWS, ROWS
 from bench.procs import HttpProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,7 +120,7 @@ def summary(calls: Mapping[tuple[str, int, str], tuple[int, int]], per: int, top
 async def measure(args: argparse.Namespace) -> None:
     src = Path(args.src) if args.src else work_src()
     work = Path(tempfile.mkdtemp(prefix="http_calls-"))
-    row = next(r for r in ROWS if r[0] == args.row)
+    row = next(r for r in ROWS + EXTRA_ROWS if r[0] == args.row)
     _, mode, era = row
     name, arguments = latency.TOOLS[args.op]
     tool = f"{era}__{name}"
@@ -152,7 +152,7 @@ def main() -> None:
     parser.add_argument("--src", help="the src/ to run (default: the work tree's)")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--row", choices=[row for row, _, _ in ROWS], default="handshake")
+    parser.add_argument("--row", choices=[row for row, _, _ in ROWS + EXTRA_ROWS], default="handshake")
     parser.add_argument("--op", choices=latency.OPS, default="elicit")
     parser.add_argument("--top", type=int, default=40)
     anyio.run(measure, parser.parse_args())
