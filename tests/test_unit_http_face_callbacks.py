@@ -376,3 +376,11 @@ async def test_an_event_before_the_answer_starts_the_sse_stream_in_the_step_that
         assert b'data: {"jsonrpc":"2.0","id":9,"result":{}}' in answer
         await connection.until(lambda: not connection.state.tasks)
         assert not connection.endpoint._sessions[connection.session.decode()].in_flight  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_an_initialize_on_a_session_answered_with_an_error_ends_the_session_as_before() -> None:
+    async with face() as connection:
+        answer = await connection.answered(post({"jsonrpc": "2.0", "id": 11, "method": "initialize", "params": {}},
+                                                connection.session))
+        assert answer.startswith(b"HTTP/1.1 200") and b'"error"' in answer
+        assert connection.session.decode() not in connection.endpoint._sessions  # pyright: ignore[reportPrivateUsage]

@@ -266,10 +266,11 @@ class StreamableHttpEndpoint:
         await self._answer(session, cast(RequestId, request_id), message, receive, send, headers)
 
     def at_body(self, scope: Scope, cycle: LeanCycle, connection: Starts) -> ASGIApp | None:
-        """A POST whose whole body came with its head, in the connection's step (`DirectRoute.at_body`): on a
-        session, what `_post` does up to where it would wait, here. The client's answer or notification is handed
-        in and answered 202 from callbacks (no task); a request's task starts at `_answer` with the message parsed;
-        anything else (no session yet, a refusal, another era, `redis_url`) is the endpoint's as it comes."""
+        """A POST whose whole body is in, in the connection's step (`DirectRoute.at_body`): on a session, what
+        `_post` does, with no task while nothing must wait. The client's answer or notification is handed in and
+        answered 202 from callbacks; a request is handed in and waits for its answer with no task
+        (`_answer_in_steps`); anything else (no session yet, a refusal, another era, `redis_url`) is the endpoint's,
+        in the request's task, as it comes (None: nothing to start now)."""
         if self._tasks is None or self._elsewhere is not None:
             return self
         headers = RequestHeaders.of(scope)
@@ -322,6 +323,8 @@ class StreamableHttpEndpoint:
             if first is not LATE and first is not None and channel.complete(first[0]) and channel.written >= first[0]:
                 session.wire.events.forget(channel)  # answered as one JSON body, by `put`
                 self._served(session, request_id, channel, True)
+                if message.get("method") == "initialize" and "error" in first[1]:
+                    self._end(session)  # as `_respond` ends it
                 return
             begun = None
             if first is not None and first is not LATE and "method" in first[1]:  # an SSE stream: begun here
