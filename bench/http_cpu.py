@@ -32,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ROWS = (("handshake", "legacy", "handshake"), ("2026-07-28", "2026-07-28", "modern"),
         ("2026-07-28-client-hs", "2026-07-28", "handshake"))
 """(row, client mode, upstream era); the last, a 2026-07-28 client in front of a handshake-era upstream."""
+EXTRA_ROWS = (("handshake-client-2026-07-28-upstream", "legacy", "modern"),)
+"""Rows run only when named with `--row`: a handshake-era client in front of a 2026-07-28 upstream (the latency
+table's HTTP "2026-07-28" `elicitgate` row, whose face is the handshake-era one)."""
 
 
 def gateway_argv(src: Path, config: Path, listen: str) -> list[str]:
@@ -59,7 +62,7 @@ async def measure(args: argparse.Namespace) -> None:
     with open(work / "http_cpu.log", "w") as log, ExitStack() as stack:
         port = free_port()
         upstream = f"{stack.enter_context(HttpProcess(configs.demo_argv(f'127.0.0.1:{port}'), port, log)).url}/mcp"
-        rows = [row for row in ROWS if args.row in (None, row[0])]
+        rows = [row for row in ROWS if args.row in (None, row[0])] + [row for row in EXTRA_ROWS if args.row == row[0]]
         servers = {era: configs.http_upstream(upstream, era) for _, _, era in rows}
         gateways = start_gateways(work, sources, servers, stack, log)
         async with AsyncExitStack() as clients:
@@ -115,7 +118,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--row", choices=[row for row, _, _ in ROWS], help="one row only")
+    parser.add_argument("--row", choices=[row for row, _, _ in ROWS + EXTRA_ROWS], help="one row only")
     anyio.run(measure, parser.parse_args())
 
 

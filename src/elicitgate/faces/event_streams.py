@@ -15,10 +15,12 @@ them when its connection breaks.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import anyio
 from starlette.types import Receive, Send
@@ -32,12 +34,18 @@ from elicitgate.faces.http_answers import (
     SSE_PING_INTERVAL,
     Late,
     encode,
+    event_bytes,
+    json_headers,
+    lean_cycle,
     on_disconnect,
     send_event,
 )
 from elicitgate.json_shapes import JsonObject
 from elicitgate.metrics import STREAM_EVENTS_DROPPED, labelled
+from elicitgate.web.http_protocol import LeanCycle
 from elicitgate.wire.wakeup import Wakeable
+
+logger = logging.getLogger(__name__)
 
 EVENT_ID = re.compile(r"^((?:[0-9a-f]{1,32}-)?\d{1,12})/(\d{1,12})$")
 """`<stream>/<seq>`: a `Last-Event-ID` of this face."""
@@ -135,7 +143,8 @@ class EventStream(Wakeable):
     ends it) or the session's GET stream. Its events stay while its client may still resume it."""
 
     __slots__ = (
-        "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_reader",
+        "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_reader", "_direct",
+        "_at",
     )
 
     def __init__(self, name: str, log: SessionEvents) -> None:
@@ -159,6 +168,12 @@ class EventStream(Wakeable):
         """Another replica's response is writing it (its client came back there)."""
         self._reader: anyio.CancelScope | None = None
         """The response writing it now; None while its client is away."""
+        self._direct: LeanCycle | JsonWindow | None = None
+        """On the face's own server, while its reader waits for what comes next: the response `put` writes to itself,
+        in its caller's step, one loop turn before the reader would (`write`, caught up after seq `_at`), or the
+        request's answer as one JSON body (`first`, `window`)."""
+        self._at: int = 0
+        """The seq `_direct`'s reader is caught up to."""
 
     def event_id(self, seq: int) -> bytes:
         return f"{self.name}/{seq}".encode()
@@ -178,14 +193,44 @@ class EventStream(Wakeable):
         """Add `message` (False once the stream has ended)."""
         if self.closed:
             return False
-        self.events.append((self.next_seq, message))
+        seq = self.next_seq
+        self.events.append((seq, message))
         if self.mirror is not None:
-            self.mirror.appended(self, self.next_seq, message, last)
-        self.next_seq += 1
+            self.mirror.appended(self, seq, message, last)
+        self.next_seq = seq + 1
         self.closed = last
+        window = self._write_now(seq, message, last) if self._direct is not None else None
         self._log.added()
         self._wake()
+        if window is not None:
+            window.end()
         return True
+
+    def _write_now(self, seq: int, message: JsonObject, last: bool) -> JsonWindow | None:
+        """`put`'s `message` written to `_direct` now (then `written` says so); left to the reader, which is woken all
+        the same, when it cannot be written without waiting or is not the case `_direct` is for. The JSON window
+        this event ended, if any (ended by `put` once its own bookkeeping is done)."""
+        direct, self._direct = self._direct, None
+        try:
+            if isinstance(direct, JsonWindow):  # the first event: the answer alone goes as one JSON body
+                if last and seq == 1 and "method" not in message:
+                    body = encode(message)
+                    if direct.cycle.respond(200, json_headers(body, direct.extra), body):
+                        self.written = seq
+                return direct
+            if direct is not None and seq == self._at + 1:
+                if direct.write_now(event_bytes(encode(message), self.event_id(seq)), True):
+                    self._at = self.written = seq
+                    if last:
+                        direct.write_now(b"", False)  # the response's end (its reader sees it complete)
+                    else:
+                        self._direct = direct
+        except Exception:  # the reader's own `send` meets it again, in the response's task
+            logger.debug("writing stream %s's event %d in its caller's step failed: left to its reader", self.name,
+                         seq, exc_info=True)
+            if isinstance(direct, JsonWindow):
+                return direct
+        return None
 
     def close(self) -> None:
         self.closed = True
@@ -201,6 +246,46 @@ class EventStream(Wakeable):
                 return None
             if not await self._wait(timeout):
                 return LATE
+
+    async def first(
+        self, timeout: float, cycle: LeanCycle | None, extra: list[tuple[bytes, bytes]]
+    ) -> tuple[int, JsonObject] | None | Late:
+        """`next(0, timeout)` for a new stream whose request may be answered as one JSON body (with `extra`
+        headers): on the face's own server (`cycle`), when that answer comes while this waits, `put` writes it
+        itself (`written` is then its seq)."""
+        if cycle is None or self.events or self.closed:
+            return await self.next(0, timeout)
+        window = self._direct = JsonWindow(cycle, extra, None)
+        try:
+            return await self.next(0, timeout)
+        finally:
+            if self._direct is window:
+                self._direct = None
+
+    def window(self, timeout: float, cycle: LeanCycle, extra: list[tuple[bytes, bytes]],
+               then: Callable[[], object]) -> None:
+        """`first` with no task waiting: `then` is called once the window ends, by the first event's `put` (the
+        answer written as one JSON body when it could be: `written` then says so) or after `timeout` seconds;
+        `first_now` says with what."""
+        window = JsonWindow(cycle, extra, then)
+        if self.events or self.closed:
+            asyncio.get_running_loop().call_soon(window.end)
+            return
+        self._direct = window
+        window.timer = asyncio.get_running_loop().call_later(timeout, self._window_passed, window)
+
+    def _window_passed(self, window: JsonWindow) -> None:
+        if self._direct is window:
+            self._direct = None
+            window.end()
+
+    def first_now(self) -> tuple[int, JsonObject] | None | Late:
+        """What `next(0, ...)` would give now without waiting: the first kept event, None once closed with none,
+        else `LATE`."""
+        found = self._after(0)
+        if found is not None:
+            return found
+        return None if self.closed else LATE
 
     def _after(self, after: int) -> tuple[int, JsonObject] | None:
         """The first kept event after seq `after`, searched from the newest: a client reading along is one step
@@ -248,6 +333,23 @@ class EventStream(Wakeable):
 
     # -- what goes out --------------------------------------------------------------------------------
 
+    def begin(self, cycle: LeanCycle, *, after: int, priming: bool, headers: list[tuple[bytes, bytes]]) -> int | None:
+        """`write`'s start in the caller's step, on the face's own server: the response's head, the priming event and
+        the events kept after seq `after` written now; the seq written up to (then `write` goes on from there with
+        `begun`), or None, having written nothing, when it cannot be done without waiting."""
+        if not cycle.start_now(200, [*SSE_HEADERS, *headers]):
+            return None
+        cursor = after
+        if priming:
+            cycle.write_now(event_bytes(b"", self.event_id(after)), True)
+        while (item := self._after(cursor)) is not None:
+            seq, message = item
+            if not cycle.write_now(event_bytes(encode(message), self.event_id(seq)), True):
+                break  # the rest by `write`, once it can
+            cursor = seq
+            self.written = max(self.written, seq)
+        return cursor
+
     async def write(
         self,
         send: Send,
@@ -256,12 +358,16 @@ class EventStream(Wakeable):
         after: int,
         priming: bool,
         headers: list[tuple[bytes, bytes]],
+        begun: bool = False,
     ) -> bool:
         """Write this stream as an SSE response from the event after seq `after` until its end (True), or until
         the client goes away or another response resumes it (False). `priming`: first an event with the id of
-        seq `after` and no data, so that a client can resume before any message came (2025-11-25)."""
+        seq `after` and no data, so that a client can resume before any message came (2025-11-25). `begun`: the
+        response was started (`begin`) up to seq `after`."""
         if self._reader is not None:
             self._reader.cancel()  # the client came back before this side saw it leave: the new response wins
+            self._direct = None  # not to the response left behind
+        cycle = lean_cycle(send)
         cursor = after
         done = False
         with anyio.CancelScope() as scope:
@@ -271,11 +377,22 @@ class EventStream(Wakeable):
             # watching task for as long as the stream is written, which is as long as its questions wait.
             watch = on_disconnect(receive, scope.cancel)
             try:
-                await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
-                if priming:
-                    await send_event(send, b"", self.event_id(after))
+                if not begun:
+                    await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
+                    if priming:
+                        await send_event(send, b"", self.event_id(after))
                 while True:
-                    item = await self.next(cursor, SSE_PING_INTERVAL)
+                    parked = cycle is not None and not self.closed and self._after(cursor) is None
+                    if parked:
+                        self._direct, self._at = cycle, cursor
+                    try:
+                        item = await self.next(cursor, SSE_PING_INTERVAL)
+                    finally:
+                        if parked and self._direct is cycle:
+                            self._direct = None
+                    if parked and self._at > cursor:  # `put` wrote what came meanwhile
+                        cursor = self._at
+                        continue
                     if item is None:
                         break
                     if item is LATE:
@@ -286,8 +403,9 @@ class EventStream(Wakeable):
                     cursor = seq
                     self.written = max(self.written, seq)
                 done = True
-                with contextlib.suppress(OSError):
-                    await send(END)
+                if cycle is None or not cycle.response_complete:  # else `put` ended it with the last event
+                    with contextlib.suppress(OSError):
+                        await send(END)
             except OSError:  # the client has gone
                 pass
             finally:
@@ -302,6 +420,28 @@ class EventStream(Wakeable):
         return False
 
 
+
+
+class JsonWindow:
+    """A request's wait for its first event while its answer may still go as one JSON body (`EventStream.first`,
+    `EventStream.window`): the response and its extra headers, and for a wait with no task, what to call once it
+    ends and the timer that ends it."""
+
+    __slots__ = ("cycle", "extra", "then", "timer")
+
+    def __init__(self, cycle: LeanCycle, extra: list[tuple[bytes, bytes]], then: Callable[[], object] | None) -> None:
+        self.cycle = cycle
+        self.extra = extra
+        self.then = then
+        self.timer: asyncio.TimerHandle | None = None
+
+    def end(self) -> None:
+        then, self.then = self.then, None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if then is not None:
+            then()
 
 
 def protocol_at_least_2025_11_25(headers: Mapping[str, str], header: str) -> bool:

@@ -136,7 +136,9 @@ def _route_mcp_directly(config: uvicorn.Config, app: Starlette) -> None:
             or not isinstance(outer, ClientAddress) or outer.inner.app is not app or config.proxy_headers
             or config.log_level in ("trace", TRACE_LOG_LEVEL)):
         return
-    protocol.direct = DirectRoute(MCP_PATH.encode(), front.endpoint, app, outer.inner, admit=front.admit)
+    endpoint = front.endpoint
+    at_body = endpoint.at_body if isinstance(endpoint, StreamableHttpEndpoint) else None  # not behind auth or marks
+    protocol.direct = DirectRoute(MCP_PATH.encode(), endpoint, app, outer.inner, admit=front.admit, at_body=at_body)
 
 
 class McpFront:

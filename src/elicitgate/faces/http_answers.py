@@ -92,6 +92,14 @@ def error_message(request_id: RequestId | None, code: int, message: str, **data:
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
+def json_headers(body: bytes, extra: list[tuple[bytes, bytes]] | None) -> list[tuple[bytes, bytes]]:
+    """The headers of a JSON answer with `body`, then `extra`."""
+    headers = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
+    if extra:
+        headers.extend(extra)
+    return headers
+
+
 async def reply(
     send: Send,
     status: int,
@@ -101,9 +109,7 @@ async def reply(
 ) -> None:
     """A whole response: one JSON-RPC message (or none) as JSON; `extra` headers."""
     body = encode(message) if message is not None else b""
-    headers = [*_JSON_HEADERS, (b"content-length", b"%d" % len(body))]
-    if extra:
-        headers.extend(extra)
+    headers = json_headers(body, extra)
     cycle = getattr(send, "__self__", None)
     if isinstance(cycle, LeanCycle) and cycle.respond(status, headers, body):  # the face's own server: one step
         return
@@ -171,12 +177,23 @@ END: Message = {"type": "http.response.body", "body": b"", "more_body": False}
 """The end of a streamed response."""
 
 
-async def send_event(send: Send, data: bytes, event_id: bytes | None = None) -> None:
+def event_bytes(data: bytes, event_id: bytes | None = None) -> bytes:
     """One SSE `message` event carrying `data` (an encoded message, or nothing for a priming event), with `id:`
     when given."""
     head = b"id: " + event_id + b"\r\n" if event_id is not None else b""
-    await send({"type": "http.response.body", "body": head + b"event: message\r\ndata: " + data + b"\r\n\r\n",
-                "more_body": True})
+    return head + b"event: message\r\ndata: " + data + b"\r\n\r\n"
+
+
+async def send_event(send: Send, data: bytes, event_id: bytes | None = None) -> None:
+    """`event_bytes` sent as a body part of the response."""
+    await send({"type": "http.response.body", "body": event_bytes(data, event_id), "more_body": True})
+
+
+def lean_cycle(send: Send) -> LeanCycle | None:
+    """The request's cycle when `send` is the face's own server's (`LeanCycle.send`), which can write in a caller's
+    step; else None."""
+    cycle = getattr(send, "__self__", None)
+    return cycle if isinstance(cycle, LeanCycle) else None
 
 
 @contextlib.asynccontextmanager

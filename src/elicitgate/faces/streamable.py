@@ -14,6 +14,7 @@ go on the session's GET stream.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import functools
@@ -38,12 +39,22 @@ from elicitgate.errors import NonFiniteParams, NotAMessage
 from elicitgate.faces.dispatch import serve_handshake
 from elicitgate.faces.elsewhere import FORWARD_OP, READER_OP, ElsewhereSessions, serve_forwarded
 from elicitgate.faces.event_streams import EventLimits, EventStream, protocol_at_least_2025_11_25
-from elicitgate.faces.http_answers import JSON_WINDOW, LATE, error_message, read_body, reply
+from elicitgate.faces.http_answers import (
+    JSON_WINDOW,
+    LATE,
+    Late,
+    error_message,
+    json_headers,
+    lean_cycle,
+    read_body,
+    reply,
+)
 from elicitgate.faces.http_session import HttpRequestContext, SessionWire
 from elicitgate.faces.server import GatewayServer
 from elicitgate.faces.stateless import StatelessRequests
 from elicitgate.json_shapes import JsonObject
 from elicitgate.metrics import STREAM_RESUMPTIONS, labelled
+from elicitgate.web.http_protocol import LeanCycle, Raising, Starts
 from elicitgate.web.request_headers import RequestHeaders
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import is_request_id
@@ -219,16 +230,9 @@ class StreamableHttpEndpoint:
         body = await self._read_post(scope, receive, send, headers, session)
         if body is None:
             return
-        message = parse_message(body)
-        if isinstance(message, Exception):
-            if isinstance(message, NonFiniteParams):
-                named = message.request_id if is_request_id(message.request_id) else None
-                error = error_message(named, INVALID_PARAMS, str(message))
-            elif isinstance(message, NotAMessage):
-                error = error_message(None, INVALID_REQUEST, f"Invalid request: {message}")
-            else:
-                error = error_message(None, PARSE_ERROR, f"Parse error: {message}")
-            await reply(send, 400, error, extra=_header_of(session))
+        message = _parsed(body)
+        if isinstance(message, _Refusal):
+            await reply(send, 400, message.error, extra=_header_of(session))
             return
         method, request_id = message.get("method"), message.get("id")
         is_request = isinstance(method, str) and is_request_id(request_id)
@@ -261,6 +265,89 @@ class StreamableHttpEndpoint:
             return
         await self._answer(session, cast(RequestId, request_id), message, receive, send, headers)
 
+    def at_body(self, scope: Scope, cycle: LeanCycle, connection: Starts) -> ASGIApp | None:
+        """A POST whose whole body is in, in the connection's step (`DirectRoute.at_body`): on a session, what
+        `_post` does, with no task while nothing must wait. The client's answer or notification is handed in and
+        answered 202 from callbacks; a request is handed in and waits for its answer with no task
+        (`_answer_in_steps`); anything else (no session yet, a refusal, another era, `redis_url`) is the endpoint's,
+        in the request's task, as it comes (None: nothing to start now)."""
+        if self._tasks is None or self._elsewhere is not None:
+            return self
+        headers = RequestHeaders.of(scope)
+        version = headers.first(b"mcp-protocol-version")
+        session_id = headers.first(b"mcp-session-id")
+        if (session_id is None or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS)
+                or len(cycle.body) > self._max_body_size):
+            return self
+        has_json, has_sse = _accepts(headers.first(b"accept") or "")
+        content_type = headers.first(b"content-type")
+        if (not (has_json and has_sse) or content_type is None
+                or content_type.split(";")[0].strip().lower() != "application/json"):
+            return self
+        session = self._session(scope, session_id)
+        if session is None or (body := cycle.whole_body()) is None:
+            return self
+        message = _parsed(body)
+        if isinstance(message, _Refusal):
+            return functools.partial(_refuse, 400, message.error, session.header)
+        method, request_id = message.get("method"), message.get("id")
+        if not (isinstance(method, str) and is_request_id(request_id)):
+            session.wire.hand_in(Inbound(message))
+            loop = asyncio.get_running_loop()  # the 202 two turns later, as `_post` writes it
+            loop.call_soon(loop.call_soon, _accepted, cycle, connection, session.header)
+            return None
+        return self._answer_in_steps(session, request_id, message, headers, cycle, connection)
+
+    def _answer_in_steps(self, session: _Session, request_id: RequestId, message: JsonObject, headers: Headers,
+                         cycle: LeanCycle, connection: Starts) -> ASGIApp | None:
+        """`_answer` with no task while the answer may still go as one JSON body: the request is handed in now, the
+        answer written by `put` as it comes (`EventStream.window`); a task starts only for what else the window ends
+        with (an event before the answer: an SSE stream; the window passing; an answer that must wait to be
+        written)."""
+        wire = session.wire
+        if request_id in wire.answers:
+            return functools.partial(_refuse, 409, _in_flight(request_id), session.header)
+        channel = self._opened(session, request_id, message)
+        try:
+            channel.window(JSON_WINDOW, cycle, session.header, functools.partial(
+                self._window_ended, session, request_id, message, channel, headers, cycle, connection))
+        except BaseException:
+            self._served(session, request_id, channel, True)
+            raise
+        return None
+
+    def _window_ended(self, session: _Session, request_id: RequestId, message: JsonObject, channel: EventStream,
+                      headers: Headers, cycle: LeanCycle, connection: Starts) -> None:
+        try:
+            first = channel.first_now()
+            if first is not LATE and first is not None and channel.complete(first[0]) and channel.written >= first[0]:
+                session.wire.events.forget(channel)  # answered as one JSON body, by `put`
+                self._served(session, request_id, channel, True)
+                if message.get("method") == "initialize" and "error" in first[1]:
+                    self._end(session)  # as `_respond` ends it
+                return
+            begun = None
+            if first is not None and first is not LATE and "method" in first[1]:  # an SSE stream: begun here
+                begun = channel.begin(cycle, after=0, priming=self._primes(headers), headers=session.header)
+            app: ASGIApp = functools.partial(self._respond_app, session, request_id, message, channel, first, headers,
+                                             begun)
+        except Exception as exc:  # answered as uvicorn answers an app's failure
+            app = Raising(exc)
+        connection.start(cycle, app)
+
+    async def _respond_app(self, session: _Session, request_id: RequestId, message: JsonObject, channel: EventStream,
+                           first: tuple[int, JsonObject] | None | Late, headers: Headers, begun: int | None,
+                           scope: Scope, receive: Receive, send: Send) -> None:
+        done = True
+        try:
+            if begun is not None:  # an SSE stream, its start written as the window ended
+                done = await channel.write(send, receive, after=begun, priming=False, headers=session.header,
+                                           begun=True)
+            else:
+                done = await self._respond(session, request_id, message, channel, first, receive, send, headers)
+        finally:
+            self._served(session, request_id, channel, done)
+
     async def _answer(
         self,
         session: _Session,
@@ -273,29 +360,50 @@ class StreamableHttpEndpoint:
         """Serve one request of the client's and write its answer (and what comes before it) on this POST."""
         wire = session.wire
         if request_id in wire.answers:
-            await reply(send, 409, error_message(request_id, INVALID_REQUEST, "A request with this id is already in "
-                                           "flight on this session", id=request_id), extra=session.header)
+            await reply(send, 409, _in_flight(request_id), extra=session.header)
             return
-        channel = wire.answers[request_id] = wire.events.open()
-        session.in_flight += 1
+        channel = self._opened(session, request_id, message)
         done = True
         try:
-            wire.hand_in(Inbound(message, context=contextvars.copy_context()))
-            first = await channel.next(0, JSON_WINDOW)
-            if first is None:  # not reached: a stream is closed unanswered only as its session ends
-                await reply(send, 500, error_message(request_id, INTERNAL_ERROR, "The request ended unanswered"))
-                return
-            if first is not LATE and channel.complete(first[0]) and "method" not in first[1]:
-                wire.events.forget(channel)
-                await reply(send, 200, first[1], extra=session.header)
-                if message.get("method") == "initialize" and "error" in first[1]:
-                    self._end(session)  # nothing was established
-                return
-            done = await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
+            first = await channel.first(JSON_WINDOW, lean_cycle(send), session.header)
+            done = await self._respond(session, request_id, message, channel, first, receive, send, headers)
         finally:
-            if done and wire.answers.get(request_id) is channel:
-                del wire.answers[request_id]
-            self._release(session, broke=not done, stream=channel)
+            self._served(session, request_id, channel, done)
+
+    def _opened(self, session: _Session, request_id: RequestId, message: JsonObject) -> EventStream:
+        """The request's response stream, opened, and the request handed in."""
+        wire = session.wire
+        channel = wire.answers[request_id] = wire.events.open()
+        session.in_flight += 1
+        try:
+            wire.hand_in(Inbound(message, context=contextvars.copy_context()))
+        except BaseException:
+            self._served(session, request_id, channel, True)
+            raise
+        return channel
+
+    async def _respond(self, session: _Session, request_id: RequestId, message: JsonObject, channel: EventStream,
+                       first: tuple[int, JsonObject] | None | Late, receive: Receive, send: Send,
+                       headers: Headers) -> bool:
+        """The answer to the request, from its stream's `first` event: one JSON body when that is the answer, else
+        the stream as SSE. False when the client went away before the stream's end."""
+        if first is None:  # not reached: a stream is closed unanswered only as its session ends
+            await reply(send, 500, error_message(request_id, INTERNAL_ERROR, "The request ended unanswered"))
+            return True
+        if first is not LATE and channel.complete(first[0]) and "method" not in first[1]:
+            session.wire.events.forget(channel)
+            if channel.written < first[0]:  # else written by `put`, as it came
+                await reply(send, 200, first[1], extra=session.header)
+            if message.get("method") == "initialize" and "error" in first[1]:
+                self._end(session)  # nothing was established
+            return True
+        return await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
+
+    def _served(self, session: _Session, request_id: RequestId, channel: EventStream, done: bool) -> None:
+        wire = session.wire
+        if done and wire.answers.get(request_id) is channel:
+            del wire.answers[request_id]
+        self._release(session, broke=not done, stream=channel)
 
     # -- GET: the session's own stream; DELETE: its end ---------------------------------------------
 
@@ -509,6 +617,45 @@ class StreamableHttpEndpoint:
                     self._end(session)
 
 
+class _Refusal:
+    """A POST's body that is not a message to serve: the 400's JSON-RPC error."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: JsonObject) -> None:
+        self.error = error
+
+
+def _parsed(body: bytes) -> JsonObject | _Refusal:
+    """A POST's message, or the error that says why its body is not one."""
+    message = parse_message(body)
+    if not isinstance(message, Exception):
+        return message
+    if isinstance(message, NonFiniteParams):
+        named = message.request_id if is_request_id(message.request_id) else None
+        return _Refusal(error_message(named, INVALID_PARAMS, str(message)))
+    if isinstance(message, NotAMessage):
+        return _Refusal(error_message(None, INVALID_REQUEST, f"Invalid request: {message}"))
+    return _Refusal(error_message(None, PARSE_ERROR, f"Parse error: {message}"))
+
+
+async def _refuse(status: int, error: JsonObject | None, extra: list[tuple[bytes, bytes]], scope: Scope,
+                  receive: Receive, send: Send) -> None:
+    await reply(send, status, error, extra=extra)
+
+
+def _accepted(cycle: LeanCycle, connection: Starts, extra: list[tuple[bytes, bytes]]) -> None:
+    """The 202 to a POST that carried the client's answer or notification, written from a callback; from a task when
+    writing must wait (or fails: answered there as uvicorn answers an app's failure)."""
+    try:
+        if cycle.respond(202, json_headers(b"", extra), b""):
+            return
+        app: ASGIApp = functools.partial(_refuse, 202, None, extra)
+    except Exception as exc:
+        app = Raising(exc)
+    connection.start(cycle, app)
+
+
 @functools.lru_cache(maxsize=64)
 def _accepts(accept: str) -> tuple[bool, bool]:
     """Whether an `Accept` header takes JSON, and SSE (RFC 9110 wildcards): the SDK's `check_accept_headers`,
@@ -523,6 +670,11 @@ def _accepts(accept: str) -> tuple[bool, bool]:
 def _principal_key(principal: Principal | None) -> str:
     """How a session's principal is written in Redis, to be compared when another replica resumes its stream."""
     return json.dumps(principal)
+
+
+def _in_flight(request_id: RequestId) -> JsonObject:
+    return error_message(request_id, INVALID_REQUEST, "A request with this id is already in flight on this session",
+                         id=request_id)
 
 
 def _header_of(session: _Session | None) -> list[tuple[bytes, bytes]] | None:

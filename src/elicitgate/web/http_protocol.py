@@ -23,7 +23,7 @@ import urllib.parse
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Protocol, cast
 
 import httptools
 from starlette.types import ASGIApp
@@ -219,16 +219,30 @@ class CoalescedWrites(asyncio.Transport):
         return self._transport.get_protocol()
 
 
+class Starts(Protocol):
+    """What starts a request's task on its connection (uvicorn's `run_asgi` around `app`: its handling of an app's
+    failure, the server's count of tasks)."""
+
+    def start(self, cycle: LeanCycle, app: ASGIApp) -> None: ...
+
+
+AtBody = Callable[[dict[str, Any], "LeanCycle", Starts], "ASGIApp | None"]
+"""`DirectRoute.at_body`: (the prepared scope, the request's cycle with its whole body, its connection) -> the app to
+run in the request's task, or None when the request was taken care of in this step (its answer written, or to be
+written from a callback, which starts a task through the connection's `start` if it must wait)."""
+
+
 class DirectRoute:
     """One path that a `LimitedHttpTools` server hands straight to its endpoint's app: what the outer middleware
     (`ClientAddress`, with uvicorn's proxy-header rules, and the app's own dispatch by path) and the checks in front
     of the endpoint (`admit`: the Host / Origin guard) would do to its scope is done in `prepare`, before the
     request's task starts, instead of by more frames that every resumption of that task passes through."""
 
-    __slots__ = ("raw_path", "app", "owner", "proxy", "admit")
+    __slots__ = ("raw_path", "app", "owner", "proxy", "admit", "at_body")
 
     def __init__(self, raw_path: bytes, app: ASGIApp, owner: ASGIApp, proxy: ProxyHeadersMiddleware,
-                 admit: Callable[[dict[str, Any]], ASGIApp | None] | None = None) -> None:
+                 admit: Callable[[dict[str, Any]], ASGIApp | None] | None = None,
+                 at_body: AtBody | None = None) -> None:
         self.raw_path = raw_path
         self.app = app
         self.owner = owner
@@ -238,6 +252,10 @@ class DirectRoute:
         self.admit = admit
         """Called with the prepared scope: the app that answers the request instead of `app` (a refusal), or None
         to let it through."""
+        self.at_body = at_body
+        """For a POST: called, instead of starting `app`'s task with the head, once the request's whole body is in
+        (a body over the flow control's high-water mark, or awaiting `100 Continue`, starts the task as before): what
+        to run in the request's task, or None when it was taken care of without one."""
 
     def prepare(self, scope: dict[str, Any]) -> ASGIApp:
         """`ClientAddress` then uvicorn's `ProxyHeadersMiddleware`, for an HTTP request, in place; then `admit`.
@@ -399,6 +417,25 @@ class LeanCycle(RequestResponseCycle):
             self._body(body, False)
         return True
 
+    def start_now(self, status: int, headers: list[tuple[bytes, bytes]]) -> bool:
+        """A response's status line and headers written in the caller's step, as `send` writes them; False, having
+        done nothing, when `send` would wait or do otherwise (writing paused, the client gone, a response under way,
+        a HEAD request)."""
+        if self.flow.write_paused or self.disconnected or self.response_started or self.scope["method"] == "HEAD":
+            return False
+        self._head(status, headers)
+        return True
+
+    def write_now(self, body: bytes, more_body: bool) -> bool:
+        """A body part of the response under way written in the caller's step, as `send` writes it; False, having
+        done nothing, when `send` would wait or do otherwise (writing paused, the client gone, no response under way
+        or already complete, a HEAD request): then `send` it from the response's task."""
+        if (self.flow.write_paused or self.disconnected or not self.response_started or self.response_complete
+                or self.scope["method"] == "HEAD"):
+            return False
+        self._body(body, more_body)
+        return True
+
     def _body(self, body: bytes, more_body: bool) -> None:
         """A body part of a started response, not a HEAD request's."""
         if self.chunked_encoding:
@@ -479,6 +516,19 @@ class LeanCycle(RequestResponseCycle):
             content.append(b"transfer-encoding: chunked\r\n")
         content.append(b"\r\n")
         self.transport.write(b"".join(content))
+
+
+class Raising:
+    """An app that fails with `error` (what a step of the request outside its task raised, `DirectRoute.at_body`'s),
+    run in `run_asgi` so that the failure is answered as uvicorn answers an app's."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        raise self.error
 
 
 _PLAIN_LINES: dict[tuple[bytes, bytes], bytes] = {}
@@ -634,6 +684,10 @@ class LimitedHttpTools(HttpToolsProtocol):
         self._deferred: tuple[int, str] | None = None
         self._began_in_feed = False
         self._body_in_feed = 0
+        self._socket: asyncio.Transport | None = None
+        """The connection's own transport, under `CoalescedWrites` (whose `is_closing` is its)."""
+        self._pending: LeanCycle | None = None
+        """The direct route's request whose body is coming, its task not yet started (`_whole` once it is in)."""
 
     # -- the connection -------------------------------------------------------------------------------------
 
@@ -646,9 +700,11 @@ class LimitedHttpTools(HttpToolsProtocol):
         if self.logger.level <= TRACE_LOG_LEVEL:
             self.logger.log(TRACE_LOG_LEVEL, "%sHTTP connection made", "%s:%d - " % self.client if self.client else "")
         self.transport = CoalescedWrites(transport, self.loop)
+        self._socket = transport
         self._head_timer = self.loop.call_later(self.limits.head_timeout, self._head_late)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._pending = None  # its body never came whole: nobody to answer
         self._stop_timers()
         if self._linger is not None:
             self._linger.cancel()
@@ -660,11 +716,13 @@ class LimitedHttpTools(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # read and dropped until the lingering close
-        self._unset_keepalive_if_required()
+        if self.timeout_keep_alive_task is not None:
+            self._unset_keepalive_if_required()
         view = memoryview(data)
         start = 0
+        socket = cast("asyncio.Transport", self._socket)
         try:
-            while start < len(data) and not self.transport.is_closing():
+            while start < len(data) and not socket.is_closing():
                 in_head = self._in_head
                 if in_head:
                     end = self._head.take(data, start)
@@ -782,7 +840,11 @@ class LimitedHttpTools(HttpToolsProtocol):
             keep_alive=http_version != "1.0" and parser.should_keep_alive(), on_response=self.on_response_complete,
         )
         if existing_cycle is None or existing_cycle.response_complete:  # pyright: ignore[reportUnnecessaryComparison]
-            self._start_asgi_task(cycle, app)  # type: ignore[arg-type]
+            if (direct is not None and app is direct.app and direct.at_body is not None and scope["method"] == "POST"
+                    and not self.expect_100_continue):
+                self._pending = cycle  # its task, or none, once its body is in (`_whole`)
+            else:
+                self._start_asgi_task(cycle, app)  # type: ignore[arg-type]
         else:  # pipelined: queued until the answers before it are written
             self.flow.pause_reading()
             if self.pipeline is _NO_PIPELINE:
@@ -798,6 +860,8 @@ class LimitedHttpTools(HttpToolsProtocol):
             return
         cycle.body += body
         if len(cycle.body) > HIGH_WATER_LIMIT:
+            if self._pending is cycle:  # its task reads the rest (and resumes reading)
+                self._start_pending()
             self.flow.pause_reading()
         cycle.message_event.set()
 
@@ -812,11 +876,40 @@ class LimitedHttpTools(HttpToolsProtocol):
             return
         cycle.more_body = False
         cycle.message_event.set()
+        pending = self._pending
+        if pending is not None and pending is cycle:
+            self._pending = None
+            self._whole(pending)
+
+    def _whole(self, cycle: LeanCycle) -> None:
+        """A POST to the direct route, its whole body in: `at_body` says what runs it. Its
+        failure is the app's, answered in the request's task as uvicorn's `run_asgi` answers one (logged; a 500 and
+        the close when no response started, else the close)."""
+        direct = self.direct
+        assert direct is not None and direct.at_body is not None
+        try:
+            app = direct.at_body(cycle.scope, cycle, self)  # pyright: ignore[reportArgumentType]
+        except Exception as exc:
+            app = Raising(exc)
+        if app is not None:
+            self._start_asgi_task(cycle, app)  # type: ignore[arg-type]
+
+    def start(self, cycle: LeanCycle, app: ASGIApp) -> None:
+        """`Starts.start`: a task for `app` on `cycle`, in uvicorn's `run_asgi`."""
+        self._start_asgi_task(cycle, app)  # type: ignore[arg-type]
+
+    def _start_pending(self) -> None:
+        """The request whose body is still coming and more than the flow control holds: its task starts, to read
+        it."""
+        cycle, self._pending = self._pending, None
+        direct = self.direct
+        if cycle is not None and direct is not None:
+            self._start_asgi_task(cycle, direct.app)  # type: ignore[arg-type]
 
     # -- timers and refusals --------------------------------------------------------------------------------
 
     def _arm_timers(self) -> None:
-        if self.transport.is_closing():
+        if cast("asyncio.Transport", self._socket).is_closing():
             return
         if self._in_head:
             if self._head.size and self._head_timer is None:
@@ -860,6 +953,8 @@ class LimitedHttpTools(HttpToolsProtocol):
             return
         cycle.disconnected = True  # the app's `receive` says the client has gone, and what it sends is dropped
         cycle.message_event.set()
+        if self._pending is cycle:
+            self._pending = None  # its task was never started: nothing to tell
         if isinstance(cycle, LeanCycle):
             cycle.lost()
         self._answer_and_close(408, f"Request Timeout: the request body did not arrive within http.body_timeout "
