@@ -46,7 +46,7 @@ from elicitgate.errors import (
     UrlElicitationRequired,
 )
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
-from elicitgate.wire.base import Inbound, MessageWire, PushWire
+from elicitgate.wire.base import Inbound, MessageWire, PushWire, SendsAtOnce
 from elicitgate.wire.scopes import TaskCancel, cancel_scope
 
 logger = logging.getLogger(__name__)
@@ -145,6 +145,8 @@ class Endpoint:
         """What `run` hands the peer's messages to, for a wire that pushes them (`_dispatch_pushed`)."""
         self._closed = False
         self._lost: type[MCPError] = ClientGone if serving else PeerLost
+        self._send_now = wire.send_now if isinstance(wire, SendsAtOnce) else None
+        """Writes an answer in the caller's step where the wire can (`_answer_direct`)."""
         self._unsent: type[MCPError] = ClientGone if serving else NotSent
 
     # -- to the peer -----------------------------------------------------------------------
@@ -534,7 +536,10 @@ class Endpoint:
         # else a later request under the same id took its place (the peer's mistake): this one is answered all the same
         if task.cancelled():
             return
-        self._write_soon(self._write_answer(self._outcome(request_id, task)))
+        response = self._outcome(request_id, task)
+        if self._send_now is not None and self._send_now(response):  # written at once: no task per answer
+            return
+        self._write_soon(self._write_answer(response))
 
     def _outcome(self, request_id: RequestId, task: asyncio.Task[JsonObject]) -> JsonObject:
         """The answer to a request whose handler's task ended, not cancelled: its result, or its error."""
