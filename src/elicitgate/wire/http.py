@@ -594,26 +594,31 @@ class HttpWire:
         """What the server sent, in order, until the wire ends. A request that could not reach the
         server at all ends it with that error: raised here unless `watch` runs."""
         inbox = self._inbox
-        loop = asyncio.get_running_loop()
         while True:
             while inbox:
                 yield inbox.popleft()
-            if self._ended:
-                if self._failure is not None:
-                    raise self._failure
+            if await self._ended_else_waited():
                 return
-            self._wakeup = loop.create_future()
-            try:
-                await self._wakeup
-            finally:
-                self._wakeup = None
+
+    async def _ended_else_waited(self) -> bool:
+        """True once the wire ended (its failure raised, if one ended it and nobody `watch`es); else False after a wait
+        for what comes next (`_wake`)."""
+        if self._ended:
+            if self._failure is not None:
+                raise self._failure
+            return True
+        self._wakeup = asyncio.get_running_loop().create_future()
+        try:
+            await self._wakeup
+        finally:
+            self._wakeup = None
+        return False
 
     async def push(self, sink: Sink) -> None:
         """Hand every message to `sink` as it is read (`wire.base.PushWire`): from the connection's callbacks, with no
         task woken per message, as `wire.stdio.LineReader.push` does; a handling `sink` returns (an inline request) is
         awaited before the next. Ends as `messages` does."""
         inbox = self._inbox
-        loop = asyncio.get_running_loop()
         self._sink, self._sink_context = sink, contextvars.copy_context()
         try:
             while True:
@@ -629,15 +634,8 @@ class HttpWire:
                     self._handing = False
                 if self._sink_failure is not None:
                     raise self._sink_failure
-                if self._ended:
-                    if self._failure is not None:
-                        raise self._failure
+                if await self._ended_else_waited():
                     return
-                self._wakeup = loop.create_future()
-                try:
-                    await self._wakeup
-                finally:
-                    self._wakeup = None
         finally:
             self._sink = self._sink_context = self._held = None
 
