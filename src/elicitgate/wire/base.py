@@ -42,6 +42,17 @@ class PushWire(MessageWire, Protocol):
         ...
 
 
+@runtime_checkable
+class SendsAtOnce(MessageWire, Protocol):
+    """A wire that can also write a message in its caller's step, with nothing to wait for (`wire.stdio.PipeWire` with
+    room in its pipe, `wire.http.HttpWire` on an idle kept-alive connection): from a callback, where no task runs."""
+
+    def send_now(self, message: JsonObject) -> bool:
+        """Write `message` at once if nothing has to be waited for: True once written; else False, and nothing is
+        written (`send` it then: it waits, or says what is wrong)."""
+        ...
+
+
 @dataclass(slots=True)
 class Inbound:
     """One message from the peer, or what made a line unreadable (`message` is the exception)."""

@@ -46,7 +46,7 @@ from elicitgate.errors import (
     UrlElicitationRequired,
 )
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
-from elicitgate.wire.base import Inbound, MessageWire, PushWire
+from elicitgate.wire.base import Inbound, MessageWire, PushWire, SendsAtOnce
 from elicitgate.wire.scopes import TaskCancel, cancel_scope
 
 logger = logging.getLogger(__name__)
@@ -113,8 +113,6 @@ class Endpoint:
         self, wire: MessageWire, peer: str, *, serving: bool = False, inline: frozenset[str] = frozenset()
     ) -> None:
         self._wire = wire
-        self._pipe = isinstance(wire, PushWire)
-        """A pipe's `send` writes in the caller's step, a task or not (`_answer_direct`)."""
         self._peer = peer
         self._serving = serving
         self._inline = inline
@@ -147,6 +145,8 @@ class Endpoint:
         """What `run` hands the peer's messages to, for a wire that pushes them (`_dispatch_pushed`)."""
         self._closed = False
         self._lost: type[MCPError] = ClientGone if serving else PeerLost
+        self._send_now = wire.send_now if isinstance(wire, SendsAtOnce) else None
+        """Writes an answer in the caller's step where the wire can (`_answer_direct`)."""
         self._unsent: type[MCPError] = ClientGone if serving else NotSent
 
     # -- to the peer -----------------------------------------------------------------------
@@ -540,11 +540,12 @@ class Endpoint:
         # else a later request under the same id took its place (the peer's mistake): this one is answered all the same
         if task.cancelled():
             return
-        writing = self._write_answer(self._outcome(request_id, task))
-        if self._pipe:  # written before the callbacks after this one (the broker's record of the question's end)
-            self._write_now(writing)
-        else:  # an upstream's HTTP wire POSTs it, which needs a task from its first step
-            self._write_soon(writing)
+        response = self._outcome(request_id, task)
+        # Written at once where the wire can: no task per answer, and the answer goes before the callbacks after this
+        # one (the broker's metrics, log line and audit record of the question's end: `Broker._after_answer`).
+        if self._send_now is not None and self._send_now(response):
+            return
+        self._write_soon(self._write_answer(response))
 
     def _outcome(self, request_id: RequestId, task: asyncio.Task[JsonObject]) -> JsonObject:
         """The answer to a request whose handler's task ended, not cancelled: its result, or its error."""

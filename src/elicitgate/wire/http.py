@@ -29,6 +29,7 @@ top of it:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Coroutine, Mapping
@@ -51,7 +52,7 @@ from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
 from elicitgate.errors import BodyTooLarge, HttpError, PeerLost, SseEventTooLarge, TransportError
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
 from elicitgate.wire import codec
-from elicitgate.wire.base import Inbound
+from elicitgate.wire.base import Inbound, Sink
 from elicitgate.wire.endpoint import SESSION_LOST
 from elicitgate.wire.framing import parse_message
 from elicitgate.wire.http_client import HttpClient, Response, Started, StreamedReads, Timeouts, Url
@@ -110,6 +111,14 @@ class HttpWire:
         goes on messages that carry no header of their own (answers, the GET stream, the DELETE)."""
         self._inbox: deque[Inbound] = deque()
         self._wakeup: asyncio.Future[None] | None = None
+        self._sink: Sink | None = None
+        """Where each message goes as it is read, while the endpoint pushes (`push`)."""
+        self._sink_context: contextvars.Context | None = None
+        self._handing = False
+        """The sink is handling a message, or the pusher hands out what waits: a message delivered meanwhile queues."""
+        self._held: Coroutine[Any, Any, None] | None = None
+        """The sink's handling of an inline request, which the pusher awaits before the next message."""
+        self._sink_failure: BaseException | None = None
         self._ended = False
         self._forgotten = False
         """The server answered 404 to our session id: nothing more is sent, the wire ends once the POSTs on
@@ -138,9 +147,10 @@ class HttpWire:
     # -- to the server ----------------------------------------------------------------------
 
     async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
-        """POST one message: a request in a task of its own (its answer comes through `messages`), a
-        notification or an answer of ours here. Raises `anyio.ClosedResourceError` once the wire ended, and
-        for a request `PeerLost` (`SESSION_LOST`) once the server forgot the session."""
+        """POST one message: a request written at once where a kept-alive connection is idle, else in a task of its
+        own (its answer comes through `messages` / `push`); an answer of ours written at once where a connection is
+        idle (its 202 read in callbacks), else here, as a notification is. Raises `anyio.ClosedResourceError` once the
+        wire ended, and for a request `PeerLost` (`SESSION_LOST`) once the server forgot the session."""
         method = message.get("method")
         if self._forgotten:  # not sent: a request is refused as the server's 404 would refuse it, unread
             if method is not None and message.get("id") is not None:
@@ -162,7 +172,20 @@ class HttpWire:
             return
         if method == "notifications/initialized":
             self._spawn(self._listen())
+        elif method is None and self._answer_at_once(body, sent):
+            return
         await self._post_unanswered(body, sent, answer=method is None)
+
+    def send_now(self, message: JsonObject) -> bool:
+        """An answer of ours POSTed at once on an idle kept-alive connection (`wire.base.SendsAtOnce`,
+        `_answer_at_once`); False, nothing sent, for anything else, or when no connection is idle (`send` it then)."""
+        if "method" in message or self._forgotten or self._ended:
+            return False
+        try:
+            body = codec.dumps(message)
+        except (ValueError, TypeError):
+            return False  # `send` says why
+        return self._answer_at_once(body, self._headers(None))
 
     def _headers(self, extra: Mapping[str, str] | None, *, body: bool = True) -> dict[str, str]:
         """Every message's headers: the config's, the session's, then the message's own (no content type
@@ -245,30 +268,74 @@ class HttpWire:
         if post is not None and post[0] is exchange:
             self._posts[request_id] = (by, post[1])
 
-    async def _post_unanswered(self, body: bytes, headers: dict[str, str], *, answer: bool) -> None:
+    async def _post_unanswered(
+        self, body: bytes, headers: dict[str, str], *, answer: bool, failed: HttpError | OSError | None = None
+    ) -> None:
         """POST a notification or an answer (202, nothing to read). An answer whose POST failed on the way (a
         reset connection, a refused or slow connect) is sent again after each of `ANSWER_RETRY_DELAYS`: the
         server's request waits for it, and a copy that arrives twice is an answer to no request, which servers
         drop. Past those, or for a notification, a failure loses only this message; a 404 to our session id
-        ends the wire, as for a request."""
+        ends the wire, as for a request. `failed`: the answer's first POST, written at once, failed so
+        (`_AnswerPost`): the next one is the first retry."""
         delays = iter(ANSWER_RETRY_DELAYS if answer else ())
         while True:
-            try:
-                response = await self._send("POST", headers, body)
-                await self._read_to_end(response)
-                break
-            except (HttpError, OSError) as exc:
-                delay = next(delays, None)
-                if delay is None or self._ended or self._forgotten:
-                    logger.warning("a message to %s was not delivered: %s", self._url.shown(), _describe(exc))
+            if failed is None:
+                try:
+                    response = await self._send("POST", headers, body)
+                    await self._read_to_end(response)
+                    self.unanswered_status(response.status, headers)
                     return
-                logger.info("an answer to %s was not delivered (%s); sending it again in %g s",
-                            self._url.shown(), _describe(exc), delay)
-                await anyio.sleep(delay)
-        if response.status == 404 and MCP_SESSION_ID in headers:
+                except (HttpError, OSError) as exc:
+                    failed = exc
+            delay = next(delays, None)
+            if delay is None or self._ended or self._forgotten:
+                logger.warning("a message to %s was not delivered: %s", self._url.shown(), _describe(failed))
+                return
+            logger.info("an answer to %s was not delivered (%s); sending it again in %g s",
+                        self._url.shown(), _describe(failed), delay)
+            await anyio.sleep(delay)
+            failed = None
+
+    def unanswered_status(self, status: int, headers: Mapping[str, str]) -> None:
+        """What the status of a notification's or an answer's POST says: a 404 to our session id ends the wire."""
+        if status == 404 and MCP_SESSION_ID in headers:
             self._forget_session()
-        elif response.status >= 400:
-            logger.debug("%s refused a message with HTTP %s", self._url.shown(), response.status)
+        elif status >= 400:
+            logger.debug("%s refused a message with HTTP %s", self._url.shown(), status)
+
+    def _answer_at_once(self, body: bytes, headers: dict[str, str]) -> bool:
+        """POST an answer of ours in the caller's step on an idle kept-alive connection, its 202 read in the
+        connection's callbacks (`_AnswerPost`): the caller does not wait for the server's 202, and no task is made for
+        it. False, and nothing sent, when no connection is idle (or the answer would not fit the transport's buffer
+        whole): `_post_unanswered` sends it then. One that fails on the way is sent again in a task, as
+        `_post_unanswered` would have."""
+        post = _AnswerPost(self, body, headers)
+        try:
+            return self._client.start("POST", self._url, headers, body, post) is not None
+        except HttpError:
+            return False  # a header that cannot be sent: `_post_unanswered` says so
+
+    def answer_failed(self, body: bytes, headers: dict[str, str], error: HttpError, retry: bool) -> None:
+        """An answer POSTed at once did not reach the server: sent again on a new connection at once when the
+        kept-alive one was closed as we wrote (`retry`, as `HttpClient.request` does), else after the first of
+        `ANSWER_RETRY_DELAYS`, in a task; lost (and said so) once the wire ended."""
+        if self._ended or self._forgotten:
+            logger.warning("a message to %s was not delivered: %s", self._url.shown(), _describe(error))
+            return
+        self._spawn(self._post_unanswered(body, headers, answer=True, failed=None if retry else error))
+
+    def answer_redirected(self, body: bytes, headers: dict[str, str], response: Response) -> None:
+        """An answer POSTed at once was redirected: followed in a task, as `_send` follows it."""
+        self._spawn(self._follow_answer(body, headers, response))
+
+    async def _follow_answer(self, body: bytes, headers: dict[str, str], response: Response) -> None:
+        try:
+            response = await self._follow("POST", headers, body, response)
+            await self._read_to_end(response)
+        except (HttpError, OSError) as exc:
+            await self._post_unanswered(body, headers, answer=True, failed=exc)
+            return
+        self.unanswered_status(response.status, headers)
 
     async def _exchange(
         self, request_id: RequestId, body: bytes, headers: dict[str, str], initialize: bool,
@@ -527,23 +594,76 @@ class HttpWire:
         """What the server sent, in order, until the wire ends. A request that could not reach the
         server at all ends it with that error: raised here unless `watch` runs."""
         inbox = self._inbox
-        loop = asyncio.get_running_loop()
         while True:
             while inbox:
                 yield inbox.popleft()
-            if self._ended:
-                if self._failure is not None:
-                    raise self._failure
+            if await self._ended_else_waited():
                 return
-            self._wakeup = loop.create_future()
-            try:
-                await self._wakeup
-            finally:
-                self._wakeup = None
+
+    async def _ended_else_waited(self) -> bool:
+        """True once the wire ended (its failure raised, if one ended it and nobody `watch`es); else False after a wait
+        for what comes next (`_wake`)."""
+        if self._ended:
+            if self._failure is not None:
+                raise self._failure
+            return True
+        self._wakeup = asyncio.get_running_loop().create_future()
+        try:
+            await self._wakeup
+        finally:
+            self._wakeup = None
+        return False
+
+    async def push(self, sink: Sink) -> None:
+        """Hand every message to `sink` as it is read (`wire.base.PushWire`): from the connection's callbacks, with no
+        task woken per message, as `wire.stdio.LineReader.push` does; a handling `sink` returns (an inline request) is
+        awaited before the next. Ends as `messages` does."""
+        inbox = self._inbox
+        self._sink, self._sink_context = sink, contextvars.copy_context()
+        try:
+            while True:
+                self._handing = True
+                try:
+                    while self._held is not None or inbox:
+                        held, self._held = self._held, None
+                        if held is None:
+                            held = sink(inbox.popleft())
+                        if held is not None:
+                            await held
+                finally:
+                    self._handing = False
+                if self._sink_failure is not None:
+                    raise self._sink_failure
+                if await self._ended_else_waited():
+                    return
+        finally:
+            self._sink = self._sink_context = self._held = None
 
     def _deliver(self, inbound: Inbound) -> None:
-        self._inbox.append(inbound)
-        self._wake()
+        """One message for the endpoint: handed to the sink at once when it is pushed to and nothing waits before it
+        (a message delivered while the sink handles one, or while an inline request's handling runs, queues behind
+        and the pusher hands it on); else queued for the reader."""
+        sink = self._sink
+        if sink is None or self._handing or self._inbox or self._sink_failure is not None:
+            self._inbox.append(inbound)
+            self._wake()
+            return
+        assert self._sink_context is not None
+        self._handing = True
+        try:
+            held = self._sink_context.run(sink, inbound)
+        except BaseException as exc:  # the pusher raises it, as a read loop would have
+            self._sink_failure = exc
+            self._wake()
+            return
+        finally:
+            self._handing = False
+        if held is not None:
+            self._held = held
+            self._handing = True  # what comes meanwhile waits behind it
+            self._wake()
+        elif self._inbox:  # delivered while the sink ran: the pusher hands it on
+            self._wake()
 
     def _wake(self) -> None:
         wakeup = self._wakeup
@@ -764,6 +884,55 @@ class _PostHead:
 
     def done(self) -> bool:
         return self.finished
+
+
+class _AnswerPost:
+    """An answer of ours POSTed at once on an idle kept-alive connection (`HttpWire._answer_at_once`): its head (a 202)
+    and its body (read to its end, at most `max_event_bytes`, so that the connection goes back to the pool) in the
+    connection's callbacks, as a `HeadListener` and a `BodySink`, with no task. What went wrong on the way goes back to
+    the wire, which sends the answer again (`HttpWire.answer_failed`); a redirect is followed in a task."""
+
+    __slots__ = ("wire", "sent", "headers", "response", "status", "size")
+
+    def __init__(self, wire: HttpWire, body: bytes, headers: dict[str, str]) -> None:
+        self.wire = wire
+        self.sent = body
+        """Kept until the response ended: sent again if the POST fails on the way."""
+        self.headers = headers
+        self.response: Response | None = None
+        self.status = 0
+        self.size = 0
+
+    # -- `HeadListener` ------------------------------------------------------------------------------
+
+    def head(self, response: Response) -> None:
+        if _redirect_target("POST", response) is not None:
+            self.wire.answer_redirected(self.sent, self.headers, response)
+            return
+        self.response = response
+        self.status = response.status
+        response.stream(self)
+
+    def failed(self, error: TransportError, retry: bool) -> None:
+        self.wire.answer_failed(self.sent, self.headers, error, retry)
+
+    # -- the body, as a `BodySink` ------------------------------------------------------------------
+
+    def body(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        limit = self.wire.max_event_bytes
+        if self.size > limit:  # read whole as `_read_to_end` reads it: past its limit, a failed POST
+            response = self.response
+            assert response is not None
+            error = response.too_large(limit)
+            response.close()  # nothing more is said to this sink
+            self.wire.answer_failed(self.sent, self.headers, error, False)
+
+    def ended(self, error: TransportError | None) -> None:
+        if error is not None:
+            self.wire.answer_failed(self.sent, self.headers, error, False)
+            return
+        self.wire.unanswered_status(self.status, self.headers)
 
 
 class _PostStream:

@@ -65,6 +65,18 @@ class PipeWire:
         if not self._flow.writable.is_set():
             await self._flow.writable.wait()
 
+    def send_now(self, message: JsonObject) -> bool:
+        """Write `message` at once while the pipe takes writes (`wire.base.SendsAtOnce`); False, nothing written, while
+        it is full or closed, or for a message `send` refuses (it says why)."""
+        if self._flow.lost or self._transport.is_closing() or not self._flow.writable.is_set():
+            return False
+        try:
+            line = codec.dumps_line(message)
+        except (ValueError, TypeError):
+            return False
+        self._transport.write(line)
+        return True
+
     def messages(self) -> AsyncIterator[Inbound]:
         return self._reader.messages()
 
