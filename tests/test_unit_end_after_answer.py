@@ -77,21 +77,30 @@ async def test_a_pushed_questions_answer_reaches_the_server_before_its_metrics_l
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, answer: Any, state: str, written: str
 ) -> None:
     events: list[tuple[Any, ...]] = []
-    send, record = PipeWire.send, AuditTrail.record
+    send, send_now, record = PipeWire.send, PipeWire.send_now, AuditTrail.record
 
-    async def spied_send(self: PipeWire, message: JsonObject, headers: Any = None) -> None:
-        await send(self, message, headers)
+    def note_written(message: JsonObject) -> None:
         result = message.get("result")
         if isinstance(result, dict) and "action" in result:  # an ElicitResult, to the upstream
             events.append(("answer written", result["action"], counted(state), timed(state)))
         elif "error" in message and "method" not in message:  # the gateway's error for the upstream's request
             events.append(("answer written", "error", counted(state), timed(state)))
 
+    async def spied_send(self: PipeWire, message: JsonObject, headers: Any = None) -> None:
+        await send(self, message, headers)
+        note_written(message)
+
+    def spied_send_now(self: PipeWire, message: JsonObject) -> bool:
+        if sent := send_now(self, message):  # the answer written in its handler's done callback, no task
+            note_written(message)
+        return sent
+
     def spied_record(self: AuditTrail, kept: AuditRecord) -> None:
         events.append(("audit", kept.state, counted(state), timed(state)))
         record(self, kept)
 
     monkeypatch.setattr(PipeWire, "send", spied_send)
+    monkeypatch.setattr(PipeWire, "send_now", spied_send_now)
     monkeypatch.setattr(AuditTrail, "record", spied_record)
     handler = _Events(events, state)
     audit_log = logging.getLogger("elicitgate.audit")
