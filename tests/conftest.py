@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,8 +25,17 @@ import pytest
 
 from mcp.client.stdio import StdioServerParameters
 
-# The gateway keeps its requestState key under $XDG_STATE_HOME: never the tester's own.
-os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="elicitgate-test-state-")
+
+def _own_directory(variable: str, prefix: str) -> None:
+    """`variable` set to a directory of this test process's own, removed as it exits."""
+    os.environ[variable] = directory = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+
+
+# The gateway keeps its requestState key under $XDG_STATE_HOME, and `serve` (with the demo server) the code its
+# imports generate under $XDG_CACHE_HOME (`elicitgate.codecache`): never the tester's own.
+_own_directory("XDG_STATE_HOME", "elicitgate-test-state-")
+_own_directory("XDG_CACHE_HOME", "elicitgate-test-cache-")
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = Path(__file__).resolve().parent / "peers"
