@@ -205,8 +205,7 @@ class StreamableHttpEndpoint:
             refusal = "Not Acceptable: Client must accept both application/json and text/event-stream"
             await reply(send, 406, error_message(None, INVALID_REQUEST, refusal, accept=headers.get("accept")))
             return None
-        content_type = headers.get("content-type", "").split(";")[0].strip().lower()
-        if content_type != "application/json":
+        if not _is_json(headers.get("content-type")):
             await reply(send, 415, error_message(None, INVALID_REQUEST, "Unsupported Media Type: Content-Type must "
                                                  "be application/json", contentType=headers.get("content-type")))
             return None
@@ -280,9 +279,7 @@ class StreamableHttpEndpoint:
                 or len(cycle.body) > self._max_body_size):
             return self
         has_json, has_sse = _accepts(headers.first(b"accept") or "")
-        content_type = headers.first(b"content-type")
-        if (not (has_json and has_sse) or content_type is None
-                or content_type.split(";")[0].strip().lower() != "application/json"):
+        if not (has_json and has_sse) or not _is_json(headers.first(b"content-type")):
             return self
         session = self._session(scope, session_id)
         if session is None or (body := cycle.whole_body()) is None:
@@ -654,6 +651,11 @@ def _accepted(cycle: LeanCycle, connection: Starts, extra: list[tuple[bytes, byt
     except Exception as exc:
         app = Raising(exc)
     connection.start(cycle, app)
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether a POST's `Content-Type` is JSON (its media type, parameters aside), as the transport requires."""
+    return content_type is not None and content_type.split(";")[0].strip().lower() == "application/json"
 
 
 @functools.lru_cache(maxsize=64)

@@ -513,11 +513,9 @@ class Endpoint:
         if inbound.cancel_requested:
             task.exception()  # retrieved even when it is not answered
             return
-        self._write_now(self._write_answer(self._outcome(request_id, task)))
-
-    def _write_now(self, writing: Coroutine[Any, Any, None]) -> None:
-        """Written here when the wire takes it at once (a face's pipe with room, an HTTP session's stream, an upstream's
-        pipe): no task per answer. One that has to wait (a full pipe) goes on in a task of its own."""
+        writing = self._write_answer(self._outcome(request_id, task))
+        # Written here when the wire takes it at once (a face's pipe with room, an HTTP session's stream): no task per
+        # answer. One that has to wait (a full pipe) goes on in a task of its own.
         try:
             waits_on = writing.send(None)
         except StopIteration:
