@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from typing import TypeVar
 
 from prometheus_client.metrics import Counter, Gauge, Histogram, MetricWrapperBase
@@ -78,3 +78,22 @@ def labelled(metric: M, *values: str) -> M:
     """`metric.labels(*values)`, looked up once: prometheus_client checks the values and takes a lock on every
     call (1.1 us, four times per elicitation). Label values here come from the config and fixed sets."""
     return metric.labels(*values)
+
+
+_PENDING: dict[str, int] = {}
+"""Elicitations pending per server in this process: `ELICITATIONS_PENDING` reads its value from here when scraped."""
+
+
+def pending_opened(server: str) -> None:
+    """One more elicitation of `server` pending. A count in a dict, not the gauge's own value: `Gauge.inc` is four
+    Python calls and a lock, paid on every elicitation's way to its human (and `dec` after its answer)."""
+    count = _PENDING.get(server)
+    if count is None:
+        labelled(ELICITATIONS_PENDING, server).set_function(partial(_PENDING.__getitem__, server))
+        count = 0
+    _PENDING[server] = count + 1
+
+
+def pending_closed(server: str) -> None:
+    """One elicitation of `server` less pending (`pending_opened` came first)."""
+    _PENDING[server] -= 1

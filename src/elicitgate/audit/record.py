@@ -91,7 +91,8 @@ def logged(record: AuditRecord) -> JsonObject:
 def _iso(when: datetime) -> str:
     """`when.astimezone(UTC).isoformat(timespec="milliseconds")` with `Z` for `+00:00`, formatted in one step
     (twice for every elicitation's log line)."""
-    when = when.astimezone(UTC)
+    if when.tzinfo is not UTC:  # `utc`'s times are in UTC already
+        when = when.astimezone(UTC)
     return _ISO_MS % (when.year, when.month, when.day, when.hour, when.minute, when.second, when.microsecond // 1000)
 
 

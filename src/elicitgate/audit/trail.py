@@ -57,6 +57,8 @@ class AuditTrail:
         self._closed = False
         self._closing: anyio.Event | None = None
         self._wanted: anyio.Event | None = None
+        self._wanted_unset: anyio.Event | None = None
+        """`_wanted` until a record has set it (then None): `record` sets it once, not for every record."""
         self._opened: anyio.Event | None = None
         self._queued = 0
         """Records sent and not yet taken into a batch."""
@@ -74,8 +76,9 @@ class AuditTrail:
         try:
             self._send.send_nowait(record)
             self._queued += 1
-            if self._wanted is not None:
-                self._wanted.set()
+            if self._wanted_unset is not None:
+                self._wanted_unset.set()
+                self._wanted_unset = None
             if self._queued >= WAKE and self._batch_full is not None:
                 self._batch_full.set()
         except anyio.WouldBlock:
@@ -111,6 +114,7 @@ class AuditTrail:
             return  # closed before it started: nothing can be queued
         closing, wanted = anyio.Event(), anyio.Event()
         self._stopped, self._closing, self._wanted, self._opened = anyio.Event(), closing, wanted, anyio.Event()
+        self._wanted_unset = wanted
         if self.config.open_at_start or self._receive.statistics().current_buffer_used:
             wanted.set()
         try:

@@ -1,0 +1,88 @@
+"""What an elicitation's audit record no longer pays for (issue #34), with the same record, line and row as before:
+the broker's times are in UTC already, so neither the log line's nor SQLite's text converts them again; and the
+trail wakes its writer to open the store with its first record, not with every record."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import anyio
+import pytest
+
+from elicitgate.audit.record import AuditRecord, _iso  # pyright: ignore[reportPrivateUsage]
+from elicitgate.audit.schema import sqlite_text
+from elicitgate.audit.store import AuditStore
+from elicitgate.audit.trail import AuditTrail
+from elicitgate.config import AuditConfig
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class _Counted(datetime):
+    """A datetime that counts its conversions to another zone."""
+
+    conversions = 0
+
+    def astimezone(self, tz: Any = None) -> datetime:
+        _Counted.conversions += 1
+        return super().astimezone(tz)
+
+
+def test_a_utc_time_is_written_without_a_conversion_and_as_before() -> None:
+    when = _Counted.fromtimestamp(1764198307.876543, UTC)  # as the broker makes its record's times
+    _Counted.conversions = 0
+    assert _iso(when) == "2025-11-26T23:05:07.876Z"
+    assert sqlite_text(when) == "2025-11-26 23:05:07.876543"
+    assert _Counted.conversions == 0
+
+
+def test_a_time_in_another_zone_is_still_converted() -> None:
+    east = timezone(timedelta(hours=2))
+    when = _Counted(2025, 11, 27, 1, 5, 7, 876543, tzinfo=east)
+    _Counted.conversions = 0
+    assert _iso(when) == "2025-11-26T23:05:07.876Z"
+    assert sqlite_text(when) == "2025-11-26 23:05:07.876543"
+    assert _Counted.conversions == 2
+
+
+async def test_the_first_record_wants_the_store_and_the_others_set_nothing(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'audit.db'}"
+    trail = AuditTrail(AuditConfig(url=url))
+    now = datetime.now(UTC)
+    records = [
+        AuditRecord(server="s", mode="form", state="accepted", reason="user accepted", created_at=now, ended_at=now)
+        for _ in range(3)
+    ]
+    sets: list[object] = []
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(trail.run)
+            await anyio.lowlevel.checkpoint()  # the writer waits for the store to be wanted
+            wanted = trail._wanted  # pyright: ignore[reportPrivateUsage]
+            assert wanted is not None and not wanted.is_set()
+            event_set = type(wanted).set
+
+            def spied_set(event: Any) -> None:
+                sets.append(event)
+                event_set(event)
+
+            monkeypatch.setattr(type(wanted), "set", spied_set)
+            for record in records:
+                trail.record(record)
+            monkeypatch.undo()
+            assert wanted.is_set()
+            await trail.close(60)
+    assert [event for event in sets if event is wanted] == [wanted]
+    store = await AuditStore.open(url)
+    try:
+        assert sorted(row["id"] for row in await store.query()) == sorted(record.id for record in records)
+    finally:
+        await store.close()
