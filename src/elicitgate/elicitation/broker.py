@@ -269,8 +269,10 @@ class Broker:
     def _recorded(self, el: Elicitation, _task: object) -> None:
         pending_closed(el.server)
         if el.state.terminal:
-            # Logged with its request's ids and its own (the task's may name another request, or none).
-            _ids_context(el).run(self._record_end, el)
+            # Logged with its request's ids and its own, named in the context this callback runs in: only these
+            # callbacks run in it, each naming its own elicitation (no context copied for each end).
+            name_request(**_request_ids(el.asked()), elicitation=el.id)
+            self._record_end(el)
 
     def _page_past_deadline(self, el: Elicitation, responder: Responder, tool: str | None) -> Responder | None:
         """`unattended: wait` (for the server and the call's `tool`): past its deadline the question waits on its page
@@ -654,7 +656,7 @@ _SAME_REQUEST = nullcontext()
 def _named(origin: Origin, el: Elicitation, own_task: bool) -> AbstractContextManager[None]:
     """The log lines written while `el` waits name its request: in the task of another request, by a context of its
     own; in a task that serves `el` alone (`own_task`: a server's push) or in the call's own task, which names it
-    already, by nothing more held while it waits (its end is logged with its own id all the same: `_ids_context`)."""
+    already, by nothing more held while it waits (its end is logged with its own id all the same: `_recorded`)."""
     if own_task:
         name_request(**_request_ids(origin), elicitation=el.id)
         return _SAME_REQUEST
@@ -664,14 +666,6 @@ def _named(origin: Origin, el: Elicitation, own_task: bool) -> AbstractContextMa
     ):
         return _SAME_REQUEST
     return request_context(**_request_ids(origin), elicitation=el.id)
-
-
-def _ids_context(el: Elicitation) -> contextvars.Context:
-    """A context naming `el` and its request, for what is logged of its end."""
-    context = contextvars.copy_context()
-    ids: JsonObject = {**_request_ids(el.asked()), "elicitation": el.id}
-    context.run(request_context(**ids).__enter__)
-    return context
 
 
 def _about(origin: Origin | None) -> JsonObject:
