@@ -47,6 +47,9 @@ class State(enum.StrEnum):
         return self not in (State.PENDING, State.PRESENTED)
 
 
+_STATE_VALUES = {state: state.value for state in State}
+"""Each state's own string, looked up in C (`State.value` is two Python calls: enum's property)."""
+
 _TIMER_CONTEXT = contextvars.Context()
 """What a deadline's timer runs in: it reads no context variable, so it shares one rather than copy the task's."""
 
@@ -56,6 +59,10 @@ Source = Literal["upstream", "gateway"]
 """Who asks: an upstream server (`elicitation/create`, `input_required`), or the gateway itself."""
 GatewayReason = Literal["missing_arguments", "confirmation"]
 """Why the gateway asks on its own (see `router.asks`)."""
+SummaryRow = tuple[
+    str, str, str, Source, GatewayReason | None, str, str | None, str | None, str | None, int, str | None, float, float
+]
+"""`Elicitation.summary_row()`: the values of `SUMMARY_FIELDS`, typed (`RecentEnds` reads them, no `cast` call)."""
 
 
 class Responder(Protocol):
@@ -230,7 +237,7 @@ class Elicitation:
         """What may be logged or shown: never the answer's values."""
         return summary_of(self.summary_row())
 
-    def summary_row(self) -> tuple[object, ...]:
+    def summary_row(self) -> SummaryRow:
         """`summary()`'s values in `SUMMARY_FIELDS` order: what the broker keeps of the last ends (`RecentEnds`)."""
         origin = self.origin
         return (
@@ -239,7 +246,7 @@ class Elicitation:
             self.mode,
             self.source,
             self.gateway_reason,
-            self.state.value,  # the member's own string, shared (`str(state)` makes a copy each time)
+            _STATE_VALUES[self.state],  # the member's own string, shared (`str(state)` makes a copy each time)
             origin.peer.id if origin is not None else None,
             origin.peer.principal if origin is not None else None,
             self.answered_by or (self.responder.name if self.responder is not None else None),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from typing import cast
 
 from elicitgate.elicitation.model import Elicitation, summary_of
 from elicitgate.json_shapes import JsonObject
@@ -55,7 +54,7 @@ class RecentEnds:
             self._odd_ids[slot] = str(id_)
             raw = bytes(ID_BYTES)
         self._ids[slot * ID_BYTES : (slot + 1) * ID_BYTES] = raw
-        self._times[2 * slot], self._times[2 * slot + 1] = cast(float, row[11]), cast(float, row[12])
+        self._times[2 * slot], self._times[2 * slot + 1] = row[11], row[12]
         rest = row[1:11]
         try:
             shared = self._shapes.get(rest)
