@@ -62,6 +62,7 @@ async def test_the_first_record_wants_the_store_and_the_others_set_nothing(
         for _ in range(3)
     ]
     sets: list[object] = []
+    wanted: Any = None
     with anyio.fail_after(120):
         async with anyio.create_task_group() as tg:
             tg.start_soon(trail.run)
