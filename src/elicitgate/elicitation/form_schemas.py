@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from elicitgate.elicitation.schema import SchemaProblem, check_requested_schema
 from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords, sensitive_fields
 from elicitgate.wire import codec
@@ -44,7 +46,10 @@ class FormSchemas:
 
     def check(self, schema: Any, *, max_bytes: int) -> CheckedSchema:
         """`schema` checked; a schema larger than `max_bytes` comes back with its size only (no other check)."""
-        text = codec.dumps(schema)
+        try:
+            text = orjson.dumps(schema)  # looked up as it is: a copy of its own size only for a key kept (below)
+        except TypeError:  # what orjson cannot write (an integer beyond 64 bits): `codec.dumps` writes it, or refuses
+            text = codec.dumps(schema)
         known = self._known.get(text)
         if known is not None:
             return known
@@ -59,7 +64,7 @@ class FormSchemas:
         if len(text) <= KEPT_SCHEMA_BYTES:
             if len(self._known) >= KEPT_SCHEMAS:
                 del self._known[next(iter(self._known))]
-            self._known[text] = checked
+            self._known[bytes(memoryview(text))] = checked  # orjson's bytes keep the block written in (`codec.dumps`)
         return checked
 
     def __len__(self) -> int:
