@@ -1,20 +1,28 @@
 """What an elicitation's audit record no longer pays for (issue #34), with the same record, line and row as before:
-the broker's times are in UTC already, so neither the log line's nor SQLite's text converts them again; and the
-trail wakes its writer to open the store with its first record, not with every record."""
+the broker's times are in UTC already, so neither the log line's nor SQLite's text converts them again; the line is
+written under the handler's lock taken once (not `acquire`, then `flush`'s own); and the trail wakes its writer to
+open the store with its first record, not with every record."""
 
 from __future__ import annotations
 
+import io
+import logging
+import sys
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import anyio
 import pytest
 
+from elicitgate import logs
 from elicitgate.audit.record import AuditRecord, _iso  # pyright: ignore[reportPrivateUsage]
 from elicitgate.audit.schema import sqlite_text
 from elicitgate.audit.store import AuditStore
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import AuditConfig
+from elicitgate.logs import configure_logging, log_event
 
 pytestmark = pytest.mark.anyio
 
@@ -87,3 +95,51 @@ async def test_the_first_record_wants_the_store_and_the_others_set_nothing(
         assert sorted(row["id"] for row in await store.query()) == sorted(record.id for record in records)
     finally:
         await store.close()
+
+
+@pytest.fixture
+def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+    """The gateway's text logging on a buffer, at a time that stands still."""
+    stream = io.StringIO()
+    root = logging.getLogger()
+    kept = (list(root.handlers), root.level)
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setattr(time, "time", lambda: 1764198307.8765)
+    monkeypatch.setattr(time, "time_ns", lambda: 1764198307876543210)
+    configure_logging("info")
+    yield stream
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in kept[0]:
+        root.addHandler(handler)
+    root.setLevel(kept[1])
+
+
+def test_an_events_line_takes_the_handlers_lock_once_and_is_flushed(
+    lines: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    audit = logging.getLogger("elicitgate.audit")
+    root = logging.getLogger()
+    for other in [h for h in root.handlers if type(h) is not logs._Lines]:  # pyright: ignore[reportPrivateUsage]
+        root.removeHandler(other)  # pytest's own, added for each test's call: the gateway's handler alone
+    assert len(root.handlers) == 1
+    calls: list[str] = []
+    flushed: list[str] = []
+    acquire, flush = logging.Handler.acquire, logging.StreamHandler.flush
+
+    def spied_acquire(self: logging.Handler) -> None:
+        calls.append("acquire")
+        acquire(self)
+
+    def spied_flush(self: logging.StreamHandler[Any]) -> None:
+        calls.append("flush")
+        flush(self)
+
+    monkeypatch.setattr(logging.Handler, "acquire", spied_acquire)
+    monkeypatch.setattr(logging.StreamHandler, "flush", spied_flush)
+    monkeypatch.setattr(lines, "flush", lambda: flushed.append(lines.getvalue()))
+    log_event(audit, "elicitation.ended", {"id": "a1", "state": "accepted", "duration_s": 0.25})
+    assert calls == []
+    line = '2025-11-26 23:05:07,876 INFO elicitgate.audit: elicitation.ended {"id": "a1", "state": "accepted", '
+    line += '"duration_s": 0.25}\n'
+    assert lines.getvalue() == line and flushed == [line]

@@ -209,22 +209,22 @@ class _Lines(logging.StreamHandler[TextIO]):
     def event(self, name: str, level: int, event: str, fields: Mapping[str, Any]) -> bool:
         """Write the event's line as `emit` would; False when its formatter cannot make it (then the caller
         makes a record)."""
-        formatter = self.formatter
-        if self.filters or type(formatter) is not _TextFormatter:
+        formatter, lock = self.formatter, self.lock
+        if self.filters or type(formatter) is not _TextFormatter or lock is None:
             return False
-        self.acquire()
-        try:
-            line = formatter.event_line(name, level, event, fields)
-            if line is None:
-                return False
-            self.stream.write(line + self.terminator)
-            self.flush()
-        except RecursionError:
-            raise
-        except Exception:
-            self.handleError(_event_record(logging.getLogger(name), level, event, fields))
-        finally:
-            self.release()
+        with lock:  # taken once: `acquire`, then `flush`'s own `acquire`, were two more Python calls each
+            try:
+                line = formatter.event_line(name, level, event, fields)
+                if line is None:
+                    return False
+                stream = self.stream
+                stream.write(line + self.terminator)
+                if hasattr(stream, "flush"):  # as `StreamHandler.flush`
+                    stream.flush()
+            except RecursionError:
+                raise
+            except Exception:
+                self.handleError(_event_record(logging.getLogger(name), level, event, fields))
         return True
 
 
