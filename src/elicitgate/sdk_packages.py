@@ -94,6 +94,7 @@ STOOD_IN: dict[str, dict[str, tuple[str, ...]]] = {
         "starlette.routing": ("Mount", "Route"),
         "mcp.server.transport_security": ("TransportSecuritySettings",),
     },
+    "mcp.server.stdio": {"mcp.os.win32.utilities": ("rebind_std_handle_to_fd",)},
     "pydantic.plugin._loader": {"importlib.metadata": ("entry_points",)},
     "pydantic.networks": {"importlib.metadata": ("version",)},
 }

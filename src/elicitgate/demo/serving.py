@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -73,6 +73,11 @@ def run_server(server: Server, *, http: str | None = None, sse: str | None = Non
 
 def serve_main(build: Callable[[], Server], description: str | None) -> None:
     """The command line of a bundled demo server: stdio, or `--http HOST:PORT`."""
+    if not sys.argv[1:]:  # stdio, as a gateway starts it: argparse (~1% of its start-up) only to read options
+        run_server(build())
+        return
+    import argparse
+
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
     args = parser.parse_args()
