@@ -27,19 +27,41 @@ NOT_ON_STDIO = {"argparse", "mcp.os.win32.utilities"}
 """The command line's parser, which a demo server started without options (stdio, as a gateway starts it) does not
 need; the SDK's Windows process helpers, which `mcp.server.stdio` imports for Windows only
 (`sdk_packages.STOOD_IN`)."""
+MODERN_SCHEMAS = "mcp_types._v2026_07_28"
+"""The spec's 2026-07-28 schemas: checked against only by a 2026-07-28 peer (`sdk_packages.ROWS_BUILT_WHEN_READ`)."""
+
+
+def _demo(out: Path) -> StdioServerParameters:
+    # The whole environment (the SDK's client passes only a few variables by default): the same `elicitgate`.
+    return StdioServerParameters(command=PY, args=["-c", DUMP_MODULES, str(out)], env=dict(os.environ))
+
+
+def _texts(result: object) -> list[str | None]:
+    return [getattr(part, "text", None) for part in getattr(result, "content", [])]
 
 
 @pytest.mark.anyio
 async def test_the_demo_server_on_stdio_serves_without_argparse_or_the_windows_helpers(tmp_path: Path):
     out = tmp_path / "modules.json"
-    # The whole environment (the SDK's client passes only a few variables by default): the same `elicitgate`.
-    params = StdioServerParameters(command=PY, args=["-c", DUMP_MODULES, str(out)], env=dict(os.environ))
-    async with Client(params, mode="legacy") as client:
-        result = await client.call_tool("echo", {"text": "hi"})
-        assert [getattr(part, "text", None) for part in result.content] == ["hi"]
+    async with Client(_demo(out), mode="legacy") as client:
+        assert _texts(await client.call_tool("echo", {"text": "hi"})) == ["hi"]
     modules = set(json.loads(out.read_text()))
     assert "mcp.server.stdio" in modules
     assert not NOT_ON_STDIO & modules, NOT_ON_STDIO & modules
+
+
+@pytest.mark.anyio
+async def test_the_demo_server_builds_the_2026_schemas_for_a_2026_client_only(tmp_path: Path):
+    """A handshake-era client's requests and the demo's answers are checked against the 2025-11-25 schemas alone; a
+    2026-07-28 client's against the 2026-07-28 ones, built at its first request, and served as before."""
+    legacy, modern = tmp_path / "legacy.json", tmp_path / "modern.json"
+    async with Client(_demo(legacy), mode="legacy") as client:
+        assert [tool.name for tool in (await client.list_tools()).tools][:1] == ["book_table"]
+        assert _texts(await client.call_tool("echo", {"text": "old"})) == ["old"]
+    async with Client(_demo(modern), mode="2026-07-28") as client:
+        assert _texts(await client.call_tool("echo", {"text": "new"})) == ["new"]
+    assert MODERN_SCHEMAS not in set(json.loads(legacy.read_text()))
+    assert MODERN_SCHEMAS in set(json.loads(modern.read_text()))
 
 
 def test_the_demo_servers_options_are_still_read():
