@@ -26,10 +26,21 @@ from bench.ab import export_src, work_src
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 600.0
-INITIALIZE = json.dumps({
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
-}) + "\n"
+INITIALIZE = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        }
+    )
+    + "\n"
+)
 
 
 def _answered(argv: list[str], src: Path, log_path: Path) -> subprocess.Popen[bytes]:
@@ -69,13 +80,15 @@ def count(src: Path, label: str) -> int:
     counted = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/callgrind.out", *argv]
     process = _answered(counted, src, log_path)
     try:
-        subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True, capture_output=True,
-                       timeout=TIMEOUT)
+        subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True, capture_output=True, timeout=TIMEOUT)
     finally:
         _stop(process)
     # The dump on request is `callgrind.out.1`; the one valgrind writes at exit (`callgrind.out`) holds what came after.
-    totals = [int(found) for dump in work.glob("callgrind.out.*")
-              for found in re.findall(r"^(?:totals|summary): (\d+)", dump.read_text(errors="replace"), re.MULTILINE)]
+    totals = [
+        int(found)
+        for dump in work.glob("callgrind.out.*")
+        for found in re.findall(r"^(?:totals|summary): (\d+)", dump.read_text(errors="replace"), re.MULTILINE)
+    ]
     if not totals:
         raise RuntimeError(f"valgrind dumped no totals in {work}")
     return max(totals)
@@ -110,8 +123,10 @@ def main() -> None:
             found[label].append(count(src, label))
             print(f"{label}: {found[label][-1] / 1e6:,.1f} M instructions to the initialize answer", flush=True)
     for label, counts in found.items():
-        print(f"{label} ({sources[label]}): {min(counts) / 1e6:,.1f}-{max(counts) / 1e6:,.1f} M "
-              f"instructions to the initialize answer ({len(counts)} runs)")
+        print(
+            f"{label} ({sources[label]}): {min(counts) / 1e6:,.1f}-{max(counts) / 1e6:,.1f} M "
+            f"instructions to the initialize answer ({len(counts)} runs)"
+        )
 
 
 if __name__ == "__main__":

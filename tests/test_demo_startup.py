@@ -69,7 +69,6 @@ def test_the_demo_servers_options_are_still_read():
     shown = subprocess.run([PY, "-m", "elicitgate.demo.server", "--help"], capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert "--http HOST:PORT" in shown.stdout and "serve streamable HTTP instead of stdio" in shown.stdout
-    refused = subprocess.run([PY, "-m", "elicitgate.demo.server", "--nope"], capture_output=True, text=True,
-                             timeout=60)
+    refused = subprocess.run([PY, "-m", "elicitgate.demo.server", "--nope"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2
     assert "unrecognized arguments: --nope" in refused.stderr
