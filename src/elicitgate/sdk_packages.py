@@ -303,10 +303,11 @@ def _run_with_rows_built_when_read(loader: Loader, module: ModuleType, later: st
     replaced: dict[int, MappingProxyType[object, object]] = {}
     for name, value in list(vars(module).items()):
         if isinstance(value, MappingProxyType):
-            rows = dict(cast("MappingProxyType[object, object]", value))
+            proxy = cast("MappingProxyType[object, object]", value)
+            rows = dict(proxy)
             if any(isinstance(row, _ClassWhenRead) for row in rows.values()):
-                replaced[id(value)] = MappingProxyType(_RowsBuiltWhenRead(rows))
-                setattr(module, name, replaced[id(value)])
+                replaced[id(proxy)] = MappingProxyType(_RowsBuiltWhenRead(rows))
+                setattr(module, name, replaced[id(proxy)])
     for value in vars(module).values():
         if isinstance(value, FunctionType) and value.__module__ == module.__name__:
             if value.__defaults__:
