@@ -282,6 +282,19 @@ class _RowsBuiltWhenRead(Mapping[object, object]):
     def __len__(self) -> int:
         return len(self._rows)
 
+    def __repr__(self) -> str:
+        return repr(self._rows)
+
+    # What a read-only view of a dict offers besides reading (`copy`, `|`): a dict of every row.
+    def copy(self) -> dict[object, object]:
+        return dict(self.items())
+
+    def __or__(self, other: Mapping[object, object]) -> dict[object, object]:
+        return {**self, **other}
+
+    def __ror__(self, other: Mapping[object, object]) -> dict[object, object]:
+        return {**other, **self}
+
 
 def _run_with_rows_built_when_read(loader: Loader, module: ModuleType, later: str) -> None:
     """`module` run while `later` is a stand-in whose every name is a `_ClassWhenRead`; then each of its read-only
