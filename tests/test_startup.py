@@ -223,9 +223,10 @@ def test_the_spec_maps_read_their_2026_rows_when_read_and_are_the_sdks():
         "    pass  # no `_meta` envelope: what matters is that the row was read\n"
         "import mcp_types._v2026_07_28 as v2026\n"
         "assert methods.CLIENT_REQUESTS[('tools/list', '2026-07-28')] is v2026.ListToolsRequest\n"
-        "rows = dict(methods.SERVER_RESULTS.items())\n"
-        "assert methods.SERVER_RESULTS.copy() == rows == (methods.SERVER_RESULTS | {}) == ({} | methods.SERVER_RESULTS)\n"
-        "assert methods.SERVER_RESULTS == rows and repr(methods.SERVER_RESULTS).startswith('mappingproxy({')\n"
+        "results = methods.SERVER_RESULTS\n"
+        "rows = dict(results.items())\n"
+        "assert results.copy() == rows == (results | {}) == ({} | results) and results == rows\n"
+        "assert repr(results).startswith('mappingproxy({')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
