@@ -170,7 +170,7 @@ def test_the_names_seeded_for_the_deferred_spec_schemas_are_the_sdks():
         "assert 'mcp_types._v2025_11_25' not in sys.modules\n"
         "import mcp_types.methods as methods\n"
         "seeded = SEEDED['mcp_types.methods']\n"
-        "assert methods.CLIENT_REQUESTS and 'mcp_types._v2026_07_28' in sys.modules\n"
+        "assert methods.CLIENT_REQUESTS and 'mcp_types._v2025_11_25' in sys.modules\n"
         "assert seeded['CACHEABLE_METHODS'] == methods.CACHEABLE_METHODS\n"
         "assert seeded['INPUT_REQUIRED_METHODS'] == methods.INPUT_REQUIRED_METHODS\n"
         "assert typing.get_args(seeded['CacheableMethod']) == typing.get_args(methods.CacheableMethod)\n"
@@ -179,6 +179,65 @@ def test_the_names_seeded_for_the_deferred_spec_schemas_are_the_sdks():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+SPEC_MAPS = """
+import json, sys
+from types import MappingProxyType
+if sys.argv[1] == "deferred":
+    import elicitgate
+import mcp_types.methods as methods
+assert methods.CLIENT_REQUESTS is not None  # runs the module (deferred: `sdk_packages.SEEDED`)
+later = "mcp_types._v2026_07_28"
+assert (later in sys.modules) == (sys.argv[1] == "plain"), sys.argv
+maps = {name: value for name, value in vars(methods).items() if isinstance(value, MappingProxyType)}
+rows = {name: sorted((repr(key), repr(value)) for key, value in value.items()) for name, value in maps.items()}
+assert later in sys.modules  # every row read
+defaults = [(f.__name__, key, [n for n, m in maps.items() if m is value])
+            for f in vars(methods).values() if callable(f) and getattr(f, "__kwdefaults__", None)
+            for key, value in f.__kwdefaults__.items() if isinstance(value, MappingProxyType)]
+assert all(found for _, _, found in defaults), defaults
+print(json.dumps({"rows": rows, "defaults": defaults}, sort_keys=True))
+"""
+"""The maps of `mcp_types.methods` (each row's class by name) and which of them the functions' defaults are, read with
+`elicitgate` imported (`deferred`) or without (`plain`: the SDK as it is)."""
+
+
+def test_the_spec_maps_read_their_2026_rows_when_read_and_are_the_sdks():
+    """`sdk_packages.ROWS_BUILT_WHEN_READ`: `mcp_types.methods` runs without `mcp_types._v2026_07_28`, which its
+    maps import when a 2026-07-28 row is first read; a handshake-era check reads none. Every map then has the SDK's
+    own rows, and the functions' defaults (`surface=...`) are the module's maps."""
+    code = (
+        "import sys, elicitgate\n"
+        "from mcp_types import methods\n"
+        "init = {'protocolVersion': '2025-11-25', 'capabilities': {}, 'clientInfo': {'name': 'c', 'version': '1'}}\n"
+        "methods.validate_client_request('initialize', '2025-11-25', init)\n"
+        "methods.serialize_server_result('initialize', '2025-11-25', {'protocolVersion': '2025-11-25',\n"
+        "    'capabilities': {}, 'serverInfo': {'name': 's', 'version': '1'}})\n"
+        "assert ('tools/list', '2026-07-28') in methods.CLIENT_REQUESTS and len(methods.SERVER_RESULTS)\n"
+        "assert 'mcp_types._v2026_07_28' not in sys.modules\n"
+        "import pydantic\n"
+        "try:\n"
+        "    methods.validate_client_request('tools/list', '2026-07-28', {})\n"
+        "except pydantic.ValidationError:\n"
+        "    pass  # no `_meta` envelope: what matters is that the row was read\n"
+        "import mcp_types._v2026_07_28 as v2026\n"
+        "assert methods.CLIENT_REQUESTS[('tools/list', '2026-07-28')] is v2026.ListToolsRequest\n"
+        "results = methods.SERVER_RESULTS\n"
+        "rows = dict(results.items())\n"
+        "assert results.copy() == rows == (results | {}) == ({} | results) and results == rows\n"
+        "assert repr(results).startswith('mappingproxy({')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    deferred, plain = (
+        subprocess.run([sys.executable, "-c", SPEC_MAPS, how], capture_output=True, text=True, timeout=120)
+        for how in ("deferred", "plain")
+    )
+    assert deferred.returncode == 0, deferred.stderr
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads(deferred.stdout) == json.loads(plain.stdout)
+    assert json.loads(plain.stdout)["defaults"]  # the check saw the functions' maps
 
 
 def test_the_sdk_servers_http_app_works_through_its_stand_ins():

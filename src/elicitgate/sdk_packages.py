@@ -16,9 +16,9 @@ import importlib.util
 import os
 import pkgutil
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib.machinery import ModuleSpec
-from types import ModuleType
+from types import FunctionType, MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from elicitgate.json_shapes import JsonObject
@@ -58,6 +58,15 @@ checked against them in tests/test_startup.py). `mcp_types.methods` is the spec'
 which the SDK's server modules import at their top for the names seeded here, and which nothing needs until the
 first request is checked."""
 
+ROWS_BUILT_WHEN_READ: dict[str, str] = {"mcp_types.methods": "mcp_types._v2026_07_28"}
+"""A module of `SEEDED` and a module of classes its maps hold: the maps' rows of those classes are built (the module
+imported) when one of them is first read. `mcp_types.methods` maps each (method, version) to the spec's schema of
+that version: a handshake-era peer (`initialize`, every 2025-era version) reads only the rows of
+`mcp_types._v2025_11_25`, and `mcp_types._v2026_07_28` (~150 models: ~200 M instructions, a sixth of a demo server's
+start-up to its `initialize` answer, issue 34) is imported at the first 2026-07-28 row read (a 2026-07-28 request,
+result or notification checked). Each map is still a read-only mapping with the same rows (`_RowsBuiltWhenRead`);
+reading all its values reads each row."""
+
 BUILT_WHEN_USED: dict[str, str] = {"mcp_types._wire_base": "WireModel"}
 """A module and its pydantic base class whose models each build their validator at their first use (pydantic's
 `defer_build`) rather than as their class is made: `WireModel` is the base of the spec's schemas per protocol version
@@ -94,6 +103,7 @@ STOOD_IN: dict[str, dict[str, tuple[str, ...]]] = {
         "starlette.routing": ("Mount", "Route"),
         "mcp.server.transport_security": ("TransportSecuritySettings",),
     },
+    "mcp.server.stdio": {"mcp.os.win32.utilities": ("rebind_std_handle_to_fd",)},
     "pydantic.plugin._loader": {"importlib.metadata": ("entry_points",)},
     "pydantic.networks": {"importlib.metadata": ("version",)},
 }
@@ -226,10 +236,98 @@ class _SeededLoader(_AroundLoader):
             if attr.startswith("__") and attr != "__all__":
                 raise AttributeError(attr)
             del module.__getattr__
-            loader.exec_module(module)
+            later = ROWS_BUILT_WHEN_READ.get(module.__name__)
+            if later is None or later in sys.modules:
+                loader.exec_module(module)
+            else:
+                _run_with_rows_built_when_read(loader, module, later)
             return getattr(module, attr)
 
         module.__getattr__ = getattr_  # type: ignore[method-assign]
+
+
+class _ClassWhenRead:
+    """A class of module `module` not imported yet, as a row of a map holds it until the row is read."""
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __repr__(self) -> str:
+        return f"<{self.module}.{self.name}, imported when read>"
+
+    def real(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)
+
+
+class _RowsBuiltWhenRead(Mapping[object, object]):
+    """A map's rows, each `_ClassWhenRead` replaced by its class when first read (`ROWS_BUILT_WHEN_READ`)."""
+
+    def __init__(self, rows: dict[object, object]) -> None:
+        self._rows = rows
+
+    def __getitem__(self, key: object) -> object:
+        value = self._rows[key]
+        if isinstance(value, _ClassWhenRead):
+            value = self._rows[key] = value.real()
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows  # a row's presence, without building it
+
+    def __iter__(self) -> Iterator[object]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __repr__(self) -> str:
+        return repr(self._rows)
+
+    # What a read-only view of a dict offers besides reading (`copy`, `|`): a dict of every row.
+    def copy(self) -> dict[object, object]:
+        return dict(self.items())
+
+    def __or__(self, other: Mapping[object, object]) -> dict[object, object]:
+        return {**self, **other}
+
+    def __ror__(self, other: Mapping[object, object]) -> dict[object, object]:
+        return {**other, **self}
+
+
+def _run_with_rows_built_when_read(loader: Loader, module: ModuleType, later: str) -> None:
+    """`module` run while `later` is a stand-in whose every name is a `_ClassWhenRead`; then each of its read-only
+    maps holding one reads its rows through `_RowsBuiltWhenRead`, as do its functions' defaults (`surface=...`)."""
+    stand_in = ModuleType(later, f"Stands in for {later} while {module.__name__} imports (sdk_packages).")
+
+    def class_when_read(name: str) -> _ClassWhenRead:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _ClassWhenRead(later, name)
+
+    stand_in.__getattr__ = class_when_read  # type: ignore[method-assign]
+    sys.modules[later] = stand_in
+    try:
+        loader.exec_module(module)
+    finally:
+        if sys.modules.get(later) is stand_in:
+            del sys.modules[later]
+    replaced: dict[int, MappingProxyType[object, object]] = {}
+    for name, value in list(vars(module).items()):
+        if isinstance(value, MappingProxyType):
+            proxy = cast("MappingProxyType[object, object]", value)
+            rows = dict(proxy)
+            if any(isinstance(row, _ClassWhenRead) for row in rows.values()):
+                replaced[id(proxy)] = MappingProxyType(_RowsBuiltWhenRead(rows))
+                setattr(module, name, replaced[id(proxy)])
+    for value in vars(module).values():
+        if isinstance(value, FunctionType) and value.__module__ == module.__name__:
+            if value.__defaults__:
+                value.__defaults__ = tuple(replaced.get(id(default), default) for default in value.__defaults__)
+            if value.__kwdefaults__:
+                value.__kwdefaults__ = {key: replaced.get(id(default), default)
+                                        for key, default in value.__kwdefaults__.items()}
 
 
 class _BuiltWhenUsedLoader(_AroundLoader):

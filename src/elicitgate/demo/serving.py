@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -46,8 +46,10 @@ def sse_app(server: Server) -> Starlette:
 def run_server(server: Server, *, http: str | None = None, sse: str | None = None) -> None:
     """Serve until killed: streamable HTTP at `/mcp` with `http`, SSE at `/sse` with `sse`, else stdio."""
     # The SDK's server checks every request against the spec's schemas per protocol version (`mcp_types.methods`,
-    # ~0.2 s of CPU, which `elicitgate.sdk_packages` defers to the first read): load them now, before the heap
-    # settles and while the client is still starting, not as its first request waits.
+    # which `elicitgate.sdk_packages` defers to the first read): load them now, before the heap settles and while
+    # the client is still starting, not as its first request waits. The 2026-07-28 schemas are not among them: they
+    # are built at the first 2026-07-28 request (`sdk_packages.ROWS_BUILT_WHEN_READ`), which a gateway does not send
+    # to a server that accepts its handshake.
     _ = methods.CLIENT_REQUESTS  # not one of the names seeded there: reading it loads the module
     codecache.finish()
     heap.settle()  # what the start-up built lives for the process (and collections resume if `hold` paused them)
@@ -73,6 +75,11 @@ def run_server(server: Server, *, http: str | None = None, sse: str | None = Non
 
 def serve_main(build: Callable[[], Server], description: str | None) -> None:
     """The command line of a bundled demo server: stdio, or `--http HOST:PORT`."""
+    if not sys.argv[1:]:  # stdio, as a gateway starts it: argparse (~1% of its start-up) only to read options
+        run_server(build())
+        return
+    import argparse
+
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
     args = parser.parse_args()
