@@ -396,6 +396,7 @@ class Rounds:
         method: str,
         work: Callable[[ParkedCall], Awaitable[JsonObject]],
         then: Callable[[ParkedCall, object], Awaitable[JsonObject]] | None = None,
+        parks_at_once: Callable[[ParkedCall], bool] | None = None,
     ) -> JsonObject:
         """A client's first request of a call: the call's outcome, or its first round.
 
@@ -403,7 +404,9 @@ class Rounds:
         that never asks (most) ends there, with no task; where it would ask it raises `GoesOn` instead, and `then`,
         given what it carries, goes on with the call in a parked task, as `work` alone would have. A call whose
         request may be answered with a task of the extension while it runs (`hand_over_after`) is `then`'s from the
-        start (given None)."""
+        start (given None), and so is one `parks_at_once` says would raise `GoesOn(None)` before anything is sent
+        (toward a server that asks by requests of its own): no scope, bookkeeping or exception in this request's
+        coroutine for it. What `parks_at_once` raises is this request's error, as `work`'s would be."""
         if len(self.parked) >= self.config.max_parked_calls:
             raise errors.gateway_error(
                 errors.ELICITATION_LIMIT,
@@ -418,6 +421,8 @@ class Rounds:
         if then is not None and park._may_become_task(call):  # pyright: ignore[reportPrivateUsage]
             # Its request may be answered with a task while the call runs: parked from the start.
             work = _Then(then, None)
+        elif then is not None and parks_at_once is not None and self._parks_at_once(park, parks_at_once):
+            work = _Then(then, None)
         elif then is not None:
             going = await self._run_here(park, work)
             if going is None:
@@ -428,6 +433,15 @@ class Rounds:
         self._tasks[task] = park
         task.add_done_callback(self._tasks.pop)
         return await park.next_round(call)
+
+    def _parks_at_once(self, park: ParkedCall, parks_at_once: Callable[[ParkedCall], bool]) -> bool:
+        """`parks_at_once(park)`; raising, the call ends with nothing kept (its request gets the error)."""
+        try:
+            return parks_at_once(park)
+        except BaseException:
+            park.claimed, park.current = True, None
+            self.parked.pop(park.id, None)
+            raise
 
     async def _run_here(self, park: ParkedCall, work: Callable[[ParkedCall], Awaitable[JsonObject]]) -> GoesOn | None:
         """`work` in the request's coroutine, under the call's scope as `ParkedCall.run` has it: its outcome set (None

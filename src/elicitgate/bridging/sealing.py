@@ -159,7 +159,7 @@ class RequestsOnly:
         if not isinstance(wire, str):
             raise refused(ctx.method, "non-string requestState")
         seal = self._loaded()
-        bound = self._binding(ctx, refusing=True)
+        bound = self._binding(ctx, seal, refusing=True)
         try:
             state = seal.unseal(wire, bound)
         except StateRejected as exc:
@@ -173,14 +173,14 @@ class RequestsOnly:
             return result
         return self._sealed(ctx, result, bound)
 
-    def _binding(self, ctx: ServerRequestContext[Any, Any], *, refusing: bool) -> Binding:
+    def _binding(self, ctx: ServerRequestContext[Any, Any], seal: StateSeal, *, refusing: bool) -> Binding:
         """The request's binding; a principal that cannot be told refuses the state (a retry) or the seal."""
         try:
             principal = principal_of(ctx)
         except Exception:  # deny on error: an unreadable principal must fail closed
             logger.exception("the principal could not be told while processing requestState on %s", ctx.method)
             raise (refused if refusing else not_sealed)(ctx.method, "principal binding error") from None
-        return self._loaded().binding(ctx.method, ctx.params, principal)
+        return seal.binding(ctx.method, ctx.params, principal)
 
     def _sealed(
         self, ctx: ServerRequestContext[Any, Any], result: HandlerResult, bound: Binding | None
@@ -191,7 +191,7 @@ class RequestsOnly:
             return result  # nothing to seal; only a short-circuiting middleware puts a non-string here
         seal = self._loaded()
         if bound is None:
-            bound = self._binding(ctx, refusing=False)
+            bound = self._binding(ctx, seal, refusing=False)
         try:
             token = seal.seal(state, bound)
         except ValueError as exc:

@@ -1,0 +1,157 @@
+"""A 2026-07-28 client's call toward a server that asks by requests of its own (a handshake-era upstream) goes on parked
+from its first request's start (`Rounds.start`'s `parks_at_once`), not run in that request's coroutine only to raise
+`GoesOn` before anything is sent (issue #34: the 2026-07-28-client-over-stdio elicit row); and the `requestState`
+envelope is written and read with binascii's calls alone. In one event loop, with the request stand-in of
+tests/test_unit_rounds.py; through a gateway, with the handshake-era demo server over stdio behind it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from elicitgate.bridging import state_seal
+from elicitgate.bridging.rounds import GoesOn, ParkedCall
+from elicitgate.bridging.state_seal import AUDIENCE, StateRejected, StateSeal, binding
+from tests.test_unit_rounds import FORM, METHOD, RESULT, Request, asks, peer, rounds, running
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_call_that_parks_at_once_is_never_run_in_its_request() -> None:
+    ran_here: list[ParkedCall] = []
+    carried: list[object] = []
+
+    async def here(park: ParkedCall) -> dict[str, Any]:
+        ran_here.append(park)
+        raise GoesOn(None)
+
+    async def then(park: ParkedCall, state: object) -> dict[str, Any]:
+        carried.append(state)
+        assert asyncio.current_task() is not request_task
+        return await asks(FORM)(park)
+
+    r, p = rounds(), peer()
+    async with running(r):
+        request_task = asyncio.current_task()
+        first = await r.start(Request(p, 1), METHOD, here, then, lambda park: True)
+        assert first["resultType"] == "input_required"
+        assert ran_here == [] and carried == [None]
+        done = await r.resume(Request(p, 2), METHOD, first["requestState"], {"q1": {"action": "accept"}})
+        assert done == RESULT
+        with pytest.raises(MCPError) as again:  # one retry per round, as for any parked call
+            await r.resume(Request(p, 3), METHOD, first["requestState"], {"q1": {"action": "accept"}})
+        assert again.value.error.code == -32602
+
+
+async def test_a_call_that_does_not_park_at_once_runs_in_its_request_as_before() -> None:
+    async def here(park: ParkedCall) -> dict[str, Any]:
+        return RESULT
+
+    async def then(park: ParkedCall, state: object) -> dict[str, Any]:
+        raise AssertionError("nothing went on parked")
+
+    r, p = rounds(), peer()
+    async with running(r):
+        assert await r.start(Request(p, 1), METHOD, here, then, lambda park: False) == RESULT
+        assert r.parked == {} and r._tasks == {}  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_parks_at_once_raising_is_the_requests_error_and_leaves_nothing_parked() -> None:
+    def unknown(park: ParkedCall) -> bool:
+        assert park.id in r.parked
+        raise MCPError(code=-32602, message="Unknown tool: nothing_here")
+
+    async def never(park: ParkedCall, *state: object) -> dict[str, Any]:
+        raise AssertionError("the call never runs")
+
+    r, p = rounds(), peer()
+    async with running(r):
+        with pytest.raises(MCPError) as caught:
+            await r.start(Request(p, 1), METHOD, never, never, unknown)
+        assert caught.value.error.message == "Unknown tool: nothing_here"
+        assert r.parked == {} and r._tasks == {} and p.calls == set()  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_through_the_gateway_a_call_toward_a_handshake_era_upstream_is_parked_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The demo server (handshake era) over stdio, a 2026-07-28 client: its elicitation comes as a round and the retry
+    gets the tool's result; the first request never ran the call in its own coroutine (no `GoesOn` raised)."""
+    from elicitgate.faces import server
+    from tests.conftest import inprocess_gateway, stdio_server
+
+    raised: list[GoesOn] = []
+    here = server._FirstRequest.here  # pyright: ignore[reportPrivateUsage]
+
+    async def counted(self: Any, park: ParkedCall) -> dict[str, Any]:
+        try:
+            return await here(self, park)
+        except GoesOn as going:
+            raised.append(going)
+            raise
+
+    monkeypatch.setattr(server._FirstRequest, "here", counted)  # pyright: ignore[reportPrivateUsage]
+    asked: list[Any] = []
+
+    async def human(ctx: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    config = {"mcpServers": {"demo": stdio_server("elicitgate.demo.server", era="handshake")}}
+    async with inprocess_gateway(config) as gw:
+        async with Client(gw.mcp_url, mode="2026-07-28", elicitation_callback=human) as client:
+            for _ in range(2):
+                result = await client.call_tool("demo__confirm", {"question": "Proceed?"})
+                assert not result.is_error, result
+            with pytest.raises(MCPError) as unknown:  # no upstream has it: refused as the route is looked up
+                await client.call_tool("nothing_here", {})
+        assert len(asked) == 2 and raised == []
+        assert unknown.value.error.code == -32602, unknown.value.error
+        assert gw.gateway.rounds.parked == {} and gw.gateway.broker.pending == {}
+        assert [s["state"] for s in gw.gateway.broker.recent] == ["accepted", "accepted"]
+
+
+# -- the requestState envelope's base64url, with binascii's calls alone ---------------------------------------------
+
+
+def test_tokens_are_written_and_read_without_the_base64_modules_wrappers(monkeypatch: pytest.MonkeyPatch) -> None:
+    seal = StateSeal([b"k" * 32], 60.0, AUDIENCE)
+    bound = binding("tools/call", {"name": "t", "arguments": {"a": 1}}, "client:x", AUDIENCE)
+    state = '{"k":"eg.park","id":"abc","n":"def"}'
+
+    def refused(*_: object, **__: object) -> bytes:
+        raise AssertionError("the base64 module's wrapper was called")
+
+    for name in ("urlsafe_b64encode", "urlsafe_b64decode", "b64encode", "b64decode"):
+        monkeypatch.setattr(base64, name, refused)
+    token = seal.seal(state, bound)
+    assert seal.unseal(token, bound) == state
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00", b"\xfb\xff", b"ab", b"abc", bytes(range(256))])
+def test_base64url_is_the_modules_unpadded_urlsafe_form(data: bytes) -> None:
+    text = state_seal._b64u(data)  # pyright: ignore[reportPrivateUsage]
+    assert text == base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+    assert state_seal._b64u_strict(text) == data  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.parametrize("text", ["A", "AB=", "AB.C", "AB C", "AB+/", "QR", "é", "AAA\n"])
+def test_a_non_canonical_base64url_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        state_seal._b64u_strict(text)  # pyright: ignore[reportPrivateUsage]
+
+
+def test_a_token_with_a_character_outside_the_alphabet_is_malformed() -> None:
+    seal = StateSeal([b"k" * 32], 60.0, AUDIENCE)
+    bound = binding("tools/call", {"name": "t"}, "client:x", AUDIENCE)
+    token = seal.seal("s", bound)
+    for forged in (token[:10] + "." + token[10:], token + "=", token[:-1] + "é", token.replace("-", "+", 1) + "A"):
+        with pytest.raises(StateRejected, match="malformed|seal"):
+            seal.unseal(forged, bound)
