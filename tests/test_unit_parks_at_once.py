@@ -155,3 +155,47 @@ def test_a_token_with_a_character_outside_the_alphabet_is_malformed() -> None:
     for forged in (token[:10] + "." + token[10:], token + "=", token[:-1] + "é", token.replace("-", "+", 1) + "A"):
         with pytest.raises(StateRejected, match="malformed|seal"):
             seal.unseal(forged, bound)
+
+
+# -- a finished call's outcome, taken by the request waiting for it ------------------------------------------------
+
+
+async def test_the_call_is_dropped_as_the_waiting_retry_takes_its_outcome_with_no_callback_between() -> None:
+    """The retry that waited for the outcome takes it and the call is dropped in the same step: no callback of the
+    loop's (`Rounds._settle`) queued ahead of the retry's answer."""
+    r, p = rounds(), peer()
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, asks(FORM))
+        done = await r.resume(Request(p, 2), METHOD, first["requestState"], {"q1": {"action": "accept"}})
+        assert done == RESULT
+        assert r.parked == {} and r._expiries == {}  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_a_retry_cancelled_as_the_outcome_came_leaves_it_kept_for_the_retry_that_comes_for_it() -> None:
+    """The upstream's answer comes and the waiting retry is cancelled before its next step (its HTTP request lost):
+    the outcome is kept, with its expiry, and the same `requestState` gets it."""
+    r, p = rounds(), peer()
+    upstream: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def work(park: ParkedCall) -> dict[str, Any]:
+        await asks(FORM, result={})(park)
+        await upstream
+        return RESULT
+
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, work)
+        state = first["requestState"]
+        retry = asyncio.ensure_future(r.resume(Request(p, 2), METHOD, state, {"q1": {"action": "accept"}}))
+        (park,) = r.parked.values()
+        while park.current is None or park.open:  # the retry waits for the outcome
+            await asyncio.sleep(0)
+        upstream.set_result(None)
+        await asyncio.sleep(0)  # the parked call ends and wakes the retry, queued behind this task
+        assert park.outcome == RESULT and not park.claimed
+        retry.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await retry
+        assert list(r.parked) == [park.id]
+        assert list(r._expiries) == [park.id]  # pyright: ignore[reportPrivateUsage]
+        assert await r.resume(Request(p, 3), METHOD, state, {"q1": {"action": "accept"}}) == RESULT
+        assert r.parked == {} and r._expiries == {}  # pyright: ignore[reportPrivateUsage]

@@ -19,6 +19,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -71,7 +72,7 @@ class ParkedCall:
     asks_in_rounds = True
     __slots__ = (
         "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "_seen", "rounds",
-        "round_nonce", "spent_nonce", "_superseded", "open", "outcome", "scope", "claimed", "on_claimed", "_keys",
+        "round_nonce", "spent_nonce", "_superseded", "open", "outcome", "scope", "claimed", "on_claimed", "on_left", "_keys",
         "_registering", "_processing", "_url_waits", "_changed", "_failure", "tasks", "task", "_hand_over",
         "on_change", "task_seed",
     )
@@ -106,6 +107,9 @@ class ParkedCall:
         self.claimed = False
         """A request of the client's took the outcome: no retry needs it any more."""
         self.on_claimed: Callable[[], None] | None = None
+        self.on_left: Callable[[], None] | None = None
+        """The call ended while a request waited: what the request does when it leaves without taking the outcome
+        (cancelled as it was woken), the outcome kept for the retry that comes for it (`Rounds._run`)."""
         self._keys = 0
         self._registering = 0
         self._processing: dict[contracts.Question | None, None] = {}
@@ -320,6 +324,9 @@ class ParkedCall:
             if self.spent_nonce is None or call.cancel_requested:
                 if self.scope is not None:
                     self.scope.cancel()
+            if self.outcome is not None and not self.claimed and (left := self.on_left) is not None:
+                self.on_left = None
+                left()
             raise
         finally:
             if self.current is call:
@@ -487,9 +494,11 @@ class Rounds:
         finally:
             park.peer.calls.discard(park)
             if keep and not park.claimed and park.current is not None:
-                # A request is waiting and was just woken: it takes the outcome in its next step (most calls).
-                # Settled after that step, not with a timer made and cancelled per call.
-                asyncio.get_running_loop().call_soon(self._settle, park)
+                # A request is waiting and was just woken: it takes the outcome in its next step (most calls) and the
+                # call is dropped as it does; one cancelled as it was woken keeps it for the retry that comes for it.
+                # Not a timer made and cancelled per call, nor a callback of the loop's ahead of the request's answer.
+                park.on_claimed = partial(self.forget, park.id)
+                park.on_left = partial(self._keep_until_claimed, park)
             else:
                 self._settle(park, keep)
 
