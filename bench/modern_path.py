@@ -60,14 +60,19 @@ async def count(src: Path, op: str, calls: int, work: Path, log: Any, serve: str
     out = work / "counts.json"
     out.unlink(missing_ok=True)
     name = f"modern-path-{os.getpid()}"
-    config = configs.write_config(work, name, configs.gateway_config({"handshake": configs.stdio_upstream(
-        "handshake")}, src=src))
+    config = configs.write_config(
+        work, name, configs.gateway_config({"handshake": configs.stdio_upstream("handshake")}, src=src)
+    )
     tool, arguments = latency.TOOLS[op]
     async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(Client(
-            stdio_transport(_argv(src, config, out, serve), log), mode="2026-07-28",
-            elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-            read_timeout_seconds=latency.CALL_TIMEOUT))
+        client = await stack.enter_async_context(
+            Client(
+                stdio_transport(_argv(src, config, out, serve), log),
+                mode="2026-07-28",
+                elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
+                read_timeout_seconds=latency.CALL_TIMEOUT,
+            )
+        )
         for _ in range(WARMUP):
             await latency.call(client, f"handshake__{tool}", arguments)
         pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
@@ -96,12 +101,15 @@ def report(found: Any, op: str, calls: int, top: int, callers: str | None) -> No
     print(f"marks {found['marks']} (expected {len(names) * calls}); per call:")
     print(f"  {'stretch':16} {'calls':>8} {'turns':>6} {'tasks':>6}")
     for name, counted in zip(names, by_mark, strict=True):
-        print(f"  {name:16} {(sum(counted.values()) - counted[TURN]) / calls:8.1f} {counted[TURN] / calls:6.2f} "
-              f"{counted[TASK] / calls:6.2f}")
+        print(
+            f"  {name:16} {(sum(counted.values()) - counted[TURN]) / calls:8.1f} {counted[TURN] / calls:6.2f} "
+            f"{counted[TASK] / calls:6.2f}"
+        )
     total = Counter[str]()
     for counted in by_mark:
         total.update(counted)
-    print(f"  {'all':16} {(sum(total.values()) - total[TURN]) / calls:8.1f} {total[TURN] / calls:6.2f} {total[TASK] / calls:6.2f}")
+    calls_all = (sum(total.values()) - total[TURN]) / calls
+    print(f"  {'all':16} {calls_all:8.1f} {total[TURN] / calls:6.2f} {total[TASK] / calls:6.2f}")
     for name, counted in zip(names, by_mark, strict=True):
         if name.startswith("(") or name == "between":
             continue
@@ -112,10 +120,13 @@ def report(found: Any, op: str, calls: int, top: int, callers: str | None) -> No
             print(f"    {n / calls:7.2f}  {where}")
     print("  entered from the loop, by function:")
     for i, name in enumerate(names):
-        for stretch in STRETCHES[i::len(names)]:
+        entered: Counter[str] = Counter()
+        for stretch in STRETCHES[i :: len(names)]:
             for where, caller, n in found["stretches"][stretch]:
                 if caller.startswith(FROM_THE_LOOP):
-                    print(f"    [{name}] {n / calls:6.2f}  {where}")
+                    entered[where] += n
+        for where, n in entered.items():
+            print(f"    [{name}] {n / calls:6.2f}  {where}")
     if callers:
         for stretch in STRETCHES:
             for where, caller, n in sorted(found["stretches"][stretch], key=lambda row: -row[2]):
@@ -130,7 +141,8 @@ def report_cpu(found: Any, op: str) -> None:
     per: dict[str, list[float]] = {name: [] for name in names}
     for i in range(len(times) - 1):
         per[names[i % len(names)]].append((times[i + 1] - times[i]) / 1000)
-    print(f"marks {found['marks']}; event loop thread CPU per stretch, us: median [mean]; load {os.getloadavg()[0]:.1f}")
+    load = os.getloadavg()[0]
+    print(f"marks {found['marks']}; event loop thread CPU per stretch, us: median [mean]; load {load:.1f}")
     for name, values in per.items():
         print(f"  {name:16} {statistics.median(values):8.1f} [{statistics.fmean(values):.1f}]")
 
@@ -154,8 +166,11 @@ def main() -> None:
     parser.add_argument("--op", choices=sorted(NAMES), default="elicit")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--cpu", action="store_true",
-                        help="the event loop thread's CPU time per stretch instead of the calls (varies with load)")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="the event loop thread's CPU time per stretch instead of the calls (varies with load)",
+    )
     parser.add_argument("--callers", help="also list the callers of the functions whose name holds this text")
     anyio.run(measure, parser.parse_args())
 

@@ -72,8 +72,8 @@ class ParkedCall:
     asks_in_rounds = True
     __slots__ = (
         "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "_seen", "rounds",
-        "round_nonce", "spent_nonce", "_superseded", "open", "outcome", "scope", "claimed", "on_claimed", "on_left", "_keys",
-        "_registering", "_processing", "_url_waits", "_changed", "_failure", "tasks", "task", "_hand_over",
+        "round_nonce", "spent_nonce", "_superseded", "open", "outcome", "scope", "claimed", "on_claimed", "on_left",
+        "_keys", "_registering", "_processing", "_url_waits", "_changed", "_failure", "tasks", "task", "_hand_over",
         "on_change", "task_seed",
     )
     """Slotted: one is alive per parked call, for as long as its questions wait."""
