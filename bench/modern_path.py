@@ -16,10 +16,11 @@ the work tree's). An `elicit` call is eight marks, and the stretches between are
     result    that result read, until it is written to the client (the retry's answer)
     between   the next call's wait
 
-(`echo`: four marks, request / (idle) / result / between.) `push`, `retry` and `result` are on the critical path.
+(`echo`: four marks, request / (idle) / result / between.) All but the idle ones and `after` are on the critical path.
 Per stretch and call: the Python calls and the loop's turns (a Python function entered from the loop itself, as a
-task's step or a callback is; tasks made are not counted: uvloop's `create_task` is compiled, not seen by a profiler). Counts do not move with the machine's load. `--cpu`: the event loop thread's CPU time per
-stretch instead (`elicit_path.serve_timed`), which does. Asserts nothing.
+task's step or a callback is; tasks made are not counted: uvloop's `create_task` is compiled, not seen by a
+profiler). Counts do not move with the machine's load (a timer's work may land in a stretch now and then). `--cpu`:
+the event loop thread's CPU time per stretch instead (`elicit_path.serve_timed`), which does. Asserts nothing.
 """
 
 from __future__ import annotations
