@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
+import types
 from typing import Any
 
-import mcp_types as types
+import mcp_types
 import pytest
 
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from elicitgate.bridging import state_seal
-from elicitgate.bridging.rounds import GoesOn, ParkedCall
+from elicitgate.bridging.rounds import GoesOn, ParkedCall, Rounds
 from elicitgate.bridging.state_seal import AUDIENCE, StateRejected, StateSeal, binding
 from tests.test_unit_rounds import FORM, METHOD, RESULT, Request, asks, peer, rounds, running
 
@@ -100,9 +102,9 @@ async def test_through_the_gateway_a_call_toward_a_handshake_era_upstream_is_par
     monkeypatch.setattr(server._FirstRequest, "here", counted)  # pyright: ignore[reportPrivateUsage]
     asked: list[Any] = []
 
-    async def human(ctx: Any, params: Any) -> types.ElicitResult:
+    async def human(ctx: Any, params: Any) -> mcp_types.ElicitResult:
         asked.append(params)
-        return types.ElicitResult(action="accept", content={"ok": True})
+        return mcp_types.ElicitResult(action="accept", content={"ok": True})
 
     config = {"mcpServers": {"demo": stdio_server("elicitgate.demo.server", era="handshake")}}
     async with inprocess_gateway(config) as gw:
@@ -199,3 +201,43 @@ async def test_a_retry_cancelled_as_the_outcome_came_leaves_it_kept_for_the_retr
         assert list(r._expiries) == [park.id]  # pyright: ignore[reportPrivateUsage]
         assert await r.resume(Request(p, 3), METHOD, state, {"q1": {"action": "accept"}}) == RESULT
         assert r.parked == {} and r._expiries == {}  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_what_the_waiting_retry_is_left_does_not_hold_the_call() -> None:
+    """What the request that was woken runs as it takes the outcome or leaves without it holds no reference to the call
+    (a call that held itself would be freed by the cycle collector only, not as its last reference goes)."""
+    r, p = rounds(), peer()
+    upstream: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def work(park: ParkedCall) -> dict[str, Any]:
+        await asks(FORM, result={})(park)
+        await upstream
+        return RESULT
+
+    def holds(hook: object, park: ParkedCall) -> bool:
+        seen, todo = set[int](), [hook]
+        while todo:
+            item = todo.pop()
+            if item is park:
+                return True
+            if id(item) in seen or isinstance(item, Rounds | types.FunctionType | types.ModuleType | type):
+                continue  # the gateway's rounds, and code with its globals: not what the hook itself holds
+            seen.add(id(item))
+            todo.extend(gc.get_referents(item))
+        return False
+
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, work)
+        retry = asyncio.ensure_future(
+            r.resume(Request(p, 2), METHOD, first["requestState"], {"q1": {"action": "accept"}})
+        )
+        (park,) = r.parked.values()
+        while park.current is None or park.open:
+            await asyncio.sleep(0)
+        upstream.set_result(None)
+        await asyncio.sleep(0)
+        assert park.outcome == RESULT and not park.claimed
+        assert park.on_claimed is not None and park.on_left is not None
+        assert not holds(park.on_claimed, park) and not holds(park.on_left, park)
+        assert await retry == RESULT
+        assert r.parked == {}

@@ -107,9 +107,10 @@ class ParkedCall:
         self.claimed = False
         """A request of the client's took the outcome: no retry needs it any more."""
         self.on_claimed: Callable[[], None] | None = None
-        self.on_left: Callable[[], None] | None = None
+        self.on_left: Callable[[ParkedCall], None] | None = None
         """The call ended while a request waited: what the request does when it leaves without taking the outcome
-        (cancelled as it was woken), the outcome kept for the retry that comes for it (`Rounds._run`)."""
+        (cancelled as it was woken), the outcome kept for the retry that comes for it (`Rounds._run`). Given the call,
+        not holding it: a call that held itself would wait for the cycle collector to be freed."""
         self._keys = 0
         self._registering = 0
         self._processing: dict[contracts.Question | None, None] = {}
@@ -326,7 +327,7 @@ class ParkedCall:
                     self.scope.cancel()
             if self.outcome is not None and not self.claimed and (left := self.on_left) is not None:
                 self.on_left = None
-                left()
+                left(self)
             raise
         finally:
             if self.current is call:
@@ -498,7 +499,7 @@ class Rounds:
                 # call is dropped as it does; one cancelled as it was woken keeps it for the retry that comes for it.
                 # Not a timer made and cancelled per call, nor a callback of the loop's ahead of the request's answer.
                 park.on_claimed = partial(self.forget, park.id)
-                park.on_left = partial(self._keep_until_claimed, park)
+                park.on_left = self._keep_until_claimed
             else:
                 self._settle(park, keep)
 
