@@ -20,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 
 from elicitgate.bridging import state_seal
 from elicitgate.bridging.rounds import GoesOn, ParkedCall, Rounds
+from elicitgate.bridging.sealing import RequestsOnly
 from elicitgate.bridging.state_seal import AUDIENCE, StateRejected, StateSeal, binding
 from tests.test_unit_rounds import FORM, METHOD, RESULT, Request, asks, peer, rounds, running
 
@@ -241,3 +242,36 @@ async def test_what_the_waiting_retry_is_left_does_not_hold_the_call() -> None:
         assert not holds(park.on_claimed, park) and not holds(park.on_left, park)
         assert await retry == RESULT
         assert r.parked == {}
+
+
+# -- a relayed call's round sealed without the generic checks of `RequestsOnly.close` -------------------------------
+
+
+async def test_a_relayed_calls_round_is_sealed_as_close_seals_it_without_its_generic_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_types import methods as spec_methods
+
+    from tests.test_unit_modern_path import META, ROUND, serve, table
+
+    def generic(result: object) -> bool:
+        raise AssertionError("a relayed call's round went through close's generic checks")
+
+    monkeypatch.setattr(spec_methods, "is_input_required", generic)
+    modern, seen = table()
+    params = {"name": "s__confirm", "arguments": {"q": "go?"}, "_meta": META}
+    first = await serve(modern, params)
+    assert set(first) == {"resultType", "inputRequests", "requestState", "_meta"}
+    assert first["inputRequests"] == ROUND and first["requestState"] != "plain state"
+    done = await serve(modern, {**params, "requestState": first["requestState"], "inputResponses": {"q1": {}}})
+    assert done["resultType"] == "complete"
+    assert [state for state, _ in seen] == [None, "plain state"]
+    with pytest.raises(MCPError) as replayed_elsewhere:  # bound to its request: another tool's call refuses it
+        await serve(modern, {**params, "name": "s__other", "requestState": first["requestState"], "inputResponses": {}})
+    assert replayed_elsewhere.value.error.message == "Invalid or expired requestState"
+
+
+def test_a_round_whose_state_is_no_string_is_left_as_it_is() -> None:
+    boundary = RequestsOnly([b"k" * 32], 60.0)
+    result = {"resultType": "input_required", "inputRequests": {}, "requestState": None}
+    assert boundary.close_round(None, result, None) is result  # type: ignore[arg-type]  # nothing read of the context
