@@ -18,9 +18,10 @@ the work tree's). An `elicit` call is eight marks, and the stretches between are
 
 (`echo`: four marks, request / (idle) / result / between.) All but the idle ones and `after` are on the critical path.
 Per stretch and call: the Python calls and the loop's turns (a Python function entered from the loop itself, as a
-task's step or a callback is; tasks made are not counted: uvloop's `create_task` is compiled, not seen by a
-profiler). Counts do not move with the machine's load (a timer's work may land in a stretch now and then). `--cpu`:
-the event loop thread's CPU time per stretch instead (`elicit_path.serve_timed`), which does. Asserts nothing.
+task's step or a callback is; a task freed shows there too, as `WeakSet._remove`, asyncio's registry of tasks
+letting go of it; tasks made are not counted: uvloop's `create_task` is compiled, not seen by a profiler). Counts
+do not move with the machine's load (a timer's work may land in a stretch now and then). `--cpu`: the event loop
+thread's CPU time per stretch instead (`elicit_path.serve_timed`), which does. Asserts nothing.
 """
 
 from __future__ import annotations
