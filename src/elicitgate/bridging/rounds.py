@@ -19,6 +19,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -71,8 +72,8 @@ class ParkedCall:
     asks_in_rounds = True
     __slots__ = (
         "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "_seen", "rounds",
-        "round_nonce", "spent_nonce", "_superseded", "open", "outcome", "scope", "claimed", "on_claimed", "_keys",
-        "_registering", "_processing", "_url_waits", "_changed", "_failure", "tasks", "task", "_hand_over",
+        "round_nonce", "spent_nonce", "_superseded", "open", "outcome", "scope", "claimed", "on_claimed", "on_left",
+        "_keys", "_registering", "_processing", "_url_waits", "_changed", "_failure", "tasks", "task", "_hand_over",
         "on_change", "task_seed",
     )
     """Slotted: one is alive per parked call, for as long as its questions wait."""
@@ -106,6 +107,10 @@ class ParkedCall:
         self.claimed = False
         """A request of the client's took the outcome: no retry needs it any more."""
         self.on_claimed: Callable[[], None] | None = None
+        self.on_left: Callable[[ParkedCall], None] | None = None
+        """The call ended while a request waited: what the request does when it leaves without taking the outcome
+        (cancelled as it was woken), the outcome kept for the retry that comes for it (`Rounds._run`). Given the call,
+        not holding it: a call that held itself would wait for the cycle collector to be freed."""
         self._keys = 0
         self._registering = 0
         self._processing: dict[contracts.Question | None, None] = {}
@@ -320,6 +325,9 @@ class ParkedCall:
             if self.spent_nonce is None or call.cancel_requested:
                 if self.scope is not None:
                     self.scope.cancel()
+            if self.outcome is not None and not self.claimed and (left := self.on_left) is not None:
+                self.on_left = None
+                left(self)
             raise
         finally:
             if self.current is call:
@@ -396,6 +404,7 @@ class Rounds:
         method: str,
         work: Callable[[ParkedCall], Awaitable[JsonObject]],
         then: Callable[[ParkedCall, object], Awaitable[JsonObject]] | None = None,
+        parks_at_once: Callable[[ParkedCall], bool] | None = None,
     ) -> JsonObject:
         """A client's first request of a call: the call's outcome, or its first round.
 
@@ -403,7 +412,9 @@ class Rounds:
         that never asks (most) ends there, with no task; where it would ask it raises `GoesOn` instead, and `then`,
         given what it carries, goes on with the call in a parked task, as `work` alone would have. A call whose
         request may be answered with a task of the extension while it runs (`hand_over_after`) is `then`'s from the
-        start (given None)."""
+        start (given None), and so is one `parks_at_once` says would raise `GoesOn(None)` before anything is sent
+        (toward a server that asks by requests of its own): no scope, bookkeeping or exception in this request's
+        coroutine for it. What `parks_at_once` raises is this request's error, as `work`'s would be."""
         if len(self.parked) >= self.config.max_parked_calls:
             raise errors.gateway_error(
                 errors.ELICITATION_LIMIT,
@@ -418,6 +429,8 @@ class Rounds:
         if then is not None and park._may_become_task(call):  # pyright: ignore[reportPrivateUsage]
             # Its request may be answered with a task while the call runs: parked from the start.
             work = _Then(then, None)
+        elif then is not None and parks_at_once is not None and self._parks_at_once(park, parks_at_once):
+            work = _Then(then, None)
         elif then is not None:
             going = await self._run_here(park, work)
             if going is None:
@@ -428,6 +441,15 @@ class Rounds:
         self._tasks[task] = park
         task.add_done_callback(self._tasks.pop)
         return await park.next_round(call)
+
+    def _parks_at_once(self, park: ParkedCall, parks_at_once: Callable[[ParkedCall], bool]) -> bool:
+        """`parks_at_once(park)`; raising, the call ends with nothing kept (its request gets the error)."""
+        try:
+            return parks_at_once(park)
+        except BaseException:
+            park.claimed, park.current = True, None
+            self.parked.pop(park.id, None)
+            raise
 
     async def _run_here(self, park: ParkedCall, work: Callable[[ParkedCall], Awaitable[JsonObject]]) -> GoesOn | None:
         """`work` in the request's coroutine, under the call's scope as `ParkedCall.run` has it: its outcome set (None
@@ -473,9 +495,11 @@ class Rounds:
         finally:
             park.peer.calls.discard(park)
             if keep and not park.claimed and park.current is not None:
-                # A request is waiting and was just woken: it takes the outcome in its next step (most calls).
-                # Settled after that step, not with a timer made and cancelled per call.
-                asyncio.get_running_loop().call_soon(self._settle, park)
+                # A request is waiting and was just woken: it takes the outcome in its next step (most calls) and the
+                # call is dropped as it does; one cancelled as it was woken keeps it for the retry that comes for it.
+                # Not a timer made and cancelled per call, nor a callback of the loop's ahead of the request's answer.
+                park.on_claimed = partial(self.forget, park.id)
+                park.on_left = self._keep_until_claimed
             else:
                 self._settle(park, keep)
 

@@ -38,7 +38,7 @@ from elicitgate.bridging.state_seal import (
 )
 from elicitgate.config import BridgingConfig
 from elicitgate.errors import ConfigError
-from elicitgate.json_shapes import is_object
+from elicitgate.json_shapes import JsonObject, is_object
 from elicitgate.sdk import connection_of
 
 logger = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ class RequestsOnly:
         if not isinstance(wire, str):
             raise refused(ctx.method, "non-string requestState")
         seal = self._loaded()
-        bound = self._binding(ctx, refusing=True)
+        bound = self._binding(ctx, seal, refusing=True)
         try:
             state = seal.unseal(wire, bound)
         except StateRejected as exc:
@@ -173,14 +173,32 @@ class RequestsOnly:
             return result
         return self._sealed(ctx, result, bound)
 
-    def _binding(self, ctx: ServerRequestContext[Any, Any], *, refusing: bool) -> Binding:
+    def close_round(self, ctx: ServerRequestContext[Any, Any], result: JsonObject, bound: Binding | None) -> JsonObject:
+        """`close` of an `input_required` result that is a dict (`faces.modern`'s relayed calls: their results always
+        are), with no check of its type and shape again: its `requestState` sealed when it is a string."""
+        state = result.get("requestState")
+        if not isinstance(state, str):
+            return result  # nothing to seal
+        return {**result, "requestState": self._sealed_state(ctx, state, bound)}
+
+    def _sealed_state(self, ctx: ServerRequestContext[Any, Any], state: str, bound: Binding | None) -> str:
+        """`state` sealed, bound to the request (`bound`, or the request's binding made now)."""
+        seal = self._loaded()
+        if bound is None:
+            bound = self._binding(ctx, seal, refusing=False)
+        try:
+            return seal.seal(state, bound)
+        except ValueError as exc:
+            raise not_sealed(ctx.method, str(exc)) from None
+
+    def _binding(self, ctx: ServerRequestContext[Any, Any], seal: StateSeal, *, refusing: bool) -> Binding:
         """The request's binding; a principal that cannot be told refuses the state (a retry) or the seal."""
         try:
             principal = principal_of(ctx)
         except Exception:  # deny on error: an unreadable principal must fail closed
             logger.exception("the principal could not be told while processing requestState on %s", ctx.method)
             raise (refused if refusing else not_sealed)(ctx.method, "principal binding error") from None
-        return self._loaded().binding(ctx.method, ctx.params, principal)
+        return seal.binding(ctx.method, ctx.params, principal)
 
     def _sealed(
         self, ctx: ServerRequestContext[Any, Any], result: HandlerResult, bound: Binding | None
@@ -189,13 +207,7 @@ class RequestsOnly:
         state = result.get("requestState") if isinstance(result, Mapping) else getattr(result, "request_state", None)
         if not isinstance(state, str):
             return result  # nothing to seal; only a short-circuiting middleware puts a non-string here
-        seal = self._loaded()
-        if bound is None:
-            bound = self._binding(ctx, refusing=False)
-        try:
-            token = seal.seal(state, bound)
-        except ValueError as exc:
-            raise not_sealed(ctx.method, str(exc)) from None
+        token = self._sealed_state(ctx, state, bound)
         if isinstance(result, BaseModel):
             return result.model_copy(update={"request_state": token})
         assert isinstance(result, Mapping)

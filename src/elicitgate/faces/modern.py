@@ -266,7 +266,7 @@ class ModernMethods:
                 result = self._shaped(ctx.method, ctx.protocol_version, await entry.handler(ctx), sieve=False)
                 if result.get("resultType") != "input_required":  # `close`'s own test, on the dict it always is here
                     return result
-                return cast(JsonObject, boundary.close(ctx, result, bound))
+                return boundary.close_round(ctx, result, bound)
         finally:
             observer.timer(ctx.method).observe(time.perf_counter() - start)
             # Nothing is pushed on it today: no shielded scope for nothing, and none made for an envelope's.

@@ -40,7 +40,7 @@ from elicitgate.faces.task_relay import TaskRelay
 from elicitgate.gateway import Gateway
 from elicitgate.json_shapes import JsonObject
 from elicitgate.logs import name_request
-from elicitgate.router.forward import Resumed, forward
+from elicitgate.router.forward import Resumed, asks_only_in_answers, forward
 from elicitgate.router.task_runner import seen_by
 from elicitgate.router.tasks import TASK_METHODS
 from elicitgate.sdk import connection_of
@@ -321,7 +321,7 @@ async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], m
     else:
         kept = without_envelope(params)  # the client's description is the request's, not the parked call's
         first = _FirstRequest(gateway, method, kept)
-        result = await gateway.rounds.start(call, method, first.here, first.then)
+        result = await gateway.rounds.start(call, method, first.here, first.then, first.parks_at_once)
     return result if result.get("resultType") == "input_required" else {"resultType": "complete", **result}
 
 
@@ -330,17 +330,30 @@ class _FirstRequest:
     (`here`: a call `forward` alone serves, toward a server that asks only in its answers), parked from where it
     stopped once it asks or could (`then`, in the parked call's task)."""
 
-    __slots__ = ("_gateway", "_method", "_params", "_route")
+    __slots__ = ("_gateway", "_method", "_params", "_route", "_routed")
 
     def __init__(self, gateway: Gateway, method: str, params: JsonObject) -> None:
         self._gateway = gateway
         self._method = method
         self._params = params
         self._route: tuple[UpstreamLink, JsonObject] | None = None
+        self._routed = False
+
+    def parks_at_once(self, park: ParkedCall) -> bool:
+        """Whether `here` would go on parked before anything is sent (`GoesOn(None)`): no route of `forward`'s alone,
+        or toward a server that asks by requests of its own (a handshake-era one), never only in its answers. Routes
+        the call for `here` and `then`; raises as `here` would for a name or URI no upstream has."""
+        route = self._routed_for(park)
+        return route is None or not asks_only_in_answers(route[0])
+
+    def _routed_for(self, park: ParkedCall) -> tuple[UpstreamLink, JsonObject] | None:
+        if not self._routed:
+            self._route, self._routed = self._gateway.requests.plain(park, self._method, self._params), True
+        return self._route
 
     async def here(self, park: ParkedCall) -> JsonObject:
         requests = self._gateway.requests
-        route = self._route = requests.plain(park, self._method, self._params)
+        route = self._routed_for(park)
         if route is None:
             raise GoesOn(None)  # the gateway asks first, or the call runs apart: all of it parked
         link, params = route
