@@ -112,8 +112,14 @@ from elicitgate.cli import app
 app()
 """
 
-STEPS = (("send", "bytes out"), ("bytes in", "result"), ("send", "result"), ("result", "broker"),
-         ("retry", "send"), ("result", "forward returned"))
+STEPS = (
+    ("send", "bytes out"),
+    ("bytes in", "result"),
+    ("send", "result"),
+    ("result", "broker"),
+    ("retry", "send"),
+    ("result", "forward returned"),
+)
 """The spans printed (`send -> result`: a whole try, the server's wait included, in which the gateway may do other
 work of the call: what the broker records once an answer went on its way)."""
 
@@ -132,7 +138,7 @@ def spans(marks: list[tuple[int, str]]) -> dict[str, list[int]]:
         for start, end in STEPS:
             if tag != start:
                 continue
-            for later, later_tag in marks[i + 1:]:
+            for later, later_tag in marks[i + 1 :]:
                 if later_tag == end:
                     found[f"{start} -> {end}"].append(later - count)
                     break
@@ -159,8 +165,9 @@ async def take_marks(pid: int, out: str, client: Client, tool: str, arguments: d
     return marks
 
 
-async def calls_through(client: Client, pid: int, out: str, tool: str, arguments: dict[str, Any],
-                        args: argparse.Namespace) -> tuple[list[tuple[int, str]], int]:
+async def calls_through(
+    client: Client, pid: int, out: str, tool: str, arguments: dict[str, Any], args: argparse.Namespace
+) -> tuple[list[tuple[int, str]], int]:
     for _ in range(args.warmup):
         await latency.call(client, tool, arguments)
     before = await take_marks(pid, out, client, tool, arguments)
@@ -168,7 +175,7 @@ async def calls_through(client: Client, pid: int, out: str, tool: str, arguments
         await latency.call(client, tool, arguments)
     after = await take_marks(pid, out, client, tool, arguments)
     # From the first snapshot's call (the gateway wrote its marks as that call came in) to the second's (likewise).
-    measured = after[len(before):]
+    measured = after[len(before) :]
     return measured, sum(tag == "forward returned" for _, tag in measured)
 
 
@@ -188,26 +195,37 @@ async def measure(args: argparse.Namespace) -> None:
             argv = [*gateway_argv(src, out), "serve", "--config", str(config), "--http", f"127.0.0.1:{gw_port}"]
             gateway = stack.enter_context(HttpProcess(argv, gw_port, log, ready_path="/healthz"))
             async with AsyncExitStack() as clients:
-                client = await clients.enter_async_context(Client(
-                    f"{gateway.url}/mcp", mode="legacy", elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                    read_timeout_seconds=latency.CALL_TIMEOUT))
+                client = await clients.enter_async_context(
+                    Client(
+                        f"{gateway.url}/mcp",
+                        mode="legacy",
+                        elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
+                        read_timeout_seconds=latency.CALL_TIMEOUT,
+                    )
+                )
                 marks, calls = await calls_through(client, gateway.pid, out, tool, arguments, args)
         else:
             marker = f"upstream-rounds-{os.getpid()}"
-            config = configs.write_config(work, marker, configs.gateway_config(
-                {"modern": configs.stdio_upstream("modern")}, src=src))
+            config = configs.write_config(
+                work, marker, configs.gateway_config({"modern": configs.stdio_upstream("modern")}, src=src)
+            )
             argv = [*gateway_argv(src, out), "serve", "--config", str(config)]
-            async with Client(stdio_transport(argv, log), mode="legacy",
-                              elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                              read_timeout_seconds=latency.CALL_TIMEOUT) as client:
+            async with Client(
+                stdio_transport(argv, log),
+                mode="legacy",
+                elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
+                read_timeout_seconds=latency.CALL_TIMEOUT,
+            ) as client:
                 await latency.call(client, tool, arguments)
                 pid = next(p for p in children(os.getpid()) if f"{marker}.json" in " ".join(cmdline(p)))
                 marks, calls = await calls_through(client, pid, out, tool, arguments, args)
-    print(f"{args.face} {args.op}, src {src}: calls (Python and built-in) per call ({calls} calls), by step of the "
-          "upstream's side")
+    print(
+        f"{args.face} {args.op}, src {src}: calls (Python and built-in) per call ({calls} calls), by step of the "
+        "upstream's side"
+    )
     if args.show:
         ends = [i for i, (_, tag) in enumerate(marks) if tag == "forward returned"]
-        for count, tag in marks[ends[0] + 1: ends[1] + 1]:
+        for count, tag in marks[ends[0] + 1 : ends[1] + 1]:
             print(f"  {count - marks[ends[0]][0]:8d} {tag}")
     for step, found in spans(marks).items():
         print(f"  {step:<26} {sum(found) / calls:8.1f}  ({len(found) / calls:.0f} per call)")

@@ -105,7 +105,7 @@ async def test_requests_alike_share_one_headers_dict_and_go_on_the_wire_as_befor
         b"mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: confirm\r\n"
         b"content-length: %d\r\n\r\n" % len(body) + body
     )
-    assert [head.replace(b"\"id\":1", b"\"id\":3") for head in heads[:1]] == [heads[2]]
+    assert [head.replace(b'"id":1', b'"id":3') for head in heads[:1]] == [heads[2]]
 
 
 async def test_a_new_session_or_version_or_other_headers_get_headers_of_their_own() -> None:
