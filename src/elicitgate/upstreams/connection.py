@@ -165,11 +165,11 @@ class UpstreamConnection:
             self._in_flight[request_id] = _InFlight(origin, clock, asked)
             try:
                 result = await self.endpoint.asking(request_id, method, sent, headers=headers, on_progress=on_progress)
-                self.last_answer = now()
-                return result
             finally:
                 del self._in_flight[request_id]
                 self.last_active = now()
+            self.last_answer = self.last_active  # the clock read once for both
+            return result
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
         stamped, headers = self._stamp(method, params, None)

@@ -77,6 +77,9 @@ CLOSE_WAIT = 2.0
 ANSWER_RETRY_DELAYS = (0.1, 0.5, 2.0)
 """Seconds before each new POST of an answer to the server's request whose POST failed on the way."""
 
+MAX_KEPT_HEADERS = 64
+"""Headers dicts `HttpWire.send` keeps for the messages it POSTs (then all are let go)."""
+
 MAX_REDIRECTS = 20
 """Redirects followed for one request at most (httpx2's bound)."""
 
@@ -126,6 +129,11 @@ class HttpWire:
         self._failure: BaseException | None = None
         self._failed = anyio.Event()
         self._watched = False
+        self._sent_headers: dict[int, tuple[Mapping[str, str] | None, str | None, str | None, dict[str, str]]] = {}
+        """What `send` POSTs with, by the message's own headers (held, so that its id is not another's; the connection
+        gives one dict for every request of a method and name, `upstreams.connection`), with the session and version
+        they were made for: one dict for every message alike, never written to, whose request head the client renders
+        once (`HttpClient.start`)."""
         self._posts: dict[RequestId, tuple[_Exchange, bool]] = {}
         """Each request's POST: its task while its head comes (and while a broken stream is resumed), then its
         stream read in callbacks (`_PostStream`); and whether it was sent in the 2026-07-28 era (a cancel aborts
@@ -164,7 +172,7 @@ class HttpWire:
             self._version = None  # the negotiation itself: no version stamped by an earlier probe
         elif headers is not None and (version := headers.get(MCP_PROTOCOL_VERSION_HEADER)) is not None:
             self._version = version
-        sent = self._headers(headers)
+        sent = self._message_headers(headers)
         body = codec.dumps(message)
         request_id = message.get("id")
         if method is not None and request_id is not None:
@@ -185,7 +193,18 @@ class HttpWire:
             body = codec.dumps(message)
         except (ValueError, TypeError):
             return False  # `send` says why
-        return self._answer_at_once(body, self._headers(None))
+        return self._answer_at_once(body, self._message_headers(None))
+
+    def _message_headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        """`_headers` of a message `send` POSTs: made once for each of its own headers dict, session and version."""
+        kept = self._sent_headers.get(id(extra))
+        if kept is not None and kept[0] is extra and kept[1] == self.session_id and kept[2] == self._version:
+            return kept[3]
+        headers = self._headers(extra)
+        if len(self._sent_headers) >= MAX_KEPT_HEADERS:
+            self._sent_headers.clear()
+        self._sent_headers[id(extra)] = (extra, self.session_id, self._version, headers)
+        return headers
 
     def _headers(self, extra: Mapping[str, str] | None, *, body: bool = True) -> dict[str, str]:
         """Every message's headers: the config's, the session's, then the message's own (no content type

@@ -868,6 +868,12 @@ def _chunk_size(line: bytes, connection: _Connection) -> int:
 
 
 def _request_head(method: str, url: Url, headers: Mapping[str, str], body: bytes | None) -> bytes:
+    return _with_body(_head_lines(method, url, headers), body)
+
+
+def _head_lines(method: str, url: Url, headers: Mapping[str, str]) -> bytes:
+    """A request head's lines up to its content length: the request line, `host` and `headers` (raises `HttpError`
+    for a header that cannot be sent)."""
     host = url.host_line
     if host is None:
         host = f"host: {url.host_header().decode('ascii')}"
@@ -878,10 +884,17 @@ def _request_head(method: str, url: Url, headers: Mapping[str, str], body: bytes
             raise HttpError(f"the header {name!r} has a line break or colon where none may be")
         if name.lower() not in ("host", "content-length", "transfer-encoding", "connection"):
             lines.append(f"{name}: {value}")
-    if body is not None:
-        lines.append(f"content-length: {len(body)}")
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return "\r\n".join(lines).encode("latin-1")
+
+
+def _with_body(lines: bytes, body: bytes | None) -> bytes:
+    """The whole request: its head's `lines`, its content length (with a body), the empty line, its body."""
+    head = lines + b"\r\ncontent-length: %d\r\n\r\n" % len(body) if body is not None else lines + b"\r\n\r\n"
     return head + body if body else head
+
+
+MAX_KEPT_HEADS = 64
+"""Request heads `HttpClient.start` keeps rendered, one for each headers dict it was given (then all are let go)."""
 
 
 class HttpClient:
@@ -902,6 +915,9 @@ class HttpClient:
         """Connections being opened per origin (`MAX_CONNECTING_PER_ORIGIN`)."""
         self._waiting: dict[tuple[str, str, int], deque[asyncio.Future[None]]] = {}
         """Requests waiting for a connection to come free or a connect to end, per origin, the first first."""
+        self._heads: dict[int, tuple[Mapping[str, str], str, Url, bytes]] = {}
+        """`start`'s request heads by their headers dict (held, so that its id is not another's): the dict, the
+        method and URL, and the head's lines (`_head_lines`)."""
 
     async def request(
         self, method: str, url: Url, headers: Mapping[str, str], body: bytes | None = None
@@ -928,13 +944,15 @@ class HttpClient:
         """Write a request at once, in the caller's step, on a kept-alive connection to its origin that is idle:
         its head goes to `listener` from the connection's callbacks (a read timeout holds until it comes). None, and
         nothing written, when no connection is idle or the request would not fit the transport's buffer whole (a
-        write that has to wait for the socket is `request`'s, with its write timeout): `request` it then."""
+        write that has to wait for the socket is `request`'s, with its write timeout): `request` it then. `headers`
+        is never written to afterwards: its head's lines are rendered once for it (`wire.http.HttpWire` gives one dict
+        for every request alike)."""
         if self._closed:
             return None
         idle = self._idle.get(url.origin)
         if not idle:
             return None
-        data = _request_head(method, url, headers, body)
+        data = _with_body(self._head_lines(method, url, headers), body)
         while idle:
             connection = idle[-1]
             transport = connection.transport
@@ -949,6 +967,17 @@ class HttpClient:
             connection.write(data, response, started)
             return started
         return None
+
+    def _head_lines(self, method: str, url: Url, headers: Mapping[str, str]) -> bytes:
+        """`_head_lines`, rendered once for each headers dict, method and URL (`start`)."""
+        kept = self._heads.get(id(headers))
+        if kept is not None and kept[0] is headers and kept[1] == method and kept[2] is url:
+            return kept[3]
+        lines = _head_lines(method, url, headers)
+        if len(self._heads) >= MAX_KEPT_HEADS:
+            self._heads.clear()
+        self._heads[id(headers)] = (headers, method, url, lines)
+        return lines
 
     async def _exchange(self, connection: _Connection, data: bytes, response: Response, timeout: float | None) -> None:
         head = connection.start(data, response)
