@@ -384,3 +384,98 @@ async def test_an_initialize_on_a_session_answered_with_an_error_ends_the_sessio
                                                 connection.session))
         assert answer.startswith(b"HTTP/1.1 200") and b'"error"' in answer
         assert connection.session.decode() not in connection.endpoint._sessions  # pyright: ignore[reportPrivateUsage]
+
+
+class _Question:
+    """A question as a stream carries it (`contracts.Question`), its carriers' calls recorded."""
+
+    def __init__(self) -> None:
+        from elicitgate.elicitation.carriers import Carriers
+
+        self.calls: list[str] = []
+        self.abandoned: list[str] = []
+        calls = self.calls
+
+        class Recorded(Carriers):
+            __slots__ = ()
+
+            def attach(self, carrier: object) -> None:
+                calls.append("attach")
+                super().attach(carrier)
+
+            def detach(self, carrier: object, why: str) -> None:
+                calls.append("detach")
+                super().detach(carrier, why)
+
+        self.carriers = Recorded(3600.0, self.abandoned.append)
+        self.hosted = False
+        self.terminal = False
+
+    @property
+    def state(self) -> _Question:
+        return self
+
+
+async def test_a_question_pushed_on_a_request_s_stream_attaches_its_carrier_once_with_no_grace_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Carried while the request's response waits for its first event (as the broker carries a question before
+    pushing it), the question is attached once by the stream's reader: no grace timer started and cancelled."""
+    question = _Question()
+    async with face() as connection:
+        before = len(connection.socket.written)
+        async with held_requests(monkeypatch) as held:
+            connection.protocol.data_received(post({"jsonrpc": "2.0", "id": 12, "method": "ping"},
+                                                   connection.session))
+            (wire, _), = held
+            wire.answers[12].carry(question)  # pyright: ignore[reportArgumentType]
+            assert not question.carriers.waiting, "no grace period while the POST's response waits"
+            wire.send_on_behalf({"jsonrpc": "2.0", "id": 3, "method": "elicitation/create", "params": {}}, 12)
+            await connection.until(lambda: bool(question.calls))
+            assert question.calls == ["attach"] and not question.carriers.waiting
+        await connection.until(lambda: connection.socket.written.endswith(b"0\r\n\r\n"))
+        answer = bytes(connection.socket.written[before:])
+        assert b'"method":"elicitation/create"' in answer and b'data: {"jsonrpc":"2.0","id":12,"result":{}}' in answer
+        await connection.until(lambda: not connection.state.tasks)
+    assert question.calls == ["attach"] and not question.abandoned
+
+
+async def test_a_question_carried_by_a_request_answered_as_one_json_body_is_detached_as_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No reader came (the answer went as one JSON body): the question's grace period runs, as it did when `carry`
+    detached it at once."""
+    question = _Question()
+    async with face() as connection:
+        async with held_requests(monkeypatch) as held:
+            connection.protocol.data_received(post({"jsonrpc": "2.0", "id": 13, "method": "ping"},
+                                                   connection.session))
+            (wire, _), = held
+            wire.answers[13].carry(question)  # pyright: ignore[reportArgumentType]
+        await connection.until(lambda: connection.socket.written.endswith(b'"id":13,"result":{}}'))
+        assert question.calls[-1:] == ["detach"] and question.carriers.waiting
+    question.carriers.stop()
+
+
+async def test_a_session_ended_while_a_request_waits_in_its_json_window_answers_it_connection_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The session's end answers each waiting request; one in its JSON window (no task) is let go by that answer's
+    `put` as the session's requests are gone through (it raised `dictionary changed size during iteration`)."""
+    async with face() as connection:
+        before = len(connection.socket.written)
+        async with held_requests(monkeypatch) as held:
+            connection.protocol.data_received(post({"jsonrpc": "2.0", "id": 14, "method": "ping"},
+                                                   connection.session))
+            assert len(held) == 1
+            second = Face(*(await _second_connection(connection)))
+            ended = await second.answered(b"DELETE /mcp HTTP/1.1\r\nhost: 127.0.0.1:8000\r\nmcp-session-id: %s\r\n"
+                                          b"content-length: 0\r\n\r\n" % connection.session)
+            assert ended.startswith(b"HTTP/1.1 200")
+            second.protocol.connection_lost(None)
+            held.clear()  # its session is gone
+        await connection.until(lambda: connection.socket.written.endswith(b"}"))
+        answer = bytes(connection.socket.written[before:])
+        assert answer.startswith(b"HTTP/1.1 200") and b'"id":14,"error":' in answer
+        assert b"Connection closed: the session ended" in answer
+        assert connection.session.decode() not in connection.endpoint._sessions  # pyright: ignore[reportPrivateUsage]

@@ -100,6 +100,7 @@ class SessionEvents:
     def forget(self, stream: EventStream) -> None:
         """The client had the stream's end: its events go."""
         if self.streams.pop(stream.name, None) is stream:
+            stream.unread()
             self._release(len(stream.events))
             stream.events.clear()
             stream.carried.clear()
@@ -144,7 +145,7 @@ class EventStream(Wakeable):
 
     __slots__ = (
         "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_reader", "_direct",
-        "_at",
+        "_at", "_unseen",
     )
 
     def __init__(self, name: str, log: SessionEvents) -> None:
@@ -174,6 +175,9 @@ class EventStream(Wakeable):
         request's answer as one JSON body (`first`, `window`)."""
         self._at: int = 0
         """The seq `_direct`'s reader is caught up to."""
+        self._unseen = False
+        """Questions were carried while its request's response waited for its first event (`carry`): neither
+        attached nor detached yet."""
 
     def event_id(self, seq: int) -> bytes:
         return f"{self.name}/{seq}".encode()
@@ -304,14 +308,28 @@ class EventStream(Wakeable):
 
     def carry(self, elicitation: Question) -> None:
         """`elicitation` was caused by this stream's request (pushed on it, or hosted): attach it while a client
-        reads the stream, else its grace period starts (the client's connection broke before it was asked)."""
+        reads the stream, else its grace period starts (the client's connection broke before it was asked). While
+        the request's own response waits for its first event (`window`, `first`), neither: the reader that writes
+        the stream once the wait ends attaches it (`write`), or `unread` detaches it when none does (detached here,
+        each pushed question started a grace timer that its reader cancelled a step later)."""
         self.carried = [el for el in self.carried if not el.state.terminal and el is not elicitation]
         self.carried.append(elicitation)
-        if elicitation.carriers is not None:
+        carriers = elicitation.carriers
+        if carriers is not None:
             if self.attached:
-                elicitation.carriers.attach(self)
+                carriers.attach(self)
+            elif isinstance(self._direct, JsonWindow):
+                self._unseen = True
             else:
-                elicitation.carriers.detach(self, BROKE)
+                carriers.detach(self, BROKE)
+
+    def unread(self) -> None:
+        """Its request's response ended with no reader having written the stream (one JSON body, a failure): the
+        questions `carry` left for the reader have no carrier here, as a broken stream's."""
+        if self._unseen:
+            self._unseen = False
+            if not self.attached:
+                self._detach()
 
     def reader_elsewhere(self, attached: bool) -> None:
         """Another replica's response started (or stopped) writing this stream to its client."""
@@ -372,6 +390,7 @@ class EventStream(Wakeable):
         done = False
         with anyio.CancelScope() as scope:
             self._reader = scope
+            self._unseen = False
             self._reattach()
             # The client going away cancels the same scope a newer response would: one scope and one plain
             # watching task for as long as the stream is written, which is as long as its questions wait.

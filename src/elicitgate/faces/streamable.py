@@ -329,6 +329,7 @@ class StreamableHttpEndpoint:
             app: ASGIApp = functools.partial(self._respond_app, session, request_id, message, channel, first, headers,
                                              begun)
         except Exception as exc:  # answered as uvicorn answers an app's failure
+            channel.unread()
             app = Raising(exc)
         connection.start(cycle, app)
 
@@ -397,6 +398,7 @@ class StreamableHttpEndpoint:
         return await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
 
     def _served(self, session: _Session, request_id: RequestId, channel: EventStream, done: bool) -> None:
+        channel.unread()
         wire = session.wire
         if done and wire.answers.get(request_id) is channel:
             del wire.answers[request_id]
