@@ -102,7 +102,8 @@ class SessionEvents:
     def forget(self, stream: EventStream) -> None:
         """The client had the stream's end: its events go."""
         if self.streams.pop(stream.name, None) is stream:
-            stream.unread()
+            if stream.unseen:
+                stream.unread()
             self._release(len(stream.events))
             stream.events.clear()
             stream.carried.clear()
@@ -147,7 +148,7 @@ class EventStream(Wakeable):
 
     __slots__ = (
         "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_reader", "_direct",
-        "_at", "_unseen",
+        "_at", "unseen",
     )
 
     def __init__(self, name: str, log: SessionEvents) -> None:
@@ -178,9 +179,9 @@ class EventStream(Wakeable):
         request's answer as one JSON body (`first`, `window`), or a response parked with no task (`park`)."""
         self._at: int = 0
         """The seq `_direct`'s reader is caught up to."""
-        self._unseen = False
+        self.unseen = False
         """Questions were carried while its request's response waited for its first event (`carry`): neither
-        attached nor detached yet."""
+        attached nor detached yet (`unread`)."""
 
     def event_id(self, seq: int) -> bytes:
         return f"{self.name}/{seq}".encode()
@@ -356,15 +357,15 @@ class EventStream(Wakeable):
             if self.attached:
                 carriers.attach(self)
             elif isinstance(self._direct, JsonWindow):
-                self._unseen = True
+                self.unseen = True
             else:
                 carriers.detach(self, BROKE)
 
     def unread(self) -> None:
         """Its request's response ended with no reader having written the stream (one JSON body, a failure): the
         questions `carry` left for the reader have no carrier here, as a broken stream's."""
-        if self._unseen:
-            self._unseen = False
+        if self.unseen:
+            self.unseen = False
             if not self.attached:
                 self._detach()
 
@@ -398,7 +399,7 @@ class EventStream(Wakeable):
             return False
         parked = Parked(self, cycle, then)
         self._reader = parked
-        self._unseen = False
+        self.unseen = False
         self._reattach()
         self._direct, self._at = parked, after
         parked.watch = cycle.watch(parked.gone)
@@ -446,7 +447,7 @@ class EventStream(Wakeable):
         done = False
         with anyio.CancelScope() as scope:
             self._reader = scope
-            self._unseen = False
+            self.unseen = False
             self._reattach()
             # The client going away cancels the same scope a newer response would: one scope and one plain
             # watching task for as long as the stream is written, which is as long as its questions wait.

@@ -273,15 +273,17 @@ class StreamableHttpEndpoint:
         if self._tasks is None or self._elsewhere is not None:
             return self
         headers = RequestHeaders.of(scope)
-        version = headers.first(b"mcp-protocol-version")
-        session_id = headers.first(b"mcp-session-id")
-        if (session_id is None or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS)
+        named = headers.named
+        version = named.get(b"mcp-protocol-version")
+        session_id = named.get(b"mcp-session-id")
+        if (session_id is None or (version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS)
                 or len(cycle.body) > self._max_body_size):
             return self
-        has_json, has_sse = _accepts(headers.first(b"accept") or "")
-        if not (has_json and has_sse) or not _is_json(headers.first(b"content-type")):
+        has_json, has_sse = _accepts(named.get(b"accept", b"").decode("latin-1"))
+        content_type = named.get(b"content-type")
+        if not (has_json and has_sse) or not _is_json(None if content_type is None else content_type.decode("latin-1")):
             return self
-        session = self._session(scope, session_id)
+        session = self._session(scope, session_id.decode("latin-1"))
         if session is None or (body := cycle.whole_body()) is None:
             return self
         message = _parsed(body)
@@ -419,7 +421,8 @@ class StreamableHttpEndpoint:
         return await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
 
     def _served(self, session: _Session, request_id: RequestId, channel: EventStream, done: bool) -> None:
-        channel.unread()
+        if channel.unseen:
+            channel.unread()
         wire = session.wire
         if done and wire.answers.get(request_id) is channel:
             del wire.answers[request_id]
@@ -676,8 +679,10 @@ def _accepted(cycle: LeanCycle, connection: Starts, extra: list[tuple[bytes, byt
     connection.start(cycle, app)
 
 
+@functools.lru_cache(maxsize=64)
 def _is_json(content_type: str | None) -> bool:
-    """Whether a POST's `Content-Type` is JSON (its media type, parameters aside), as the transport requires."""
+    """Whether a POST's `Content-Type` is JSON (its media type, parameters aside), as the transport requires. Kept
+    for the few values a gateway's clients send."""
     return content_type is not None and content_type.split(";")[0].strip().lower() == "application/json"
 
 
