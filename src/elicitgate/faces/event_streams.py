@@ -148,7 +148,7 @@ class EventStream(Wakeable):
 
     __slots__ = (
         "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_reader", "_direct",
-        "_at", "unseen",
+        "caught_up", "unseen",
     )
 
     def __init__(self, name: str, log: SessionEvents) -> None:
@@ -175,9 +175,9 @@ class EventStream(Wakeable):
         away."""
         self._direct: LeanCycle | JsonWindow | Parked | None = None
         """On the face's own server, while its reader waits for what comes next: the response `put` writes to itself,
-        in its caller's step, one loop turn before the reader would (`write`, caught up after seq `_at`), the
+        in its caller's step, one loop turn before the reader would (`write`, caught up after seq `caught_up`), the
         request's answer as one JSON body (`first`, `window`), or a response parked with no task (`park`)."""
-        self._at: int = 0
+        self.caught_up: int = 0
         """The seq `_direct`'s reader is caught up to."""
         self.unseen = False
         """Questions were carried while its request's response waited for its first event (`carry`): neither
@@ -230,8 +230,8 @@ class EventStream(Wakeable):
             if direct is None:
                 return None
             cycle = direct.cycle if isinstance(direct, Parked) else direct
-            if seq == self._at + 1 and cycle.write_now(event_bytes(encode(message), self.event_id(seq)), True):
-                self._at = self.written = seq
+            if seq == self.caught_up + 1 and cycle.write_now(event_bytes(encode(message), self.event_id(seq)), True):
+                self.caught_up = self.written = seq
                 if last:
                     cycle.write_now(b"", False)  # the response's end (its reader sees it complete)
                 else:
@@ -313,11 +313,6 @@ class EventStream(Wakeable):
         while index and events[index - 1][0] > after:
             index -= 1
         return events[index] if index < len(events) else None
-
-    @property
-    def written_to(self) -> int:
-        """The seq a direct writer (`_direct`) is caught up to."""
-        return self._at
 
     def written_by(self, reader: Cancellable) -> bool:
         return self._reader is reader
@@ -401,7 +396,7 @@ class EventStream(Wakeable):
         self._reader = parked
         self.unseen = False
         self._reattach()
-        self._direct, self._at = parked, after
+        self._direct, self.caught_up = parked, after
         parked.watch = cycle.watch(parked.gone)
         parked.wrote()
         return True
@@ -462,14 +457,14 @@ class EventStream(Wakeable):
                 while True:
                     parked = cycle is not None and not self.closed and self._after(cursor) is None
                     if parked:
-                        self._direct, self._at = cycle, cursor
+                        self._direct, self.caught_up = cycle, cursor
                     try:
                         item = await self.next(cursor, SSE_PING_INTERVAL)
                     finally:
                         if parked and self._direct is cycle:
                             self._direct = None
-                    if parked and self._at > cursor:  # `put` wrote what came meanwhile
-                        cursor = self._at
+                    if parked and self.caught_up > cursor:  # `put` wrote what came meanwhile
+                        cursor = self.caught_up
                         continue
                     if item is None:
                         break
@@ -536,12 +531,12 @@ class Parked:
     def end(self) -> None:
         """`put` wrote the stream's last event (the response ended), or left an event unwritten; or `close`."""
         stream = self.stream
-        self._leave("done" if stream.complete(stream.written_to) and self.cycle.response_complete else "task")
+        self._leave("done" if stream.complete(stream.caught_up) and self.cycle.response_complete else "task")
 
     def gone(self) -> None:
         """The client has gone (`LeanCycle.watch`)."""
         stream = self.stream
-        complete = stream.complete(stream.written_to)
+        complete = stream.complete(stream.caught_up)
         if not complete and stream.written_by(self):
             stream.detach_reader()
         self._leave("done" if complete else "gone")
@@ -562,7 +557,7 @@ class Parked:
             self.watch = None
         stream = self.stream
         stream.unpark(self, forget=how == "done")
-        then(how, stream.written_to)
+        then(how, stream.caught_up)
 
 
 class JsonWindow:
