@@ -539,7 +539,7 @@ _PLAIN_LINES_LIMIT = 1024
 _FRAMING = frozenset((b"content-length", b"transfer-encoding", b"connection"))
 
 
-def _addresses(transport: asyncio.BaseTransport) -> tuple[tuple[str, int] | None, tuple[str, int] | None]:
+def _addresses(transport: asyncio.Transport) -> tuple[tuple[str, int | None] | None, tuple[str, int] | None]:
     """A connection's local and remote (host, port), as uvicorn's `get_local_addr` / `get_remote_addr` give them:
     a TCP connection's as the transport keeps them (uvloop's, without the system call and socket object that
     uvicorn's make per connection), anything else's (a Unix socket) by uvicorn's."""
