@@ -33,19 +33,33 @@ async def _app(scope: Any, receive: Any, send: Any) -> None:
 
 def _connected(info: dict[str, Any]) -> LimitedHttpTools:
     protocol = limited_protocol(HttpLimits(MAX_LINE, MAX_HEAD, 3600, 3600))(
-        config=Config(_app, lifespan="off", log_config=None), server_state=ServerState(), app_state={},
-        _loop=asyncio.get_running_loop())
+        config=Config(_app, lifespan="off", log_config=None),
+        server_state=ServerState(),
+        app_state={},
+        _loop=asyncio.get_running_loop(),
+    )
     protocol.connection_made(Transport(info))
     return protocol
 
 
-@pytest.mark.parametrize(("info", "server", "client", "scheme"), [
-    ({"sockname": ("127.0.0.1", 8808), "peername": ("127.0.0.1", 50000)}, ("127.0.0.1", 8808), ("127.0.0.1", 50000),
-     "http"),
-    ({"sockname": ("::1", 8808, 0, 0), "peername": ("::1", 50000, 0, 0), "sslcontext": object()}, ("::1", 8808),
-     ("::1", 50000), "https"),
-    ({"sockname": "/run/gateway.sock", "peername": ""}, ("/run/gateway.sock", None), None, "http"),  # by uvicorn's
-])
+@pytest.mark.parametrize(
+    ("info", "server", "client", "scheme"),
+    [
+        (
+            {"sockname": ("127.0.0.1", 8808), "peername": ("127.0.0.1", 50000)},
+            ("127.0.0.1", 8808),
+            ("127.0.0.1", 50000),
+            "http",
+        ),
+        (
+            {"sockname": ("::1", 8808, 0, 0), "peername": ("::1", 50000, 0, 0), "sslcontext": object()},
+            ("::1", 8808),
+            ("::1", 50000),
+            "https",
+        ),
+        ({"sockname": "/run/gateway.sock", "peername": ""}, ("/run/gateway.sock", None), None, "http"),  # by uvicorn's
+    ],
+)
 async def test_a_connection_s_addresses_and_scheme_are_read_from_its_transport(
     info: dict[str, Any], server: tuple[str, int] | None, client: tuple[str, int] | None, scheme: str
 ) -> None:
