@@ -355,8 +355,9 @@ async def _second_connection(first: Face) -> tuple[LimitedHttpTools, Socket, Ser
 async def test_an_event_before_the_answer_starts_the_sse_stream_in_the_step_that_puts_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The head and the event go out as the event is put (the question pushed to the client one turn sooner); a task
-    writes the rest; the answer and the stream's end are written as the answer is put."""
+    """The head and the event go out as the event is put (the question pushed to the client one turn sooner); the
+    response then waits with no task (`EventStream.park`); the answer and the stream's end are written as the answer
+    is put, and the request is let go in that step."""
     async with face() as connection:
         before = len(connection.socket.written)
         async with held_requests(monkeypatch) as held:
@@ -369,12 +370,13 @@ async def test_an_event_before_the_answer_starts_the_sse_stream_in_the_step_that
             assert now.startswith(b"HTTP/1.1 200 OK") and b"content-type: text/event-stream" in now
             assert now.endswith(b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,'
                                 b'"progress":1}}\r\n\r\n\r\n')
-            assert len(connection.state.tasks) == 1, "a task writes the rest of the stream"
-        await connection.until(lambda: connection.socket.written.endswith(b"0\r\n\r\n"))
-        answer = bytes(connection.socket.written[before:])
+            await turns()
+            assert not connection.state.tasks, "no task waits for the rest of the stream"
+        await connection.until(lambda: connection.held().endswith(b"0\r\n\r\n"))
+        assert not connection.state.tasks
+        answer = connection.held()[before:]
         assert answer.count(b"HTTP/1.1 ") == 1 and answer.count(b"event: message") == 2
         assert b'data: {"jsonrpc":"2.0","id":9,"result":{}}' in answer
-        await connection.until(lambda: not connection.state.tasks)
         assert not connection.endpoint._sessions[connection.session.decode()].in_flight  # pyright: ignore[reportPrivateUsage]
 
 
@@ -384,3 +386,208 @@ async def test_an_initialize_on_a_session_answered_with_an_error_ends_the_sessio
                                                 connection.session))
         assert answer.startswith(b"HTTP/1.1 200") and b'"error"' in answer
         assert connection.session.decode() not in connection.endpoint._sessions  # pyright: ignore[reportPrivateUsage]
+
+
+class _Question:
+    """A question as a stream carries it (`contracts.Question`), its carriers' calls recorded."""
+
+    def __init__(self) -> None:
+        from elicitgate.elicitation.carriers import Carriers
+
+        self.calls: list[str] = []
+        self.abandoned: list[str] = []
+        calls = self.calls
+
+        class Recorded(Carriers):
+            __slots__ = ()
+
+            def attach(self, carrier: object) -> None:
+                calls.append("attach")
+                super().attach(carrier)
+
+            def detach(self, carrier: object, why: str) -> None:
+                calls.append("detach")
+                super().detach(carrier, why)
+
+        self.carriers = Recorded(3600.0, self.abandoned.append)
+        self.hosted = False
+        self.terminal = False
+
+    @property
+    def state(self) -> _Question:
+        return self
+
+
+async def test_a_question_pushed_on_a_request_s_stream_attaches_its_carrier_once_with_no_grace_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Carried while the request's response waits for its first event (as the broker carries a question before
+    pushing it), the question is attached once by the stream's reader: no grace timer started and cancelled."""
+    question = _Question()
+    async with face() as connection:
+        before = len(connection.socket.written)
+        async with held_requests(monkeypatch) as held:
+            connection.protocol.data_received(post({"jsonrpc": "2.0", "id": 12, "method": "ping"},
+                                                   connection.session))
+            (wire, _), = held
+            wire.answers[12].carry(question)  # pyright: ignore[reportArgumentType]
+            assert not question.carriers.waiting, "no grace period while the POST's response waits"
+            wire.send_on_behalf({"jsonrpc": "2.0", "id": 3, "method": "elicitation/create", "params": {}}, 12)
+            await connection.until(lambda: bool(question.calls))
+            assert question.calls == ["attach"] and not question.carriers.waiting
+        await connection.until(lambda: connection.socket.written.endswith(b"0\r\n\r\n"))
+        answer = bytes(connection.socket.written[before:])
+        assert b'"method":"elicitation/create"' in answer and b'data: {"jsonrpc":"2.0","id":12,"result":{}}' in answer
+        await connection.until(lambda: not connection.state.tasks)
+    assert question.calls == ["attach"] and not question.abandoned
+
+
+async def test_a_question_carried_by_a_request_answered_as_one_json_body_is_detached_as_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No reader came (the answer went as one JSON body): the question's grace period runs, as it did when `carry`
+    detached it at once."""
+    question = _Question()
+    async with face() as connection:
+        async with held_requests(monkeypatch) as held:
+            connection.protocol.data_received(post({"jsonrpc": "2.0", "id": 13, "method": "ping"},
+                                                   connection.session))
+            (wire, _), = held
+            wire.answers[13].carry(question)  # pyright: ignore[reportArgumentType]
+        await connection.until(lambda: connection.socket.written.endswith(b'"id":13,"result":{}}'))
+        assert question.calls[-1:] == ["detach"] and question.carriers.waiting
+    question.carriers.stop()
+
+
+async def test_a_session_ended_while_a_request_waits_in_its_json_window_answers_it_connection_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The session's end answers each waiting request; one in its JSON window (no task) is let go by that answer's
+    `put` as the session's requests are gone through (it raised `dictionary changed size during iteration`)."""
+    async with face() as connection:
+        before = len(connection.socket.written)
+        async with held_requests(monkeypatch) as held:
+            connection.protocol.data_received(post({"jsonrpc": "2.0", "id": 14, "method": "ping"},
+                                                   connection.session))
+            assert len(held) == 1
+            second = Face(*(await _second_connection(connection)))
+            ended = await second.answered(b"DELETE /mcp HTTP/1.1\r\nhost: 127.0.0.1:8000\r\nmcp-session-id: %s\r\n"
+                                          b"content-length: 0\r\n\r\n" % connection.session)
+            assert ended.startswith(b"HTTP/1.1 200")
+            second.protocol.connection_lost(None)
+            held.clear()  # its session is gone
+        await connection.until(lambda: connection.socket.written.endswith(b"}"))
+        answer = bytes(connection.socket.written[before:])
+        assert answer.startswith(b"HTTP/1.1 200") and b'"id":14,"error":' in answer
+        assert b"Connection closed: the session ended" in answer
+        assert connection.session.decode() not in connection.endpoint._sessions  # pyright: ignore[reportPrivateUsage]
+
+
+QUESTION = {"jsonrpc": "2.0", "id": 4, "method": "elicitation/create", "params": {}}
+
+
+async def _parked(connection: Face, request_id: int, question: _Question | None = None) -> tuple[Face, Any]:
+    """A second connection whose request `request_id` (held back from the session by `held_requests`) has had a
+    question pushed on its stream, which is now parked with no task; that connection and the session's wire."""
+    second = Face(*(await _second_connection(connection)))
+    second.session = connection.session
+    second.protocol.data_received(post({"jsonrpc": "2.0", "id": request_id, "method": "ping"}, connection.session))
+    wire = connection.endpoint._sessions[connection.session.decode()].wire  # pyright: ignore[reportPrivateUsage]
+    if question is not None:
+        wire.answers[request_id].carry(question)
+    wire.send_on_behalf(QUESTION, request_id)
+    assert b'"method":"elicitation/create"' in second.held() and not second.state.tasks
+    return second, wire
+
+
+def _resume(connection: Face, written: bytes) -> bytes:
+    """A GET resuming the stream whose events `written` holds, after its last event."""
+    last = written.rsplit(b"id: ", 1)[1].split(b"\r\n", 1)[0]
+    return (b"GET /mcp HTTP/1.1\r\nhost: 127.0.0.1:8000\r\naccept: text/event-stream\r\nmcp-session-id: %s\r\n"
+            b"mcp-protocol-version: 2025-06-18\r\nlast-event-id: %s\r\n\r\n" % (connection.session, last))
+
+
+async def test_a_parked_stream_writes_its_keep_alive_comments_with_no_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(event_streams, "SSE_PING_INTERVAL", 0.0)
+    async with face() as connection:
+        async with held_requests(monkeypatch):
+            second, _ = await _parked(connection, 15)
+            await second.until(lambda: second.held().count(b": ping\r\n\r\n") >= 2)
+            assert not second.state.tasks
+        await second.until(lambda: second.held().endswith(b"0\r\n\r\n"))
+        assert b'data: {"jsonrpc":"2.0","id":15,"result":{}}' in second.held() and not second.state.tasks
+        second.protocol.connection_lost(None)
+
+
+async def test_a_parked_stream_whose_client_goes_lets_its_request_go_and_is_resumed_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The client going away detaches its question (the grace period runs) and lets the request go as a broken
+    stream's; the call goes on, and a client resuming the stream with `Last-Event-ID` gets its answer."""
+    question = _Question()
+    async with face() as connection:
+        session = connection.endpoint._sessions[connection.session.decode()]  # pyright: ignore[reportPrivateUsage]
+        async with held_requests(monkeypatch):
+            second, _ = await _parked(connection, 16, question)
+            assert question.calls == ["attach"]
+            second.protocol.connection_lost(None)
+            await connection.until(lambda: question.calls == ["attach", "detach"])
+            assert question.carriers.waiting and session.broke and not session.in_flight
+            third = Face(*(await _second_connection(connection)))
+            third.protocol.data_received(_resume(connection, second.held()))
+            await third.until(lambda: question.calls[-1] == "attach")
+            assert not question.carriers.waiting
+        await third.until(lambda: third.held().endswith(b"0\r\n\r\n"))
+        assert b'data: {"jsonrpc":"2.0","id":16,"result":{}}' in third.held()
+        assert b"elicitation/create" not in third.held(), "only what followed the last event received"
+        await third.until(lambda: not third.state.tasks)
+        assert not session.in_flight and not session.wire.answers
+        third.protocol.connection_lost(None)
+    question.carriers.stop()
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+async def test_a_parked_stream_taken_over_by_a_resuming_client_is_closed_as_a_cancelled_writer_s_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its request let go as not done, and its response left unended, which uvicorn logs and closes (as it did the
+    response of a `write` cancelled by the newer one)."""
+    records = _Records()
+    async with face() as connection:
+        async with held_requests(monkeypatch):
+            second, _ = await _parked(connection, 17)
+            third = Face(*(await _second_connection(connection)))
+            logging.getLogger("uvicorn.error").addHandler(records)
+            try:
+                third.protocol.data_received(_resume(connection, second.held()))
+                await second.until(lambda: second.socket.closed and not second.state.tasks)
+            finally:
+                logging.getLogger("uvicorn.error").removeHandler(records)
+            assert records.messages == ["ASGI callable returned without completing response."]
+            assert not second.held().endswith(b"0\r\n\r\n")
+        await third.until(lambda: third.held().endswith(b"0\r\n\r\n"))
+        assert b'data: {"jsonrpc":"2.0","id":17,"result":{}}' in third.held()
+        await third.until(lambda: not third.state.tasks)
+        second.protocol.connection_lost(None)
+        third.protocol.connection_lost(None)
+
+
+async def test_a_parked_stream_that_cannot_write_at_once_goes_on_in_a_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with face() as connection:
+        async with held_requests(monkeypatch):
+            second, _ = await _parked(connection, 18)
+            second.protocol.pause_writing()
+        await second.until(lambda: bool(second.state.tasks))  # the answer came while writing was paused
+        assert b'"id":18,"result"' not in second.held()
+        second.protocol.resume_writing()
+        await second.until(lambda: second.held().endswith(b"0\r\n\r\n") and not second.state.tasks)
+        assert second.held().count(b'data: {"jsonrpc":"2.0","id":18,"result":{}}') == 1
+        second.protocol.connection_lost(None)

@@ -21,6 +21,7 @@ import itertools
 import logging
 import re
 from collections.abc import Callable, Mapping
+from typing import Literal
 
 import anyio
 from starlette.types import Receive, Send
@@ -32,6 +33,7 @@ from elicitgate.faces.http_answers import (
     PING,
     SSE_HEADERS,
     SSE_PING_INTERVAL,
+    Cancellable,
     Late,
     encode,
     event_bytes,
@@ -100,6 +102,8 @@ class SessionEvents:
     def forget(self, stream: EventStream) -> None:
         """The client had the stream's end: its events go."""
         if self.streams.pop(stream.name, None) is stream:
+            if stream.unseen:
+                stream.unread()
             self._release(len(stream.events))
             stream.events.clear()
             stream.carried.clear()
@@ -144,7 +148,7 @@ class EventStream(Wakeable):
 
     __slots__ = (
         "name", "_log", "events", "next_seq", "written", "closed", "carried", "mirror", "remote", "_reader", "_direct",
-        "_at",
+        "caught_up", "unseen",
     )
 
     def __init__(self, name: str, log: SessionEvents) -> None:
@@ -166,14 +170,18 @@ class EventStream(Wakeable):
         """Set once it broke, with `redis_url`: its events are copied to Redis from then on."""
         self.remote = False
         """Another replica's response is writing it (its client came back there)."""
-        self._reader: anyio.CancelScope | None = None
-        """The response writing it now; None while its client is away."""
-        self._direct: LeanCycle | JsonWindow | None = None
+        self._reader: Cancellable | None = None
+        """The response writing it now (`write`'s cancel scope, or a `Parked` response); None while its client is
+        away."""
+        self._direct: LeanCycle | JsonWindow | Parked | None = None
         """On the face's own server, while its reader waits for what comes next: the response `put` writes to itself,
-        in its caller's step, one loop turn before the reader would (`write`, caught up after seq `_at`), or the
-        request's answer as one JSON body (`first`, `window`)."""
-        self._at: int = 0
+        in its caller's step, one loop turn before the reader would (`write`, caught up after seq `caught_up`), the
+        request's answer as one JSON body (`first`, `window`), or a response parked with no task (`park`)."""
+        self.caught_up: int = 0
         """The seq `_direct`'s reader is caught up to."""
+        self.unseen = False
+        """Questions were carried while its request's response waited for its first event (`carry`): neither
+        attached nor detached yet (`unread`)."""
 
     def event_id(self, seq: int) -> bytes:
         return f"{self.name}/{seq}".encode()
@@ -206,10 +214,11 @@ class EventStream(Wakeable):
             window.end()
         return True
 
-    def _write_now(self, seq: int, message: JsonObject, last: bool) -> JsonWindow | None:
+    def _write_now(self, seq: int, message: JsonObject, last: bool) -> JsonWindow | Parked | None:
         """`put`'s `message` written to `_direct` now (then `written` says so); left to the reader, which is woken all
         the same, when it cannot be written without waiting or is not the case `_direct` is for. The JSON window
-        this event ended, if any (ended by `put` once its own bookkeeping is done)."""
+        this event ended, or the parked response it ended or could not be written to, if any (ended by `put` once its
+        own bookkeeping is done)."""
         direct, self._direct = self._direct, None
         try:
             if isinstance(direct, JsonWindow):  # the first event: the answer alone goes as one JSON body
@@ -218,23 +227,32 @@ class EventStream(Wakeable):
                     if direct.cycle.respond(200, json_headers(body, direct.extra), body):
                         self.written = seq
                 return direct
-            if direct is not None and seq == self._at + 1:
-                if direct.write_now(event_bytes(encode(message), self.event_id(seq)), True):
-                    self._at = self.written = seq
-                    if last:
-                        direct.write_now(b"", False)  # the response's end (its reader sees it complete)
-                    else:
-                        self._direct = direct
+            if direct is None:
+                return None
+            cycle = direct.cycle if isinstance(direct, Parked) else direct
+            if seq == self.caught_up + 1 and cycle.write_now(event_bytes(encode(message), self.event_id(seq)), True):
+                self.caught_up = self.written = seq
+                if last:
+                    cycle.write_now(b"", False)  # the response's end (its reader sees it complete)
+                else:
+                    self._direct = direct
+                    if isinstance(direct, Parked):
+                        direct.wrote()
+                        return None
+            if isinstance(direct, Parked):  # ended by its last event, or left to a task to write
+                return direct
         except Exception:  # the reader's own `send` meets it again, in the response's task
             logger.debug("writing stream %s's event %d in its caller's step failed: left to its reader", self.name,
                          seq, exc_info=True)
-            if isinstance(direct, JsonWindow):
+            if isinstance(direct, (JsonWindow, Parked)):
                 return direct
         return None
 
     def close(self) -> None:
         self.closed = True
         self._wake()
+        if isinstance(parked := self._direct, Parked):  # its end is written by the task it goes on in
+            parked.end()
 
     async def next(self, after: int, timeout: float | None) -> tuple[int, JsonObject] | None | Late:
         """The first kept event after seq `after`; None once the stream is closed with nothing after it; `LATE`
@@ -296,6 +314,25 @@ class EventStream(Wakeable):
             index -= 1
         return events[index] if index < len(events) else None
 
+    def written_by(self, reader: Cancellable) -> bool:
+        return self._reader is reader
+
+    def detach_reader(self) -> None:
+        """Its reader's client has gone before the stream's end: its questions wait for one to come back (not while
+        another replica's response writes it)."""
+        self._reader = None
+        if not self.remote:
+            self._detach()
+
+    def unpark(self, parked: Parked, *, forget: bool) -> None:
+        """`parked` ended (`forget`: with the stream's end written, which its client has had)."""
+        if self._direct is parked:
+            self._direct = None
+        if self._reader is parked:
+            self._reader = None
+        if forget:
+            self._log.forget(self)
+
     def complete(self, after: int) -> bool:
         """Everything up to its end was written past seq `after`."""
         return self.closed and after >= self.next_seq - 1
@@ -304,14 +341,28 @@ class EventStream(Wakeable):
 
     def carry(self, elicitation: Question) -> None:
         """`elicitation` was caused by this stream's request (pushed on it, or hosted): attach it while a client
-        reads the stream, else its grace period starts (the client's connection broke before it was asked)."""
+        reads the stream, else its grace period starts (the client's connection broke before it was asked). While
+        the request's own response waits for its first event (`window`, `first`), neither: the reader that writes
+        the stream once the wait ends attaches it (`write`), or `unread` detaches it when none does (detached here,
+        each pushed question started a grace timer that its reader cancelled a step later)."""
         self.carried = [el for el in self.carried if not el.state.terminal and el is not elicitation]
         self.carried.append(elicitation)
-        if elicitation.carriers is not None:
+        carriers = elicitation.carriers
+        if carriers is not None:
             if self.attached:
-                elicitation.carriers.attach(self)
+                carriers.attach(self)
+            elif isinstance(self._direct, JsonWindow):
+                self.unseen = True
             else:
-                elicitation.carriers.detach(self, BROKE)
+                carriers.detach(self, BROKE)
+
+    def unread(self) -> None:
+        """Its request's response ended with no reader having written the stream (one JSON body, a failure): the
+        questions `carry` left for the reader have no carrier here, as a broken stream's."""
+        if self.unseen:
+            self.unseen = False
+            if not self.attached:
+                self._detach()
 
     def reader_elsewhere(self, attached: bool) -> None:
         """Another replica's response started (or stopped) writing this stream to its client."""
@@ -332,6 +383,23 @@ class EventStream(Wakeable):
                 el.carriers.detach(self, BROKE)
 
     # -- what goes out --------------------------------------------------------------------------------
+
+    def park(self, cycle: LeanCycle, after: int, then: Callable[[ParkedEnd, int], object]) -> bool:
+        """After `begin` wrote the stream up to seq `after`: `write`'s wait for what comes next, with no task. `put`
+        writes each event in its caller's step and the last one ends the response; a keep-alive comment goes every
+        `SSE_PING_INTERVAL` seconds. `then(how, at)` once it ends (`ParkedEnd`: done, gone, taken over, or to go on
+        in a task, `write` with `begun` after seq `at`). False, having done nothing, when something is still to be
+        written (a task writes it, as before)."""
+        if self.closed or self._reader is not None or self._after(after) is not None:
+            return False
+        parked = Parked(self, cycle, then)
+        self._reader = parked
+        self.unseen = False
+        self._reattach()
+        self._direct, self.caught_up = parked, after
+        parked.watch = cycle.watch(parked.gone)
+        parked.wrote()
+        return True
 
     def begin(self, cycle: LeanCycle, *, after: int, priming: bool, headers: list[tuple[bytes, bytes]]) -> int | None:
         """`write`'s start in the caller's step, on the face's own server: the response's head, the priming event and
@@ -359,11 +427,13 @@ class EventStream(Wakeable):
         priming: bool,
         headers: list[tuple[bytes, bytes]],
         begun: bool = False,
+        ping: bool = False,
     ) -> bool:
         """Write this stream as an SSE response from the event after seq `after` until its end (True), or until
         the client goes away or another response resumes it (False). `priming`: first an event with the id of
         seq `after` and no data, so that a client can resume before any message came (2025-11-25). `begun`: the
-        response was started (`begin`) up to seq `after`."""
+        response was started (`begin`) up to seq `after`. `ping`: a keep-alive comment first (one that a parked
+        response could not write at once)."""
         if self._reader is not None:
             self._reader.cancel()  # the client came back before this side saw it leave: the new response wins
             self._direct = None  # not to the response left behind
@@ -372,6 +442,7 @@ class EventStream(Wakeable):
         done = False
         with anyio.CancelScope() as scope:
             self._reader = scope
+            self.unseen = False
             self._reattach()
             # The client going away cancels the same scope a newer response would: one scope and one plain
             # watching task for as long as the stream is written, which is as long as its questions wait.
@@ -381,17 +452,19 @@ class EventStream(Wakeable):
                     await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
                     if priming:
                         await send_event(send, b"", self.event_id(after))
+                if ping:
+                    await send(PING)
                 while True:
                     parked = cycle is not None and not self.closed and self._after(cursor) is None
                     if parked:
-                        self._direct, self._at = cycle, cursor
+                        self._direct, self.caught_up = cycle, cursor
                     try:
                         item = await self.next(cursor, SSE_PING_INTERVAL)
                     finally:
                         if parked and self._direct is cycle:
                             self._direct = None
-                    if parked and self._at > cursor:  # `put` wrote what came meanwhile
-                        cursor = self._at
+                    if parked and self.caught_up > cursor:  # `put` wrote what came meanwhile
+                        cursor = self.caught_up
                         continue
                     if item is None:
                         break
@@ -420,6 +493,71 @@ class EventStream(Wakeable):
         return False
 
 
+
+
+ParkedEnd = Literal["done", "gone", "taken", "task", "ping"]
+"""How a `Parked` response ended: its stream's end written ("done"); its client gone ("gone"); another response
+took the stream over ("taken": left unended, as `write` cancelled leaves it); or it goes on in a task, from the seq
+it was written up to ("task"), first writing the keep-alive comment it owes ("ping")."""
+
+
+class Parked:
+    """A stream's SSE response on the face's own server waiting for the stream's next event with no task
+    (`EventStream.park`): the stream's reader (`cancel`: another response takes it over), its `_direct` writer, the
+    watch that tells it its client has gone and its keep-alive timer."""
+
+    __slots__ = ("stream", "cycle", "then", "watch", "timer")
+
+    def __init__(self, stream: EventStream, cycle: LeanCycle, then: Callable[[ParkedEnd, int], object]) -> None:
+        self.stream = stream
+        self.cycle = cycle
+        self.then: Callable[[ParkedEnd, int], object] | None = then
+        self.watch: Cancellable | None = None
+        self.timer: asyncio.TimerHandle | None = None
+
+    def wrote(self) -> None:
+        """Something was written: the next keep-alive comment is `SSE_PING_INTERVAL` seconds from now."""
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = asyncio.get_running_loop().call_later(SSE_PING_INTERVAL, self._ping)
+
+    def _ping(self) -> None:
+        self.timer = None
+        if self.cycle.write_now(PING["body"], True):
+            self.wrote()
+        elif not self.cycle.disconnected:  # writing is paused: a task writes it once it can (gone: `gone` is coming)
+            self._leave("ping")
+
+    def end(self) -> None:
+        """`put` wrote the stream's last event (the response ended), or left an event unwritten; or `close`."""
+        stream = self.stream
+        self._leave("done" if stream.complete(stream.caught_up) and self.cycle.response_complete else "task")
+
+    def gone(self) -> None:
+        """The client has gone (`LeanCycle.watch`)."""
+        stream = self.stream
+        complete = stream.complete(stream.caught_up)
+        if not complete and stream.written_by(self):
+            stream.detach_reader()
+        self._leave("done" if complete else "gone")
+
+    def cancel(self) -> None:
+        """Another response takes the stream over (`write`)."""
+        self._leave("taken")
+
+    def _leave(self, how: ParkedEnd) -> None:
+        then, self.then = self.then, None
+        if then is None:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.watch is not None:
+            self.watch.cancel()
+            self.watch = None
+        stream = self.stream
+        stream.unpark(self, forget=how == "done")
+        then(how, stream.caught_up)
 
 
 class JsonWindow:

@@ -114,9 +114,9 @@ class SessionWire:
     def close(self) -> None:
         """End the session: every request still waiting for its answer gets `Connection closed`."""
         self.closed = True
-        for request_id, channel in self.answers.items():
+        answers, self.answers = self.answers, {}  # a request in its JSON window is served (and let go) by `put`
+        for request_id, channel in answers.items():
             channel.put(error_message(request_id, CONNECTION_CLOSED, "Connection closed: the session ended"), last=True)
-        self.answers.clear()
         if self.standalone is not None:
             self.standalone.close()
         if self._reader is not None and not self._reader.done():

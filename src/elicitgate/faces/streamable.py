@@ -38,7 +38,7 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from elicitgate.errors import NonFiniteParams, NotAMessage
 from elicitgate.faces.dispatch import serve_handshake
 from elicitgate.faces.elsewhere import FORWARD_OP, READER_OP, ElsewhereSessions, serve_forwarded
-from elicitgate.faces.event_streams import EventLimits, EventStream, protocol_at_least_2025_11_25
+from elicitgate.faces.event_streams import EventLimits, EventStream, ParkedEnd, protocol_at_least_2025_11_25
 from elicitgate.faces.http_answers import (
     JSON_WINDOW,
     LATE,
@@ -273,15 +273,17 @@ class StreamableHttpEndpoint:
         if self._tasks is None or self._elsewhere is not None:
             return self
         headers = RequestHeaders.of(scope)
-        version = headers.first(b"mcp-protocol-version")
-        session_id = headers.first(b"mcp-session-id")
-        if (session_id is None or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS)
+        named = headers.named
+        version = named.get(b"mcp-protocol-version")
+        session_id = named.get(b"mcp-session-id")
+        if (session_id is None or (version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS)
                 or len(cycle.body) > self._max_body_size):
             return self
-        has_json, has_sse = _accepts(headers.first(b"accept") or "")
-        if not (has_json and has_sse) or not _is_json(headers.first(b"content-type")):
+        has_json, has_sse = _accepts(named.get(b"accept", b"").decode("latin-1"))
+        content_type = named.get(b"content-type")
+        if not (has_json and has_sse) or not _is_json(None if content_type is None else content_type.decode("latin-1")):
             return self
-        session = self._session(scope, session_id)
+        session = self._session(scope, session_id.decode("latin-1"))
         if session is None or (body := cycle.whole_body()) is None:
             return self
         message = _parsed(body)
@@ -326,20 +328,42 @@ class StreamableHttpEndpoint:
             begun = None
             if first is not None and first is not LATE and "method" in first[1]:  # an SSE stream: begun here
                 begun = channel.begin(cycle, after=0, priming=self._primes(headers), headers=session.header)
+                if begun is not None and channel.park(cycle, begun, functools.partial(
+                        self._unparked, session, request_id, message, channel, headers, cycle, connection)):
+                    return  # what comes next is written by `put`, with no task while it can be
             app: ASGIApp = functools.partial(self._respond_app, session, request_id, message, channel, first, headers,
-                                             begun)
+                                             begun, False)
         except Exception as exc:  # answered as uvicorn answers an app's failure
+            channel.unread()
             app = Raising(exc)
         connection.start(cycle, app)
 
+    def _unparked(self, session: _Session, request_id: RequestId, message: JsonObject, channel: EventStream,
+                  headers: Headers, cycle: LeanCycle, connection: Starts, how: ParkedEnd, at: int) -> None:
+        """The request's SSE stream, parked with no task (`EventStream.park`), ended: served, its client gone, taken
+        over by a resuming client's response, or going on in a task from seq `at`."""
+        if how == "done" or how == "gone":
+            self._served(session, request_id, channel, how == "done")
+        elif how == "taken":
+            connection.start(cycle, functools.partial(self._taken_over, session, request_id, channel))
+        else:
+            connection.start(cycle, functools.partial(self._respond_app, session, request_id, message, channel, None,
+                                                      headers, at, how == "ping"))
+
+    async def _taken_over(self, session: _Session, request_id: RequestId, channel: EventStream, scope: Scope,
+                          receive: Receive, send: Send) -> None:
+        """What a stream's `write` taken over by a newer response does: the request let go, not done, and the
+        response left unended, which uvicorn's `run_asgi` logs and closes."""
+        self._served(session, request_id, channel, False)
+
     async def _respond_app(self, session: _Session, request_id: RequestId, message: JsonObject, channel: EventStream,
                            first: tuple[int, JsonObject] | None | Late, headers: Headers, begun: int | None,
-                           scope: Scope, receive: Receive, send: Send) -> None:
+                           ping: bool, scope: Scope, receive: Receive, send: Send) -> None:
         done = True
         try:
             if begun is not None:  # an SSE stream, its start written as the window ended
                 done = await channel.write(send, receive, after=begun, priming=False, headers=session.header,
-                                           begun=True)
+                                           begun=True, ping=ping)
             else:
                 done = await self._respond(session, request_id, message, channel, first, receive, send, headers)
         finally:
@@ -397,6 +421,8 @@ class StreamableHttpEndpoint:
         return await channel.write(send, receive, after=0, priming=self._primes(headers), headers=session.header)
 
     def _served(self, session: _Session, request_id: RequestId, channel: EventStream, done: bool) -> None:
+        if channel.unseen:
+            channel.unread()
         wire = session.wire
         if done and wire.answers.get(request_id) is channel:
             del wire.answers[request_id]
@@ -653,8 +679,10 @@ def _accepted(cycle: LeanCycle, connection: Starts, extra: list[tuple[bytes, byt
     connection.start(cycle, app)
 
 
+@functools.lru_cache(maxsize=64)
 def _is_json(content_type: str | None) -> bool:
-    """Whether a POST's `Content-Type` is JSON (its media type, parameters aside), as the transport requires."""
+    """Whether a POST's `Content-Type` is JSON (its media type, parameters aside), as the transport requires. Kept
+    for the few values a gateway's clients send."""
     return content_type is not None and content_type.split(";")[0].strip().lower() == "application/json"
 
 

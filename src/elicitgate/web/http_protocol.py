@@ -43,7 +43,6 @@ from uvicorn.protocols.utils import (
     get_local_addr,
     get_path_with_query_string,
     get_remote_addr,
-    is_ssl,
 )
 from uvicorn.server import ServerState
 
@@ -157,8 +156,8 @@ class CoalescedWrites(asyncio.Transport):
 
     __slots__ = ("_transport", "_held", "_flush")
 
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:  # pyright: ignore[reportMissingSuperCall]
+        # Not `asyncio.BaseTransport`'s: its one field, the extra info, is the transport's (`get_extra_info`).
         self._transport = transport
         self._held: list[bytes | bytearray | memoryview] = []
         self._flush = functools.partial(loop.call_soon, self.flush)
@@ -540,16 +539,21 @@ _PLAIN_LINES_LIMIT = 1024
 _FRAMING = frozenset((b"content-length", b"transfer-encoding", b"connection"))
 
 
-def _address(transport: asyncio.BaseTransport, name: str) -> tuple[str, int] | None:
-    """A TCP connection's local or remote (host, port) as the transport keeps it (uvloop's, without the system
-    call and socket object that uvicorn's `get_local_addr` / `get_remote_addr` make per connection); None for
-    anything else (a Unix socket), which uvicorn's then read."""
-    info: object = transport.get_extra_info(name)
-    if isinstance(info, tuple):
-        pair = cast("tuple[object, ...]", info)
-        if len(pair) >= 2 and isinstance(port := pair[1], int):  # IPv6: (host, port, flowinfo, scope id)
-            return (str(pair[0]), port)
-    return None
+def _addresses(transport: asyncio.Transport) -> tuple[tuple[str, int | None] | None, tuple[str, int] | None]:
+    """A connection's local and remote (host, port), as uvicorn's `get_local_addr` / `get_remote_addr` give them:
+    a TCP connection's as the transport keeps them (uvloop's, without the system call and socket object that
+    uvicorn's make per connection), anything else's (a Unix socket) by uvicorn's."""
+    found: list[tuple[str, int] | None] = []
+    for name in ("sockname", "peername"):
+        info: object = transport.get_extra_info(name)
+        address = None
+        if isinstance(info, tuple):
+            pair = cast("tuple[object, ...]", info)
+            if len(pair) >= 2 and isinstance(port := pair[1], int):  # IPv6: (host, port, flowinfo, scope id)
+                address = (str(pair[0]), port)
+        found.append(address)
+    local, remote = found
+    return (local or get_local_addr(transport), remote or get_remote_addr(transport))
 
 
 def plain_answer(status: int, text: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -694,9 +698,8 @@ class LimitedHttpTools(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.connections.add(self)
         self.flow = LeanFlow(transport)  # the flow control keeps the transport itself
-        self.server = _address(transport, "sockname") or get_local_addr(transport)
-        self.client = _address(transport, "peername") or get_remote_addr(transport)  # type: ignore[assignment]
-        self.scheme = "https" if is_ssl(transport) else "http"
+        self.server, self.client = _addresses(transport)  # type: ignore[assignment]
+        self.scheme = "https" if transport.get_extra_info("sslcontext") else "http"  # uvicorn's `is_ssl`
         if self.logger.level <= TRACE_LOG_LEVEL:
             self.logger.log(TRACE_LOG_LEVEL, "%sHTTP connection made", "%s:%d - " % self.client if self.client else "")
         self.transport = CoalescedWrites(transport, self.loop)

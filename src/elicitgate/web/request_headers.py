@@ -23,7 +23,8 @@ class RequestHeaders(Headers):
         if type(raw) is not list:  # pyright: ignore[reportUnnecessaryComparison]  # ASGI allows any iterable
             raw = scope["headers"] = list(raw)  # a list, as Starlette's makes it
         self._list = raw
-        self._first: dict[bytes, bytes] = dict(reversed(raw))
+        self.named: dict[bytes, bytes] = dict(reversed(raw))
+        """The first value of each header by its lower-case name, as sent (a hot path's look-ups with no call)."""
 
     @classmethod
     def of(cls, scope: Scope) -> RequestHeaders:
@@ -36,18 +37,18 @@ class RequestHeaders(Headers):
 
     def first(self, name: bytes) -> str | None:
         """The first value of a header by its lower-case name, or None."""
-        value = self._first.get(name)
+        value = self.named.get(name)
         return None if value is None else value.decode("latin-1")
 
     def __getitem__(self, key: str) -> str:
-        value = self._first.get(key.lower().encode("latin-1"))
+        value = self.named.get(key.lower().encode("latin-1"))
         if value is None:
             raise KeyError(key)
         return value.decode("latin-1")
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key.lower().encode("latin-1") in self._first
+        return isinstance(key, str) and key.lower().encode("latin-1") in self.named
 
     def get(self, key: str, default: Any = None) -> Any:  # pyright: ignore[reportIncompatibleMethodOverride]
-        value = self._first.get(key.lower().encode("latin-1"))
+        value = self.named.get(key.lower().encode("latin-1"))
         return default if value is None else value.decode("latin-1")
