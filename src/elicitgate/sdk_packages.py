@@ -239,8 +239,9 @@ class _SeededLoader(_AroundLoader):
             later = ROWS_BUILT_WHEN_READ.get(module.__name__)
             if later is None or later in sys.modules:
                 loader.exec_module(module)
-            else:
-                _run_with_rows_built_when_read(loader, module, later)
+            elif not _run_with_rows_built_when_read(loader, module, later):
+                importlib.import_module(later)  # another SDK layout: the module as it is, its classes built now
+                loader.exec_module(module)
             return getattr(module, attr)
 
         module.__getattr__ = getattr_  # type: ignore[method-assign]
@@ -296,9 +297,11 @@ class _RowsBuiltWhenRead(Mapping[object, object]):
         return {**other, **self}
 
 
-def _run_with_rows_built_when_read(loader: Loader, module: ModuleType, later: str) -> None:
+def _run_with_rows_built_when_read(loader: Loader, module: ModuleType, later: str) -> bool:
     """`module` run while `later` is a stand-in whose every name is a `_ClassWhenRead`; then each of its read-only
-    maps holding one reads its rows through `_RowsBuiltWhenRead`, as do its functions' defaults (`surface=...`)."""
+    maps holding one reads its rows through `_RowsBuiltWhenRead`, as do its functions' defaults (`surface=...`).
+    False when the module did more with the stand-in's classes than put them in its read-only maps (it raised, or
+    one is left anywhere else among its names): the caller runs it again as it is."""
     stand_in = ModuleType(later, f"Stands in for {later} while {module.__name__} imports (sdk_packages).")
 
     def class_when_read(name: str) -> _ClassWhenRead:
@@ -310,9 +313,13 @@ def _run_with_rows_built_when_read(loader: Loader, module: ModuleType, later: st
     sys.modules[later] = stand_in
     try:
         loader.exec_module(module)
+    except Exception:
+        return False
     finally:
         if sys.modules.get(later) is stand_in:
             del sys.modules[later]
+    if _holds_stand_ins(module, stand_in):
+        return False
     replaced: dict[int, MappingProxyType[object, object]] = {}
     for name, value in list(vars(module).items()):
         if isinstance(value, MappingProxyType):
@@ -328,6 +335,36 @@ def _run_with_rows_built_when_read(loader: Loader, module: ModuleType, later: st
             if value.__kwdefaults__:
                 value.__kwdefaults__ = {key: replaced.get(id(default), default)
                                         for key, default in value.__kwdefaults__.items()}
+    return True
+
+
+def _holds_stand_ins(module: ModuleType, stand_in: ModuleType) -> bool:
+    """`module` keeps a `_ClassWhenRead` other than as a value of a read-only map's row, or a function of its reads the
+    stand-in module by a name at run time: what `_RowsBuiltWhenRead` would not replace."""
+    bound = {name for name, value in vars(module).items() if value is stand_in}
+
+    def kept(value: object, depth: int) -> bool:
+        if isinstance(value, _ClassWhenRead):
+            return True
+        if depth == 0:
+            return False
+        if isinstance(value, Mapping):
+            rows = cast("Mapping[object, object]", value)
+            return any(kept(key, depth - 1) or kept(row, depth - 1) for key, row in rows.items())
+        if isinstance(value, list | tuple | set | frozenset):
+            return any(kept(item, depth - 1) for item in cast("Iterable[object]", value))
+        return False
+
+    for value in vars(module).values():
+        if isinstance(value, FunctionType) and bound & set(value.__code__.co_names):
+            return True
+        if isinstance(value, MappingProxyType):
+            rows = cast("MappingProxyType[object, object]", value)
+            if any(kept(key, 2) or (not isinstance(row, _ClassWhenRead) and kept(row, 2)) for key, row in rows.items()):
+                return True
+        elif kept(value, 2):
+            return True
+    return False
 
 
 class _BuiltWhenUsedLoader(_AroundLoader):
