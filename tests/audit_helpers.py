@@ -1,11 +1,17 @@
-"""Shared by the audit and metrics tests: a scripted human, the audit CLI, and /metrics as numbers."""
+"""Shared by the audit and metrics tests: a scripted human, the audit CLI, /metrics as numbers, and the gateway's text
+log lines at a time that stands still."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -13,12 +19,14 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import insert
 
 from elicitgate.audit.record import AuditRecord
 from elicitgate.audit.schema import records
 from elicitgate.audit.store import AuditStore
+from elicitgate.logs import configure_logging
 from tests.conftest import ROOT
 
 TYPED = "typed-by-ada-7f3k"
@@ -128,3 +136,23 @@ async def stored_both_ways(url: str) -> tuple[list[tuple[Any, ...]], list[tuple[
     finally:
         await store.close()
     return batch, core
+
+
+@contextmanager
+def text_lines_at_a_fixed_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+    """The gateway's text logging on a buffer, at a time that stands still; the root logger as it was after."""
+    stream = io.StringIO()
+    root = logging.getLogger()
+    kept = (list(root.handlers), root.level)
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setattr(time, "time", lambda: 1764198307.8765)
+    monkeypatch.setattr(time, "time_ns", lambda: 1764198307876543210)
+    configure_logging("info")
+    try:
+        yield stream
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in kept[0]:
+            root.addHandler(handler)
+        root.setLevel(kept[1])

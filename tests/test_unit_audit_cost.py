@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import io
 import logging
-import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -22,7 +20,8 @@ from elicitgate.audit.schema import sqlite_text
 from elicitgate.audit.store import AuditStore
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import AuditConfig
-from elicitgate.logs import configure_logging, log_event
+from elicitgate.logs import log_event
+from tests.audit_helpers import text_lines_at_a_fixed_time
 
 pytestmark = pytest.mark.anyio
 
@@ -100,19 +99,8 @@ async def test_the_first_record_wants_the_store_and_the_others_set_nothing(
 @pytest.fixture
 def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
     """The gateway's text logging on a buffer, at a time that stands still."""
-    stream = io.StringIO()
-    root = logging.getLogger()
-    kept = (list(root.handlers), root.level)
-    monkeypatch.setattr(sys, "stderr", stream)
-    monkeypatch.setattr(time, "time", lambda: 1764198307.8765)
-    monkeypatch.setattr(time, "time_ns", lambda: 1764198307876543210)
-    configure_logging("info")
-    yield stream
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in kept[0]:
-        root.addHandler(handler)
-    root.setLevel(kept[1])
+    with text_lines_at_a_fixed_time(monkeypatch) as stream:
+        yield stream
 
 
 def test_an_events_line_takes_the_handlers_lock_once_and_is_flushed(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import logging
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -22,7 +21,7 @@ from elicitgate.audit.record import _iso  # pyright: ignore[reportPrivateUsage]
 from elicitgate.audit.schema import UtcDateTime, sqlite_text
 from elicitgate.audit.store import AuditStore
 from elicitgate.logs import configure_logging, log_event
-from tests.audit_helpers import stored_both_ways, varied_records
+from tests.audit_helpers import stored_both_ways, text_lines_at_a_fixed_time, varied_records
 
 pytestmark = pytest.mark.anyio
 
@@ -64,19 +63,8 @@ async def test_a_batch_of_one_is_stored(tmp_path):
 @pytest.fixture
 def lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
     """The gateway's text logging on a buffer, at a time that stands still."""
-    stream = io.StringIO()
-    root = logging.getLogger()
-    kept = (list(root.handlers), root.level)
-    monkeypatch.setattr(sys, "stderr", stream)
-    monkeypatch.setattr(time, "time", lambda: 1764198307.8765)
-    monkeypatch.setattr(time, "time_ns", lambda: 1764198307876543210)
-    configure_logging("info")
-    yield stream
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in kept[0]:
-        root.addHandler(handler)
-    root.setLevel(kept[1])
+    with text_lines_at_a_fixed_time(monkeypatch) as stream:
+        yield stream
 
 
 def _only_ours() -> logging.Handler:
