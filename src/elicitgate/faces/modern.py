@@ -242,9 +242,7 @@ class ModernMethods:
         try:
             return cast(JsonObject, await self._chain(ctx))
         finally:
-            # Nothing is pushed on it today: no shielded scope for nothing, and none made for an envelope's.
-            if (stack := vars(connection).get("exit_stack")) is not None:
-                await stack.aclose()
+            await _closed(connection)
 
     async def _relayed(
         self,
@@ -269,9 +267,7 @@ class ModernMethods:
                 return boundary.close_round(ctx, result, bound)
         finally:
             observer.timer(ctx.method).observe(time.perf_counter() - start)
-            # Nothing is pushed on it today: no shielded scope for nothing, and none made for an envelope's.
-            if (stack := vars(connection).get("exit_stack")) is not None:
-                await stack.aclose()
+            await _closed(connection)
 
     async def _inner(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         entry = self._methods[ctx.method]
@@ -307,6 +303,13 @@ class ModernMethods:
         if self._stamp is None:
             self._stamp = self._server.server_info_stamp
         return self._stamp
+
+
+async def _closed(connection: Connection) -> None:
+    """A request's connection done with: its exit stack closed, if one was made. Nothing is pushed on it today: no
+    shielded scope for nothing, and none made for an envelope's."""
+    if (stack := vars(connection).get("exit_stack")) is not None:
+        await stack.aclose()
 
 
 def _around(layer: Middleware, call_next: CallNext) -> CallNext:
