@@ -154,3 +154,19 @@ async def test_a_head_is_rendered_once_per_headers_dict_and_a_bad_header_is_refu
         with pytest.raises(HttpError):
             render("POST", url, bad)
     assert len(rendered) == 4
+
+
+def test_a_value_made_for_a_given_object_is_kept_by_its_identity_and_inputs_and_bounded():
+    """`http_client.MadeFor`, which both the wire's headers and the client's heads are kept in: an equal dict that is
+    another object, or other inputs, get nothing kept; past its limit all kept values are let go."""
+    made: http_client.MadeFor[str] = http_client.MadeFor(2)
+    given = {"a": "1"}
+    assert made.keep(given, ("POST", 1), "made") == "made"
+    assert made.get(given, ("POST", 1)) == "made"
+    assert made.get({"a": "1"}, ("POST", 1)) is None  # equal, not the same dict
+    assert made.get(given, ("POST", 2)) is None
+    other, third = {"b": "2"}, {"c": "3"}
+    made.keep(other, (), "other")
+    made.keep(third, (), "third")  # the limit reached: the two before are let go
+    assert made.get(given, ("POST", 1)) is None and made.get(other, ()) is None
+    assert made.get(third, ()) == "third"

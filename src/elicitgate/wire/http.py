@@ -55,7 +55,7 @@ from elicitgate.wire import codec
 from elicitgate.wire.base import Inbound, Sink
 from elicitgate.wire.endpoint import SESSION_LOST
 from elicitgate.wire.framing import parse_message
-from elicitgate.wire.http_client import HttpClient, Response, Started, StreamedReads, Timeouts, Url
+from elicitgate.wire.http_client import HttpClient, MadeFor, Response, Started, StreamedReads, Timeouts, Url
 from elicitgate.wire.sse import SseParser
 
 logger = logging.getLogger(__name__)
@@ -129,11 +129,10 @@ class HttpWire:
         self._failure: BaseException | None = None
         self._failed = anyio.Event()
         self._watched = False
-        self._sent_headers: dict[int, tuple[Mapping[str, str] | None, str | None, str | None, dict[str, str]]] = {}
-        """What `send` POSTs with, by the message's own headers (held, so that its id is not another's; the connection
-        gives one dict for every request of a method and name, `upstreams.connection`), with the session and version
-        they were made for: one dict for every message alike, never written to, whose request head the client renders
-        once (`HttpClient.start`)."""
+        self._sent_headers: MadeFor[dict[str, str]] = MadeFor(MAX_KEPT_HEADERS)
+        """What `send` POSTs with, by the message's own headers (the connection gives one dict for every request of a
+        method and name, `upstreams.connection`), session and version: one dict for every message alike, never
+        written to, whose request head the client renders once (`HttpClient.start`)."""
         self._posts: dict[RequestId, tuple[_Exchange, bool]] = {}
         """Each request's POST: its task while its head comes (and while a broken stream is resumed), then its
         stream read in callbacks (`_PostStream`); and whether it was sent in the 2026-07-28 era (a cancel aborts
@@ -197,13 +196,10 @@ class HttpWire:
 
     def _message_headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         """`_headers` of a message `send` POSTs: made once for each of its own headers dict, session and version."""
-        kept = self._sent_headers.get(id(extra))
-        if kept is not None and kept[0] is extra and kept[1] == self.session_id and kept[2] == self._version:
-            return kept[3]
-        headers = self._headers(extra)
-        if len(self._sent_headers) >= MAX_KEPT_HEADERS:
-            self._sent_headers.clear()
-        self._sent_headers[id(extra)] = (extra, self.session_id, self._version, headers)
+        made_with = (self.session_id, self._version)
+        headers = self._sent_headers.get(extra, made_with)
+        if headers is None:
+            headers = self._sent_headers.keep(extra, made_with, self._headers(extra))
         return headers
 
     def _headers(self, extra: Mapping[str, str] | None, *, body: bool = True) -> dict[str, str]:

@@ -29,7 +29,7 @@ import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Generic, Protocol, TypeVar, cast
 from urllib.parse import urljoin, urlsplit
 
 import httptools  # pyright: ignore[reportMissingTypeStubs]
@@ -896,6 +896,32 @@ def _with_body(lines: bytes, body: bytes | None) -> bytes:
 MAX_KEPT_HEADS = 64
 """Request heads `HttpClient.start` keeps rendered, one for each headers dict it was given (then all are let go)."""
 
+_V = TypeVar("_V")
+
+
+class MadeFor(Generic[_V]):
+    """Values made from an object that its giver hands again and again, never written to (one headers dict for every
+    request alike), and from a few other inputs: kept by the object's identity (the object held, so that its id is
+    not another's) with those inputs, at most `limit` (then all are let go)."""
+
+    __slots__ = ("_kept", "_limit")
+
+    def __init__(self, limit: int) -> None:
+        self._kept: dict[int, tuple[object, tuple[object, ...], _V]] = {}
+        self._limit = limit
+
+    def get(self, given: object, inputs: tuple[object, ...]) -> _V | None:
+        """The value made for `given` and `inputs`, if kept."""
+        kept = self._kept.get(id(given))
+        return kept[2] if kept is not None and kept[0] is given and kept[1] == inputs else None
+
+    def keep(self, given: object, inputs: tuple[object, ...], value: _V) -> _V:
+        """`value`, kept as made for `given` and `inputs`."""
+        if len(self._kept) >= self._limit:
+            self._kept.clear()
+        self._kept[id(given)] = (given, inputs, value)
+        return value
+
 
 class HttpClient:
     """Requests to one upstream's origins, on kept-alive connections (at most `max_idle` idle per origin)."""
@@ -915,9 +941,8 @@ class HttpClient:
         """Connections being opened per origin (`MAX_CONNECTING_PER_ORIGIN`)."""
         self._waiting: dict[tuple[str, str, int], deque[asyncio.Future[None]]] = {}
         """Requests waiting for a connection to come free or a connect to end, per origin, the first first."""
-        self._heads: dict[int, tuple[Mapping[str, str], str, Url, bytes]] = {}
-        """`start`'s request heads by their headers dict (held, so that its id is not another's): the dict, the
-        method and URL, and the head's lines (`_head_lines`)."""
+        self._heads: MadeFor[bytes] = MadeFor(MAX_KEPT_HEADS)
+        """`start`'s request heads' lines (`_head_lines`) by their headers dict, method and URL."""
 
     async def request(
         self, method: str, url: Url, headers: Mapping[str, str], body: bytes | None = None
@@ -970,13 +995,9 @@ class HttpClient:
 
     def _head_lines(self, method: str, url: Url, headers: Mapping[str, str]) -> bytes:
         """`_head_lines`, rendered once for each headers dict, method and URL (`start`)."""
-        kept = self._heads.get(id(headers))
-        if kept is not None and kept[0] is headers and kept[1] == method and kept[2] is url:
-            return kept[3]
-        lines = _head_lines(method, url, headers)
-        if len(self._heads) >= MAX_KEPT_HEADS:
-            self._heads.clear()
-        self._heads[id(headers)] = (headers, method, url, lines)
+        lines = self._heads.get(headers, (method, url))
+        if lines is None:
+            lines = self._heads.keep(headers, (method, url), _head_lines(method, url, headers))
         return lines
 
     async def _exchange(self, connection: _Connection, data: bytes, response: Response, timeout: float | None) -> None:
