@@ -288,7 +288,7 @@ class StreamableHttpEndpoint:
             return self
         message = _parsed(body)
         if isinstance(message, _Refusal):
-            return functools.partial(_refuse, 400, message.error, session.header)
+            return functools.partial(_reply_app, 400, message.error, session.header)
         method, request_id = message.get("method"), message.get("id")
         if not (isinstance(method, str) and is_request_id(request_id)):
             session.wire.hand_in(Inbound(message))
@@ -305,7 +305,7 @@ class StreamableHttpEndpoint:
         written)."""
         wire = session.wire
         if request_id in wire.answers:
-            return functools.partial(_refuse, 409, _in_flight(request_id), session.header)
+            return functools.partial(_reply_app, 409, _in_flight(request_id), session.header)
         channel = self._opened(session, request_id, message)
         try:
             channel.window(JSON_WINDOW, cycle, session.header, functools.partial(
@@ -662,8 +662,9 @@ def _parsed(body: bytes) -> JsonObject | _Refusal:
     return _Refusal(error_message(None, PARSE_ERROR, f"Parse error: {message}"))
 
 
-async def _refuse(status: int, error: JsonObject | None, extra: list[tuple[bytes, bytes]], scope: Scope,
-                  receive: Receive, send: Send) -> None:
+async def _reply_app(status: int, error: JsonObject | None, extra: list[tuple[bytes, bytes]], scope: Scope,
+                     receive: Receive, send: Send) -> None:
+    """`reply` as the app of a request's task (a refusal, or a 202 that could not be written from a callback)."""
     await reply(send, status, error, extra=extra)
 
 
@@ -673,7 +674,7 @@ def _accepted(cycle: LeanCycle, connection: Starts, extra: list[tuple[bytes, byt
     try:
         if cycle.respond(202, json_headers(b"", extra), b""):
             return
-        app: ASGIApp = functools.partial(_refuse, 202, None, extra)
+        app: ASGIApp = functools.partial(_reply_app, 202, None, extra)
     except Exception as exc:
         app = Raising(exc)
     connection.start(cycle, app)
