@@ -87,7 +87,8 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 def declares_tasks(capabilities: Mapping[str, Any]) -> bool:
     """Whether a request's client capabilities declare the tasks extension."""
     extensions = capabilities.get("extensions")
-    return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
+    # Most clients declare none: None is ruled out before the ABC check, which costs far more.
+    return extensions is not None and isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
 
 
 def knows_tasks(capabilities: Mapping[str, Any]) -> bool:
