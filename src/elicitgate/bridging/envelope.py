@@ -36,11 +36,15 @@ def upstream_params(params: Mapping[str, Any], call: Origin, era: Era) -> tuple[
     """
     params = {k: v for k, v in params.items() if k not in ROUND_KEYS}
     given = params.get("_meta")
-    meta = {k: v for k, v in given.items() if k not in ENVELOPE_META_KEYS} if is_mapping(given) else {}
-    level = meta.pop(LOG_LEVEL_META_KEY, None) or call.peer.log_level
+    if given is None:  # the commonest call: no `_meta` to read (and no ABC check of None as a mapping)
+        meta: JsonObject = {}
+        level, token = call.peer.log_level, None
+    else:
+        meta = {k: v for k, v in given.items() if k not in ENVELOPE_META_KEYS} if is_mapping(given) else {}
+        level = meta.pop(LOG_LEVEL_META_KEY, None) or call.peer.log_level
+        token = meta.pop("progressToken", None)
     if era == "modern" and level is not None:
         meta[LOG_LEVEL_META_KEY] = level
-    token = meta.pop("progressToken", None)
     if meta:
         params["_meta"] = meta
     else:
