@@ -169,7 +169,7 @@ class Response(Wakeable):
     )
 
     def __init__(self, url: Url, read_timeout: float | None, reads: StreamedReads | None = None) -> None:
-        super().__init__()
+        self._waiter = None  # `Wakeable.__init__`'s, without a call of its own (a response is made for every request)
         self.status = 0
         self.headers: dict[str, str] = {}
         """Names in lower case; a repeated header's values joined with ", "."""
