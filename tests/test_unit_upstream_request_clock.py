@@ -38,6 +38,9 @@ class _Answering:
             future.set_result(self.outcome)
         return future
 
+    def asked_over(self, request_id: str, headers: Any) -> None:
+        pass
+
 
 def _counting_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     read: list[float] = []

@@ -34,13 +34,20 @@ def upstream_params(params: Mapping[str, Any], call: Origin, era: Era) -> tuple[
 
     The progress token is the gateway's to relay (`router.forward`): the upstream gets the dispatcher's own.
     """
-    params = {k: v for k, v in params.items() if k not in ROUND_KEYS}
+    params = dict(params)  # a copy, and `del`: no comprehension's frame (the params of every call go through here)
+    for key in ROUND_KEYS:
+        if key in params:
+            del params[key]
     given = params.get("_meta")
-    meta = {k: v for k, v in given.items() if k not in ENVELOPE_META_KEYS} if is_mapping(given) else {}
-    level = meta.pop(LOG_LEVEL_META_KEY, None) or call.peer.log_level
+    if given is None:  # the commonest call: no `_meta` to read (and no ABC check of None as a mapping)
+        meta: JsonObject = {}
+        level, token = call.peer.log_level, None
+    else:
+        meta = {k: v for k, v in given.items() if k not in ENVELOPE_META_KEYS} if is_mapping(given) else {}
+        level = meta.pop(LOG_LEVEL_META_KEY, None) or call.peer.log_level
+        token = meta.pop("progressToken", None)
     if era == "modern" and level is not None:
         meta[LOG_LEVEL_META_KEY] = level
-    token = meta.pop("progressToken", None)
     if meta:
         params["_meta"] = meta
     else:
@@ -71,6 +78,10 @@ def without_upstream_identity(result: JsonObject) -> JsonObject:
     meta = result.get("_meta")
     if not is_mapping(meta) or SERVER_INFO_META_KEY not in meta:
         return result
-    meta = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY}
-    result = {k: v for k, v in result.items() if k != "_meta"}
-    return {**result, "_meta": meta} if meta else result
+    kept = dict(meta)  # copies and `del`: no comprehension's frame (every result of a 2026-07-28 upstream has it)
+    del kept[SERVER_INFO_META_KEY]
+    result = dict(result)
+    del result["_meta"]  # and `_meta` goes last, if anything is left of it
+    if kept:
+        result["_meta"] = kept
+    return result

@@ -84,7 +84,7 @@ def only_input_request(call: Origin, requests: object) -> tuple[str, Any] | None
     if call.asks_in_rounds:
         call.expect(1)
     only: JsonObject = requests if isinstance(requests, dict) else dict(requests)
-    key = next(iter(only))
+    (key,) = only  # its one key
     return key, only.pop(key)
 
 

@@ -288,8 +288,7 @@ class InboundRouter:
         """The answer to one input request of a 2026-07-28 server's `input_required` round
         (`bridging.input_requests.answer_input_requests` puts the round together). URL-mode ids the gateway
         makes up for a handshake-era client are added to `minted` (see `complete_minted`)."""
-        method = request.get("method") if is_mapping(request) else None
-        given = request.get("params") if is_mapping(request) else None
+        method, given = (request.get("method"), request.get("params")) if is_mapping(request) else (None, None)
         request_params: Mapping[str, Any] = given if is_mapping(given) else {}
         if method == "elicitation/create":
             if request_params.get("mode") == "url" and "elicitationId" not in request_params and call.era != "modern":

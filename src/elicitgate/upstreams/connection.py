@@ -163,9 +163,14 @@ class UpstreamConnection:
         sent, headers = self._stamp(method, params, client_capabilities)
         with PausableDeadline(timeout) as clock:
             self._in_flight[request_id] = _InFlight(origin, clock, asked)
+            endpoint = self.endpoint
             try:
-                result = await self.endpoint.asking(request_id, method, sent, headers=headers, on_progress=on_progress)
+                result = await endpoint.asking(
+                    request_id, method, sent, headers=headers, on_progress=on_progress, settled_by_caller=True
+                )
             finally:
+                # Settled here, in this step: a done callback of the endpoint's ran a loop turn of its own first.
+                endpoint.asked_over(request_id, headers)
                 del self._in_flight[request_id]
                 self.last_active = now()
             self.last_answer = self.last_active  # the clock read once for both

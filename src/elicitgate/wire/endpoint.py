@@ -224,13 +224,16 @@ class Endpoint:
         *,
         headers: Mapping[str, str] | None = None,
         on_progress: ProgressCallback | None = None,
+        settled_by_caller: bool = False,
     ) -> Awaitable[JsonObject]:
         """`request` with no timeout, its message written as it is called: the future its answer settles, which the
         caller awaits with no frame of the endpoint's held (a call upstream waits for as long as a person takes over a
         question it caused). What `request` does around the wait is the future's done callback's (`_Asked`): the
         request forgotten once answered, and the peer told with `notifications/cancelled` when the caller was
-        cancelled while it waited. Raises at once what `request` raises before its write; a write that cannot end at
-        once (a full pipe) is waited for as `request` waits for it."""
+        cancelled while it waited; or, `settled_by_caller`, the caller's own once its wait ended (`asked_over`, in its
+        step: no callback runs a loop turn of its own between the answer and the caller). Raises at once what
+        `request` raises before its write; a write that cannot end at once (a full pipe) is waited for as `request`
+        waits for it."""
         message, future = self._opened(request_id, method, params, on_progress)
         # The write's first step runs here, in the caller's task: the wires write a message without waiting (a pipe
         # with room, an HTTP request's POST written at once or started in a task), so the caller awaits the future
@@ -240,12 +243,22 @@ class Endpoint:
         try:
             waits_on = writing.send(None)
         except StopIteration:
-            future.add_done_callback(_Asked(self._settled, request_id, headers), context=_CALLBACK_CONTEXT)
+            if not settled_by_caller:
+                future.add_done_callback(_Asked(self._settled, request_id, headers), context=_CALLBACK_CONTEXT)
             return future
         except BaseException:
             self._forget(request_id, future)
             raise
-        return self._written_then(writing, waits_on, request_id, future, headers)
+        return self._written_then(writing, waits_on, request_id, future, headers, settled_by_caller)
+
+    def asked_over(self, request_id: RequestId, headers: Mapping[str, str] | None) -> None:
+        """The caller of `asking(..., settled_by_caller=True)` is done waiting (answered, failed, or it left): what
+        `_Asked` does otherwise. A caller that left cancels the request's future (done already when it was answered),
+        and the peer is told."""
+        future = self._waiters.get(request_id)
+        if future is not None:
+            future.cancel()
+            self._answer_settled(request_id, headers, future)
 
     async def _written_then(
         self,
@@ -254,6 +267,7 @@ class Endpoint:
         request_id: RequestId,
         future: asyncio.Future[JsonObject],
         headers: Mapping[str, str] | None,
+        settled_by_caller: bool,
     ) -> JsonObject:
         """`asking` whose write waits (a pipe full): the rest of the write, then the answer, as `request` does."""
         try:
@@ -261,7 +275,8 @@ class Endpoint:
         except BaseException:
             self._forget(request_id, future)
             raise
-        future.add_done_callback(_Asked(self._settled, request_id, headers), context=_CALLBACK_CONTEXT)
+        if not settled_by_caller:
+            future.add_done_callback(_Asked(self._settled, request_id, headers), context=_CALLBACK_CONTEXT)
         return await future
 
     def _answer_settled(

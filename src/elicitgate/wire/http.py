@@ -100,9 +100,9 @@ class HttpWire:
         self, url: str, headers: Mapping[str, str] | None = None, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     ) -> None:
         self._url = Url.parse(url)
-        self._max_event_bytes = max_event_bytes
+        self.max_event_bytes = max_event_bytes
         """The largest event read from a stream, and the largest body read whole
-        (`mcpServers.<name>.max_event_bytes`)."""
+        (`mcpServers.<name>.max_event_bytes`); read for every chunk of a JSON answer (an attribute, not a property)."""
         self._client = HttpClient(timeouts=TIMEOUTS)
         self._base: dict[str, str] = {"user-agent": f"elicitgate/{__version__}"}
         self._base.update({name.lower(): value for name, value in (headers or {}).items()})
@@ -146,10 +146,6 @@ class HttpWire:
     @property
     def url(self) -> Url:
         return self._url
-
-    @property
-    def max_event_bytes(self) -> int:
-        return self._max_event_bytes
 
     # -- to the server ----------------------------------------------------------------------
 
@@ -438,7 +434,7 @@ class HttpWire:
 
     async def _read_json_answer(self, request_id: RequestId, response: Response) -> None:
         try:
-            body = await response.read(self._max_event_bytes)
+            body = await response.read(self.max_event_bytes)
         except BodyTooLarge as exc:
             self.lose(request_id, _json_too_large(exc))
             return
@@ -564,7 +560,7 @@ class HttpWire:
         """The session's standalone GET stream: what the server sends unasked, tied to no call. 405 says
         the server has none; a stream that ends is reopened (from its last event id), one that fails is
         tried once more, as the SDK does."""
-        events = SseParser(self._max_event_bytes)
+        events = SseParser(self.max_event_bytes)
         attempt = 0
         try:
             while attempt < MAX_RECONNECTION_ATTEMPTS and self.session_id is not None:
@@ -751,12 +747,12 @@ class HttpWire:
 
     async def _read_body(self, response: Response) -> bytes:
         """A response's body read whole, at most `max_event_bytes` (`ProtocolError` past it)."""
-        return await response.read(self._max_event_bytes)
+        return await response.read(self.max_event_bytes)
 
     async def _read_to_end(self, response: Response) -> None:
         """Read a response whole and close it: its connection goes back to the pool."""
         try:
-            await response.read(self._max_event_bytes)
+            await response.read(self.max_event_bytes)
         finally:
             response.close()
 

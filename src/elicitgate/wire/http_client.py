@@ -169,7 +169,7 @@ class Response(Wakeable):
     )
 
     def __init__(self, url: Url, read_timeout: float | None, reads: StreamedReads | None = None) -> None:
-        super().__init__()
+        self._waiter = None  # `Wakeable.__init__`'s, without a call of its own (a response is made for every request)
         self.status = 0
         self.headers: dict[str, str] = {}
         """Names in lower case; a repeated header's values joined with ", "."""
@@ -189,11 +189,12 @@ class Response(Wakeable):
 
     # -- the connection's side (from its callbacks) -------------------------------------------------
 
-    def receive(self, chunk: bytes) -> None:
+    def receive(self, chunk: bytes, last: bool = False) -> None:
+        """A chunk of the body; `last`: the body's end follows at once (`finish`), so no read timeout starts over."""
         sink = self._sink
         if sink is not None:
             reads = self._reads
-            if reads is not None:
+            if reads is not None and not last:
                 reads.came(self)
             sink.body(chunk)
             return
@@ -604,7 +605,7 @@ class _Connection(asyncio.Protocol):
                 self._receive(data)
                 return b""
             self.body_left = 0
-            self._receive(data[:take] if len(data) > take else data)
+            self._receive(data[:take] if len(data) > take else data, last=True)
             if self.response is not None:
                 self._complete()
             return data[take:]
@@ -661,10 +662,10 @@ class _Connection(asyncio.Protocol):
         elif length > MAX_CHUNK_LINE:
             raise ProtocolError(f"a chunk-size line from {self._where()} is over {MAX_CHUNK_LINE} bytes")
 
-    def _receive(self, chunk: bytes) -> None:
+    def _receive(self, chunk: bytes, last: bool = False) -> None:
         response = self.response
         if response is not None and chunk:
-            response.receive(chunk)
+            response.receive(chunk, last)
 
     def eof_received(self) -> bool:
         self._lost(None)
@@ -692,7 +693,7 @@ class _Connection(asyncio.Protocol):
         response = self.response
         if response is None or not self.in_head:
             return  # a chunked body's trailers: dropped
-        key = _header_name(name)
+        key = _HEADER_NAMES.get(name) or _header_name(name)  # the commonest names are kept: no call for them
         text = value.decode("latin-1")
         headers = response.headers
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
@@ -1092,7 +1093,8 @@ class HttpClient:
             connection.close()
         else:
             idle.append(connection)
-            self._wake_one(connection.origin)
+            if self._waiting:  # nobody waits for a connection, the usual case: nothing to wake
+                self._wake_one(connection.origin)
 
     def forget(self, connection: _Connection) -> None:
         self._open.discard(connection)
