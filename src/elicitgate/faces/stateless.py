@@ -17,7 +17,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp_types import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ProgressToken, RequestId
@@ -61,7 +61,7 @@ from elicitgate.faces.http_answers import (
 from elicitgate.faces.modern import EnvelopeConnection
 from elicitgate.faces.server import GatewayServer
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
-from elicitgate.web.http_protocol import LeanCycle, Starts
+from elicitgate.web.http_protocol import LeanCycle
 from elicitgate.wire import codec
 from elicitgate.wire.endpoint import is_request_id, progress_params
 from elicitgate.wire.framing import with_non_finite
@@ -145,15 +145,16 @@ class StatelessRequests:
             return
         await self._answered(request, route, send, receive, None)
 
-    def at_body(self, cycle: LeanCycle, connection: Starts, headers: Headers, fallback: ASGIApp) -> ASGIApp | None:
+    def at_body(self, cycle: LeanCycle, headers: Headers, fallback: ASGIApp) -> ASGIApp | None:
         """A POST whose whole body is in, in the connection's step (`StreamableHttpEndpoint.at_body`): a refusal or a
         notification's 202 written at once, a request served in a task of its own that writes its answer (no
-        `run_asgi`, endpoint or `__call__` frames around the handler's at each of its steps); `fallback` runs it when
-        its body cannot be taken whole, what must wait to be written in a task through the connection (`Starts`)."""
+        `run_asgi`, endpoint or `__call__` frames around the handler's at each of its steps). What to run in the
+        POST's task instead (`DirectRoute.at_body`): `fallback` when its body cannot be taken whole, a reply that must
+        wait to be written, `subscriptions/listen`."""
         body = cycle.whole_body()
         if body is None:
             return fallback
-        vetted = self._vetted(cycle.scope, headers, body)  # pyright: ignore[reportArgumentType]
+        vetted = self._vetted(cast(Scope, cycle.scope), headers, body)
         if isinstance(vetted, _Reply):
             encoded = b"" if vetted.message is None else encode(vetted.message)
             if cycle.respond(vetted.status, json_headers(encoded, None), encoded):
@@ -162,7 +163,9 @@ class StatelessRequests:
         request, route = vetted
         if route is None:
             return functools.partial(self._listen_app, body)
-        asyncio.get_running_loop().create_task(self._answered(request, route, cycle.send, cycle.receive, cycle))
+        asyncio.get_running_loop().create_task(
+            self._answered(request, route, cycle.send, cast(Receive, cycle.receive), cycle)
+        )
         return None
 
     def _vetted(
@@ -227,11 +230,14 @@ class StatelessRequests:
                 message = None  # the client has gone or the face stops: nothing to answer
             finally:
                 answer.served()
-            if not answer.streaming():
+            if answer.stream_task is None:
                 if message is not None and not channel.closed:
                     error = message.get("error")
                     code = error.get("code") if is_mapping(error) else None
-                    await reply(send, ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200, message)
+                    status = ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200
+                    encoded = codec.dumps(message) if cycle is not None else b""
+                    if cycle is None or not cycle.respond(status, json_headers(encoded, None), encoded):
+                        await reply(send, status, message)
             else:
                 if message is not None:
                     channel.put(message, last=True)
@@ -312,7 +318,7 @@ class _Answer:
     ends before the answer (the client gone, the face stopping), and when the face stops while it waits past
     `JSON_WINDOW`."""
 
-    __slots__ = ("_channel", "_send", "_receive", "_json_wait", "_open", "_task", "_timer", "_watch", "_stream",
+    __slots__ = ("_channel", "_send", "_receive", "_json_wait", "_open", "_task", "_timer", "_watch", "stream_task",
                  "_serving", "_cancelled")
 
     def __init__(self, channel: _PostChannel, send: Send, receive: Receive, json_wait: float,
@@ -327,16 +333,14 @@ class _Answer:
         assert task is not None
         self._task = task
         self._watch: Cancellable | None = None
-        self._stream: asyncio.Task[None] | None = None
+        self.stream_task: asyncio.Task[None] | None = None
+        """The task writing the answer as an SSE stream, once one is needed."""
         self._serving = True
         self._cancelled = False
         """Whether this answer cancelled the request (not whoever else may cancel the POST's task)."""
         self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
             min(JSON_WINDOW, json_wait), self._window_passed)
         channel.on_put = self._start_stream
-
-    def streaming(self) -> bool:
-        return self._stream is not None
 
     def _window_passed(self) -> None:
         self._timer = None
@@ -371,12 +375,12 @@ class _Answer:
         return True
 
     def _start_stream(self) -> None:
-        if self._stream is not None or not self._serving:
+        if self.stream_task is not None or not self._serving:
             return
         self._channel.on_put = None
         self._stop_waiting()
         self._open[self._channel] = self
-        self._stream = stream_task = asyncio.get_running_loop().create_task(
+        self.stream_task = stream_task = asyncio.get_running_loop().create_task(
             stream(self._channel, self._send, self._receive, None, on_gone=self._cancel))
         stream_task.add_done_callback(self._stream_ended)
 
@@ -395,20 +399,21 @@ class _Answer:
         """The request has its answer, or has ended without one."""
         self._serving = False
         self._channel.on_put = None
-        self._stop_waiting()
+        if self._timer is not None or self._watch is not None:
+            self._stop_waiting()
         if self._cancelled and self._task.cancelling():
             self._task.uncancel()  # the request took its cancellation and answered all the same: nobody to tell
 
     def close(self) -> None:
         """The POST's task ends (cancelled, maybe): no stream goes on without it."""
         self._open.pop(self._channel, None)
-        if self._stream is not None:
-            self._stream.cancel()
+        if self.stream_task is not None:
+            self.stream_task.cancel()
 
     async def streamed(self) -> None:
         """Once the stream has written the channel to its end (the answer put last), or the client has gone."""
-        if self._stream is not None:
-            await self._stream
+        if self.stream_task is not None:
+            await self.stream_task
 
 
 _ROUTING_HEADERS = {name.encode("latin-1"): name for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER,
