@@ -6,9 +6,12 @@ client cancels by closing its connection: the request's handling is cancelled wi
 The envelope is checked as the SDK's own handler for this era checks it (the classification ladder of
 `mcp.shared.inbound`, duplicated routing headers, `Mcp-Param-*` headers against the tool's schema, the
 HTTP status per JSON-RPC error code), so the verdicts stay the SDK's; what differs is the cost: the body is
-parsed once and not modelled, and the request runs in its POST's own task (uvicorn's), with no task group,
-memory stream, watcher or second task until a stream is needed (`_Answer`). `subscriptions/listen` (a stream
-of notifications by nature) goes to the SDK's handler.
+parsed once and not modelled, and the request runs in one task, with no task group, memory stream, watcher or
+second task until a stream is needed (`_Answer`). On the face's own server a POST whose body came with its head is
+vetted in the connection's step (`at_body`): a refusal or a 202 is written there, with no task, and a request's
+task is its handling itself (`_answered`), not uvicorn's `run_asgi` around the endpoint; elsewhere (a body still
+coming, `http.auth`, headless marks, `redis_url`) the POST's own task (uvicorn's) runs it. `subscriptions/listen`
+(a stream of notifications by nature) goes to the SDK's handler.
 """
 
 from __future__ import annotations
@@ -312,9 +315,9 @@ class _Answer:
     """How a 2026-07-28 POST served in its own task is answered: as one JSON body when its answer comes within
     `JSON_WINDOW` (within `http.json_wait`, while the client stays), else as an SSE stream written by a task of
     its own, started only then (the request's first notification starts it too). Most requests are answered at
-    once, with one task per POST (uvicorn's), not two.
+    once, with one task per POST (the request's), not two.
 
-    The request (its POST's task) is cancelled when the client goes away after `JSON_WINDOW`, when its stream
+    The request (its task) is cancelled when the client goes away after `JSON_WINDOW`, when its stream
     ends before the answer (the client gone, the face stopping), and when the face stops while it waits past
     `JSON_WINDOW`."""
 
