@@ -51,8 +51,16 @@ async def face_as_served(servers: dict[str, Any]) -> AsyncIterator[tuple[Gateway
     gateway = Gateway(cfg)
     port = free_port()
     app = build_http_app(gateway, f"http://127.0.0.1:{port}")
-    config = uvicorn.Config(ClientAddress(app), host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-                            access_log=False, http=limited_protocol(HttpLimits.of(cfg.http)), proxy_headers=False)
+    config = uvicorn.Config(
+        ClientAddress(app),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        http=limited_protocol(HttpLimits.of(cfg.http)),
+        proxy_headers=False,
+    )
     server = HttpFaceServer(config, app)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(server.serve)

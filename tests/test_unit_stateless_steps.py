@@ -28,20 +28,24 @@ from tests.test_unit_http_protocol import Socket, turns
 pytestmark = pytest.mark.anyio
 
 MODERN = "2026-07-28"
-ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+}
 
 
 def modern(request_id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": method,
-            "params": {**(params or {}), "_meta": ENVELOPE}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**(params or {}), "_meta": ENVELOPE}}
 
 
 def post(body: bytes, *, method: str | None = None, version: bytes = MODERN.encode(), expect: bool = False) -> bytes:
     """A 2026-07-28 POST of `body`, its routing headers as the SDK's client sends them; with `expect`, after
     `Expect: 100-continue` (the endpoint then reads the body in uvicorn's task: the path before `at_body`)."""
-    head = (b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:8000\r\naccept: application/json, text/event-stream\r\n"
-            b"content-type: application/json\r\nmcp-protocol-version: " + version + b"\r\n")
+    head = (
+        b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:8000\r\naccept: application/json, text/event-stream\r\n"
+        b"content-type: application/json\r\nmcp-protocol-version: " + version + b"\r\n"
+    )
     if method is not None:
         head += b"mcp-method: " + method.encode() + b"\r\n"
     if expect:
@@ -79,14 +83,21 @@ async def face() -> AsyncIterator[Face]:
     loop = asyncio.get_running_loop()
     cfg = build_config({"mcpServers": {}}, "test_unit_stateless_steps")
     app = build_http_app(Gateway(cfg), "http://127.0.0.1:8000")
-    config = uvicorn.Config(ClientAddress(app), log_level="warning", lifespan="off", access_log=False,
-                            http=limited_protocol(HttpLimits.of(cfg.http)), proxy_headers=False)
+    config = uvicorn.Config(
+        ClientAddress(app),
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        http=limited_protocol(HttpLimits.of(cfg.http)),
+        proxy_headers=False,
+    )
     HttpFaceServer(config, app)
     config.load()
     async with app.router.lifespan_context(app):
         state = ServerState()
-        protocol: LimitedHttpTools = config.http_protocol_class(config=config, server_state=state, app_state={},
-                                                                _loop=loop)
+        protocol: LimitedHttpTools = config.http_protocol_class(
+            config=config, server_state=state, app_state={}, _loop=loop
+        )
         socket = Socket()
         protocol.connection_made(socket)
         try:
@@ -100,8 +111,11 @@ async def answer_of(connection: Face, raw: bytes) -> bytes:
     """What the connection writes for `raw` (one answer, written whole)."""
     before = len(connection.socket.written)
     connection.protocol.data_received(raw)
-    await connection.until(lambda: b"HTTP/1.1 2" in connection.socket.written[before:]
-                           or b"HTTP/1.1 4" in connection.socket.written[before:])
+    await connection.until(
+        lambda: (
+            b"HTTP/1.1 2" in connection.socket.written[before:] or b"HTTP/1.1 4" in connection.socket.written[before:]
+        )
+    )
     await turns(5)
     return bytes(connection.socket.written[before:])
 
@@ -186,8 +200,12 @@ async def test_an_answer_that_must_wait_for_writing_is_written_once_it_resumes()
 async def test_a_handshake_era_version_header_is_not_taken_for_this_era(monkeypatch: pytest.MonkeyPatch) -> None:
     """A POST with no session and a handshake-era version (an `initialize`) stays the endpoint's, in its task."""
     run_asgi = RunAsgi(monkeypatch)
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
     async with face() as connection:
         answer = await answer_of(connection, post(json.dumps(initialize).encode(), version=b"2025-06-18"))
         assert answer.startswith(b"HTTP/1.1 200") and b"mcp-session-id: " in answer.lower()
