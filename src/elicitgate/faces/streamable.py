@@ -269,8 +269,7 @@ class StreamableHttpEndpoint:
         `_post` does, with no task while nothing must wait. The client's answer or notification is handed in and
         answered 202 from callbacks; a request is handed in and waits for its answer with no task
         (`_answer_in_steps`); a 2026-07-28 POST is `StatelessRequests.at_body`'s; anything else (no session yet, a
-        refusal, `redis_url`) is the endpoint's,
-        in the request's task, as it comes (None: nothing to start now)."""
+        refusal, `redis_url`) is the endpoint's, in the request's task, as it comes (None: nothing to start now)."""
         if self._tasks is None or self._elsewhere is not None:
             return self
         headers = RequestHeaders.of(scope)
