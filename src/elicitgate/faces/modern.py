@@ -267,7 +267,8 @@ class ModernMethods:
                 return boundary.close_round(ctx, result, bound)
         finally:
             observer.timer(ctx.method).observe(time.perf_counter() - start)
-            await _closed(connection)
+            if (stack := vars(connection).get("exit_stack")) is not None:  # `_closed`'s work, with no call of it
+                await stack.aclose()
 
     async def _inner(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         entry = self._methods[ctx.method]
@@ -292,9 +293,9 @@ class ModernMethods:
             result["resultType"] = "complete"
         meta = result.get("_meta")
         if meta is None:
-            result["_meta"] = {SERVER_INFO_META_KEY: self._server_info()}
+            result["_meta"] = {SERVER_INFO_META_KEY: self._stamp or self._server_info()}
         elif is_mapping(meta) and meta.get(SERVER_INFO_META_KEY) is None:
-            result["_meta"] = {**meta, SERVER_INFO_META_KEY: self._server_info()}
+            result["_meta"] = {**meta, SERVER_INFO_META_KEY: self._stamp or self._server_info()}
         return result
 
     def _server_info(self) -> JsonObject:

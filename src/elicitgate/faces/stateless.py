@@ -6,24 +6,27 @@ client cancels by closing its connection: the request's handling is cancelled wi
 The envelope is checked as the SDK's own handler for this era checks it (the classification ladder of
 `mcp.shared.inbound`, duplicated routing headers, `Mcp-Param-*` headers against the tool's schema, the
 HTTP status per JSON-RPC error code), so the verdicts stay the SDK's; what differs is the cost: the body is
-parsed once and not modelled, and the request runs in its POST's own task (uvicorn's), with no task group,
-memory stream, watcher or second task until a stream is needed (`_Answer`). `subscriptions/listen` (a stream
-of notifications by nature) goes to the SDK's handler.
+parsed once and not modelled, and the request runs in one task, with no task group, memory stream, watcher or
+second task until a stream is needed (`_Answer`). On the face's own server a POST whose body came with its head is
+vetted in the connection's step (`at_body`): a refusal or a 202 is written there, with no task, and a request's
+task is its handling itself (`_answered`), not uvicorn's `run_asgi` around the endpoint; elsewhere (a body still
+coming, `http.auth`, headless marks, `redis_url`) the POST's own task (uvicorn's) runs it. `subscriptions/listen`
+(a stream of notifications by nature) goes to the SDK's handler.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp_types import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ProgressToken, RequestId
 from starlette.datastructures import Headers
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp.server.connection import Connection
 from mcp.server.runner import modern_error_data
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.dispatcher import CallOptions
@@ -35,6 +38,7 @@ from mcp.shared.inbound import (
     MCP_PARAM_HEADER_PREFIX,
     MCP_PROTOCOL_VERSION_HEADER,
     InboundLadderRejection,
+    InboundModernRoute,
     classify_inbound_request,
     find_invalid_x_mcp_header,
     unsupported_protocol_version_rejection,
@@ -50,7 +54,9 @@ from elicitgate.faces.http_answers import (
     JSON_WINDOW,
     Cancellable,
     Channel,
+    encode,
     error_message,
+    json_headers,
     on_disconnect,
     reply,
     stream,
@@ -58,6 +64,7 @@ from elicitgate.faces.http_answers import (
 from elicitgate.faces.modern import EnvelopeConnection
 from elicitgate.faces.server import GatewayServer
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
+from elicitgate.web.http_protocol import LeanCycle
 from elicitgate.wire import codec
 from elicitgate.wire.endpoint import is_request_id, progress_params
 from elicitgate.wire.framing import with_non_finite
@@ -130,44 +137,81 @@ class StatelessRequests:
             answer.stop()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, headers: Headers, body: bytes) -> None:
-        """One POST whose body has been read: its answer."""
+        """One POST whose body has been read, in its own task: its answer."""
+        vetted = self._vetted(scope, headers, body)
+        if isinstance(vetted, _Reply):
+            await reply(send, vetted.status, vetted.message)
+            return
+        request, route = vetted
+        if route is None:
+            await self._listen(scope, receive, send, body)
+            return
+        await self._answered(request, route, send, receive, None)
+
+    def at_body(self, cycle: LeanCycle, headers: Headers, fallback: ASGIApp) -> ASGIApp | None:
+        """A POST whose whole body is in, in the connection's step (`StreamableHttpEndpoint.at_body`): a refusal or a
+        notification's 202 written at once, a request served in a task of its own that writes its answer (no
+        `run_asgi`, endpoint or `__call__` frames around the handler's at each of its steps). What to run in the
+        POST's task instead (`DirectRoute.at_body`): `fallback` when its body cannot be taken whole, a reply that must
+        wait to be written, `subscriptions/listen`."""
+        body = cycle.whole_body()
+        if body is None:
+            return fallback
+        vetted = self._vetted(cast(Scope, cycle.scope), headers, body)
+        if isinstance(vetted, _Reply):
+            encoded = b"" if vetted.message is None else encode(vetted.message)
+            if cycle.respond(vetted.status, json_headers(encoded, None), encoded):
+                return None
+            return functools.partial(_reply_app, vetted.status, vetted.message)
+        request, route = vetted
+        if route is None:
+            return functools.partial(self._listen_app, body)
+        asyncio.get_running_loop().create_task(
+            self._answered(request, route, cycle.send, cast(Receive, cycle.receive), cycle)
+        )
+        return None
+
+    def _vetted(
+        self, scope: Scope, headers: Headers, body: bytes
+    ) -> _Reply | tuple[JsonObject, InboundModernRoute | None]:
+        """The POST's request and its classified envelope (None for `subscriptions/listen`, the SDK's), or the reply
+        it gets instead (a refusal, a notification's 202), as the SDK's handler checks them."""
         try:
             decoded = codec.loads(body)
         except NotFinite as exc:  # passes only in the answers of inputResponses: the answer check refuses it
             decoded = with_non_finite(exc.value, "message", body)
             if isinstance(decoded, NonFiniteParams):
                 named = decoded.request_id if is_request_id(decoded.request_id) else None
-                await _refuse(send, named, INVALID_PARAMS, str(decoded))
-                return
+                return _refusal(named, INVALID_PARAMS, str(decoded))
             if isinstance(decoded, Exception):
-                await _refuse(send, None, PARSE_ERROR, "Parse error", reason=str(decoded)[:200])
-                return
+                return _refusal(None, PARSE_ERROR, "Parse error", reason=str(decoded)[:200])
         except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`TooDeep`)
-            await _refuse(send, None, PARSE_ERROR, "Parse error", reason=str(exc)[:200])
-            return
+            return _refusal(None, PARSE_ERROR, "Parse error", reason=str(exc)[:200])
         if is_object(decoded) and "id" not in decoded:
-            await self._notification(send, headers, decoded)
-            return
+            return _notification(headers, decoded)
         request = _request_of(decoded)
         if request is None:
-            await _refuse(send, None, INVALID_REQUEST, _NOT_ONE_MESSAGE)
-            return
-        request_id, method, params = request["id"], request["method"], request.get("params")
-        if method == "subscriptions/listen":
-            await self._listen(scope, receive, send, body)
-            return
+            return _refusal(None, INVALID_REQUEST, _NOT_ONE_MESSAGE)
+        request_id = request["id"]
+        if request["method"] == "subscriptions/listen":
+            return request, None
         routing, duplicated, param_headers = _routing_headers(scope["headers"])
         if duplicated is not None:
-            await _refuse(send, request_id, HEADER_MISMATCH, f"{duplicated} header appears more than once")
-            return
+            return _refusal(request_id, HEADER_MISMATCH, f"{duplicated} header appears more than once")
         route = classify_inbound_request(request, headers=routing)
         if isinstance(route, InboundLadderRejection):
-            await _refuse(send, request_id, route.code, route.message, data=route.data)
-            return
+            return _refusal(request_id, route.code, route.message, data=route.data)
         rejection = self._param_headers_rejection(request, headers, param_headers)
         if rejection is not None:
-            await _refuse(send, request_id, rejection.code, rejection.message, data=rejection.data)
-            return
+            return _refusal(request_id, rejection.code, rejection.message, data=rejection.data)
+        return request, route
+
+    async def _answered(
+        self, request: JsonObject, route: InboundModernRoute, send: Send, receive: Receive, cycle: LeanCycle | None
+    ) -> None:
+        """The request served and answered: in its POST's task (`cycle` None), or as a task of its own on the face's
+        server (`cycle`), which then answers its own failure as uvicorn's `run_asgi` answers an app's."""
+        request_id, method, params = request["id"], request["method"], request.get("params")
         channel = _PostChannel()
         context = StatelessContext(request_id, channel, progress_token_from_params(params))
         connection = EnvelopeConnection(
@@ -176,46 +220,39 @@ class StatelessRequests:
         answer = _Answer(channel, send, receive, self._json_wait, self._streaming)
         try:
             try:
-                message = await self._serve(context, method, params, connection)
+                try:
+                    result = await self._server.modern.serve(context, method, params, connection, self.lifespan_state)
+                except Exception as exc:  # the SDK's boundary for this era: its ladder's codes, else a generic -32603
+                    error = modern_error_data(exc).model_dump(mode="json", exclude_none=True)
+                    message: JsonObject | None = {"jsonrpc": "2.0", "id": request_id, "error": error}
+                else:
+                    message = {"jsonrpc": "2.0", "id": request_id, "result": result}
             except asyncio.CancelledError:
                 if not answer.stopped_serving():
                     raise
                 message = None  # the client has gone or the face stops: nothing to answer
             finally:
                 answer.served()
-            if not answer.streaming():
+            if answer.stream_task is None:
                 if message is not None and not channel.closed:
                     error = message.get("error")
                     code = error.get("code") if is_mapping(error) else None
-                    await reply(send, ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200, message)
-                return
-            if message is not None:
-                channel.put(message, last=True)
-            await answer.streamed()
+                    status = ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200
+                    encoded = codec.dumps(message) if cycle is not None else b""
+                    if cycle is None or not cycle.respond(status, json_headers(encoded, None), encoded):
+                        await reply(send, status, message)
+            else:
+                if message is not None:
+                    channel.put(message, last=True)
+                await answer.streamed()
+        except Exception as exc:
+            if cycle is None:
+                raise
+            await _failed(cycle, exc)
         finally:
             answer.close()
-
-    async def _serve(self, context: StatelessContext, method: str, params: Any, connection: Connection) -> JsonObject:
-        """The request's answer, in the task of its POST: its result, or the SDK's error for what it raised."""
-        request_id = context.request_id
-        try:
-            result = await self._server.modern.serve(context, method, params, connection, self.lifespan_state)
-        except Exception as exc:  # the SDK's boundary for this era: its ladder's codes, else a generic -32603
-            error = modern_error_data(exc).model_dump(mode="json", exclude_none=True)
-            return {"jsonrpc": "2.0", "id": request_id, "error": error}
-        return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-    async def _notification(self, send: Send, headers: Headers, notification: JsonObject) -> None:
-        """Acknowledged (202) and dropped, as the SDK's handler does: this era defines no notification from the
-        client over HTTP (a client cancels by closing the stream)."""
-        if notification.get("jsonrpc") != "2.0" or not isinstance(notification.get("method"), str):
-            await _refuse(send, None, INVALID_REQUEST, _NOT_ONE_MESSAGE)
-            return
-        unsupported = unsupported_protocol_version_rejection(headers.get(MCP_PROTOCOL_VERSION_HEADER, ""))
-        if unsupported is not None:
-            await _refuse(send, None, unsupported.code, unsupported.message, data=unsupported.data)
-            return
-        await reply(send, 202, None)
+        if cycle is not None and not cycle.response_complete and not cycle.disconnected:
+            await _unanswered(cycle)
 
     def _param_headers_rejection(
         self, request: JsonObject, headers: Headers, param_headers: bool
@@ -239,6 +276,9 @@ class StatelessRequests:
         if schema is None or not self._annotated.declares(schema):
             return None
         return validate_mcp_param_headers(schema, arguments or {}, headers)
+
+    async def _listen_app(self, body: bytes, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._listen(scope, receive, send, body)
 
     async def _listen(self, scope: Scope, receive: Receive, send: Send, body: bytes) -> None:
         """`subscriptions/listen` is the SDK handler's, with the body read here handed to it again."""
@@ -275,13 +315,13 @@ class _Answer:
     """How a 2026-07-28 POST served in its own task is answered: as one JSON body when its answer comes within
     `JSON_WINDOW` (within `http.json_wait`, while the client stays), else as an SSE stream written by a task of
     its own, started only then (the request's first notification starts it too). Most requests are answered at
-    once, with one task per POST (uvicorn's), not two.
+    once, with one task per POST (the request's), not two.
 
-    The request (its POST's task) is cancelled when the client goes away after `JSON_WINDOW`, when its stream
+    The request (its task) is cancelled when the client goes away after `JSON_WINDOW`, when its stream
     ends before the answer (the client gone, the face stopping), and when the face stops while it waits past
     `JSON_WINDOW`."""
 
-    __slots__ = ("_channel", "_send", "_receive", "_json_wait", "_open", "_task", "_timer", "_watch", "_stream",
+    __slots__ = ("_channel", "_send", "_receive", "_json_wait", "_open", "_task", "_timer", "_watch", "stream_task",
                  "_serving", "_cancelled")
 
     def __init__(self, channel: _PostChannel, send: Send, receive: Receive, json_wait: float,
@@ -296,16 +336,14 @@ class _Answer:
         assert task is not None
         self._task = task
         self._watch: Cancellable | None = None
-        self._stream: asyncio.Task[None] | None = None
+        self.stream_task: asyncio.Task[None] | None = None
+        """The task writing the answer as an SSE stream, once one is needed."""
         self._serving = True
         self._cancelled = False
         """Whether this answer cancelled the request (not whoever else may cancel the POST's task)."""
         self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
             min(JSON_WINDOW, json_wait), self._window_passed)
         channel.on_put = self._start_stream
-
-    def streaming(self) -> bool:
-        return self._stream is not None
 
     def _window_passed(self) -> None:
         self._timer = None
@@ -340,12 +378,12 @@ class _Answer:
         return True
 
     def _start_stream(self) -> None:
-        if self._stream is not None or not self._serving:
+        if self.stream_task is not None or not self._serving:
             return
         self._channel.on_put = None
         self._stop_waiting()
         self._open[self._channel] = self
-        self._stream = stream_task = asyncio.get_running_loop().create_task(
+        self.stream_task = stream_task = asyncio.get_running_loop().create_task(
             stream(self._channel, self._send, self._receive, None, on_gone=self._cancel))
         stream_task.add_done_callback(self._stream_ended)
 
@@ -364,20 +402,21 @@ class _Answer:
         """The request has its answer, or has ended without one."""
         self._serving = False
         self._channel.on_put = None
-        self._stop_waiting()
+        if self._timer is not None or self._watch is not None:
+            self._stop_waiting()
         if self._cancelled and self._task.cancelling():
             self._task.uncancel()  # the request took its cancellation and answered all the same: nobody to tell
 
     def close(self) -> None:
         """The POST's task ends (cancelled, maybe): no stream goes on without it."""
         self._open.pop(self._channel, None)
-        if self._stream is not None:
-            self._stream.cancel()
+        if self.stream_task is not None:
+            self.stream_task.cancel()
 
     async def streamed(self) -> None:
         """Once the stream has written the channel to its end (the answer put last), or the client has gone."""
-        if self._stream is not None:
-            await self._stream
+        if self.stream_task is not None:
+            await self.stream_task
 
 
 _ROUTING_HEADERS = {name.encode("latin-1"): name for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER,
@@ -437,11 +476,58 @@ def _request_of(message: object) -> JsonObject | None:
     return message if is_request_id(message.get("id")) and (params is None or is_mapping(params)) else None
 
 
-async def _refuse(
-    send: Send, request_id: RequestId | None, code: int, message: str, data: Any = None, **details: Any
-) -> None:
+class _Reply:
+    """What a POST is answered with instead of being served: a refusal, or a notification's 202 (`message` None)."""
+
+    __slots__ = ("status", "message")
+
+    def __init__(self, status: int, message: JsonObject | None) -> None:
+        self.status = status
+        self.message = message
+
+
+def _refusal(request_id: RequestId | None, code: int, message: str, data: Any = None, **details: Any) -> _Reply:
     """A JSON-RPC error with the HTTP status the SDK's table gives its code."""
     error = error_message(request_id, code, message, **details)
     if data is not None:
         error["error"]["data"] = data
-    await reply(send, ERROR_CODE_HTTP_STATUS.get(code, 400), error)
+    return _Reply(ERROR_CODE_HTTP_STATUS.get(code, 400), error)
+
+
+_ACCEPTED = _Reply(202, None)
+
+
+def _notification(headers: Headers, notification: JsonObject) -> _Reply:
+    """Acknowledged (202) and dropped, as the SDK's handler does: this era defines no notification from the client
+    over HTTP (a client cancels by closing the stream)."""
+    if notification.get("jsonrpc") != "2.0" or not isinstance(notification.get("method"), str):
+        return _refusal(None, INVALID_REQUEST, _NOT_ONE_MESSAGE)
+    unsupported = unsupported_protocol_version_rejection(headers.get(MCP_PROTOCOL_VERSION_HEADER, ""))
+    if unsupported is not None:
+        return _refusal(None, unsupported.code, unsupported.message, data=unsupported.data)
+    return _ACCEPTED
+
+
+async def _reply_app(status: int, message: JsonObject | None, scope: Scope, receive: Receive, send: Send) -> None:
+    """`reply` as the app of a request's task (a reply that could not be written from the connection's step)."""
+    await reply(send, status, message)
+
+
+async def _failed(cycle: LeanCycle, exc: Exception) -> None:
+    """What uvicorn's `run_asgi` does when an app fails: logged, a 500 when no response started, else the close."""
+    cycle.logger.error("Exception in ASGI application\n", exc_info=exc)
+    if not cycle.response_started:
+        await cycle.send_500_response()
+    else:
+        cycle.transport.close()
+
+
+async def _unanswered(cycle: LeanCycle) -> None:
+    """What uvicorn's `run_asgi` does when an app returns with its client still there and its response not written
+    whole (not reached: a request is answered, or cancelled once its client has gone)."""
+    if not cycle.response_started:
+        cycle.logger.error("ASGI callable returned without starting response.")
+        await cycle.send_500_response()
+    else:
+        cycle.logger.error("ASGI callable returned without completing response.")
+        cycle.transport.close()

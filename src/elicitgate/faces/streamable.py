@@ -268,21 +268,23 @@ class StreamableHttpEndpoint:
         """A POST whose whole body is in, in the connection's step (`DirectRoute.at_body`): on a session, what
         `_post` does, with no task while nothing must wait. The client's answer or notification is handed in and
         answered 202 from callbacks; a request is handed in and waits for its answer with no task
-        (`_answer_in_steps`); anything else (no session yet, a refusal, another era, `redis_url`) is the endpoint's,
-        in the request's task, as it comes (None: nothing to start now)."""
+        (`_answer_in_steps`); a 2026-07-28 POST is `StatelessRequests.at_body`'s; anything else (no session yet, a
+        refusal, `redis_url`) is the endpoint's, in the request's task, as it comes (None: nothing to start now)."""
         if self._tasks is None or self._elsewhere is not None:
             return self
         headers = RequestHeaders.of(scope)
         named = headers.named
         version = named.get(b"mcp-protocol-version")
         session_id = named.get(b"mcp-session-id")
-        if (session_id is None or (version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS)
-                or len(cycle.body) > self._max_body_size):
+        stateless = version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
+        if (session_id is None and not stateless) or len(cycle.body) > self._max_body_size:
             return self
         has_json, has_sse = _accepts(named.get(b"accept", b"").decode("latin-1"))
         content_type = named.get(b"content-type")
         if not (has_json and has_sse) or not _is_json(None if content_type is None else content_type.decode("latin-1")):
             return self
+        if stateless or session_id is None:  # a 2026-07-28 POST: `faces.stateless`, from here too
+            return self._stateless.at_body(cycle, headers, self)
         session = self._session(scope, session_id.decode("latin-1"))
         if session is None or (body := cycle.whole_body()) is None:
             return self
