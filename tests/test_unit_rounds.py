@@ -372,3 +372,32 @@ async def test_an_outcome_a_waiting_request_took_leaves_nothing_parked_and_no_ti
             while r.parked:  # settled once the request that took the outcome has had its step
                 await anyio.sleep(0)
         assert r._expiries == {}  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_a_parked_call_leaves_the_running_ones_as_it_ends_not_a_loop_turn_later() -> None:
+    """The call's task takes itself out of the running calls as its last step (no done callback of the task's,
+    one more callback through the loop for every parked call): the retry that gets the outcome finds it gone."""
+    r, p = rounds(), peer()
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, asks(FORM))
+        assert len(r._tasks) == 1  # pyright: ignore[reportPrivateUsage]
+        result = await r.resume(Request(p, 2), METHOD, first["requestState"], {"q1": {"action": "accept"}})
+        assert result == RESULT
+        assert r._tasks == {}  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_closing_drops_a_parked_call_cancelled_before_its_task_ever_ran() -> None:
+    r, p = rounds(), peer()
+    started = anyio.Event()
+
+    async def first_request() -> None:
+        started.set()
+        await r.start(Request(p, 1), METHOD, asks(FORM))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first_request)
+        await started.wait()  # woken as the request made the call's task, which has not run yet
+        assert len(r._tasks) == 1  # pyright: ignore[reportPrivateUsage]
+        await r.close()
+        assert r._tasks == {} and r.parked == {}  # pyright: ignore[reportPrivateUsage]
+        tg.cancel_scope.cancel()  # the request still waits for a call that never ran

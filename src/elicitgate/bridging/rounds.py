@@ -390,7 +390,9 @@ class Rounds:
         self.parked: dict[str, ParkedCall] = {}
         self.home = ""
         """Prefix of this gateway's parked-call ids: with `redis_url`, `<replica id>.` (cluster.retries)."""
-        self._tasks: dict[asyncio.Task[None], ParkedCall] = {}
+        self._tasks: dict[ParkedCall, asyncio.Task[None]] = {}
+        """The parked calls running in tasks of their own; each leaves as its task's last step (`_run`), not in a
+        done callback of the task's (one callback less through the loop for every parked call)."""
         self._expiries: dict[str, asyncio.TimerHandle] = {}
         self.tasks: contracts.CallTasks[ParkedCall] | None = None
         """The extension's tasks a `tools/call` may become (set by the gateway)."""
@@ -437,9 +439,7 @@ class Rounds:
                 return self._outcome(park)
             work = _Then(then, going.state)
             del going  # its traceback holds the frames it left, and what they held, while the round waits
-        task = asyncio.get_running_loop().create_task(self._run(park, work))
-        self._tasks[task] = park
-        task.add_done_callback(self._tasks.pop)
+        self._tasks[park] = asyncio.get_running_loop().create_task(self._run(park, work))
         return await park.next_round(call)
 
     def _parks_at_once(self, park: ParkedCall, parks_at_once: Callable[[ParkedCall], bool]) -> bool:
@@ -493,6 +493,7 @@ class Rounds:
         try:
             keep = await park.run(work)
         finally:
+            self._tasks.pop(park, None)
             park.peer.calls.discard(park)
             if keep and not park.claimed and park.current is not None:
                 # A request is waiting and was just woken: it takes the outcome in its next step (most calls) and the
@@ -527,14 +528,16 @@ class Rounds:
     async def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Cancel every parked call still running and wait (at most `timeout`, shielded: the gateway calls this
         as it stops) for them to end; drop the kept outcomes."""
-        for task, park in list(self._tasks.items()):
+        running = list(self._tasks.items())
+        for park, task in running:
             if park.scope is not None:
                 park.scope.cancel()
             else:
-                task.cancel()  # not started yet
-        if self._tasks:
+                task.cancel()  # not started yet: it never runs `_run`, which would take it out of `_tasks`
+        if running:
             with anyio.move_on_after(timeout, shield=True):
-                await asyncio.wait(list(self._tasks))
+                await asyncio.wait([task for _, task in running])
+        self._tasks.clear()
         for park_id in list(self._expiries):
             self.forget(park_id)
         self.parked.clear()
