@@ -13,7 +13,7 @@ import pytest
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.bridging.rounds import ParkedCall, Rounds
+from elicitgate.bridging.rounds import GoesOn, ParkedCall, Rounds
 from elicitgate.config import BridgingConfig
 from elicitgate.contracts import DownstreamPeer
 
@@ -372,3 +372,57 @@ async def test_an_outcome_a_waiting_request_took_leaves_nothing_parked_and_no_ti
             while r.parked:  # settled once the request that took the outcome has had its step
                 await anyio.sleep(0)
         assert r._expiries == {}  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_a_parked_call_leaves_the_running_ones_as_it_ends_not_a_loop_turn_later() -> None:
+    """The call's task takes itself out of the running calls as its last step (no done callback of the task's,
+    one more callback through the loop for every parked call): the retry that gets the outcome finds it gone."""
+    r, p = rounds(), peer()
+    async with running(r):
+        first = await r.start(Request(p, 1), METHOD, asks(FORM))
+        assert len(r._tasks) == 1  # pyright: ignore[reportPrivateUsage]
+        result = await r.resume(Request(p, 2), METHOD, first["requestState"], {"q1": {"action": "accept"}})
+        assert result == RESULT
+        assert r._tasks == {}  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.parametrize("went_on", [False, True], ids=["parked-from-the-start", "went-on-parked"])
+async def test_closing_before_a_parked_calls_task_took_a_step_cancels_its_work_and_tells_its_request(
+    went_on: bool,
+) -> None:
+    """The gateway stops in the same turn as a first request's call went on parked (from the start, or from its
+    request's coroutine: `GoesOn`): the call's work is cancelled as it starts (its cleanup runs), the request gets
+    the call's end, and `close` does not wait out its timeout for a call nothing cancelled."""
+    r, p = rounds(), peer()
+    started, cancelled = anyio.Event(), anyio.Event()
+    outcome: list[Any] = []
+
+    async def upstream_takes_its_time(park: ParkedCall, _state: object = None) -> dict[str, Any]:
+        try:
+            await anyio.Event().wait()
+        finally:
+            cancelled.set()
+        return RESULT
+
+    async def here(park: ParkedCall) -> dict[str, Any]:
+        raise GoesOn("where it stopped")
+
+    async def first_request() -> None:
+        started.set()
+        try:
+            if went_on:
+                outcome.append(await r.start(Request(p, 1), METHOD, here, upstream_takes_its_time))
+            else:
+                outcome.append(await r.start(Request(p, 1), METHOD, upstream_takes_its_time))
+        except MCPError as exc:
+            outcome.append(exc.error.message)
+
+    with anyio.fail_after(30):  # a guard against a hang, not a measure
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(first_request)
+            await started.wait()  # woken as the request made the call's task, which has not taken a step yet
+            assert len(r._tasks) == 1  # pyright: ignore[reportPrivateUsage]
+            await r.close()
+    assert cancelled.is_set()
+    assert outcome == ["the call was cancelled"]
+    assert r._tasks == {} and r.parked == {}  # pyright: ignore[reportPrivateUsage]

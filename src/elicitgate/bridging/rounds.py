@@ -103,7 +103,7 @@ class ParkedCall:
         self.open: dict[str, Question] = {}
         self.outcome: JsonObject | BaseException | None = None
         self.scope: CallScope | None = None
-        """What cancels the call's work, from its first step on (`run`)."""
+        """What cancels the call's work: made with its task (`Rounds.start`), or as `run` starts without one."""
         self.claimed = False
         """A request of the client's took the outcome: no retry needs it any more."""
         self.on_claimed: Callable[[], None] | None = None
@@ -233,10 +233,11 @@ class ParkedCall:
 
     # -- the parked task --------------------------------------------------------------------------
 
-    async def run(self, work: Callable[[ParkedCall], Awaitable[JsonObject]]) -> bool:
-        """Run the call to its outcome, in the task it was started in; whether a retry may still come for that
-        outcome (not when the client cancelled the call)."""
-        scope = self.scope = CallScope(asyncio.current_task())
+    async def run(self, work: Callable[[ParkedCall], Awaitable[JsonObject]], scope: CallScope | None = None) -> bool:
+        """Run the call to its outcome, in the task it was started in, under `scope` (made for that task when it was
+        created: None, made now); whether a retry may still come for that outcome (not when the client cancelled the
+        call)."""
+        scope = self.scope = scope or CallScope(asyncio.current_task())
         try:
             self.outcome = await work(self)
         except asyncio.CancelledError:
@@ -390,7 +391,9 @@ class Rounds:
         self.parked: dict[str, ParkedCall] = {}
         self.home = ""
         """Prefix of this gateway's parked-call ids: with `redis_url`, `<replica id>.` (cluster.retries)."""
-        self._tasks: dict[asyncio.Task[None], ParkedCall] = {}
+        self._tasks: dict[ParkedCall, asyncio.Task[None]] = {}
+        """The parked calls running in tasks of their own; each leaves as its task's last step (`_run`), not in a
+        done callback of the task's (one callback less through the loop for every parked call)."""
         self._expiries: dict[str, asyncio.TimerHandle] = {}
         self.tasks: contracts.CallTasks[ParkedCall] | None = None
         """The extension's tasks a `tools/call` may become (set by the gateway)."""
@@ -438,8 +441,10 @@ class Rounds:
             work = _Then(then, going.state)
             del going  # its traceback holds the frames it left, and what they held, while the round waits
         task = asyncio.get_running_loop().create_task(self._run(park, work))
-        self._tasks[task] = park
-        task.add_done_callback(self._tasks.pop)
+        # The call's scope from now on, before its task's first step: what cancels the call meanwhile (`close`, its
+        # first request cancelled) reaches its work, not the ended scope of `_run_here`.
+        park.scope = CallScope(task)
+        self._tasks[park] = task
         return await park.next_round(call)
 
     def _parks_at_once(self, park: ParkedCall, parks_at_once: Callable[[ParkedCall], bool]) -> bool:
@@ -491,8 +496,9 @@ class Rounds:
         park.peer.calls.add(park)
         keep = False
         try:
-            keep = await park.run(work)
+            keep = await park.run(work, park.scope)
         finally:
+            self._tasks.pop(park, None)
             park.peer.calls.discard(park)
             if keep and not park.claimed and park.current is not None:
                 # A request is waiting and was just woken: it takes the outcome in its next step (most calls) and the
@@ -527,14 +533,14 @@ class Rounds:
     async def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Cancel every parked call still running and wait (at most `timeout`, shielded: the gateway calls this
         as it stops) for them to end; drop the kept outcomes."""
-        for task, park in list(self._tasks.items()):
-            if park.scope is not None:
-                park.scope.cancel()
-            else:
-                task.cancel()  # not started yet
-        if self._tasks:
+        running = list(self._tasks.items())
+        for park, _ in running:
+            assert park.scope is not None, "made with the call's task (`start`)"
+            park.scope.cancel()  # reaches the work at its first wait, if its task has not taken a step yet
+        if running:
             with anyio.move_on_after(timeout, shield=True):
-                await asyncio.wait(list(self._tasks))
+                await asyncio.wait([task for _, task in running])
+        self._tasks.clear()  # any still running past `timeout` take themselves out as they end
         for park_id in list(self._expiries):
             self.forget(park_id)
         self.parked.clear()
