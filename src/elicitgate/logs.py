@@ -18,7 +18,7 @@ import re
 import sys
 import time
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import Token
 from typing import Any, TextIO
 
@@ -96,8 +96,14 @@ def name_request(**ids: Any) -> None:
     _request.set(ids)
 
 
-def current_request() -> JsonObject | None:
-    return _request.get()
+current_request: Callable[[], JsonObject | None] = _request.get
+"""The ids `request_context` or `name_request` put in force (None: none); the context variable's own `get`."""
+
+set_request: Callable[[JsonObject | None], Token[JsonObject | None]] = _request.set
+"""`name_request` with a dict the caller made: one call in C on an elicitation's way to its human, not three.
+Its token undoes it (`reset_request`) where the task goes on to serve others."""
+
+reset_request: Callable[[Token[JsonObject | None]], None] = _request.reset
 
 
 def forget_request() -> None:

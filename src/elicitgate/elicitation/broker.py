@@ -16,7 +16,8 @@ import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
+from contextvars import Token
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -53,13 +54,13 @@ from elicitgate.elicitation.url_policy import UrlPolicy
 from elicitgate.elicitation.url_routes import SessionTarget, UrlRoutes
 from elicitgate.errors import HumanGone
 from elicitgate.json_shapes import JsonObject, is_array, is_mapping
-from elicitgate.logs import current_request, log_event, name_request, request_context
+from elicitgate.logs import current_request, log_event, request_context, reset_request, set_request
 from elicitgate.metrics import (
     ABANDONED,
-    ELICITATION_DURATION,
     ELICITATIONS,
     REASKS,
     REFUSALS,
+    elicitation_ended,
     labelled,
     pending_closed,
     pending_opened,
@@ -71,6 +72,8 @@ audit = logging.getLogger("elicitgate.audit")
 
 GATEWAY_ASKER = "elicitgate"
 _MAX_IDLE_BUCKETS = 4096
+_ENDED = frozenset(state for state in State if state.terminal)
+"""`State.terminal`'s states: looked up in C, not through the enum's property."""
 _CALLBACK_CONTEXT = contextvars.Context()
 """What `_after_answer`'s callbacks run in: a context of their own, not a copy of the task's for each elicitation."""
 
@@ -156,7 +159,8 @@ class Broker:
         )
         self._opened(el, origin, identity, clocks)
         try:
-            with _named(origin, el, own_task):
+            named = _named(origin, el, own_task)
+            try:  # undone before the handlers below log, as a `with` did (a context manager was two calls more)
                 # Here, not in a coroutine of its own: one frame less held by every pending elicitation, and with few
                 # locals (what admits it and what it leaves behind are in `_admitted`, `_opened` and `_closed`). No
                 # cancel scope either: its deadline is a loop timer that interrupts the wait (`Elicitation.interrupt`).
@@ -186,11 +190,14 @@ class Broker:
                         return self._unanswered(el, responder, self.unattended(server, origin.tool))
                     # Past its deadline the question waits on its page only: the client's request was let go.
                     responder, paged = page, True
+            finally:
+                if named is not None:
+                    reset_request(named)
         except anyio.get_cancelled_exc_class():
             self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
             raise
         except MCPError as exc:
-            if not el.state.terminal:
+            if el.state not in _ENDED:
                 self._end(el, State.FAILED, exc.error.message)
             raise
         except Exception as exc:
@@ -268,10 +275,12 @@ class Broker:
 
     def _recorded(self, el: Elicitation, _task: object) -> None:
         pending_closed(el.server)
-        if el.state.terminal:
+        if el.state in _ENDED:
             # Logged with its request's ids and its own, named in the context this callback runs in: only these
             # callbacks run in it, each naming its own elicitation (no context copied for each end).
-            name_request(**_request_ids(el.asked()), elicitation=el.id)
+            origin = el.origin
+            assert origin is not None  # admitted, so asked (`Elicitation.asked`)
+            set_request({"request_id": origin.request_id, "client": origin.peer.id, "elicitation": el.id})
             self._record_end(el)
 
     def _page_past_deadline(self, el: Elicitation, responder: Responder, tool: str | None) -> Responder | None:
@@ -576,7 +585,7 @@ class Broker:
         return _retry_params(el, problems), False
 
     def _end(self, el: Elicitation, state: State, reason: str) -> None:
-        if el.state.terminal:
+        if el.state in _ENDED:
             return
         el.state, el.reason = state, reason
         el.ended_at = time.time()
@@ -595,8 +604,7 @@ class Broker:
     def _record_end(self, el: Elicitation) -> None:
         assert el.ended_at is not None and el.reason is not None  # only called once it ended (`_end`)
         state = str(el.state)
-        labelled(ELICITATIONS, el.server, el.mode, state).inc()
-        labelled(ELICITATION_DURATION, el.server, el.mode, state).observe(el.ended_at - el.created_at)
+        elicitation_ended(el.server, el.mode, state, el.ended_at - el.created_at)
         self._keep(
             "elicitation.ended",
             AuditRecord(
@@ -650,22 +658,20 @@ def _request_ids(origin: Origin) -> JsonObject:
     return {"request_id": origin.request_id, "client": origin.peer.id}
 
 
-_SAME_REQUEST = nullcontext()
-
-
-def _named(origin: Origin, el: Elicitation, own_task: bool) -> AbstractContextManager[None]:
-    """The log lines written while `el` waits name its request: in the task of another request, by a context of its
-    own; in a task that serves `el` alone (`own_task`: a server's push) or in the call's own task, which names it
-    already, by nothing more held while it waits (its end is logged with its own id all the same: `_recorded`)."""
+def _named(origin: Origin, el: Elicitation, own_task: bool) -> Token[JsonObject | None] | None:
+    """The log lines written while `el` waits name its request: in the task of another request, by ids of its own
+    until the returned token resets them; in a task that serves `el` alone (`own_task`: a server's push) for good, or
+    in the call's own task, which names it already, by nothing more held while it waits (None: nothing to reset; its
+    end is logged with its own id all the same: `_recorded`)."""
     if own_task:
-        name_request(**_request_ids(origin), elicitation=el.id)
-        return _SAME_REQUEST
+        set_request({"request_id": origin.request_id, "client": origin.peer.id, "elicitation": el.id})
+        return None
     current = current_request()
     if current is not None and current.get("request_id") == origin.request_id and current.get("client") == (
         origin.peer.id
     ):
-        return _SAME_REQUEST
-    return request_context(**_request_ids(origin), elicitation=el.id)
+        return None
+    return set_request({"request_id": origin.request_id, "client": origin.peer.id, "elicitation": el.id})
 
 
 def _about(origin: Origin | None) -> JsonObject:
