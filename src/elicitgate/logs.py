@@ -127,8 +127,27 @@ def strip_controls(text: str, *, keep_newlines: bool = False) -> str:
     )
 
 
-_FIELDS_JSON = json.JSONEncoder(default=str).encode
+_FIELDS_ENCODER = json.JSONEncoder(default=str)
+_FIELDS_JSON = _FIELDS_ENCODER.encode
 """`json.dumps(fields, default=str)`, without making an encoder for each line."""
+_MAKE_ENCODER: Callable[..., Callable[[object, int], list[str]]] | None = getattr(json.encoder, "c_make_encoder", None)
+_ENCODER_ARGS = (
+    _FIELDS_ENCODER.default,
+    json.encoder.encode_basestring_ascii if _FIELDS_ENCODER.ensure_ascii else json.encoder.encode_basestring,
+    _FIELDS_ENCODER.indent,
+    _FIELDS_ENCODER.key_separator,
+    _FIELDS_ENCODER.item_separator,
+    _FIELDS_ENCODER.sort_keys,
+    _FIELDS_ENCODER.skipkeys,
+    _FIELDS_ENCODER.allow_nan,
+)
+"""What `JSONEncoder.iterencode` hands C's encoder for `_FIELDS_ENCODER` (after a new dict of markers): an event's
+line calls that encoder itself, not `encode` and `iterencode` (two Python calls for every elicitation's end)."""
+
+
+_ESCAPED_EVENTS: dict[str, str] = {}
+"""Event names with their control characters escaped (`escape_controls`): the few the code logs, escaped once."""
+_ESCAPED_KEPT = 64
 
 
 class _TextFormatter(logging.Formatter):
@@ -156,7 +175,17 @@ class _TextFormatter(logging.Formatter):
         if self._fmt != TEXT_FORMAT or self.datefmt or type(self) is not _TextFormatter:
             return None
         when = self._time(*_record_time())
-        return f"{when} {logging.getLevelName(level)} {name}: {escape_controls(event)} {_FIELDS_JSON(fields)}"
+        escaped = _ESCAPED_EVENTS.get(event)
+        if escaped is None:
+            escaped = escape_controls(event)
+            if len(_ESCAPED_EVENTS) < _ESCAPED_KEPT:
+                _ESCAPED_EVENTS[event] = escaped
+        make = _MAKE_ENCODER
+        if make is not None and type(fields) is dict:
+            text = "".join(make({}, *_ENCODER_ARGS)(fields, 0))  # as `JSONEncoder.encode` has it made and called
+        else:
+            text = _FIELDS_JSON(fields)
+        return f"{when} {logging.getLevelName(level)} {name}: {escaped} {text}"
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = escape_controls(record.message)

@@ -314,6 +314,8 @@ class Broker:
         """Who presents this elicitation (`elicitation.responders`): the gateway's page or inbox when the
         hosting policy says so, else the client itself, raced with the question's page when notices say so.
         Refuses at once when nobody can (never after a timeout)."""
+        if self.hosting is None and not (secrets and self.config.sensitive_fields == "host"):
+            return self._responder_for(server, origin, mode)  # nothing hosted, nothing beside (`_beside`)
         responder = self._hosted_responder(server, origin, mode, secrets) or self._responder_for(server, origin, mode)
         if self._beside(server, origin, responder):
             assert self.hosting is not None
@@ -566,9 +568,9 @@ class Broker:
                 self.url_routes.add(el.server, el.params["elicitationId"], target)
             return {"action": action}, True
         content: object = answer.get("content") or {}
-        problems = answer_problems(el.requested_schema, content)
+        problems = answer_problems(el.params.get("requestedSchema") or {}, content)  # `Elicitation.requested_schema`
         if not problems and is_mapping(content):
-            if self.audit is not None and self.audit.store_content:
+            if self.audit is not None and self.audit.config.store_content:
                 el.answer = dict(content)
             self._end(el, State.ACCEPTED, "user accepted")
             return {"action": "accept", "content": dict(content)}, True
@@ -617,7 +619,7 @@ class Broker:
                 ended_at=datetime.fromtimestamp(el.ended_at, UTC),
                 attempts=el.answers,
                 responder=el.answered_by or (el.responder.name if el.responder is not None else None),
-                content=self._kept_content(el),
+                content=None if el.answer is None else self._kept_content(el, el.answer),
                 source=el.source,
                 gateway_reason=el.gateway_reason,
                 **_about(el.origin),
@@ -645,12 +647,10 @@ class Broker:
         if self.audit is not None:
             self.audit.record(record)
 
-    def _kept_content(self, el: Elicitation) -> JsonObject | None:
-        """With `audit.store_content`: the accepted answer minus every field that looks like a secret."""
-        if el.answer is None:
-            return None
+    def _kept_content(self, el: Elicitation, answer: JsonObject) -> JsonObject:
+        """With `audit.store_content`: the accepted `answer` minus every field that looks like a secret."""
         secret = set(sensitive_fields(el.requested_schema, self.secret_words))
-        return {name: value for name, value in el.answer.items() if name not in secret}
+        return {name: value for name, value in answer.items() if name not in secret}
 
 
 def _request_ids(origin: Origin) -> JsonObject:
