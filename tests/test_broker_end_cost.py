@@ -52,19 +52,17 @@ def expected(ends: list[tuple[str, str, str, float]]) -> Samples:
     for server, mode, state, seconds in ends:
         counter.labels(server, mode, state).inc()
         histogram.labels(server, mode, state).observe(seconds)
-    return ours({
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in registry.collect()
-        for sample in family.samples
-    })
+    return ours(
+        {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in registry.collect()
+            for sample in family.samples
+        }
+    )
 
 
 def ours(samples: Samples) -> Samples:
-    return {
-        key: value
-        for key, value in samples.items()
-        if key[0] in SAMPLES and ("server", SERVER) in key[1]
-    }
+    return {key: value for key, value in samples.items() if key[0] in SAMPLES and ("server", SERVER) in key[1]}
 
 
 class _Ended(logging.Handler):
@@ -146,7 +144,10 @@ async def test_an_ends_counter_and_histogram_are_tallied_then_scraped_with_the_s
     for el, fields in zip(ended, events.fields, strict=True):
         row = by_id[el.id]
         assert (row["state"], row["reason"], row["attempts"], row["responder"]) == (
-            str(el.state), el.reason, el.answers, "client"
+            str(el.state),
+            el.reason,
+            el.answers,
+            "client",
         )
         assert row["created_at"] == datetime.fromtimestamp(el.created_at, UTC)
         assert row["ended_at"] == datetime.fromtimestamp(el.ended_at or 0.0, UTC)

@@ -182,7 +182,8 @@ class _TextFormatter(logging.Formatter):
                 _ESCAPED_EVENTS[event] = escaped
         make = _MAKE_ENCODER
         if make is not None and type(fields) is dict:
-            text = "".join(make({}, *_ENCODER_ARGS)(fields, 0))  # as `JSONEncoder.encode` has it made and called
+            markers: dict[int, object] = {}  # a new one for each line, as `JSONEncoder.iterencode` makes it
+            text = "".join(make(markers, *_ENCODER_ARGS)(fields, 0))  # pyright: ignore[reportUnknownArgumentType]
         else:
             text = _FIELDS_JSON(fields)
         return f"{when} {logging.getLevelName(level)} {name}: {escaped} {text}"
