@@ -7,6 +7,7 @@ and a gateway with nothing hosted picks the client's responder without the hosti
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -27,6 +28,7 @@ from elicitgate.config import AuditConfig, ElicitationConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.model import Elicitation, State
 from elicitgate.elicitation.responders import PUSH_TO_CLIENT
+from elicitgate.elicitation.schema import answer_problems
 from elicitgate.logs import current_request
 
 SERVER = "unit-endcost"
@@ -95,11 +97,13 @@ def test_an_end_is_tallied_without_prometheus_calls_and_scraped_as_observed() ->
     assert len(samples(reference.collect, server)) == 3 * (1 + 14 + 2)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Peer:
     id: str = "c1"
     client_name: str | None = "unit"
     principal: str | None = None
+    identity: str = "c1"
+    closed: bool = False
 
 
 @dataclass
@@ -111,8 +115,19 @@ class _Origin:
     modes: frozenset[str] = frozenset({"form"})
     ended: list[str] = field(default_factory=list)
 
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    answer: asyncio.Future[object] | None = None
+
     def elicitation_ended(self, el: Elicitation) -> None:
         self.ended.append(el.id)
+
+    def carry(self, el: Elicitation) -> None:
+        """Nothing to attach (as on stdio)."""
+
+    def send_request(self, method: str, params: dict[str, Any]) -> asyncio.Future[object]:
+        assert method == "elicitation/create" and self.answer is not None
+        self.requests.append(params)
+        return self.answer
 
 
 class _Ends(logging.Handler):
@@ -222,3 +237,56 @@ def test_an_events_line_is_written_by_cs_encoder_with_the_same_text() -> None:
         assert unwanted not in called
     odd = formatter.event_line("x", logging.INFO, "odd\nevent", {})
     assert odd is not None and odd.endswith(" INFO x: odd\\nevent {}")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_pushed_question_asks_and_ends_without_context_managers_or_a_second_task_lookup(
+    anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server's push (`own_task`) through `Broker.elicit` in memory: asked, answered, recorded once its task is
+    done; the Python calls from its start to the answer it returns, and of its end."""
+    server = f"{SERVER}-push"
+    broker = _broker()
+    origin = _Origin(answer=asyncio.get_running_loop().create_future())
+    handler = _Ends()
+    audit_log = logging.getLogger("elicitgate.audit")
+    monkeypatch.setattr(audit_log, "level", logging.INFO)
+    audit_log.addHandler(handler)
+    params = {"message": "Proceed?", "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}
+    assert answer_problems(params["requestedSchema"], {"ok": True}) == []  # its check, built once for the form
+
+    async def pushed() -> object:
+        return await broker.elicit(server=server, origin=origin, params=params, own_task=True)  # pyright: ignore[reportArgumentType]
+
+    try:
+        with python_calls() as asking:
+            task = asyncio.get_running_loop().create_task(pushed())
+            while not origin.requests and not task.done():
+                await asyncio.sleep(0)
+        assert origin.requests[0]["message"] == f"[{server}] Proceed?" and broker.pending
+        with python_calls() as answering:
+            assert origin.answer is not None
+            origin.answer.set_result({"action": "accept", "content": {"ok": True}})
+            result = await task
+        assert result == {"action": "accept", "content": {"ok": True}}
+        for _ in range(3):  # its done callbacks: the end is recorded by the broker's, after the task's own
+            if handler.ends:
+                break
+            await asyncio.sleep(0)
+    finally:
+        audit_log.removeHandler(handler)
+    for unwanted in ("_hosted_responder", "_beside", "_responder_for", "_request_ids", "name_request", "__enter__"):
+        assert unwanted not in asking
+    assert asking.count("current_task") == 1
+    for unwanted in ("current_task", "__exit__", "terminal", "requested_schema", "store_content", "<genexpr>"):
+        assert unwanted not in answering
+    fields, ids = handler.ends[0]
+    assert ids == {"request_id": 7, "client": "c1", "elicitation": fields["id"]}
+    assert (fields["state"], fields["attempts"], fields["responder"], fields["server"]) == (
+        "accepted",
+        1,
+        "client",
+        server,
+    )
+    assert broker.pending == {} and origin.ended == [fields["id"]] and len(handler.ends) == 1

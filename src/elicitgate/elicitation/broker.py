@@ -157,6 +157,8 @@ class Broker:
             source=source,
             gateway_reason=gateway_reason,
         )
+        task = asyncio.current_task()  # once: its deadline's wait and, in a task of its own, its end use it
+        assert task is not None, "an elicitation is waited for in a task"
         self._opened(el, origin, identity, clocks)
         try:
             named = _named(origin, el, own_task)
@@ -166,7 +168,7 @@ class Broker:
                 # cancel scope either: its deadline is a loop timer that interrupts the wait (`Elicitation.interrupt`).
                 paged = False
                 while True:  # the question; then, past its deadline, maybe on its page only (`unattended: wait`)
-                    cancelling = el.wait_begins()
+                    cancelling = el.wait_begins(task)
                     try:
                         outgoing = _outgoing(el)
                         while True:  # asked again while the answer does not fit and attempts remain
@@ -206,7 +208,7 @@ class Broker:
             raise
         finally:
             self._closed(el, origin, identity, clocks)
-            self._after_answer(el, own_task)
+            self._after_answer(el, task if own_task else None)
             if self.shared_limits is not None:
                 await self.shared_limits.release(identity)
 
@@ -262,14 +264,13 @@ class Broker:
             if not mine:
                 del self._of_peer[peer]
 
-    def _after_answer(self, el: Elicitation, own_task: bool) -> None:
+    def _after_answer(self, el: Elicitation, own_task: asyncio.Task[Any] | None) -> None:
         """What follows `el`'s answer on its way, in this order: the pending gauge, and for an end (`_end`) its
-        metrics, log line and audit record (`_record_end`). In a task that serves `el` alone (a server's push), its
-        done callback after the endpoint's, which writes the answer: the server has it before any of this is done.
-        Else one callback later (the answer goes on its way in the caller's step first)."""
-        task = asyncio.current_task() if own_task else None
-        if task is not None:
-            task.add_done_callback(partial(self._recorded, el), context=_CALLBACK_CONTEXT)
+        metrics, log line and audit record (`_record_end`). In a task that serves `el` alone (`own_task`: a server's
+        push), its done callback after the endpoint's, which writes the answer: the server has it before any of this
+        is done. Else one callback later (the answer goes on its way in the caller's step first)."""
+        if own_task is not None:
+            own_task.add_done_callback(partial(self._recorded, el), context=_CALLBACK_CONTEXT)
         else:
             asyncio.get_running_loop().call_soon(self._recorded, el, None, context=_CALLBACK_CONTEXT)
 
@@ -315,7 +316,8 @@ class Broker:
         hosting policy says so, else the client itself, raced with the question's page when notices say so.
         Refuses at once when nobody can (never after a timeout)."""
         if self.hosting is None and not (secrets and self.config.sensitive_fields == "host"):
-            return self._responder_for(server, origin, mode)  # nothing hosted, nothing beside (`_beside`)
+            # Nothing hosted, nothing beside (`_beside`): the client, or a refusal (`_responder_for`).
+            return to_client(origin) if mode in origin.modes else self._responder_for(server, origin, mode)
         responder = self._hosted_responder(server, origin, mode, secrets) or self._responder_for(server, origin, mode)
         if self._beside(server, origin, responder):
             assert self.hosting is not None
