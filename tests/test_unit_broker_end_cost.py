@@ -26,6 +26,7 @@ from elicitgate import logs, metrics
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import AuditConfig, ElicitationConfig
 from elicitgate.elicitation.broker import Broker
+from elicitgate.elicitation.limits import TokenBucket
 from elicitgate.elicitation.model import Elicitation, State
 from elicitgate.elicitation.responders import PUSH_TO_CLIENT
 from elicitgate.elicitation.schema import answer_problems
@@ -290,3 +291,26 @@ async def test_a_pushed_question_asks_and_ends_without_context_managers_or_a_sec
         server,
     )
     assert broker.pending == {} and origin.ended == [fields["id"]] and len(handler.ends) == 1
+
+
+def test_a_token_is_taken_without_min_or_max_and_the_same_waits() -> None:
+    now = [100.0]
+    bucket = TokenBucket(rate_per_second=0.5, burst=2, clock=lambda: now[0])
+    c_calls: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "c_call":
+            c_calls.append(getattr(arg, "__name__", ""))
+
+    sys.setprofile(profile)
+    try:
+        waits = [bucket.take(), bucket.take()]  # taken (a refusal's wait is worked out as before: `max`, `ceil`)
+    finally:
+        sys.setprofile(None)
+    assert "min" not in c_calls and "max" not in c_calls
+    waits.append(bucket.take())
+    assert waits == [0.0, 0.0, 2.0] and bucket.tokens == 0.0
+    now[0] += 1.0
+    assert bucket.take() == 1.0 and bucket.tokens == 0.5
+    now[0] += 10.0
+    assert bucket.take() == 0.0 and bucket.tokens == 1 and bucket.full() is False

@@ -142,13 +142,13 @@ class Broker:
         """
         params = dict(params or {})
         try:
-            origin, responder, identity = await self._admitted(server, origin, params, url_ids)
+            origin, responder, identity, mode = await self._admitted(server, origin, params, url_ids)
         except MCPError as exc:
             self._refused(server, str(params.get("mode", "form")), origin, exc, source, gateway_reason)
             raise
         el = Elicitation(
             server=server,
-            mode=params.get("mode", "form"),
+            mode=mode,
             params=params,
             deadline=asyncio.get_running_loop().time() + (timeout or self.config.default_timeout),  # anyio's clock
             origin=origin,
@@ -214,10 +214,10 @@ class Broker:
 
     async def _admitted(
         self, server: str, origin: Origin | None, params: JsonObject, url_ids: bool
-    ) -> tuple[Origin, Responder, str]:
+    ) -> tuple[Origin, Responder, str, str]:
         """The checks a request passes before it is an elicitation (its form's schema put in `params`: the one every
-        elicitation asking with it shares, `form_schemas`), who presents it and the identity its limits count; raises
-        what refuses it."""
+        elicitation asking with it shares, `form_schemas`), who presents it, the identity its limits count and its
+        mode; raises what refuses it."""
         mode = params.get("mode", "form")
         checked = self._check_request(server, mode, params, url_ids)
         if checked is not None:
@@ -234,8 +234,8 @@ class Broker:
         secrets = checked.secrets if checked is not None else ()
         responder = self._responder(server, origin, mode, secrets)
         if self.shared_limits is None:
-            return origin, responder, self.admit_here(server, peer, peer.identity)
-        return origin, responder, await self.shared_limits.admit(server, peer)
+            return origin, responder, self.admit_here(server, peer, peer.identity), mode
+        return origin, responder, await self.shared_limits.admit(server, peer), mode
 
     def _opened(self, el: Elicitation, origin: Origin, identity: str, clocks: Sequence[PausableDeadline]) -> None:
         """`el` is pending: its call's channel carries it, it is counted, and the request clocks stop while a person
