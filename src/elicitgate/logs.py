@@ -18,7 +18,7 @@ import re
 import sys
 import time
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import Token
 from typing import Any, TextIO
 
@@ -96,8 +96,14 @@ def name_request(**ids: Any) -> None:
     _request.set(ids)
 
 
-def current_request() -> JsonObject | None:
-    return _request.get()
+current_request: Callable[[], JsonObject | None] = _request.get
+"""The ids `request_context` or `name_request` put in force (None: none); the context variable's own `get`."""
+
+set_request: Callable[[JsonObject | None], Token[JsonObject | None]] = _request.set
+"""`name_request` with a dict the caller made: one call in C on an elicitation's way to its human, not three.
+Its token undoes it (`reset_request`) where the task goes on to serve others."""
+
+reset_request: Callable[[Token[JsonObject | None]], None] = _request.reset
 
 
 def forget_request() -> None:
@@ -121,8 +127,27 @@ def strip_controls(text: str, *, keep_newlines: bool = False) -> str:
     )
 
 
-_FIELDS_JSON = json.JSONEncoder(default=str).encode
+_FIELDS_ENCODER = json.JSONEncoder(default=str)
+_FIELDS_JSON = _FIELDS_ENCODER.encode
 """`json.dumps(fields, default=str)`, without making an encoder for each line."""
+_MAKE_ENCODER: Callable[..., Callable[[object, int], list[str]]] | None = getattr(json.encoder, "c_make_encoder", None)
+_ENCODER_ARGS = (
+    _FIELDS_ENCODER.default,
+    json.encoder.encode_basestring_ascii if _FIELDS_ENCODER.ensure_ascii else json.encoder.encode_basestring,
+    _FIELDS_ENCODER.indent,
+    _FIELDS_ENCODER.key_separator,
+    _FIELDS_ENCODER.item_separator,
+    _FIELDS_ENCODER.sort_keys,
+    _FIELDS_ENCODER.skipkeys,
+    _FIELDS_ENCODER.allow_nan,
+)
+"""What `JSONEncoder.iterencode` hands C's encoder for `_FIELDS_ENCODER` (after a new dict of markers): an event's
+line calls that encoder itself, not `encode` and `iterencode` (two Python calls for every elicitation's end)."""
+
+
+_ESCAPED_EVENTS: dict[str, str] = {}
+"""Event names with their control characters escaped (`escape_controls`): the few the code logs, escaped once."""
+_ESCAPED_KEPT = 64
 
 
 class _TextFormatter(logging.Formatter):
@@ -150,7 +175,18 @@ class _TextFormatter(logging.Formatter):
         if self._fmt != TEXT_FORMAT or self.datefmt or type(self) is not _TextFormatter:
             return None
         when = self._time(*_record_time())
-        return f"{when} {logging.getLevelName(level)} {name}: {escape_controls(event)} {_FIELDS_JSON(fields)}"
+        escaped = _ESCAPED_EVENTS.get(event)
+        if escaped is None:
+            escaped = escape_controls(event)
+            if len(_ESCAPED_EVENTS) < _ESCAPED_KEPT:
+                _ESCAPED_EVENTS[event] = escaped
+        make = _MAKE_ENCODER
+        if make is not None and type(fields) is dict:
+            markers: dict[int, object] = {}  # a new one for each line, as `JSONEncoder.iterencode` makes it
+            text = "".join(make(markers, *_ENCODER_ARGS)(fields, 0))  # pyright: ignore[reportUnknownArgumentType]
+        else:
+            text = _FIELDS_JSON(fields)
+        return f"{when} {logging.getLevelName(level)} {name}: {escaped} {text}"
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = escape_controls(record.message)

@@ -16,7 +16,8 @@ import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
+from contextvars import Token
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -53,13 +54,13 @@ from elicitgate.elicitation.url_policy import UrlPolicy
 from elicitgate.elicitation.url_routes import SessionTarget, UrlRoutes
 from elicitgate.errors import HumanGone
 from elicitgate.json_shapes import JsonObject, is_array, is_mapping
-from elicitgate.logs import current_request, log_event, name_request, request_context
+from elicitgate.logs import current_request, log_event, request_context, reset_request, set_request
 from elicitgate.metrics import (
     ABANDONED,
-    ELICITATION_DURATION,
     ELICITATIONS,
     REASKS,
     REFUSALS,
+    elicitation_ended,
     labelled,
     pending_closed,
     pending_opened,
@@ -71,6 +72,8 @@ audit = logging.getLogger("elicitgate.audit")
 
 GATEWAY_ASKER = "elicitgate"
 _MAX_IDLE_BUCKETS = 4096
+_ENDED = frozenset(state for state in State if state.terminal)
+"""`State.terminal`'s states: looked up in C, not through the enum's property."""
 _CALLBACK_CONTEXT = contextvars.Context()
 """What `_after_answer`'s callbacks run in: a context of their own, not a copy of the task's for each elicitation."""
 
@@ -139,13 +142,13 @@ class Broker:
         """
         params = dict(params or {})
         try:
-            origin, responder, identity = await self._admitted(server, origin, params, url_ids)
+            origin, responder, identity, mode = await self._admitted(server, origin, params, url_ids)
         except MCPError as exc:
             self._refused(server, str(params.get("mode", "form")), origin, exc, source, gateway_reason)
             raise
         el = Elicitation(
             server=server,
-            mode=params.get("mode", "form"),
+            mode=mode,
             params=params,
             deadline=asyncio.get_running_loop().time() + (timeout or self.config.default_timeout),  # anyio's clock
             origin=origin,
@@ -154,15 +157,18 @@ class Broker:
             source=source,
             gateway_reason=gateway_reason,
         )
+        task = asyncio.current_task()  # once: its deadline's wait and, in a task of its own, its end use it
+        assert task is not None, "an elicitation is waited for in a task"
         self._opened(el, origin, identity, clocks)
         try:
-            with _named(origin, el, own_task):
+            named = _named(origin, el, own_task)
+            try:  # undone before the handlers below log, as a `with` did (a context manager was two calls more)
                 # Here, not in a coroutine of its own: one frame less held by every pending elicitation, and with few
                 # locals (what admits it and what it leaves behind are in `_admitted`, `_opened` and `_closed`). No
                 # cancel scope either: its deadline is a loop timer that interrupts the wait (`Elicitation.interrupt`).
                 paged = False
                 while True:  # the question; then, past its deadline, maybe on its page only (`unattended: wait`)
-                    cancelling = el.wait_begins()
+                    cancelling = el.wait_begins(task)
                     try:
                         outgoing = _outgoing(el)
                         while True:  # asked again while the answer does not fit and attempts remain
@@ -186,11 +192,14 @@ class Broker:
                         return self._unanswered(el, responder, self.unattended(server, origin.tool))
                     # Past its deadline the question waits on its page only: the client's request was let go.
                     responder, paged = page, True
+            finally:
+                if named is not None:
+                    reset_request(named)
         except anyio.get_cancelled_exc_class():
             self._end(el, el.stop_state or State.CANCELLED, el.reason or "the upstream cancelled its request")
             raise
         except MCPError as exc:
-            if not el.state.terminal:
+            if el.state not in _ENDED:
                 self._end(el, State.FAILED, exc.error.message)
             raise
         except Exception as exc:
@@ -199,16 +208,16 @@ class Broker:
             raise
         finally:
             self._closed(el, origin, identity, clocks)
-            self._after_answer(el, own_task)
+            self._after_answer(el, task if own_task else None)
             if self.shared_limits is not None:
                 await self.shared_limits.release(identity)
 
     async def _admitted(
         self, server: str, origin: Origin | None, params: JsonObject, url_ids: bool
-    ) -> tuple[Origin, Responder, str]:
+    ) -> tuple[Origin, Responder, str, str]:
         """The checks a request passes before it is an elicitation (its form's schema put in `params`: the one every
-        elicitation asking with it shares, `form_schemas`), who presents it and the identity its limits count; raises
-        what refuses it."""
+        elicitation asking with it shares, `form_schemas`), who presents it, the identity its limits count and its
+        mode; raises what refuses it."""
         mode = params.get("mode", "form")
         checked = self._check_request(server, mode, params, url_ids)
         if checked is not None:
@@ -225,8 +234,8 @@ class Broker:
         secrets = checked.secrets if checked is not None else ()
         responder = self._responder(server, origin, mode, secrets)
         if self.shared_limits is None:
-            return origin, responder, self.admit_here(server, peer, peer.identity)
-        return origin, responder, await self.shared_limits.admit(server, peer)
+            return origin, responder, self.admit_here(server, peer, peer.identity), mode
+        return origin, responder, await self.shared_limits.admit(server, peer), mode
 
     def _opened(self, el: Elicitation, origin: Origin, identity: str, clocks: Sequence[PausableDeadline]) -> None:
         """`el` is pending: its call's channel carries it, it is counted, and the request clocks stop while a person
@@ -255,23 +264,24 @@ class Broker:
             if not mine:
                 del self._of_peer[peer]
 
-    def _after_answer(self, el: Elicitation, own_task: bool) -> None:
+    def _after_answer(self, el: Elicitation, own_task: asyncio.Task[Any] | None) -> None:
         """What follows `el`'s answer on its way, in this order: the pending gauge, and for an end (`_end`) its
-        metrics, log line and audit record (`_record_end`). In a task that serves `el` alone (a server's push), its
-        done callback after the endpoint's, which writes the answer: the server has it before any of this is done.
-        Else one callback later (the answer goes on its way in the caller's step first)."""
-        task = asyncio.current_task() if own_task else None
-        if task is not None:
-            task.add_done_callback(partial(self._recorded, el), context=_CALLBACK_CONTEXT)
+        metrics, log line and audit record (`_record_end`). In a task that serves `el` alone (`own_task`: a server's
+        push), its done callback after the endpoint's, which writes the answer: the server has it before any of this
+        is done. Else one callback later (the answer goes on its way in the caller's step first)."""
+        if own_task is not None:
+            own_task.add_done_callback(partial(self._recorded, el), context=_CALLBACK_CONTEXT)
         else:
             asyncio.get_running_loop().call_soon(self._recorded, el, None, context=_CALLBACK_CONTEXT)
 
     def _recorded(self, el: Elicitation, _task: object) -> None:
         pending_closed(el.server)
-        if el.state.terminal:
+        if el.state in _ENDED:
             # Logged with its request's ids and its own, named in the context this callback runs in: only these
             # callbacks run in it, each naming its own elicitation (no context copied for each end).
-            name_request(**_request_ids(el.asked()), elicitation=el.id)
+            origin = el.origin
+            assert origin is not None  # admitted, so asked (`Elicitation.asked`)
+            set_request({"request_id": origin.request_id, "client": origin.peer.id, "elicitation": el.id})
             self._record_end(el)
 
     def _page_past_deadline(self, el: Elicitation, responder: Responder, tool: str | None) -> Responder | None:
@@ -305,6 +315,9 @@ class Broker:
         """Who presents this elicitation (`elicitation.responders`): the gateway's page or inbox when the
         hosting policy says so, else the client itself, raced with the question's page when notices say so.
         Refuses at once when nobody can (never after a timeout)."""
+        if self.hosting is None and not (secrets and self.config.sensitive_fields == "host"):
+            # Nothing hosted, nothing beside (`_beside`): the client, or a refusal (`_responder_for`).
+            return to_client(origin) if mode in origin.modes else self._responder_for(server, origin, mode)
         responder = self._hosted_responder(server, origin, mode, secrets) or self._responder_for(server, origin, mode)
         if self._beside(server, origin, responder):
             assert self.hosting is not None
@@ -557,9 +570,9 @@ class Broker:
                 self.url_routes.add(el.server, el.params["elicitationId"], target)
             return {"action": action}, True
         content: object = answer.get("content") or {}
-        problems = answer_problems(el.requested_schema, content)
+        problems = answer_problems(el.params.get("requestedSchema") or {}, content)  # `Elicitation.requested_schema`
         if not problems and is_mapping(content):
-            if self.audit is not None and self.audit.store_content:
+            if self.audit is not None and self.audit.config.store_content:
                 el.answer = dict(content)
             self._end(el, State.ACCEPTED, "user accepted")
             return {"action": "accept", "content": dict(content)}, True
@@ -576,7 +589,7 @@ class Broker:
         return _retry_params(el, problems), False
 
     def _end(self, el: Elicitation, state: State, reason: str) -> None:
-        if el.state.terminal:
+        if el.state in _ENDED:
             return
         el.state, el.reason = state, reason
         el.ended_at = time.time()
@@ -595,8 +608,7 @@ class Broker:
     def _record_end(self, el: Elicitation) -> None:
         assert el.ended_at is not None and el.reason is not None  # only called once it ended (`_end`)
         state = str(el.state)
-        labelled(ELICITATIONS, el.server, el.mode, state).inc()
-        labelled(ELICITATION_DURATION, el.server, el.mode, state).observe(el.ended_at - el.created_at)
+        elicitation_ended(el.server, el.mode, state, el.ended_at - el.created_at)
         self._keep(
             "elicitation.ended",
             AuditRecord(
@@ -609,7 +621,7 @@ class Broker:
                 ended_at=datetime.fromtimestamp(el.ended_at, UTC),
                 attempts=el.answers,
                 responder=el.answered_by or (el.responder.name if el.responder is not None else None),
-                content=self._kept_content(el),
+                content=None if el.answer is None else self._kept_content(el, el.answer),
                 source=el.source,
                 gateway_reason=el.gateway_reason,
                 **_about(el.origin),
@@ -637,12 +649,10 @@ class Broker:
         if self.audit is not None:
             self.audit.record(record)
 
-    def _kept_content(self, el: Elicitation) -> JsonObject | None:
-        """With `audit.store_content`: the accepted answer minus every field that looks like a secret."""
-        if el.answer is None:
-            return None
+    def _kept_content(self, el: Elicitation, answer: JsonObject) -> JsonObject:
+        """With `audit.store_content`: the accepted `answer` minus every field that looks like a secret."""
         secret = set(sensitive_fields(el.requested_schema, self.secret_words))
-        return {name: value for name, value in el.answer.items() if name not in secret}
+        return {name: value for name, value in answer.items() if name not in secret}
 
 
 def _request_ids(origin: Origin) -> JsonObject:
@@ -650,22 +660,20 @@ def _request_ids(origin: Origin) -> JsonObject:
     return {"request_id": origin.request_id, "client": origin.peer.id}
 
 
-_SAME_REQUEST = nullcontext()
-
-
-def _named(origin: Origin, el: Elicitation, own_task: bool) -> AbstractContextManager[None]:
-    """The log lines written while `el` waits name its request: in the task of another request, by a context of its
-    own; in a task that serves `el` alone (`own_task`: a server's push) or in the call's own task, which names it
-    already, by nothing more held while it waits (its end is logged with its own id all the same: `_recorded`)."""
+def _named(origin: Origin, el: Elicitation, own_task: bool) -> Token[JsonObject | None] | None:
+    """The log lines written while `el` waits name its request: in the task of another request, by ids of its own
+    until the returned token resets them; in a task that serves `el` alone (`own_task`: a server's push) for good, or
+    in the call's own task, which names it already, by nothing more held while it waits (None: nothing to reset; its
+    end is logged with its own id all the same: `_recorded`)."""
     if own_task:
-        name_request(**_request_ids(origin), elicitation=el.id)
-        return _SAME_REQUEST
+        set_request({"request_id": origin.request_id, "client": origin.peer.id, "elicitation": el.id})
+        return None
     current = current_request()
     if current is not None and current.get("request_id") == origin.request_id and current.get("client") == (
         origin.peer.id
     ):
-        return _SAME_REQUEST
-    return request_context(**_request_ids(origin), elicitation=el.id)
+        return None
+    return set_request({"request_id": origin.request_id, "client": origin.peer.id, "elicitation": el.id})
 
 
 def _about(origin: Origin | None) -> JsonObject:

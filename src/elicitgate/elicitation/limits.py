@@ -60,10 +60,13 @@ class TokenBucket:
     def take(self) -> float:
         """Take one token; returns 0 on success, else the seconds (whole milliseconds) until one is available."""
         now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate_per_second)
+        # `min(burst, refilled)` and `max(0.0, left)` as comparisons: two calls less on every question's way.
+        refilled = self.tokens + (now - self.updated) * self.rate_per_second
+        self.tokens = refilled if refilled < self.burst else self.burst
         self.updated = now
         if self.tokens >= 1 - _FLOAT_SLACK:
-            self.tokens = max(0.0, self.tokens - 1)
+            left = self.tokens - 1
+            self.tokens = left if left > 0.0 else 0.0
             return 0.0
         # In whole milliseconds, rounded up: waiting the advertised time always earns the token.
         return max(1, math.ceil((1 - self.tokens) / self.rate_per_second * 1000 - _FLOAT_SLACK)) / 1000

@@ -192,11 +192,12 @@ class Elicitation:
         self.stop_state, self.reason = state, reason
         self.interrupt()
 
-    def wait_begins(self) -> int:
-        """The running task waits for its answer from now until `wait_ends`, at most until `deadline`; returns
-        how many cancellations of that task were pending already (for `woken`)."""
-        task = asyncio.current_task()
-        assert task is not None, "an elicitation is waited for in a task"
+    def wait_begins(self, task: asyncio.Task[object] | None = None) -> int:
+        """The running task (`task`, when the caller has it at hand) waits for its answer from now until `wait_ends`,
+        at most until `deadline`; returns how many cancellations of that task were pending already (for `woken`)."""
+        if task is None:
+            task = asyncio.current_task()
+            assert task is not None, "an elicitation is waited for in a task"
         self.interrupted = False
         self.timer = asyncio.get_running_loop().call_at(self.deadline, self.interrupt, context=_TIMER_CONTEXT)
         self.waiting = task

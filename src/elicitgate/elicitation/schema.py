@@ -258,8 +258,9 @@ def _fits(schema: Any) -> Fits | None:
     needed = tuple(required)
 
     def fits(content: Mapping[str, Any]) -> bool:
-        if any(name not in content for name in needed):
-            return False
+        for name in needed:  # a loop, not `any` over a generator: three calls less for every answer
+            if name not in content:
+                return False
         for name, value in content.items():
             check = checks.get(name)
             if check is None or not check(value):
