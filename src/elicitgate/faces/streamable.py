@@ -330,6 +330,7 @@ class StreamableHttpEndpoint:
                 begun = channel.begin(cycle, after=0, priming=self._primes(headers), headers=session.header)
                 if begun is not None and channel.park(cycle, begun, functools.partial(
                         self._unparked, session, request_id, message, channel, headers, cycle, connection)):
+                    cycle.write_held()  # the stream's head and first events: out before the step goes on
                     return  # what comes next is written by `put`, with no task while it can be
             app: ASGIApp = functools.partial(self._respond_app, session, request_id, message, channel, first, headers,
                                              begun, False)

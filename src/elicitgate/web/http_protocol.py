@@ -16,7 +16,6 @@ the reader (bench/README.md, "The HTTP face's writes and `/mcp` past Starlette")
 from __future__ import annotations
 
 import asyncio
-import functools
 import http
 import logging
 import urllib.parse
@@ -150,26 +149,29 @@ class HeadScanner:
 
 
 class CoalescedWrites(asyncio.Transport):
-    """A connection's transport whose writes are joined until the event loop's turn ends: a JSON answer (head,
-    then body) or an SSE event with the stream's end leave as one write. `close` and `write_eof` write what is
-    held first; everything else is the transport's own."""
+    """A connection's transport whose writes are joined until the event loop's turn ends, or until `write_held` says
+    the part under way is whole: a JSON answer (head, then body) or an SSE event with the stream's end leave as one
+    write. `close` and `write_eof` write what is held first; everything else is the transport's own."""
 
-    __slots__ = ("_transport", "_held", "_flush")
+    __slots__ = ("_transport", "_held", "_call_soon", "_soon")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:  # pyright: ignore[reportMissingSuperCall]
         # Not `asyncio.BaseTransport`'s: its one field, the extra info, is the transport's (`get_extra_info`).
         self._transport = transport
         self._held: list[bytes | bytearray | memoryview] = []
-        self._flush = functools.partial(loop.call_soon, self.flush)
+        self._call_soon = loop.call_soon
+        self._soon: asyncio.Handle | None = None
+        """The turn's-end `flush` while something is held."""
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
         if not self._held:
-            self._flush()
+            self._soon = self._call_soon(self.flush)
         self._held.append(data)
 
     def flush(self) -> None:
+        self._soon = None
         held = self._held
         if not held:
             return
@@ -177,8 +179,17 @@ class CoalescedWrites(asyncio.Transport):
         if not self._transport.is_closing():
             self._transport.write(held[0] if len(held) == 1 else b"".join(held))
 
+    def write_held(self) -> None:
+        """What is held written now, not at the turn's end (whose `flush` is called off): a response's end, or an
+        SSE event put from a callback, leaves before the callbacks after this one (the broker's bookkeeping, the
+        next read) instead of after them."""
+        soon = self._soon
+        if soon is not None:
+            soon.cancel()
+            self.flush()
+
     def close(self) -> None:
-        self.flush()
+        self.write_held()
         self._transport.close()
 
     def abort(self) -> None:
@@ -186,7 +197,7 @@ class CoalescedWrites(asyncio.Transport):
         self._transport.abort()
 
     def write_eof(self) -> None:
-        self.flush()
+        self.write_held()
         self._transport.write_eof()
 
     def can_write_eof(self) -> bool:
@@ -211,7 +222,7 @@ class CoalescedWrites(asyncio.Transport):
         return self._transport.is_reading()
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
-        self.flush()
+        self.write_held()
         self._transport.set_protocol(protocol)
 
     def get_protocol(self) -> asyncio.BaseProtocol:
@@ -366,6 +377,7 @@ class LeanCycle(RequestResponseCycle):
     `receive` for as long as it stays open."""
 
     watched: Watch | None = None
+    transport: CoalescedWrites  # pyright: ignore[reportIncompatibleVariableOverride]  # `LimitedHttpTools`'
 
     def watch(self, gone: Callable[[], object]) -> Watch:
         """Call `gone` soon (from the event loop) once the client has gone, as a task returning from `receive`'s
@@ -393,6 +405,10 @@ class LeanCycle(RequestResponseCycle):
             await super().send(message)
             return
         self._body(message.get("body", b""), message.get("more_body", False))
+
+    def write_held(self) -> None:
+        """What this response wrote in the caller's step leaves now, not at the loop turn's end (`CoalescedWrites`)."""
+        self.transport.write_held()
 
     def whole_body(self) -> bytes | None:
         """The request's body when all of it has come and nothing is to be written or waited for first, taken as
@@ -454,6 +470,7 @@ class LeanCycle(RequestResponseCycle):
             if left:
                 raise RuntimeError("Response content shorter than Content-Length")
         self.response_complete = True
+        self.transport.write_held()  # the response is whole
         self.message_event.set()
         if not self.keep_alive:
             self.transport.close()
