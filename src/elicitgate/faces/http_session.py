@@ -10,7 +10,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncGenerator, Mapping
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp_types import CONNECTION_CLOSED, RequestId
@@ -133,7 +133,7 @@ class HttpRequestContext(RequestContext):
 
     @property
     def _wire(self) -> SessionWire:
-        return cast(SessionWire, self._dispatcher.wire)
+        return self._dispatcher.wire  # pyright: ignore[reportReturnType]  # a session's is its `SessionWire` (no call)
 
     def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
