@@ -235,6 +235,7 @@ class EventStream(Wakeable):
                 if last:
                     cycle.write_now(b"", False)  # the response's end (its reader sees it complete)
                 else:
+                    cycle.write_held()
                     self._direct = direct
                     if isinstance(direct, Parked):
                         direct.wrote()

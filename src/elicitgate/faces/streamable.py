@@ -254,10 +254,11 @@ class StreamableHttpEndpoint:
                 return
         if not is_request:
             session.wire.hand_in(Inbound(message))
-            # The 202 after what the message sets off has gone on its way (two event-loop turns: the session's
-            # reader, and the task awaiting the answer, which writes what it sends upstream in its own step, e.g. a
-            # 2026-07-28 upstream's retry with the answer on an HTTP wire's kept-alive connection): written first,
-            # it woke the client, which took the CPU from the gateway before the retry left.
+            # The 202 after what the message sets off has gone on its way (two event-loop turns, a margin: the message
+            # reaches the endpoint in `hand_in` itself (`SessionWire.push`), and the task awaiting the answer writes
+            # what it sends upstream in its next step, e.g. a 2026-07-28 upstream's retry with the answer on an HTTP
+            # wire's kept-alive connection): written first, it woke the client, which took the CPU from the gateway
+            # before the retry left.
             for _ in range(2):
                 await anyio.lowlevel.checkpoint()
             await reply(send, 202, None, extra=session.header)
@@ -332,6 +333,7 @@ class StreamableHttpEndpoint:
                 begun = channel.begin(cycle, after=0, priming=self._primes(headers), headers=session.header)
                 if begun is not None and channel.park(cycle, begun, functools.partial(
                         self._unparked, session, request_id, message, channel, headers, cycle, connection)):
+                    cycle.write_held()  # the stream's head and first events: out before the step goes on
                     return  # what comes next is written by `put`, with no task while it can be
             app: ASGIApp = functools.partial(self._respond_app, session, request_id, message, channel, first, headers,
                                              begun, False)

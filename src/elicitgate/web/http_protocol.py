@@ -16,14 +16,13 @@ the reader (bench/README.md, "The HTTP face's writes and `/mcp` past Starlette")
 from __future__ import annotations
 
 import asyncio
-import functools
 import http
 import logging
 import urllib.parse
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, Literal, Protocol, cast
 
 import httptools
 from starlette.types import ASGIApp
@@ -150,26 +149,29 @@ class HeadScanner:
 
 
 class CoalescedWrites(asyncio.Transport):
-    """A connection's transport whose writes are joined until the event loop's turn ends: a JSON answer (head,
-    then body) or an SSE event with the stream's end leave as one write. `close` and `write_eof` write what is
-    held first; everything else is the transport's own."""
+    """A connection's transport whose writes are joined until the event loop's turn ends, or until `write_held` says
+    the part under way is whole: a JSON answer (head, then body) or an SSE event with the stream's end leave as one
+    write. `close` and `write_eof` write what is held first; everything else is the transport's own."""
 
-    __slots__ = ("_transport", "_held", "_flush")
+    __slots__ = ("_transport", "_held", "_call_soon", "_soon")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:  # pyright: ignore[reportMissingSuperCall]
         # Not `asyncio.BaseTransport`'s: its one field, the extra info, is the transport's (`get_extra_info`).
         self._transport = transport
         self._held: list[bytes | bytearray | memoryview] = []
-        self._flush = functools.partial(loop.call_soon, self.flush)
+        self._call_soon = loop.call_soon
+        self._soon: asyncio.Handle | None = None
+        """The turn's-end `flush` while something is held."""
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
         if not self._held:
-            self._flush()
+            self._soon = self._call_soon(self.flush)
         self._held.append(data)
 
     def flush(self) -> None:
+        self._soon = None
         held = self._held
         if not held:
             return
@@ -177,8 +179,17 @@ class CoalescedWrites(asyncio.Transport):
         if not self._transport.is_closing():
             self._transport.write(held[0] if len(held) == 1 else b"".join(held))
 
+    def write_held(self) -> None:
+        """What is held written now, not at the turn's end (whose `flush` is called off): a response's end, or an
+        SSE event put from a callback, leaves before the callbacks after this one (the broker's bookkeeping, the
+        next read) instead of after them."""
+        soon = self._soon
+        if soon is not None:
+            soon.cancel()
+            self.flush()
+
     def close(self) -> None:
-        self.flush()
+        self.write_held()
         self._transport.close()
 
     def abort(self) -> None:
@@ -186,7 +197,7 @@ class CoalescedWrites(asyncio.Transport):
         self._transport.abort()
 
     def write_eof(self) -> None:
-        self.flush()
+        self.write_held()
         self._transport.write_eof()
 
     def can_write_eof(self) -> bool:
@@ -211,7 +222,7 @@ class CoalescedWrites(asyncio.Transport):
         return self._transport.is_reading()
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
-        self.flush()
+        self.write_held()
         self._transport.set_protocol(protocol)
 
     def get_protocol(self) -> asyncio.BaseProtocol:
@@ -366,6 +377,7 @@ class LeanCycle(RequestResponseCycle):
     `receive` for as long as it stays open."""
 
     watched: Watch | None = None
+    transport: CoalescedWrites  # pyright: ignore[reportIncompatibleVariableOverride]  # `LimitedHttpTools`'
 
     def watch(self, gone: Callable[[], object]) -> Watch:
         """Call `gone` soon (from the event loop) once the client has gone, as a task returning from `receive`'s
@@ -393,6 +405,10 @@ class LeanCycle(RequestResponseCycle):
             await super().send(message)
             return
         self._body(message.get("body", b""), message.get("more_body", False))
+
+    def write_held(self) -> None:
+        """What this response wrote in the caller's step leaves now, not at the loop turn's end (`CoalescedWrites`)."""
+        self.transport.write_held()
 
     def whole_body(self) -> bytes | None:
         """The request's body when all of it has come and nothing is to be written or waited for first, taken as
@@ -454,6 +470,7 @@ class LeanCycle(RequestResponseCycle):
             if left:
                 raise RuntimeError("Response content shorter than Content-Length")
         self.response_complete = True
+        self.transport.write_held()  # the response is whole
         self.message_event.set()
         if not self.keep_alive:
             self.transport.close()
@@ -543,17 +560,19 @@ def _addresses(transport: asyncio.Transport) -> tuple[tuple[str, int | None] | N
     """A connection's local and remote (host, port), as uvicorn's `get_local_addr` / `get_remote_addr` give them:
     a TCP connection's as the transport keeps them (uvloop's, without the system call and socket object that
     uvicorn's make per connection), anything else's (a Unix socket) by uvicorn's."""
-    found: list[tuple[str, int] | None] = []
-    for name in ("sockname", "peername"):
-        info: object = transport.get_extra_info(name)
-        address = None
-        if isinstance(info, tuple):
-            pair = cast("tuple[object, ...]", info)
-            if len(pair) >= 2 and isinstance(port := pair[1], int):  # IPv6: (host, port, flowinfo, scope id)
-                address = (str(pair[0]), port)
-        found.append(address)
-    local, remote = found
+    local = _tcp_address(transport.get_extra_info("sockname"))
+    remote = _tcp_address(transport.get_extra_info("peername"))
     return (local or get_local_addr(transport), remote or get_remote_addr(transport))
+
+
+def _tcp_address(info: Any) -> tuple[str, int] | None:
+    """(host, port) of a TCP socket's address as the transport gives it (IPv6: host, port, flowinfo, scope id), else
+    None. With no `cast` and `isinstance` calls: this runs for each of a connection's two addresses."""
+    try:
+        host, port = info[0], info[1]
+    except (TypeError, LookupError):  # None, or no port
+        return None
+    return (str(host), port) if type(port) is int and type(info) is tuple else None
 
 
 def plain_answer(status: int, text: str, default_headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -605,7 +624,7 @@ class LeanFlow(FlowControl):
         self._transport = transport
         self.read_paused = False
         self.write_paused = False
-        self._is_writable_event = cast("asyncio.Event", None)
+        self._is_writable_event: asyncio.Event = None  # type: ignore[assignment]  # made as writing first pauses
 
     async def drain(self) -> None:
         if self._is_writable_event is not None:  # pyright: ignore[reportUnnecessaryComparison]
@@ -631,7 +650,9 @@ class LimitedHttpTools(HttpToolsProtocol):
     limits: ClassVar[HttpLimits] = HttpLimits()
     direct: ClassVar[DirectRoute | None] = None
     """A path served past the outer middleware (`faces.http` sets `/mcp`'s), else None."""
-    _shared: ClassVar[tuple[Config, logging.Logger, logging.Logger, bool] | None] = None
+    app: Any
+    """The config's loaded app (uvicorn's, with no `cast` call per connection)."""
+    _shared: ClassVar[tuple[Config, logging.Logger, logging.Logger, bool, Literal["2.0", "3.0"]] | None] = None
 
     def __init__(
         self,
@@ -641,24 +662,24 @@ class LimitedHttpTools(HttpToolsProtocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         # uvicorn's own `__init__`, less what it recomputed for every connection (two logger lookups and a walk
-        # of the logging tree for the access log's handlers): a client that opens a connection per request (the
-        # `mcp` SDK's does for an elicitation's two POSTs) paid it each time. Computed once per server's config.
+        # of the logging tree for the access log's handlers, the config's properties): a client that opens a connection
+        # per request (the `mcp` SDK's does for an elicitation's two POSTs) paid it each time. Computed once per
+        # server's config.
         shared = type(self)._shared
         if shared is None or shared[0] is not config:
             if not config.loaded:
                 config.load()
             access_logger = logging.getLogger("uvicorn.access")
             shared = type(self)._shared = (config, logging.getLogger("uvicorn.error"), access_logger,
-                                           access_logger.hasHandlers())
-        _, self.logger, self.access_logger, self.access_log = shared
+                                           access_logger.hasHandlers(), config.asgi_version)
+        _, self.logger, self.access_logger, self.access_log, self.asgi_version = shared
         self.config = config
-        self.app = cast("Any", config.loaded_app)  # pyright: ignore[reportUnknownMemberType]
+        self.app = config.loaded_app  # pyright: ignore[reportUnknownMemberType]
         self.loop = _loop or asyncio.get_event_loop()
         self.parser = httptools.HttpRequestParser(self)
         self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn: answer a pipelined first
         self.ws_protocol_class = config.ws_protocol_class
         self.root_path = config.root_path
-        self.asgi_version = config.asgi_version
         self.limit_concurrency = config.limit_concurrency
         self.app_state = app_state
         self.timeout_keep_alive_task = None
@@ -688,7 +709,7 @@ class LimitedHttpTools(HttpToolsProtocol):
         self._deferred: tuple[int, str] | None = None
         self._began_in_feed = False
         self._body_in_feed = 0
-        self._socket: asyncio.Transport | None = None
+        self._socket: asyncio.Transport = None  # type: ignore[assignment]  # until connection_made
         """The connection's own transport, under `CoalescedWrites` (whose `is_closing` is its)."""
         self._pending: LeanCycle | None = None
         """The direct route's request whose body is coming, its task not yet started (`_whole` once it is in)."""
@@ -723,7 +744,7 @@ class LimitedHttpTools(HttpToolsProtocol):
             self._unset_keepalive_if_required()
         view = memoryview(data)
         start = 0
-        socket = cast("asyncio.Transport", self._socket)
+        socket = self._socket
         try:
             while start < len(data) and not socket.is_closing():
                 in_head = self._in_head
@@ -802,7 +823,7 @@ class LimitedHttpTools(HttpToolsProtocol):
         self._cancel_head_timer()
         self._body_left = _content_length(self.headers)
         parser = self.parser
-        scope = cast("dict[str, Any]", self.scope)
+        scope: dict[str, Any] = self.scope  # pyright: ignore[reportAssignmentType]  # uvicorn's HTTPScope, a dict
         http_version = parser.get_http_version()
         scope["method"] = parser.get_method().decode("ascii")
         if http_version != "1.1":
@@ -835,10 +856,11 @@ class LimitedHttpTools(HttpToolsProtocol):
         else:
             app = cast("ASGIApp", self.app)
         existing_cycle = self.cycle
+        signal: Any = Signal()  # `asyncio.Event`'s part that a cycle uses
         self.cycle = cycle = LeanCycle(
             scope=self.scope, transport=self.transport, flow=self.flow, logger=self.logger,
             access_logger=self.access_logger, access_log=self.access_log,
-            default_headers=self.server_state.default_headers, message_event=cast("asyncio.Event", Signal()),
+            default_headers=self.server_state.default_headers, message_event=signal,
             expect_100_continue=self.expect_100_continue,
             keep_alive=http_version != "1.0" and parser.should_keep_alive(), on_response=self.on_response_complete,
         )
@@ -912,7 +934,7 @@ class LimitedHttpTools(HttpToolsProtocol):
     # -- timers and refusals --------------------------------------------------------------------------------
 
     def _arm_timers(self) -> None:
-        if cast("asyncio.Transport", self._socket).is_closing():
+        if self._socket.is_closing():
             return
         if self._in_head:
             if self._head.size and self._head_timer is None:

@@ -16,7 +16,7 @@ import contextvars
 import logging
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
-from typing import Any, Protocol, TypeGuard, cast
+from typing import Any, Protocol, TypeGuard
 
 import anyio
 import anyio.abc
@@ -462,10 +462,15 @@ class Endpoint:
             inbound.served = True
             self._write_soon(self._write_answer(self._failed(request_id, exc)))
             return None
-        coroutine: Coroutine[Any, Any, JsonObject] = (
-            cast("Coroutine[Any, Any, JsonObject]", handling) if isinstance(handling, Coroutine) else _awaited(handling)
+        coroutine: Coroutine[Any, Any, JsonObject]
+        # A native coroutine's type first: the ABC's `isinstance` runs a Python frame (`ABCMeta.__instancecheck__`).
+        if type(handling) is types.CoroutineType or isinstance(handling, Coroutine):
+            coroutine = handling  # pyright: ignore[reportAssignmentType, reportUnknownVariableType]
+        else:
+            coroutine = _awaited(handling)
+        return asyncio.get_running_loop().create_task(
+            coroutine, name=self._task_name, context=context  # pyright: ignore[reportUnknownArgumentType]
         )
-        return asyncio.get_running_loop().create_task(coroutine, name=self._task_name, context=context)
 
     def _serve_direct(
         self, inbound: Inbound, request_id: RequestId, method: str, params: JsonObject | None, on_request: OnRequest
