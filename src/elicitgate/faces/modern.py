@@ -267,8 +267,7 @@ class ModernMethods:
                 return boundary.close_round(ctx, result, bound)
         finally:
             observer.timer(ctx.method).observe(time.perf_counter() - start)
-            if (stack := vars(connection).get("exit_stack")) is not None:  # `_closed`'s work, with no call of it
-                await stack.aclose()
+            await _closed(connection)
 
     async def _inner(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         entry = self._methods[ctx.method]

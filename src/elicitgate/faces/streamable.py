@@ -284,7 +284,7 @@ class StreamableHttpEndpoint:
         content_type = named.get(b"content-type")
         if not (has_json and has_sse) or not _is_json(None if content_type is None else content_type.decode("latin-1")):
             return self
-        if stateless or session_id is None:  # a 2026-07-28 POST: `faces.stateless`, from here too
+        if session_id is None or stateless:  # a 2026-07-28 POST: `faces.stateless`, from here too
             return self._stateless.at_body(cycle, headers, self)
         session = self._session(scope, session_id.decode("latin-1"))
         if session is None or (body := cycle.whole_body()) is None:
