@@ -53,6 +53,8 @@ PEER = StateKey("elicitgate.peer", DownstreamPeer)
 """The peer of a client connection, made with its first request."""
 _peer_ids = itertools.count(1)
 _request_ids = itertools.count(1)
+_UNREAD = object()
+_NO_MODES: frozenset[str] = frozenset()
 
 
 class DownstreamCall:
@@ -63,7 +65,17 @@ class DownstreamCall:
     context: that context holds the decoded params and a session of its own, which a call waiting on a human would
     keep for as long as the human takes (design invariant 8: a pending question costs a record, not what made it)."""
 
-    __slots__ = ("peer", "method", "request_id", "protocol_version", "tool", "_outbound", "_connection")
+    __slots__ = (
+        "peer",
+        "method",
+        "request_id",
+        "protocol_version",
+        "tool",
+        "_outbound",
+        "_connection",
+        "_modes_of",
+        "_modes",
+    )
 
     asks_in_rounds = False
 
@@ -76,6 +88,9 @@ class DownstreamCall:
         """The tool or prompt the client called (its namespaced name), for the audit trail."""
         self._outbound: Any = request_outbound(ctx)
         self._connection = connection_of(ctx)
+        self._modes_of: object = _UNREAD
+        """The capabilities model `_modes` was read from: read again once the connection holds another."""
+        self._modes = _NO_MODES
 
     @property
     def era(self) -> Era:
@@ -88,8 +103,13 @@ class DownstreamCall:
 
     @property
     def modes(self) -> frozenset[str]:
-        """What this request's client declared (per request in 2026-07-28, per session before)."""
-        return elicitation_modes(self._connection.client_capabilities)
+        """What this request's client declared (per request in 2026-07-28, per session before). Kept while the
+        connection holds the same capabilities model: read for every try upstream and every question."""
+        capabilities = self._connection.client_capabilities
+        if capabilities is not self._modes_of:
+            self._modes = elicitation_modes(capabilities)
+            self._modes_of = capabilities
+        return self._modes
 
     def raw_capabilities(self) -> JsonObject:
         return capabilities_dict(self._connection.client_capabilities)
