@@ -77,6 +77,18 @@ def test_a_calls_modes_follow_the_capabilities_it_holds_now() -> None:
     assert call.modes == frozenset({"form"})  # `{"elicitation": {}}` is form only
 
 
+def test_a_calls_declared_capabilities_are_dumped_once_per_model_and_follow_a_new_one() -> None:
+    call, connection = downstream_call(declared("form"))
+    first = call.raw_capabilities()
+    assert first == {"elicitation": {"form": {}}}
+    again, called = calls_of(call.raw_capabilities)
+    assert called == [] and again is first
+    connection.client_capabilities = declared("url")
+    assert call.raw_capabilities() == {"elicitation": {"url": {}}}
+    connection.client_capabilities = None
+    assert call.raw_capabilities() == {}
+
+
 def test_the_capabilities_told_a_2026_upstream_are_found_without_a_call() -> None:
     call, _ = downstream_call(declared("url"))
     call.modes  # noqa: B018 (read once: kept)

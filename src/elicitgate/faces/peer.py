@@ -55,6 +55,7 @@ _peer_ids = itertools.count(1)
 _request_ids = itertools.count(1)
 _UNREAD = object()
 _NO_MODES: frozenset[str] = frozenset()
+_NO_RAW: JsonObject = {}
 
 
 class DownstreamCall:
@@ -75,6 +76,8 @@ class DownstreamCall:
         "_connection",
         "_modes_of",
         "_modes",
+        "_raw_of",
+        "_raw",
     )
 
     asks_in_rounds = False
@@ -91,6 +94,9 @@ class DownstreamCall:
         self._modes_of: object = _UNREAD
         """The capabilities model `_modes` was read from: read again once the connection holds another."""
         self._modes = _NO_MODES
+        self._raw_of: object = _UNREAD
+        """The capabilities model `_raw` was dumped from, as `_modes_of`."""
+        self._raw: JsonObject = _NO_RAW
 
     @property
     def era(self) -> Era:
@@ -112,7 +118,12 @@ class DownstreamCall:
         return self._modes
 
     def raw_capabilities(self) -> JsonObject:
-        return capabilities_dict(self._connection.client_capabilities)
+        """Kept as `modes` is (read it, do not change it: `capabilities_dict`'s own)."""
+        capabilities = self._connection.client_capabilities
+        if capabilities is not self._raw_of:
+            self._raw = capabilities_dict(capabilities)
+            self._raw_of = capabilities
+        return self._raw
 
     def send_request(self, method: str, params: Mapping[str, Any]) -> Awaitable[JsonObject]:
         """Send a server-to-client request on this call's own channel (its POST stream on HTTP).
