@@ -290,14 +290,14 @@ async def test_records_queued_while_a_batch_is_being_stored_are_stored_at_close_
             trail.record(_record("first", "accepted", now))
             await writing.wait()
             trail.record(_record("second", "accepted", now))
-            closed = anyio.Event()  # `close` has stopped taking records: its queue's sending side is closed
-            close_sending = trail._send.close  # pyright: ignore[reportPrivateUsage]
+            closed = anyio.Event()  # `close` has stopped taking records
+            stop_taking = trail._stop_taking  # pyright: ignore[reportPrivateUsage]
 
-            def close_and_tell() -> None:
-                close_sending()
+            def stop_and_tell() -> None:
+                stop_taking()
                 closed.set()
 
-            monkeypatch.setattr(trail._send, "close", close_and_tell)  # pyright: ignore[reportPrivateUsage]
+            monkeypatch.setattr(trail, "_stop_taking", stop_and_tell)
             tg.start_soon(trail.close, 30.0)
             await closed.wait()
             release.set()

@@ -206,7 +206,7 @@ def test_an_accepted_answer_is_kept_for_the_audit_store_as_before() -> None:
     assert el.answer == {"answer": "a", "password": "p"}
     contextvars.Context().run(broker._recorded, el, None)  # pyright: ignore[reportPrivateUsage]
     assert broker.audit is not None
-    kept = broker.audit._receive.receive_nowait()  # pyright: ignore[reportPrivateUsage]
+    kept = broker.audit._queue.popleft()  # pyright: ignore[reportPrivateUsage]
     assert kept.content == {"answer": "a"} and kept.state == "accepted"
 
 

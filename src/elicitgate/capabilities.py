@@ -94,3 +94,14 @@ def declares_tasks(capabilities: Mapping[str, Any]) -> bool:
 def knows_tasks(capabilities: Mapping[str, Any]) -> bool:
     """A client that says it knows tasks: a 2025-11-25 `tasks` capability, or the 2026-07-28 extension."""
     return "tasks" in capabilities or declares_tasks(capabilities)
+
+
+def _declared_for_every_mode() -> None:
+    for modes in (frozenset[str](), frozenset({"form"}), frozenset({"url"}), frozenset({"form", "url"})):
+        _DECLARED[modes] = _declared(modes, None)
+
+
+_declared_for_every_mode()
+DECLARED: Mapping[frozenset[str], dict[str, Any]] = _DECLARED
+"""`declared_capabilities(modes)` of every set of modes a client can declare, made at import: read by subscript
+(no call) for every request to a 2026-07-28 upstream. Read them, do not change them."""

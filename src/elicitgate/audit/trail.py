@@ -10,12 +10,12 @@ from __future__ import annotations
 import importlib
 import logging
 import time
+from collections import deque
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from elicitgate import heap
 from elicitgate.audit.record import AuditRecord
@@ -48,9 +48,12 @@ class AuditTrail:
         self.config = config
         self.store: AuditStore | None = None
         """Set once the writer has opened it."""
-        self._send: MemoryObjectSendStream[AuditRecord]
-        self._receive: MemoryObjectReceiveStream[AuditRecord]
-        self._send, self._receive = anyio.create_memory_object_stream[AuditRecord](config.queue_size)
+        self._queue: deque[AuditRecord] = deque()
+        """Records queued for the writer (at most `audit.queue_size`), besides the one handed to it as it waited."""
+        self._queue_size = config.queue_size
+        self._waiting: anyio.Event | None = None
+        """Set while the writer waits for a record: the next one is handed to it (`_handed`), not queued."""
+        self._handed: AuditRecord | None = None
         self._stopped: anyio.Event | None = None
         self._scope: anyio.CancelScope | None = None
         """The writer's, shielded from the gateway's cancellation: `close` ends it."""
@@ -72,19 +75,28 @@ class AuditTrail:
         return self.config.store_content
 
     def record(self, record: AuditRecord) -> None:
-        """Queue one record; when the queue is full it is dropped (counted, logged), never waited for."""
-        try:
-            self._send.send_nowait(record)
-            self._queued += 1
-            if self._wanted_unset is not None:
-                self._wanted_unset.set()
-                self._wanted_unset = None
-            if self._queued >= WAKE and self._batch_full is not None:
-                self._batch_full.set()
-        except anyio.WouldBlock:
-            self._drop("queue_full")
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        """Queue one record; when the queue is full it is dropped (counted, logged), never waited for.
+
+        A deque, not a memory object stream: two C calls per record here and none in the writer, which takes a
+        batch at once (a stream's `send_nowait` and `receive_nowait` were Python calls for every record)."""
+        if self._closed:
             self._drop("stopped")
+            return
+        if self._waiting is not None:  # the writer waits: the record is its own, as a stream hands it to a receiver
+            self._handed = record
+            self._waiting.set()
+            self._waiting = None
+        elif len(self._queue) < self._queue_size:
+            self._queue.append(record)
+        else:
+            self._drop("queue_full")
+            return
+        self._queued += 1
+        if self._wanted_unset is not None:
+            self._wanted_unset.set()
+            self._wanted_unset = None
+        if self._queued >= WAKE and self._batch_full is not None:
+            self._batch_full.set()
 
     def _drop(self, why: str) -> None:
         AUDIT_DROPPED.labels(reason=why).inc()
@@ -115,13 +127,13 @@ class AuditTrail:
         closing, wanted = anyio.Event(), anyio.Event()
         self._stopped, self._closing, self._wanted, self._opened = anyio.Event(), closing, wanted, anyio.Event()
         self._wanted_unset = wanted
-        if self.config.open_at_start or self._receive.statistics().current_buffer_used:
+        if self.config.open_at_start or self._queue:
             wanted.set()
         try:
             with anyio.CancelScope(shield=True) as self._scope:
                 with anyio.move_on_after(CLEANUP_EVERY):  # retention applies to a gateway nobody is asked through, too
                     await wanted.wait()
-                if closing.is_set() and not self._receive.statistics().current_buffer_used:
+                if closing.is_set() and not self._queue:
                     return  # closed before anything needed the store
                 store = self.store = await self._open(closing)
                 self._opened.set()
@@ -156,8 +168,24 @@ class AuditTrail:
                 heap.settle()  # SQLAlchemy's modules and the engine stay for the process
                 return store
 
+    async def _next(self) -> AuditRecord | None:
+        """The next record, waited for; None once the trail is closed and everything queued was taken. One loop turn
+        first, as a memory object stream's `receive` takes one."""
+        await anyio.lowlevel.checkpoint()
+        if self._queue:
+            return self._queue.popleft()
+        if self._closed:
+            return None
+        waiting = self._waiting = anyio.Event()
+        try:
+            await waiting.wait()
+        finally:
+            self._waiting = None
+        handed, self._handed = self._handed, None
+        return handed  # None: `close` woke it
+
     async def _write(self, store: AuditStore) -> None:
-        async for first in self._receive:
+        while (first := await self._next()) is not None:
             # The writer wakes once per batch, not once per record: it waits for the batch to fill or for
             # `LINGER` to pass, then takes what is queued.
             if self._queued < WAKE and not self._closed:  # closing: what is queued is stored now, unlingered
@@ -166,11 +194,12 @@ class AuditTrail:
                     await full.wait()
                 self._batch_full = None
             batch = [first]
-            while len(batch) < BATCH:
-                try:
-                    batch.append(self._receive.receive_nowait())
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
+            queue = self._queue
+            if len(queue) < BATCH:
+                batch.extend(queue)
+                queue.clear()
+            else:
+                batch.extend(queue.popleft() for _ in range(BATCH - 1))
             count = len(batch)
             self._queued -= count
             del first
@@ -192,14 +221,19 @@ class AuditTrail:
                 logger.exception("audit retention cleanup failed")
             await anyio.sleep(CLEANUP_EVERY)
 
+    def _stop_taking(self) -> None:
+        """Records from now on are dropped; a writer waiting for one is woken to end."""
+        self._closed = True
+        if self._waiting is not None:
+            self._waiting.set()
+
     async def close(self, timeout: float = 10.0) -> None:
         """Stop taking records and wait (at most `timeout`) until the writer has stored what is queued; then
         the writer stops, done or not."""
         with anyio.CancelScope(shield=True):  # the gateway calls this as it stops, maybe cancelled already
             # Records of elicitations that ended just now are queued a turn later (`Broker._after_answer`).
             await anyio.lowlevel.checkpoint()
-        self._closed = True
-        self._send.close()
+        self._stop_taking()
         if self._batch_full is not None:
             self._batch_full.set()  # what is queued is written now, not after `LINGER`
         if self._stopped is None or self._closing is None or self._wanted is None:

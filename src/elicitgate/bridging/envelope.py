@@ -19,7 +19,7 @@ from mcp_types import (
     SERVER_INFO_META_KEY,
 )
 
-from elicitgate.capabilities import declared_capabilities
+from elicitgate.capabilities import DECLARED, declared_capabilities
 from elicitgate.contracts import Era, Origin
 from elicitgate.json_shapes import JsonObject, is_mapping
 
@@ -70,7 +70,11 @@ def without_envelope(params: JsonObject) -> JsonObject:
 
 def modern_capabilities(call: Origin) -> JsonObject:
     """The per-request capabilities a 2026-07-28 upstream is told: the elicitation modes of the call's client."""
-    return declared_capabilities(call.modes)
+    modes = call.modes
+    try:
+        return DECLARED[modes]  # every set a client declares: a subscript, not `declared_capabilities`' call and `get`
+    except KeyError:
+        return declared_capabilities(modes)
 
 
 def without_upstream_identity(result: JsonObject) -> JsonObject:

@@ -53,6 +53,9 @@ PEER = StateKey("elicitgate.peer", DownstreamPeer)
 """The peer of a client connection, made with its first request."""
 _peer_ids = itertools.count(1)
 _request_ids = itertools.count(1)
+_UNREAD = object()
+_NO_MODES: frozenset[str] = frozenset()
+_NO_RAW: JsonObject = {}
 
 
 class DownstreamCall:
@@ -63,7 +66,19 @@ class DownstreamCall:
     context: that context holds the decoded params and a session of its own, which a call waiting on a human would
     keep for as long as the human takes (design invariant 8: a pending question costs a record, not what made it)."""
 
-    __slots__ = ("peer", "method", "request_id", "protocol_version", "tool", "_outbound", "_connection")
+    __slots__ = (
+        "peer",
+        "method",
+        "request_id",
+        "protocol_version",
+        "tool",
+        "_outbound",
+        "_connection",
+        "_modes_of",
+        "_modes",
+        "_raw_of",
+        "_raw",
+    )
 
     asks_in_rounds = False
 
@@ -76,6 +91,12 @@ class DownstreamCall:
         """The tool or prompt the client called (its namespaced name), for the audit trail."""
         self._outbound: Any = request_outbound(ctx)
         self._connection = connection_of(ctx)
+        self._modes_of: object = _UNREAD
+        """The capabilities model `_modes` was read from: read again once the connection holds another."""
+        self._modes = _NO_MODES
+        self._raw_of: object = _UNREAD
+        """The capabilities model `_raw` was dumped from, as `_modes_of`."""
+        self._raw: JsonObject = _NO_RAW
 
     @property
     def era(self) -> Era:
@@ -88,11 +109,21 @@ class DownstreamCall:
 
     @property
     def modes(self) -> frozenset[str]:
-        """What this request's client declared (per request in 2026-07-28, per session before)."""
-        return elicitation_modes(self._connection.client_capabilities)
+        """What this request's client declared (per request in 2026-07-28, per session before). Kept while the
+        connection holds the same capabilities model: read for every try upstream and every question."""
+        capabilities = self._connection.client_capabilities
+        if capabilities is not self._modes_of:
+            self._modes = elicitation_modes(capabilities)
+            self._modes_of = capabilities
+        return self._modes
 
     def raw_capabilities(self) -> JsonObject:
-        return capabilities_dict(self._connection.client_capabilities)
+        """Kept as `modes` is (read it, do not change it: `capabilities_dict`'s own)."""
+        capabilities = self._connection.client_capabilities
+        if capabilities is not self._raw_of:
+            self._raw = capabilities_dict(capabilities)
+            self._raw_of = capabilities
+        return self._raw
 
     def send_request(self, method: str, params: Mapping[str, Any]) -> Awaitable[JsonObject]:
         """Send a server-to-client request on this call's own channel (its POST stream on HTTP).

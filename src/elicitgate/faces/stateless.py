@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import anyio
@@ -81,15 +81,15 @@ class StatelessContext:
     """The SDK's `DispatchContext` for one 2026-07-28 POST: notifications go on its response stream; a
     request to the client cannot be sent (this era has none)."""
 
-    __slots__ = ("request_id", "_channel", "_progress_token", "_cancel_requested")
+    __slots__ = ("request_id", "_answer", "_progress_token", "_cancel_requested")
 
     transport: TransportContext = STATELESS_HTTP
     message_metadata: None = None
     can_send_request = False
 
-    def __init__(self, request_id: RequestId, channel: Channel, progress_token: ProgressToken | None) -> None:
+    def __init__(self, request_id: RequestId, answer: _Answer, progress_token: ProgressToken | None) -> None:
         self.request_id = request_id
-        self._channel = channel
+        self._answer = answer
         self._progress_token = progress_token
         self._cancel_requested: anyio.Event | None = None
 
@@ -109,7 +109,7 @@ class StatelessContext:
         message: JsonObject = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
-        self._channel.put(message)
+        self._answer.put(message)
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         if self._progress_token is not None:
@@ -212,12 +212,11 @@ class StatelessRequests:
         """The request served and answered: in its POST's task (`cycle` None), or as a task of its own on the face's
         server (`cycle`), which then answers its own failure as uvicorn's `run_asgi` answers an app's."""
         request_id, method, params = request["id"], request["method"], request.get("params")
-        channel = _PostChannel()
-        context = StatelessContext(request_id, channel, progress_token_from_params(params))
+        answer = _Answer(send, receive, self._json_wait, self._streaming)
+        context = StatelessContext(request_id, answer, progress_token_from_params(params))
         connection = EnvelopeConnection(
             NO_CHANNEL, route.protocol_version, route.client_info, route.client_capabilities
         )
-        answer = _Answer(channel, send, receive, self._json_wait, self._streaming)
         try:
             try:
                 try:
@@ -234,7 +233,7 @@ class StatelessRequests:
             finally:
                 answer.served()
             if answer.stream_task is None:
-                if message is not None and not channel.closed:
+                if message is not None and (answer.channel is None or not answer.channel.closed):
                     error = message.get("error")
                     code = error.get("code") if is_mapping(error) else None
                     status = ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200
@@ -243,14 +242,15 @@ class StatelessRequests:
                         await reply(send, status, message)
             else:
                 if message is not None:
-                    channel.put(message, last=True)
+                    answer.put(message, last=True)
                 await answer.streamed()
         except Exception as exc:
             if cycle is None:
                 raise
             await _failed(cycle, exc)
         finally:
-            answer.close()
+            if answer.channel is not None:  # else nothing was opened: no stream, not among the open answers
+                answer.close()
         if cycle is not None and not cycle.response_complete and not cycle.disconnected:
             await _unanswered(cycle)
 
@@ -294,23 +294,6 @@ class StatelessRequests:
         await sdk.serve_modern_http(self._server, self._security, self.lifespan_state, scope, replay, send)
 
 
-class _PostChannel(Channel):
-    """A 2026-07-28 POST's channel: what its request sends before its answer (notifications), which turns the
-    response into an SSE stream (`_Answer`) as soon as the first one comes."""
-
-    __slots__ = ("on_put",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.on_put: Callable[[], object] | None = None
-
-    def put(self, message: JsonObject, *, last: bool = False) -> bool:
-        put = super().put(message, last=last)
-        if put and self.on_put is not None:
-            self.on_put()
-        return put
-
-
 class _Answer:
     """How a 2026-07-28 POST served in its own task is answered: as one JSON body when its answer comes within
     `JSON_WINDOW` (within `http.json_wait`, while the client stays), else as an SSE stream written by a task of
@@ -321,12 +304,13 @@ class _Answer:
     ends before the answer (the client gone, the face stopping), and when the face stops while it waits past
     `JSON_WINDOW`."""
 
-    __slots__ = ("_channel", "_send", "_receive", "_json_wait", "_open", "_task", "_timer", "_watch", "stream_task",
+    __slots__ = ("channel", "_send", "_receive", "_json_wait", "_open", "_task", "_timer", "_watch", "stream_task",
                  "_serving", "_cancelled")
 
-    def __init__(self, channel: _PostChannel, send: Send, receive: Receive, json_wait: float,
-                 open_answers: dict[Channel, _Answer]) -> None:
-        self._channel = channel
+    def __init__(self, send: Send, receive: Receive, json_wait: float, open_answers: dict[Channel, _Answer]) -> None:
+        self.channel: Channel | None = None
+        """What the request sends before its answer (notifications), then the answer, when it streams: made with the
+        first notification or when the stream starts (most POSTs are answered as JSON and never make one)."""
         self._send = send
         self._receive = receive
         self._json_wait = json_wait
@@ -343,25 +327,38 @@ class _Answer:
         """Whether this answer cancelled the request (not whoever else may cancel the POST's task)."""
         self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
             min(JSON_WINDOW, json_wait), self._window_passed)
-        channel.on_put = self._start_stream
+
+    def _channel(self) -> Channel:
+        channel = self.channel
+        if channel is None:
+            channel = self.channel = Channel()
+        return channel
+
+    def put(self, message: JsonObject, *, last: bool = False) -> bool:
+        """Queue `message` on the POST's channel (False once it is closed); the first one, while the request is
+        served, turns the response into an SSE stream."""
+        put = self._channel().put(message, last=last)
+        if put and self.stream_task is None and self._serving:
+            self._start_stream()
+        return put
 
     def _window_passed(self) -> None:
         self._timer = None
         if self._json_wait <= JSON_WINDOW:
             self._start_stream()
             return
-        self._open[self._channel] = self
+        self._open[self._channel()] = self
         self._watch = on_disconnect(self._receive, self._gone)
         self._timer = asyncio.get_running_loop().call_later(self._json_wait - JSON_WINDOW, self._start_stream)
 
     def _gone(self) -> None:
         """The client went away before the answer's stream started."""
-        self._channel.close()
+        self._channel().close()
         self._cancel()
 
     def stop(self) -> None:
         """The face stops: the stream ends, at once if it has not started (the request is cancelled)."""
-        self._channel.close()
+        self._channel().close()
         self._start_stream()
 
     def _cancel(self) -> None:
@@ -380,11 +377,11 @@ class _Answer:
     def _start_stream(self) -> None:
         if self.stream_task is not None or not self._serving:
             return
-        self._channel.on_put = None
         self._stop_waiting()
-        self._open[self._channel] = self
+        channel = self._channel()
+        self._open[channel] = self
         self.stream_task = stream_task = asyncio.get_running_loop().create_task(
-            stream(self._channel, self._send, self._receive, None, on_gone=self._cancel))
+            stream(channel, self._send, self._receive, None, on_gone=self._cancel))
         stream_task.add_done_callback(self._stream_ended)
 
     def _stream_ended(self, _: asyncio.Task[None]) -> None:
@@ -401,7 +398,6 @@ class _Answer:
     def served(self) -> None:
         """The request has its answer, or has ended without one."""
         self._serving = False
-        self._channel.on_put = None
         if self._timer is not None or self._watch is not None:
             self._stop_waiting()
         if self._cancelled and self._task.cancelling():
@@ -409,7 +405,8 @@ class _Answer:
 
     def close(self) -> None:
         """The POST's task ends (cancelled, maybe): no stream goes on without it."""
-        self._open.pop(self._channel, None)
+        if self.channel is not None:
+            self._open.pop(self.channel, None)
         if self.stream_task is not None:
             self.stream_task.cancel()
 

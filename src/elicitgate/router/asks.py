@@ -81,8 +81,10 @@ class GatewayAsks:
 
     # -- the cheap check on every call ------------------------------------------------------------
 
-    def needed(self, kind: str, server: str, name: str, params: Mapping[str, Any]) -> Ask | None:
-        item = self.catalog.find(kind, server, name)
+    def needed(
+        self, kind: str, server: str, name: str, item: JsonObject | None, params: Mapping[str, Any]
+    ) -> Ask | None:
+        """What the gateway asks before the call of `item` (`catalog.find(kind, server, name)`), if anything."""
         if item is None:
             return None
         found = params.get("arguments")

@@ -100,18 +100,20 @@ class RequestRouter:
         kind = "tool" if method == "tools/call" else "prompt"
         server, name = self.catalog.resolve_name(kind, params.get("name"))
         named = {**params, "name": name}
-        ask = self.asks.needed(f"{kind}s", server, name, named)
-        plain = ask is None and not (method == "tools/call" and self._runs_apart(call, server, name, named))
+        item = self.catalog.find(f"{kind}s", server, name)  # once: the ask and `_runs_apart` read the same entry
+        ask = self.asks.needed(f"{kind}s", server, name, item, named)
+        plain = ask is None and not (method == "tools/call" and self._runs_apart(call, server, item, named))
         return kind, server, name, named, ask, plain
 
-    def _runs_apart(self, call: Origin, server: str, name: str, params: Mapping[str, Any]) -> bool:
-        """A tools/call that something other than `forward` runs: a 2025-11-25 task, a task a 2026-07-28 upstream
-        runs for a plain call, or a task the gateway runs for a tool that requires one (`_call_named`)."""
+    def _runs_apart(self, call: Origin, server: str, tool: JsonObject | None, params: Mapping[str, Any]) -> bool:
+        """A tools/call (of `tool`, the catalog's entry) that something other than `forward` runs: a 2025-11-25
+        task, a task a 2026-07-28 upstream runs for a plain call, or a task the gateway runs for a tool that
+        requires one (`_call_named`)."""
         if "task" in params and call.era == "handshake":
             return True
-        if bridged(call, self.links[server], self.catalog.find("tools", server, name)) is not None:
+        if bridged(call, self.links[server], tool) is not None:
             return True
-        return "task" not in params and self._runs_as_task(server, name)
+        return "task" not in params and self._runs_as_task(server, tool)
 
     async def _call_named(
         self, call: Origin, method: str, kind: str, public_name: object, server: str, name: str,
@@ -134,7 +136,8 @@ class RequestRouter:
                                                        self.catalog.find("tools", server, name))) is not None:
             return await run_upstream_task(self.inbound, self.links[server], self.tasks, park, params,
                                            max_rounds=self.config.bridging.max_rounds)
-        if method == "tools/call" and "task" not in params and self._runs_as_task(server, name):
+        if method == "tools/call" and "task" not in params and self._runs_as_task(
+                server, self.catalog.find("tools", server, name)):
             return await self.task_runner.run(call, self.links[server], params)
         return await forward(self.inbound, self.links[server], call, method, params,
                              max_rounds=self.config.bridging.max_rounds)
@@ -177,11 +180,11 @@ class RequestRouter:
                 with anyio.CancelScope(shield=True):
                     await self.peers.release_upstreams(call.peer)
 
-    def _runs_as_task(self, server: str, name: str) -> bool:
-        """A tool of a 2025-11-25 upstream that can only be called as a task (`router.task_runner`)."""
+    def _runs_as_task(self, server: str, tool: JsonObject | None) -> bool:
+        """A tool (the catalog's entry) of a 2025-11-25 upstream that can only be called as a task
+        (`router.task_runner`)."""
         primary = self.links[server].primary
-        return primary is not None and primary.era == "handshake" and task_required(
-            self.catalog.find("tools", server, name))
+        return primary is not None and primary.era == "handshake" and task_required(tool)
 
     async def _set_log_level(self, call: Origin, params: Mapping[str, Any]) -> JsonObject:
         """`logging/setLevel` is remembered for the client and goes to every handshake-era upstream that
