@@ -86,6 +86,9 @@ async def test_the_pending_gauge_counts_without_the_gauges_lock_and_the_deadline
     ends = _Ends()
     audit_log = logging.getLogger("elicitgate.audit")
     monkeypatch.setattr(audit_log, "level", logging.INFO)
+    # With its own cache of isEnabledFor answers, put back with the level: an earlier test may have left "INFO off"
+    # cached for this logger, which the level set alone would not clear.
+    monkeypatch.setattr(audit_log, "_cache", {})
     audit_log.addHandler(ends)
     seen_pending: list[float | None] = []
 

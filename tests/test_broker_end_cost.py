@@ -102,6 +102,9 @@ async def test_an_ends_counter_and_histogram_are_tallied_then_scraped_with_the_s
     events = _Ended()
     audit_log = logging.getLogger("elicitgate.audit")
     monkeypatch.setattr(audit_log, "level", logging.INFO)
+    # With its own cache of isEnabledFor answers, put back with the level: an earlier test may have left "INFO off"
+    # cached for this logger, which the level set alone would not clear.
+    monkeypatch.setattr(audit_log, "_cache", {})
     audit_log.addHandler(events)
     url = f"sqlite:///{tmp_path / 'audit.db'}"
     upstream = {"command": PY, "args": ["-m", "tests.peers.py_server", "--name", SERVER], "era": "handshake"}

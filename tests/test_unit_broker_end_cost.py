@@ -171,6 +171,9 @@ def test_an_answer_is_checked_and_its_end_recorded_without_properties_generators
     handler = _Ends()
     audit_log = logging.getLogger("elicitgate.audit")
     monkeypatch.setattr(audit_log, "level", logging.INFO)
+    # With its own cache of isEnabledFor answers, put back with the level: an earlier test may have left "INFO off"
+    # cached for this logger, which the level set alone would not clear.
+    monkeypatch.setattr(audit_log, "_cache", {})
     audit_log.addHandler(handler)
     try:
         for answer in ("first", "second"):  # the first builds what forms and ends keep
@@ -255,6 +258,9 @@ async def test_a_pushed_question_asks_and_ends_without_context_managers_or_a_sec
     handler = _Ends()
     audit_log = logging.getLogger("elicitgate.audit")
     monkeypatch.setattr(audit_log, "level", logging.INFO)
+    # With its own cache of isEnabledFor answers, put back with the level: an earlier test may have left "INFO off"
+    # cached for this logger, which the level set alone would not clear.
+    monkeypatch.setattr(audit_log, "_cache", {})
     audit_log.addHandler(handler)
     params = {"message": "Proceed?", "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}
     assert answer_problems(params["requestedSchema"], {"ok": True}) == []  # its check, built once for the form
