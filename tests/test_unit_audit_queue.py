@@ -17,6 +17,7 @@ from elicitgate.audit.store import AuditStore
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import AuditConfig
 from elicitgate.metrics import AUDIT_DROPPED
+from tests.profiled import calls_of
 
 pytestmark = pytest.mark.anyio
 
@@ -36,17 +37,7 @@ def _record(server: str) -> AuditRecord:
 def test_a_record_is_queued_with_no_python_call() -> None:
     trail = AuditTrail(AuditConfig(url="sqlite:///unused.db"))  # no writer
     record = _record("s")
-    called: list[str] = []
-
-    def profile(frame: FrameType, event: str, arg: object) -> None:
-        if event == "call":
-            called.append(frame.f_code.co_name)
-
-    sys.setprofile(profile)
-    try:
-        trail.record(record)
-    finally:
-        sys.setprofile(None)
+    _, called = calls_of(lambda: trail.record(record))
     assert called == ["record"]
 
 

@@ -5,34 +5,23 @@ checked against the `Mapping` ABC, and a round's one question is taken from its 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from types import FrameType, SimpleNamespace
-from typing import Any, cast
+from types import SimpleNamespace
+from typing import TypeVar, cast
 
 from mcp_types import LOG_LEVEL_META_KEY, PROTOCOL_VERSION_META_KEY, SERVER_INFO_META_KEY
 
 from elicitgate.bridging.envelope import upstream_params, without_upstream_identity
 from elicitgate.bridging.input_requests import only_input_request
 from elicitgate.contracts import Origin
+from tests.profiled import calls_of
+
+T = TypeVar("T")
 
 
-def _calls(run: Callable[[], Any]) -> tuple[Any, list[str]]:
+def _calls(run: Callable[[], T]) -> tuple[T, list[str]]:
     """What `run` returns, and the Python functions and built-ins it calls, by name, in order."""
-    called: list[str] = []
-
-    def profile(frame: FrameType, event: str, arg: object) -> None:
-        if event == "call":
-            called.append(frame.f_code.co_name)
-        elif event == "c_call":
-            called.append(getattr(arg, "__name__", "?"))
-
-    sys.setprofile(profile)
-    try:
-        found = run()
-    finally:
-        sys.setprofile(None)
-    return found, called[1:-1]  # not `run` itself, nor `setprofile`
+    return calls_of(run, c_calls=True)
 
 
 def _call(log_level: str | None = None, asks_in_rounds: bool = False) -> Origin:

@@ -12,8 +12,7 @@ import contextvars
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import FrameType
@@ -32,27 +31,11 @@ from elicitgate.elicitation.model import Elicitation, State
 from elicitgate.elicitation.responders import PUSH_TO_CLIENT
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.logs import current_request
+from tests.profiled import python_calls
 
 SERVER = "unit-endcost"
 """The metrics' label here, which no other test uses (the registry is the process's)."""
 BUCKETS = (0.05, 0.25, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
-
-
-@contextmanager
-def python_calls() -> Iterator[list[str]]:
-    """The Python functions the block entered, in order (`sys.setprofile`'s `call`: C functions are not listed)."""
-    called: list[str] = []
-
-    def profile(frame: FrameType, event: str, arg: object) -> None:
-        if event == "call":
-            called.append(frame.f_code.co_name)
-
-    sys.setprofile(profile)
-    try:
-        yield called
-    finally:
-        sys.setprofile(None)
-        del called[-2:]  # this context manager's own way out: `__exit__`, then this generator
 
 
 def samples(collect: Callable[[], Any], server: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

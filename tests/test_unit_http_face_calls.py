@@ -6,10 +6,7 @@ connection's set-up and tear-down or as a request's handler task is made; a conn
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from types import FrameType
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,25 +18,8 @@ from elicitgate.web.http_protocol import HttpLimits, _addresses, limited_protoco
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import Endpoint
 from elicitgate.wire.memory import memory_wires
+from tests.profiled import python_calls
 from tests.test_unit_http_protocol import Socket
-
-
-@contextmanager
-def python_calls() -> Iterator[list[str]]:
-    """The names of the Python functions called (and C functions, as `c:<name>`) while the block runs."""
-    called: list[str] = []
-
-    def profile(frame: FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            called.append(frame.f_code.co_name)
-        elif event == "c_call":
-            called.append(f"c:{getattr(arg, '__name__', arg)}")
-
-    sys.setprofile(profile)
-    try:
-        yield called
-    finally:
-        sys.setprofile(None)
 
 
 class Addressed(Socket):
@@ -79,7 +59,7 @@ def test_a_connection_s_set_up_and_tear_down_call_no_cast_and_no_abc_check() -> 
         state = ServerState()
         loop = asyncio.get_running_loop()
         config.http_protocol_class(config=config, server_state=state, app_state={}, _loop=loop)  # the shared part
-        with python_calls() as called:
+        with python_calls(c_prefix="c:") as called:
             protocol = config.http_protocol_class(config=config, server_state=state, app_state={}, _loop=loop)
             protocol.connection_made(Addressed(("127.0.0.1", 8000), ("127.0.0.1", 50000)))
             protocol.eof_received()
@@ -106,7 +86,7 @@ def test_a_request_s_handler_task_is_made_with_no_abc_check() -> None:
         handler_task: Callable[..., Any] = endpoint._handler_task  # pyright: ignore[reportPrivateUsage]
 
         def watched(*args: Any) -> Any:
-            with python_calls() as called:
+            with python_calls(c_prefix="c:") as called:
                 task = handler_task(*args)
             made.append(called)
             return task

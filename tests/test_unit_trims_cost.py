@@ -4,9 +4,8 @@ found without a call, and a tools/call's catalog entry is looked up once for the
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from types import FrameType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any, TypeVar, cast
 
 from mcp_types import ClientCapabilities
@@ -19,24 +18,9 @@ from elicitgate.faces.peer import DownstreamCall
 from elicitgate.router.asks import GatewayAsks
 from elicitgate.router.catalog import Catalog
 from elicitgate.router.requests import RequestRouter
+from tests.profiled import calls_of
 
 T = TypeVar("T")
-
-
-def calls_of(run: Callable[[], T]) -> tuple[T, list[str]]:
-    """What `run` returns, and the Python functions it called, by name, in order (`run` itself left out)."""
-    called: list[str] = []
-
-    def profile(frame: FrameType, event: str, arg: object) -> None:
-        if event == "call":
-            called.append(frame.f_code.co_name)
-
-    sys.setprofile(profile)
-    try:
-        result = run()
-    finally:
-        sys.setprofile(None)
-    return result, called[1:]
 
 
 def declared(*modes: str) -> ClientCapabilities:
