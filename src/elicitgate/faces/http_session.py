@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections import deque
-from collections.abc import AsyncGenerator, Coroutine, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,7 @@ from elicitgate.faces.dispatch import RequestContext
 from elicitgate.faces.event_streams import EventLimits, EventStream, SessionEvents
 from elicitgate.faces.http_answers import error_message
 from elicitgate.json_shapes import JsonObject, is_object
-from elicitgate.wire.base import Inbound, Sink
+from elicitgate.wire.base import Inbound, PushedInbox, Sink
 from elicitgate.wire.endpoint import is_request_id
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 STREAMABLE_HTTP = TransportContext(kind="streamable-http", can_send_request=True)
 
-class SessionWire:
+class SessionWire(PushedInbox):
     """One session's `MessageWire`: POSTs hand in the client's messages; what the gateway sends goes to the
     response stream of the request it answers or is sent on behalf of, else to the GET stream. Every stream is
     resumable (`faces.event_streams`): one whose client went away keeps what it carries until it is resumed.
@@ -46,15 +45,8 @@ class SessionWire:
     runs, queues behind it and the reader hands it on."""
 
     def __init__(self, limits: EventLimits) -> None:
-        self._inbox: deque[Inbound] = deque()
+        self._start_inbox()
         self._reader: asyncio.Future[None] | None = None
-        self._pusher: tuple[Sink, contextvars.Context] | None = None
-        """The endpoint's sink while it is pushed to, and the reader's context it runs in."""
-        self._held: Coroutine[Any, Any, None] | None = None
-        """An inline request's handling the sink returned in `hand_in`, for the reader to await."""
-        self._handing = False
-        self._failure: BaseException | None = None
-        """What the sink raised in `hand_in`: the reader raises it, as a read loop would have."""
         self.closed = False
         self.events = SessionEvents(limits)
         self.answers: dict[RequestId, EventStream] = {}
@@ -70,61 +62,34 @@ class SessionWire:
             answered = message.get("id")
             if is_request_id(answered):
                 self._carriers.pop(answered, None)
-        pusher = self._pusher
-        if pusher is None or self._handing or self._inbox or self._failure is not None:
-            self._inbox.append(inbound)
-            self._wake()
-            return
-        self._handing = True
-        try:
-            held = pusher[1].run(pusher[0], inbound)
-        except BaseException as exc:  # the reader raises it
-            self._failure = exc
-            self._wake()
-            return
-        finally:
-            self._handing = False
-        if held is not None:
-            self._held = held
-            self._handing = True  # what comes meanwhile waits behind it
-            self._wake()
-        elif self._inbox:  # handed in while the sink ran: the reader hands it on
-            self._wake()
+        self._deliver(inbound)
 
     def _wake(self) -> None:
         reader = self._reader
         if reader is not None and not reader.done():
             reader.set_result(None)
 
+    async def _woken(self) -> None:
+        """Until `_wake`: something was handed in, or the session closed."""
+        self._reader = asyncio.get_running_loop().create_future()
+        try:
+            await self._reader
+        finally:
+            self._reader = None
+
     async def push(self, sink: Sink) -> None:
         """Hand every message to `sink` as it is handed in (`wire.base.PushWire`), from the POST's step; what queued
         (before this began, behind a message being handled or an inline request's handling) is handed on here, a
         handling `sink` returns awaited before the next. Ends as `messages` does."""
-        inbox = self._inbox
-        self._pusher = (sink, contextvars.copy_context())
+        self._sink, self._sink_context = sink, contextvars.copy_context()
         try:
             while True:
-                self._handing = True
-                try:
-                    while self._held is not None or inbox:
-                        held, self._held = self._held, None
-                        if held is None:
-                            held = sink(inbox.popleft())
-                        if held is not None:
-                            await held
-                finally:
-                    self._handing = False
-                if self._failure is not None:
-                    raise self._failure
+                await self._hand_out(sink)
                 if self.closed:
                     return
-                self._reader = asyncio.get_running_loop().create_future()
-                try:
-                    await self._reader
-                finally:
-                    self._reader = None
+                await self._woken()
         finally:
-            self._pusher = self._held = None
+            self._sink = self._sink_context = self._held = None
 
     async def messages(self) -> AsyncGenerator[Inbound]:
         while True:
@@ -132,11 +97,7 @@ class SessionWire:
                 yield self._inbox.popleft()
             if self.closed:
                 return
-            self._reader = asyncio.get_running_loop().create_future()
-            try:
-                await self._reader
-            finally:
-                self._reader = None
+            await self._woken()
 
     def carry(self, request_id: RequestId, on_behalf_of: RequestId | None) -> None:
         if on_behalf_of is not None:

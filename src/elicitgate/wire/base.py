@@ -5,6 +5,7 @@ sessions in `faces.streamable`)."""
 from __future__ import annotations
 
 import contextvars
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -51,6 +52,76 @@ class SendsAtOnce(MessageWire, Protocol):
         """Write `message` at once if nothing has to be waited for: True once written; else False, and nothing is
         written (`send` it then: it waits, or says what is wrong)."""
         ...
+
+
+class PushedInbox:
+    """A wire's messages for its endpoint, pushed (`PushWire.push`): each goes to the sink in the step that delivers
+    it (`_deliver`: a read callback, the POST that hands it in), with no task woken per message; one delivered while
+    the sink handles another, or while an inline request's handling runs, queues behind it and the pusher hands it
+    on (`_hand_out`). Not pushed to, messages queue for `messages`. A wire that is one calls `_start_inbox` as it is
+    made and wakes its pusher or reader in `_wake`."""
+
+    _inbox: deque[Inbound]
+    _sink: Sink | None
+    """Where each message goes as it is delivered, while the endpoint pushes."""
+    _sink_context: contextvars.Context | None
+    """The pusher's context, which the sink runs in."""
+    _handing: bool
+    """The sink is handling a message, or the pusher hands out what waits: a message delivered meanwhile queues."""
+    _held: Coroutine[Any, Any, None] | None
+    """The sink's handling of an inline request, which the pusher awaits before the next message."""
+    _sink_failure: BaseException | None
+    """What the sink raised in `_deliver`: the pusher raises it, as a read loop would have."""
+
+    def _start_inbox(self) -> None:
+        self._inbox = deque()
+        self._sink = self._sink_context = self._held = self._sink_failure = None
+        self._handing = False
+
+    def _wake(self) -> None:
+        raise NotImplementedError
+
+    def _deliver(self, inbound: Inbound) -> None:
+        """One message for the endpoint: handed to the sink at once when it is pushed to and nothing waits before it;
+        else queued, and the pusher or reader woken."""
+        sink = self._sink
+        if sink is None or self._handing or self._inbox or self._sink_failure is not None:
+            self._inbox.append(inbound)
+            self._wake()
+            return
+        assert self._sink_context is not None
+        self._handing = True
+        try:
+            held = self._sink_context.run(sink, inbound)
+        except BaseException as exc:  # the pusher raises it, as a read loop would have
+            self._sink_failure = exc
+            self._wake()
+            return
+        finally:
+            self._handing = False
+        if held is not None:
+            self._held = held
+            self._handing = True  # what comes meanwhile waits behind it
+            self._wake()
+        elif self._inbox:  # delivered while the sink ran: the pusher hands it on
+            self._wake()
+
+    async def _hand_out(self, sink: Sink) -> None:
+        """What waits handed to `sink`, in order (an inline request's handling awaited before the next); then what
+        the sink raised in `_deliver`, raised."""
+        inbox = self._inbox
+        self._handing = True
+        try:
+            while self._held is not None or inbox:
+                held, self._held = self._held, None
+                if held is None:
+                    held = sink(inbox.popleft())
+                if held is not None:
+                    await held
+        finally:
+            self._handing = False
+        if self._sink_failure is not None:
+            raise self._sink_failure
 
 
 @dataclass(slots=True)

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Coroutine, Mapping
 from typing import Any, Protocol
 
@@ -52,7 +51,7 @@ from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
 from elicitgate.errors import BodyTooLarge, HttpError, PeerLost, SseEventTooLarge, TransportError
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
 from elicitgate.wire import codec
-from elicitgate.wire.base import Inbound, Sink
+from elicitgate.wire.base import Inbound, PushedInbox, Sink
 from elicitgate.wire.endpoint import SESSION_LOST
 from elicitgate.wire.framing import parse_message
 from elicitgate.wire.http_client import HttpClient, MadeFor, Response, Started, StreamedReads, Timeouts, Url
@@ -89,7 +88,7 @@ METHOD_KEEPING_REDIRECTS = frozenset({307, 308})
 which would drop the message."""
 
 
-class HttpWire:
+class HttpWire(PushedInbox):
     """One streamable HTTP session (or stateless 2026-07-28 connection) as a `wire.base.MessageWire`.
 
     `send` POSTs a message; what comes back is queued for `messages`, which the endpoint's read loop
@@ -112,16 +111,8 @@ class HttpWire:
         self._version: str | None = None
         """The negotiated `mcp-protocol-version`, as the last stamped message said (the SDK's cache): it
         goes on messages that carry no header of their own (answers, the GET stream, the DELETE)."""
-        self._inbox: deque[Inbound] = deque()
+        self._start_inbox()
         self._wakeup: asyncio.Future[None] | None = None
-        self._sink: Sink | None = None
-        """Where each message goes as it is read, while the endpoint pushes (`push`)."""
-        self._sink_context: contextvars.Context | None = None
-        self._handing = False
-        """The sink is handling a message, or the pusher hands out what waits: a message delivered meanwhile queues."""
-        self._held: Coroutine[Any, Any, None] | None = None
-        """The sink's handling of an inline request, which the pusher awaits before the next message."""
-        self._sink_failure: BaseException | None = None
         self._ended = False
         self._forgotten = False
         """The server answered 404 to our session id: nothing more is sent, the wire ends once the POSTs on
@@ -629,52 +620,14 @@ class HttpWire:
         """Hand every message to `sink` as it is read (`wire.base.PushWire`): from the connection's callbacks, with no
         task woken per message, as `wire.stdio.LineReader.push` does; a handling `sink` returns (an inline request) is
         awaited before the next. Ends as `messages` does."""
-        inbox = self._inbox
         self._sink, self._sink_context = sink, contextvars.copy_context()
         try:
             while True:
-                self._handing = True
-                try:
-                    while self._held is not None or inbox:
-                        held, self._held = self._held, None
-                        if held is None:
-                            held = sink(inbox.popleft())
-                        if held is not None:
-                            await held
-                finally:
-                    self._handing = False
-                if self._sink_failure is not None:
-                    raise self._sink_failure
+                await self._hand_out(sink)
                 if await self._ended_else_waited():
                     return
         finally:
             self._sink = self._sink_context = self._held = None
-
-    def _deliver(self, inbound: Inbound) -> None:
-        """One message for the endpoint: handed to the sink at once when it is pushed to and nothing waits before it
-        (a message delivered while the sink handles one, or while an inline request's handling runs, queues behind
-        and the pusher hands it on); else queued for the reader."""
-        sink = self._sink
-        if sink is None or self._handing or self._inbox or self._sink_failure is not None:
-            self._inbox.append(inbound)
-            self._wake()
-            return
-        assert self._sink_context is not None
-        self._handing = True
-        try:
-            held = self._sink_context.run(sink, inbound)
-        except BaseException as exc:  # the pusher raises it, as a read loop would have
-            self._sink_failure = exc
-            self._wake()
-            return
-        finally:
-            self._handing = False
-        if held is not None:
-            self._held = held
-            self._handing = True  # what comes meanwhile waits behind it
-            self._wake()
-        elif self._inbox:  # delivered while the sink ran: the pusher hands it on
-            self._wake()
 
     def _wake(self) -> None:
         wakeup = self._wakeup
