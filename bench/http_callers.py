@@ -10,41 +10,16 @@ the callees of each of its functions. Counts do not move with the machine's load
 from __future__ import annotations
 
 import argparse
-import tempfile
 from collections import defaultdict
-from contextlib import AsyncExitStack, ExitStack
-from pathlib import Path
 
 import anyio
 
-from mcp import Client
-
-from bench import configs, latency
-from bench.ab import work_src
-from bench.http_calls import take_snapshot
+from bench import latency
+from bench.http_calls import profiled_calls
 from bench.http_cpu import EXTRA_ROWS, ROWS
-from bench.procs import HttpProcess, free_port
 
-WRAPPER = """
-import cProfile, marshal, signal, sys
-sys.path.insert(0, {src!r})
-profile = cProfile.Profile()
-snapshots = [0]
-
-def snapshot(signum, frame):
-    profile.disable()
-    profile.create_stats()
-    stats = {{key: {{caller: c[0] for caller, c in value[4].items()}} for key, value in profile.stats.items()}}
-    snapshots[0] += 1
-    with open({out!r} + "." + str(snapshots[0]), "wb") as file:
-        marshal.dump(stats, file)
-    profile.enable()
-
-signal.signal(signal.SIGUSR1, snapshot)
-from elicitgate.cli import app
-profile.enable()
-app()
-"""
+EDGES = "{key: {caller: c[0] for caller, c in value[4].items()} for key, value in profile.stats.items()}"
+"""What a snapshot keeps of cProfile's stats: by function, the calls from each caller."""
 
 Key = tuple[str, int, str]
 Edges = dict[Key, dict[Key, int]]
@@ -84,45 +59,7 @@ def report(edges: dict[tuple[Key, Key], int], per: int, files: list[str]) -> Non
 
 
 async def measure(args: argparse.Namespace) -> None:
-    src = Path(args.src) if args.src else work_src()
-    work = Path(tempfile.mkdtemp(prefix="http_callers-"))
-    _, mode, era = next(r for r in ROWS + EXTRA_ROWS if r[0] == args.row)
-    name, arguments = latency.TOOLS[args.op]
-    tool = f"{era}__{name}"
-    out = str(work / "profile")
-    with open(work / "log", "w") as log, ExitStack() as stack:
-        port = free_port()
-        upstream = f"{stack.enter_context(HttpProcess(configs.demo_argv(f'127.0.0.1:{port}'), port, log)).url}/mcp"
-        config = configs.write_config(
-            work, "gw", configs.gateway_config({era: configs.http_upstream(upstream, era)}, src=src)
-        )
-        gw_port = free_port()
-        argv = [
-            configs.PY,
-            "-c",
-            WRAPPER.format(src=str(src), out=out),
-            "serve",
-            "--config",
-            str(config),
-            "--http",
-            f"127.0.0.1:{gw_port}",
-        ]
-        gateway = stack.enter_context(HttpProcess(argv, gw_port, log, ready_path="/healthz"))
-        async with AsyncExitStack() as clients:
-            client = await clients.enter_async_context(
-                Client(
-                    f"{gateway.url}/mcp",
-                    mode=mode,
-                    elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                    read_timeout_seconds=latency.CALL_TIMEOUT,
-                )
-            )
-            for _ in range(args.warmup):
-                await latency.call(client, tool, arguments)
-            before: Edges = await take_snapshot(gateway.pid, out, 1, client, tool, arguments)  # pyright: ignore[reportAssignmentType]
-            for _ in range(args.calls - 1):
-                await latency.call(client, tool, arguments)
-            after: Edges = await take_snapshot(gateway.pid, out, 2, client, tool, arguments)  # pyright: ignore[reportAssignmentType]
+    src, before, after = await profiled_calls(args, EDGES)
     print(f"{args.row} {args.op}, src {src}")
     report(difference(before, after), args.calls, args.file)
 

@@ -47,8 +47,7 @@ snapshots = [0]
 def snapshot(signum, frame):
     profile.disable()
     profile.create_stats()
-    stats = {{key: (value[0], value[1], sum(c[0] for c in value[4].values()), value[2])
-             for key, value in profile.stats.items()}}
+    stats = {stats}
     snapshots[0] += 1
     with open({out!r} + "." + str(snapshots[0]), "wb") as file:
         marshal.dump(stats, file)
@@ -60,16 +59,20 @@ profile.enable()
 app()
 """
 
+COUNTS = "{key: (value[0], value[1], sum(c[0] for c in value[4].values()), value[2]) for key, value in " \
+    "profile.stats.items()}"
+"""What a snapshot keeps of cProfile's stats, by function: (primitive calls, calls, calls from Python callers, time)."""
+
 Counts = dict[tuple[str, int, str], tuple[int, int, int, float]]
 
 
-def gateway_argv(src: Path, config: Path, listen: str, out: str) -> list[str]:
-    return [configs.PY, "-c", WRAPPER.format(src=str(src), out=out), "serve", "--config", str(config),
+def gateway_argv(src: Path, config: Path, listen: str, out: str, stats: str) -> list[str]:
+    return [configs.PY, "-c", WRAPPER.format(src=str(src), out=out, stats=stats), "serve", "--config", str(config),
             "--http", listen]
 
 
 async def take_snapshot(pid: int, out: str, number: int, client: Client, tool: str,
-                        arguments: dict[str, Any]) -> Counts:
+                        arguments: dict[str, Any]) -> Any:
     """Signal the gateway, make one call (in whose first step the gateway snapshots), wait for the file."""
     os.kill(pid, signal.SIGUSR1)
     await latency.call(client, tool, arguments)
@@ -117,11 +120,12 @@ def summary(calls: Mapping[tuple[str, int, str], tuple[int, int]], per: int, top
         print(f"{entered / per:8.2f}  {short}:{line} {name}")
 
 
-async def measure(args: argparse.Namespace) -> None:
+async def profiled_calls(args: argparse.Namespace, stats: str) -> tuple[Path, Any, Any]:
+    """The run both `bench.http_calls` and `bench.http_callers` make: the `src/` run, and the gateway's snapshots
+    (`stats`: what each keeps of cProfile's stats, a Python expression) before the first call and after the last."""
     src = Path(args.src) if args.src else work_src()
     work = Path(tempfile.mkdtemp(prefix="http_calls-"))
-    row = next(r for r in ROWS + EXTRA_ROWS if r[0] == args.row)
-    _, mode, era = row
+    _, mode, era = next(r for r in ROWS + EXTRA_ROWS if r[0] == args.row)
     name, arguments = latency.TOOLS[args.op]
     tool = f"{era}__{name}"
     out = str(work / "profile")
@@ -131,8 +135,8 @@ async def measure(args: argparse.Namespace) -> None:
         config = configs.write_config(work, "gw", configs.gateway_config({era: configs.http_upstream(upstream, era)},
                                                                          src=src))
         gw_port = free_port()
-        gateway = stack.enter_context(HttpProcess(gateway_argv(src, config, f"127.0.0.1:{gw_port}", out), gw_port,
-                                                  log, ready_path="/healthz"))
+        gateway = stack.enter_context(HttpProcess(gateway_argv(src, config, f"127.0.0.1:{gw_port}", out, stats),
+                                                  gw_port, log, ready_path="/healthz"))
         async with AsyncExitStack() as clients:
             client = await clients.enter_async_context(Client(
                 f"{gateway.url}/mcp", mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
@@ -143,6 +147,11 @@ async def measure(args: argparse.Namespace) -> None:
             for _ in range(args.calls - 1):
                 await latency.call(client, tool, arguments)
             after = await take_snapshot(gateway.pid, out, 2, client, tool, arguments)
+    return src, before, after
+
+
+async def measure(args: argparse.Namespace) -> None:
+    src, before, after = await profiled_calls(args, COUNTS)
     print(f"{args.row} {args.op}, src {src}")
     summary(difference(before, after), args.calls, args.top)
 
