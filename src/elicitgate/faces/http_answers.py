@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import anyio
 from mcp_types import RequestId
-from starlette.types import Message, Receive, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from elicitgate.json_shapes import JsonObject
 from elicitgate.web.http_protocol import LeanCycle
@@ -116,6 +116,25 @@ async def reply(
     with contextlib.suppress(OSError):  # the client has gone
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+async def reply_app(
+    status: int, message: Mapping[str, Any] | None, extra: list[tuple[bytes, bytes]] | None, scope: Scope,
+    receive: Receive, send: Send,
+) -> None:
+    """`reply` as the app of a request's task (what could not be written from the connection's step)."""
+    await reply(send, status, message, extra=extra)
+
+
+def reply_in_step(
+    cycle: LeanCycle, status: int, message: Mapping[str, Any] | None, extra: list[tuple[bytes, bytes]] | None = None
+) -> ASGIApp | None:
+    """`reply` written in the caller's step (a callback of the connection: no task): None once written, else (writing
+    paused, a response under way) the app that writes it from the request's task (`reply_app`)."""
+    body = encode(message) if message is not None else b""
+    if cycle.respond(status, json_headers(body, extra), body):
+        return None
+    return functools.partial(reply_app, status, message, extra)
 
 
 async def disconnected(receive: Receive) -> None:

@@ -54,11 +54,10 @@ from elicitgate.faces.http_answers import (
     JSON_WINDOW,
     Cancellable,
     Channel,
-    encode,
     error_message,
-    json_headers,
     on_disconnect,
     reply,
+    reply_in_step,
     stream,
 )
 from elicitgate.faces.modern import EnvelopeConnection
@@ -159,10 +158,7 @@ class StatelessRequests:
             return fallback
         vetted = self._vetted(cast(Scope, cycle.scope), headers, body)
         if isinstance(vetted, _Reply):
-            encoded = b"" if vetted.message is None else encode(vetted.message)
-            if cycle.respond(vetted.status, json_headers(encoded, None), encoded):
-                return None
-            return functools.partial(_reply_app, vetted.status, vetted.message)
+            return reply_in_step(cycle, vetted.status, vetted.message)
         request, route = vetted
         if route is None:
             return functools.partial(self._listen_app, body)
@@ -236,10 +232,8 @@ class StatelessRequests:
                 if message is not None and (answer.channel is None or not answer.channel.closed):
                     error = message.get("error")
                     code = error.get("code") if is_mapping(error) else None
-                    status = ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200
-                    encoded = codec.dumps(message) if cycle is not None else b""
-                    if cycle is None or not cycle.respond(status, json_headers(encoded, None), encoded):
-                        await reply(send, status, message)
+                    # On the face's own server `send` is the cycle's: `reply` writes it in this step.
+                    await reply(send, ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200, message)
             else:
                 if message is not None:
                     answer.put(message, last=True)
@@ -503,11 +497,6 @@ def _notification(headers: Headers, notification: JsonObject) -> _Reply:
     if unsupported is not None:
         return _refusal(None, unsupported.code, unsupported.message, data=unsupported.data)
     return _ACCEPTED
-
-
-async def _reply_app(status: int, message: JsonObject | None, scope: Scope, receive: Receive, send: Send) -> None:
-    """`reply` as the app of a request's task (a reply that could not be written from the connection's step)."""
-    await reply(send, status, message)
 
 
 async def _failed(cycle: LeanCycle, exc: Exception) -> None:

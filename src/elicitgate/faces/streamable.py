@@ -44,10 +44,11 @@ from elicitgate.faces.http_answers import (
     LATE,
     Late,
     error_message,
-    json_headers,
     lean_cycle,
     read_body,
     reply,
+    reply_app,
+    reply_in_step,
 )
 from elicitgate.faces.http_session import HttpRequestContext, SessionWire
 from elicitgate.faces.server import GatewayServer
@@ -291,7 +292,7 @@ class StreamableHttpEndpoint:
             return self
         message = _parsed(body)
         if isinstance(message, _Refusal):
-            return functools.partial(_reply_app, 400, message.error, session.header)
+            return functools.partial(reply_app, 400, message.error, session.header)
         method, request_id = message.get("method"), message.get("id")
         if not (isinstance(method, str) and is_request_id(request_id)):
             session.wire.hand_in(Inbound(message))
@@ -308,7 +309,7 @@ class StreamableHttpEndpoint:
         written)."""
         wire = session.wire
         if request_id in wire.answers:
-            return functools.partial(_reply_app, 409, _in_flight(request_id), session.header)
+            return functools.partial(reply_app, 409, _in_flight(request_id), session.header)
         channel = self._opened(session, request_id, message)
         try:
             channel.window(JSON_WINDOW, cycle, session.header, functools.partial(
@@ -666,22 +667,15 @@ def _parsed(body: bytes) -> JsonObject | _Refusal:
     return _Refusal(error_message(None, PARSE_ERROR, f"Parse error: {message}"))
 
 
-async def _reply_app(status: int, error: JsonObject | None, extra: list[tuple[bytes, bytes]], scope: Scope,
-                     receive: Receive, send: Send) -> None:
-    """`reply` as the app of a request's task (a refusal, or a 202 that could not be written from a callback)."""
-    await reply(send, status, error, extra=extra)
-
-
 def _accepted(cycle: LeanCycle, connection: Starts, extra: list[tuple[bytes, bytes]]) -> None:
     """The 202 to a POST that carried the client's answer or notification, written from a callback; from a task when
     writing must wait (or fails: answered there as uvicorn answers an app's failure)."""
     try:
-        if cycle.respond(202, json_headers(b"", extra), b""):
-            return
-        app: ASGIApp = functools.partial(_reply_app, 202, None, extra)
+        app = reply_in_step(cycle, 202, None, extra)
     except Exception as exc:
         app = Raising(exc)
-    connection.start(cycle, app)
+    if app is not None:
+        connection.start(cycle, app)
 
 
 @functools.lru_cache(maxsize=64)
