@@ -132,13 +132,13 @@ class RequestRouter:
             params = asked
         if as_task:
             return await self.task_requests.create(call, server, params)
-        if method == "tools/call" and (park := bridged(call, self.links[server],
-                                                       self.catalog.find("tools", server, name))) is not None:
-            return await run_upstream_task(self.inbound, self.links[server], self.tasks, park, params,
-                                           max_rounds=self.config.bridging.max_rounds)
-        if method == "tools/call" and "task" not in params and self._runs_as_task(
-                server, self.catalog.find("tools", server, name)):
-            return await self.task_runner.run(call, self.links[server], params)
+        if method == "tools/call":
+            tool = self.catalog.find("tools", server, name)  # read again: the catalog may have changed while it asked
+            if (park := bridged(call, self.links[server], tool)) is not None:
+                return await run_upstream_task(self.inbound, self.links[server], self.tasks, park, params,
+                                               max_rounds=self.config.bridging.max_rounds)
+            if "task" not in params and self._runs_as_task(server, tool):
+                return await self.task_runner.run(call, self.links[server], params)
         return await forward(self.inbound, self.links[server], call, method, params,
                              max_rounds=self.config.bridging.max_rounds)
 
