@@ -1,5 +1,6 @@
 """Python calls and loop turns per call of a 2026-07-28 client over stdio toward a handshake-era upstream, by stretch:
-`python -m bench.modern_path [--src DIR] [--op elicit|echo] [--calls N] [--top N] [--callers TEXT] [--cpu]`.
+`python -m bench.modern_path [--src DIR] [--upstream handshake|modern] [--op elicit|echo] [--calls N] [--top N]
+[--callers TEXT] [--cpu]`.
 
 `bench.elicit_path`'s counting gateway (`serve_counted`: `sys.setprofile` on the event loop's thread, every Python and
 C function entered, cut where a message crosses the gateway: a pipe's read callback and a message written), with a
@@ -17,6 +18,11 @@ the work tree's). An `elicit` call is eight marks, and the stretches between are
     between   the next call's wait
 
 (`echo`: four marks, request / (idle) / result / between.) All but the idle ones and `after` are on the critical path.
+`--upstream modern`: the demo server as a 2026-07-28 upstream instead (the `modern__` tools of the latency table's row
+"2026-07-28 client -> gateway -> 2026-07-28 upstream"): it asks in its answers (`input_required`), and an `elicit`
+call's stretches are request, (idle upstream), round (its `input_required` read, until the gateway's round is written
+to the client), (idle client), retry (until the upstream's retry with the answer is written), (idle upstream 2),
+result, between.
 Per stretch and call: the Python calls and the loop's turns (a Python function entered from the loop itself, as a
 task's step or a callback is; a task freed shows there too, as `WeakSet._remove`, asyncio's registry of tasks
 letting go of it; tasks made are not counted: uvloop's `create_task` is compiled, not seen by a profiler). Counts
@@ -47,22 +53,27 @@ from bench.procs import children, cmdline, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = {
-    "elicit": ("request", "(idle upstream)", "push", "(idle client)", "retry", "after", "result", "between"),
-    "echo": ("request", "(idle upstream)", "result", "between"),
+    ("handshake", "elicit"): ("request", "(idle upstream)", "push", "(idle client)", "retry", "after", "result",
+                              "between"),
+    ("modern", "elicit"): ("request", "(idle upstream)", "round", "(idle client)", "retry", "(idle upstream 2)",
+                           "result", "between"),
+    ("handshake", "echo"): ("request", "(idle upstream)", "result", "between"),
+    ("modern", "echo"): ("request", "(idle upstream)", "result", "between"),
 }
+"""The stretches of a call, by (upstream era, op)."""
 TURN = "(entered from the loop)"
 FROM_THE_LOOP = "Runner.run ("
 """How `elicit_path._where` names the caller of a task's step or a callback the loop ran: uvloop's loop is compiled (no
 frames of its own), so the Python frame below one is `asyncio.Runner.run`'s, which started the loop."""
 
 
-async def count(src: Path, op: str, calls: int, work: Path, log: Any, serve: str = "serve_counted") -> Any:
+async def count(
+    src: Path, op: str, calls: int, work: Path, log: Any, serve: str = "serve_counted", era: str = "handshake"
+) -> Any:
     out = work / "counts.json"
     out.unlink(missing_ok=True)
     name = f"modern-path-{os.getpid()}"
-    config = configs.write_config(
-        work, name, configs.gateway_config({"handshake": configs.stdio_upstream("handshake")}, src=src)
-    )
+    config = configs.write_config(work, name, configs.gateway_config({era: configs.stdio_upstream(era)}, src=src))
     tool, arguments = latency.TOOLS[op]
     async with AsyncExitStack() as stack:
         client = await stack.enter_async_context(
@@ -74,11 +85,11 @@ async def count(src: Path, op: str, calls: int, work: Path, log: Any, serve: str
             )
         )
         for _ in range(WARMUP):
-            await latency.call(client, f"handshake__{tool}", arguments)
+            await latency.call(client, f"{era}__{tool}", arguments)
         pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
         await _signalled(pid, signal.SIGUSR1, lambda: True)
         for _ in range(calls):
-            await latency.call(client, f"handshake__{tool}", arguments)
+            await latency.call(client, f"{era}__{tool}", arguments)
         await _signalled(pid, signal.SIGUSR2, out.exists)
         return json.loads(out.read_text())
 
@@ -95,8 +106,7 @@ def regroup(found: Any, names: tuple[str, ...]) -> list[Counter[str]]:
     return by_mark
 
 
-def report(found: Any, op: str, calls: int, top: int, callers: str | None) -> None:
-    names = NAMES[op]
+def report(found: Any, names: tuple[str, ...], calls: int, top: int, callers: str | None) -> None:
     by_mark = regroup(found, names)
     print(f"marks {found['marks']} (expected {len(names) * calls}); per call:")
     print(f"  {'stretch':16} {'calls':>8} {'turns':>6}")
@@ -131,9 +141,8 @@ def report(found: Any, op: str, calls: int, top: int, callers: str | None) -> No
                     print(f"    [{stretch}] {n / calls:7.2f}  {where} <- {caller}")
 
 
-def report_cpu(found: Any, op: str) -> None:
+def report_cpu(found: Any, names: tuple[str, ...]) -> None:
     """The event loop thread's CPU time per stretch (`elicit_path.serve_timed`'s marks): median and mean, us."""
-    names = NAMES[op]
     times: list[int] = found["times"]
     per: dict[str, list[float]] = {name: [] for name in names}
     for i in range(len(times) - 1):
@@ -148,19 +157,22 @@ async def measure(args: argparse.Namespace) -> None:
     src = Path(args.src) if args.src else work_src()
     work = ROOT / "bench" / "results" / "modern_path"
     work.mkdir(parents=True, exist_ok=True)
+    names = NAMES[(args.upstream, args.op)]
     with open(work / "modern_path.log", "w") as log:
         if args.cpu:
-            report_cpu(await count(src, args.op, args.calls, work, log, "serve_timed"), args.op)
+            report_cpu(await count(src, args.op, args.calls, work, log, "serve_timed", args.upstream), names)
             return
-        found = await count(src, args.op, args.calls, work, log)
-    print(f"{args.op}, src {src}")
-    report(found, args.op, args.calls, args.top, args.callers)
+        found = await count(src, args.op, args.calls, work, log, era=args.upstream)
+    print(f"{args.op} toward a {args.upstream} upstream, src {src}")
+    report(found, names, args.calls, args.top, args.callers)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="bench.modern_path", description=__doc__.splitlines()[0])
     parser.add_argument("--src", help="the src/ to run (default: the work tree's)")
-    parser.add_argument("--op", choices=sorted(NAMES), default="elicit")
+    parser.add_argument("--upstream", choices=("handshake", "modern"), default="handshake",
+                        help="the demo server's era behind the gateway")
+    parser.add_argument("--op", choices=("elicit", "echo"), default="elicit")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument(
