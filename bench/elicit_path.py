@@ -1,5 +1,5 @@
 """Python calls per stdio elicitation, and how many of them sit on its critical path: `python -m bench.elicit_path
-[--base REF] [--calls N] [--top N] [--callers TEXT] [--cpu [--runs N]]`.
+[--base REF] [--calls N] [--top N] [--callers TEXT] [--cpu | --wall [--lean]] [--runs N]`.
 
 A stdio gateway (handshake-era client, the demo server over stdio as a handshake-era upstream) on `src/` as
 committed at `--base` (default `main`) and one on the work tree, each with a counting profiler (`sys.setprofile`
@@ -21,10 +21,14 @@ stretches between are:
 
 `push` + `answer` is the elicitation's own critical path: the upstream waits for every call counted there. With
 `--cpu`, the event loop thread's CPU time (`time.thread_time_ns`, noted at each mark by wrappers instead of a
-profiler) per stretch, `--runs` runs of `--calls` calls per source alternating: median and mean per call. Counts
-are deterministic (they do not depend on the machine's load, unlike CPU time); prints per call for each source,
-with each stretch's `--top` functions (and with `--callers TEXT`, who calls the functions whose name holds TEXT).
-Asserts nothing.
+profiler) per stretch, `--runs` runs of `--calls` calls per source alternating: median and mean per call. With
+`--wall`, the same marks on the wall clock (`time.perf_counter_ns`): the gateway's own stretches are then its wall
+time on the message, and the idle ones the peers' time (which the gateway may lengthen: its CPU after a write
+competes with the peer it woke). `--lean` adds the lean relay (`bench.lean_relay`, the floor), marked where the
+read that completes a message begins and where its `feed` returns (after the write). Summed rows: `the relay's
+own` (request, push, answer, result) and `all` (a whole call and the wait for the next). Counts are deterministic
+(they do not depend on the machine's load, unlike CPU time); prints per call for each source, with each stretch's
+`--top` functions (and with `--callers TEXT`, who calls the functions whose name holds TEXT). Asserts nothing.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from bench.ab import export_src, work_src
 from bench.procs import children, cmdline, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
+LEAN = "lean relay"
 STRETCHES = ("request", "(idle upstream)", "push", "(idle client)", "answer", "after", "result", "between")
 WARMUP = 30
 
@@ -109,6 +114,15 @@ def serve_counted(out: str) -> None:
 def serve_timed(out: str) -> None:
     """Run the gateway as `serve_counted` does, but note the event loop thread's CPU time (`time.thread_time_ns`) at
     each mark instead of counting calls; at SIGUSR2 the times go to `out` as JSON."""
+    _serve_clocked(out, time.thread_time_ns)
+
+
+def serve_walled(out: str) -> None:
+    """`serve_timed` with the wall clock (`time.perf_counter_ns`): the idle stretches are then the peers' time."""
+    _serve_clocked(out, time.perf_counter_ns)
+
+
+def _serve_clocked(out: str, clock: Callable[[], int]) -> None:
     from elicitgate.wire import codec
     from elicitgate.wire.stdio import LineReader
 
@@ -118,17 +132,44 @@ def serve_timed(out: str) -> None:
 
     def data_received(self: LineReader, data: bytes) -> None:
         if on[0]:
-            times.append(time.thread_time_ns())
+            times.append(clock())
         read(self, data)
 
     def timed_dumps_line(message: Any) -> bytes:
         if on[0]:
-            times.append(time.thread_time_ns())
+            times.append(clock())
         return dumps_line(message)
 
     LineReader.data_received = data_received  # type: ignore[method-assign]
     codec.dumps_line = timed_dumps_line
+    start, stop = _switches(out, times, on)
+    _serve(start, stop)
 
+
+def lean_walled(out: str) -> None:
+    """Run `bench.lean_relay` (with this process's arguments: the server's command) noting the wall clock where a
+    message is read (a line's `feed` begins) and where it has been written (`feed` returns), the gateway's marks."""
+    from bench import lean_relay
+
+    times: list[int] = []
+    on = [False]
+    feed = lean_relay.Lines.feed
+
+    def timed_feed(self: lean_relay.Lines, data: bytes) -> None:
+        read = time.perf_counter_ns()
+        waiting = len(self.pending)
+        feed(self, data)
+        if on[0] and len(self.pending) <= waiting:  # a message went out (a part of one only waits in `pending`)
+            times.extend((read, time.perf_counter_ns()))
+
+    lean_relay.Lines.feed = timed_feed  # type: ignore[method-assign]
+    start, stop = _switches(out, times, on)
+    signal.signal(signal.SIGUSR1, start)
+    signal.signal(signal.SIGUSR2, stop)
+    lean_relay.main()
+
+
+def _switches(out: str, times: list[int], on: list[bool]) -> tuple[Callable[..., None], Callable[..., None]]:
     def start(*_: object) -> None:
         on[0] = True
 
@@ -136,7 +177,7 @@ def serve_timed(out: str) -> None:
         on[0] = False
         Path(out).write_text(json.dumps({"marks": len(times), "times": times}))
 
-    _serve(start, stop)
+    return start, stop
 
 
 def _serve(start: Callable[..., None], stop: Callable[..., None]) -> None:
@@ -160,19 +201,31 @@ async def _count(label: str, src: Path, work: Path, calls: int, log: Any, serve:
     name = f"elicit-path-{label}"
     config = configs.write_config(work, name, configs.gateway_config(servers, src=src))
     tool, arguments = latency.TOOLS["elicit"]
+    if serve == "lean_walled":
+        argv, tool = _lean_argv(out, name), tool.removeprefix("handshake__")
+    else:
+        argv, tool = _argv(src, config, out, serve), f"handshake__{tool}"
     async with AsyncExitStack() as stack:
         client = await stack.enter_async_context(Client(
-            stdio_transport(_argv(src, config, out, serve), log), mode="legacy",
+            stdio_transport(argv, log), mode="legacy",
             elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
             read_timeout_seconds=latency.CALL_TIMEOUT))
         pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
         for _ in range(WARMUP):
-            await latency.call(client, f"handshake__{tool}", arguments)
+            await latency.call(client, tool, arguments)
         await _signalled(pid, signal.SIGUSR1, lambda: True)  # the handler runs at the loop's next Python step
         for _ in range(calls):
-            await latency.call(client, f"handshake__{tool}", arguments)
+            await latency.call(client, tool, arguments)
         await _signalled(pid, signal.SIGUSR2, out.exists)
         return json.loads(out.read_text())
+
+
+def _lean_argv(out: Path, name: str) -> list[str]:
+    """The lean relay in front of the demo server, its marks noted (`lean_walled`); `name` in its command line finds
+    it among this process's children."""
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv[1:] = sys.argv[2:]; "
+            f"from bench.elicit_path import lean_walled; lean_walled({str(out)!r})")
+    return [configs.PY, "-c", code, f"{name}.json", *configs.demo_argv()]
 
 
 async def _signalled(pid: int, signum: int, done: Callable[[], bool]) -> None:
@@ -221,36 +274,52 @@ def _cpu_us(found: dict[str, Any]) -> dict[str, list[float]]:
 
 
 async def measure_cpu(args: argparse.Namespace, work: Path, sources: dict[str, Path]) -> None:
-    """`--cpu`: the event loop thread's CPU time per stretch, `--runs` runs of each source alternating."""
-    found: dict[str, dict[str, list[float]]] = {label: {name: [] for name in STRETCHES} for label in sources}
-    labels = list(sources)
+    """`--cpu` / `--wall`: the event loop thread's CPU time (or the wall clock) per stretch, `--runs` runs of each
+    source alternating; with `--lean`, the lean relay's wall clock beside them."""
+    serve = "serve_walled" if args.wall else "serve_timed"
+    runs = {label: (src, serve) for label, src in sources.items()}
+    if args.lean:
+        runs[LEAN] = (ROOT / "src", "lean_walled")
+    found: dict[str, dict[str, list[float]]] = {label: {name: [] for name in STRETCHES} for label in runs}
+    labels = list(runs)
     with open(work / "elicit_path.log", "w") as log:
         for run in range(args.runs):
             for label in labels if run % 2 == 0 else reversed(labels):
-                timed = await _count(label, sources[label], work, args.calls, log, "serve_timed")
+                src, how = runs[label]
+                timed = await _count(label, src, work, args.calls, log, how)
                 if timed["marks"] != len(STRETCHES) * args.calls:
                     print(f"{label} run {run}: {timed['marks']} marks, expected {len(STRETCHES) * args.calls}")
                 for name, values in _cpu_us(timed).items():
                     found[label][name] += values
-    print(f"event loop thread CPU per stretch, us: median [mean] of {args.runs} x {args.calls} calls per source; "
+    what = "wall clock" if args.wall else "event loop thread CPU"
+    print(f"{what} per stretch, us: median [mean] of {args.runs} x {args.calls} calls per source; "
           f"load {os.getloadavg()[0]:.1f}")
     print("| stretch | " + " | ".join(labels) + " |\n|---|" + "---:|" * len(labels))
-    for name in (*STRETCHES, "push + answer"):
+    for name in (*STRETCHES, "push + answer", "the relay's own", "all"):
         cells = []
         for label in labels:
-            if name == "push + answer":
-                values = [a + b for a, b in zip(found[label]["push"], found[label]["answer"], strict=False)]
-            else:
-                values = found[label][name]
-            cells.append(f"{statistics.median(values):.1f} [{statistics.fmean(values):.1f}]")
+            cells.append(_cell(found[label], name))
         print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+OWN = ("request", "push", "answer", "result")
+"""The stretches in which the relay in the middle works on a message the call waits for."""
+
+
+def _cell(found: dict[str, list[float]], name: str) -> str:
+    """A row's median [mean] per call; `push + answer`, `the relay's own` (`OWN`) and `all` summed call by call."""
+    parts = {"push + answer": ("push", "answer"), "the relay's own": OWN, "all": STRETCHES}.get(name, (name,))
+    values = [sum(row) for row in zip(*(found[part] for part in parts), strict=False)]
+    return f"{statistics.median(values):.1f} [{statistics.fmean(values):.1f}]"
 
 
 async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "elicit_path"
     work.mkdir(parents=True, exist_ok=True)
     sources = {"base": export_src(args.base), "work": work_src()}
-    if args.cpu:
+    if args.lean and not args.wall:
+        raise SystemExit("--lean needs --wall: the lean relay's marks are taken on the wall clock")
+    if args.cpu or args.wall:
         await measure_cpu(args, work, sources)
         return
     found: dict[str, dict[str, float]] = {}
@@ -271,6 +340,10 @@ def main() -> None:
     parser.add_argument("--callers", help="also list the callers of the functions whose name holds this text")
     parser.add_argument("--cpu", action="store_true",
                         help="the event loop thread's CPU time per stretch instead of the calls (`--runs` each)")
+    parser.add_argument("--wall", action="store_true", help="as --cpu, with the wall clock: the idle stretches are "
+                        "then the peers' time")
+    parser.add_argument("--lean", action="store_true",
+                        help="with --wall: the lean relay (bench.lean_relay) beside them")
     parser.add_argument("--runs", type=int, default=4)
     anyio.run(measure, parser.parse_args())
 
