@@ -106,6 +106,7 @@ class Broker:
         self.secret_words = sensitive_words(config.sensitive_words, config.extra_sensitive_words)
         """What makes a field a secret (`elicitation.sensitive_words`): `sensitive_fields` decides with it."""
         self.form_schemas = FormSchemas(max_properties=config.max_properties, secret_words=self.secret_words)
+        self._plain_checks = self.form_schemas.plain_checks.get
         self.notices: Notifier | None = None
         """With notice targets configured: who tells people a question waits (docs/notify.md)."""
         self.unattended: Callable[[str, str | None], Unattended] = lambda server, tool: config.unattended
@@ -276,6 +277,7 @@ class Broker:
 
     def _recorded(self, el: Elicitation, _task: object) -> None:
         pending_closed(el.server)
+        self.recent.settle()  # its summary in its slot (`_end` noted it)
         if el.state in _ENDED:
             # Logged with its request's ids and its own, named in the context this callback runs in: only these
             # callbacks run in it, each naming its own elicitation (no context copied for each end).
@@ -570,7 +572,9 @@ class Broker:
                 self.url_routes.add(el.server, el.params["elicitationId"], target)
             return {"action": action}, True
         content: object = answer.get("content") or {}
-        problems = answer_problems(el.params.get("requestedSchema") or {}, content)  # `Elicitation.requested_schema`
+        schema: JsonObject = el.params.get("requestedSchema") or {}  # `Elicitation.requested_schema`
+        kept = self._plain_checks(id(schema))  # the form's shared copy: its check, not looked up by its JSON again
+        problems = answer_problems(schema, content, kept[1] if kept is not None and kept[0] is schema else ...)
         if not problems and is_mapping(content):
             if self.audit is not None and self.audit.config.store_content:
                 el.answer = dict(content)
@@ -593,7 +597,9 @@ class Broker:
             return
         el.state, el.reason = state, reason
         el.ended_at = time.time()
-        self.recent.add(el)  # here, not after the answer: the admin API finds it pending or ended, never neither
+        # Noted here, not after the answer: the admin API finds it pending or ended, never neither (its summary is
+        # put in its slot after the answer: `_recorded`).
+        self.recent.add(el)
         # Its metrics, log line and audit record once the answer is on its way to the server (`_after_answer`):
         # writing them costs more than relaying the answer, and the server, in a process of its own, can use that
         # time. An upstream's HTTP wire writes a request's POST (a 2026-07-28 upstream's retry with the answer) in its

@@ -1,0 +1,115 @@
+"""What an answer's way through the broker no longer pays for (issue #34), with the same results: an answer to a form
+the broker keeps is checked by that form's plain check found by the shared schema itself (not by writing the schema's
+JSON again, `JsonMemo`), and its end is noted for the admin API's last ends (`RecentEnds`) with its summary made
+once the answer is on its way, found all along."""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+from elicitgate import metrics
+from elicitgate.config import ElicitationConfig
+from elicitgate.elicitation import form_schemas, recent
+from elicitgate.elicitation.broker import Broker
+from elicitgate.elicitation.form_schemas import FormSchemas
+from elicitgate.elicitation.meta import ERRORS_META_KEY
+from elicitgate.elicitation.model import Elicitation, State
+from elicitgate.elicitation.recent import RecentEnds
+from elicitgate.elicitation.responders import PUSH_TO_CLIENT
+from elicitgate.elicitation.schema import answer_problems
+from tests.profiled import calls_of
+from tests.test_unit_broker_end_cost import _Origin  # pyright: ignore[reportPrivateUsage]
+
+
+def _form() -> dict[str, Any]:
+    """A new copy each time, as each request's params are parsed anew."""
+    return {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean", "title": "Yes?"}, "n": {"type": "integer", "maximum": 3}},
+        "required": ["ok"],
+    }
+
+
+def _asked(broker: Broker, schema: Any) -> Elicitation:
+    params = {"message": "Proceed?", "requestedSchema": schema}
+    checked = broker._check_request("unit-answercost", "form", params, True)  # pyright: ignore[reportPrivateUsage]
+    assert checked is not None
+    params["requestedSchema"] = checked.schema  # as `Broker._admitted` puts it
+    el = Elicitation(
+        server="unit-answercost",
+        mode="form",
+        params=params,
+        deadline=0.0,
+        origin=_Origin(),  # pyright: ignore[reportArgumentType]
+        responder=PUSH_TO_CLIENT,
+    )
+    el.state, el.attempts = State.PRESENTED, 1
+    metrics.pending_opened("unit-answercost")
+    return el
+
+
+def test_an_answer_to_a_kept_form_is_checked_without_writing_its_schema_again() -> None:
+    broker = Broker(ElicitationConfig(max_answer_attempts=5))
+    _asked(broker, _form())  # the form checked and kept at its first request
+    for answer in ({"ok": True}, {"ok": False, "n": 2}):
+        el = _asked(broker, _form())
+        (result, done), called = calls_of(
+            lambda el=el, answer=answer: broker._answered(el, {"action": "accept", "content": answer}),  # pyright: ignore[reportPrivateUsage]
+            c_calls=True,
+        )
+        assert done and result == {"action": "accept", "content": answer} and el.state is State.ACCEPTED
+        assert "dumps" not in called and "__call__" not in called
+    # An answer that does not fit: asked again with the problems it had before.
+    for wrong in ({"ok": "yes"}, {"n": 9}, {"ok": True, "other": 1}):
+        el = _asked(broker, _form())
+        retry, done = broker._answered(el, {"action": "accept", "content": wrong})  # pyright: ignore[reportPrivateUsage]
+        assert not done and retry["_meta"][ERRORS_META_KEY] == answer_problems(_form(), wrong)
+
+
+def test_a_forms_plain_check_is_kept_with_the_form_and_forgotten_with_it() -> None:
+    schemas = FormSchemas(max_properties=20)
+    first = schemas.check(_form(), max_bytes=65536)
+    assert schemas.check(_form(), max_bytes=65536) is first
+    kept = schemas.plain_checks[id(first.schema)]
+    assert kept[0] is first.schema and kept[1] is not None and kept[1]({"ok": True}) and not kept[1]({"ok": 1})
+    invalid = schemas.check({"type": "object", "properties": {"x": {"type": "object"}}}, max_bytes=65536)
+    assert invalid.problems and id(invalid.schema) not in schemas.plain_checks  # an invalid form is never asked
+    for i in range(form_schemas.KEPT_SCHEMAS):  # the first two forgotten, the oldest first
+        schemas.check({"type": "object", "properties": {f"f{i}": {"type": "string"}}}, max_bytes=65536)
+    assert id(first.schema) not in schemas.plain_checks
+    assert len(schemas.plain_checks) == len(schemas) == form_schemas.KEPT_SCHEMAS
+
+
+def test_an_answer_to_a_form_no_longer_kept_is_checked_as_before() -> None:
+    broker = Broker(ElicitationConfig(max_answer_attempts=5))
+    el = _asked(broker, _form())
+    broker.form_schemas.plain_checks.clear()  # forgotten while its question was pending
+    result, done = broker._answered(el, {"action": "accept", "content": {"ok": "no"}})  # pyright: ignore[reportPrivateUsage]
+    assert not done and result["_meta"][ERRORS_META_KEY] == answer_problems(_form(), {"ok": "no"})
+    result, done = broker._answered(el, {"action": "accept", "content": {"ok": True}})  # pyright: ignore[reportPrivateUsage]
+    assert done and result == {"action": "accept", "content": {"ok": True}}
+
+
+def test_an_end_is_found_by_the_admin_api_before_and_after_its_summary_is_put_in_its_slot() -> None:
+    broker = Broker(ElicitationConfig())
+    el = _asked(broker, _form())
+    _, called = calls_of(lambda: broker._answered(el, {"action": "accept", "content": {"ok": True}}))  # pyright: ignore[reportPrivateUsage]
+    assert "summary_row" not in called  # on the answer's way: noted only
+    assert broker.recent.find(el.id) == el.summary() and list(broker.recent) == [el.summary()]
+    contextvars.Context().run(broker._recorded, el, None)  # pyright: ignore[reportPrivateUsage]
+    assert broker.recent.find(el.id) == el.summary() and len(broker.recent) == 1
+
+
+def test_ends_noted_are_settled_in_order_and_never_held_past_the_bound() -> None:
+    bound = getattr(recent, "UNSETTLED", 16)
+    ends = RecentEnds(size=5)
+    els: list[Elicitation] = []
+    for n in range(bound * 2 + 3):
+        el = Elicitation(server="s", mode="form", params={}, deadline=0.0)
+        el.state, el.reason, el.ended_at = State.DECLINED, f"r{n}", el.created_at + n
+        els.append(el)
+        ends.add(el)
+        assert len(ends._unsettled) < bound  # pyright: ignore[reportPrivateUsage]
+    assert list(ends) == [el.summary() for el in els[-5:]]
+    assert [ends[i]["reason"] for i in range(-5, 0)] == [f"r{n}" for n in range(len(els) - 5, len(els))]
