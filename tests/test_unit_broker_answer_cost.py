@@ -5,8 +5,16 @@ once the answer is on its way, found all along."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
+from types import CodeType
 from typing import Any
+
+import pytest
+from mcp_types import INVALID_PARAMS
+
+from mcp.shared.exceptions import MCPError
 
 from elicitgate import metrics
 from elicitgate.config import ElicitationConfig
@@ -113,3 +121,79 @@ def test_ends_noted_are_settled_in_order_and_never_held_past_the_bound() -> None
         assert len(ends._unsettled) < bound  # pyright: ignore[reportPrivateUsage]
     assert list(ends) == [el.summary() for el in els[-5:]]
     assert [ends[i]["reason"] for i in range(-5, 0)] == [f"r{n}" for n in range(len(els) - 5, len(els))]
+
+
+class _Clock:
+    """A call's request clock (`PausableDeadline`): when it was paused and resumed."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, bool]] = []
+        self.task: asyncio.Task[object] | None = None
+
+    def pause(self) -> None:
+        self.events.append(("pause", self.task is not None and self.task.done()))
+
+    def resume(self) -> None:
+        self.events.append(("resume", self.task is not None and self.task.done()))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("own_task", [True, False])
+async def test_the_request_clocks_run_again_once_the_answer_is_on_its_way(anyio_backend: str, own_task: bool) -> None:
+    """The clocks a question stops (the upstream call's deadline) run again after the task that answers the upstream
+    is done (a server's push: the endpoint wrote the answer in it), or a callback later, not on the answer's way; each
+    paused and resumed once all the same, whatever way the question ends."""
+    broker = Broker(ElicitationConfig())
+    for answer in ({"action": "accept", "content": {"ok": True}}, {"action": "decline"}, {"action": "nonsense"}):
+        origin = _Origin(answer=asyncio.get_running_loop().create_future())
+        clocks = [_Clock(), _Clock()]
+
+        async def asked(clocks: list[_Clock] = clocks, origin: _Origin = origin) -> object:
+            params = {"message": "Proceed?", "requestedSchema": _form()}
+            return await broker.elicit(
+                server="unit-answercost",
+                origin=origin,  # pyright: ignore[reportArgumentType]
+                params=params,
+                clocks=clocks,  # pyright: ignore[reportArgumentType]
+                own_task=own_task,
+            )
+
+        task = asyncio.get_running_loop().create_task(asked())
+        for clock in clocks:
+            clock.task = task
+        while not origin.requests:
+            await asyncio.sleep(0)
+        assert [clock.events for clock in clocks] == [[("pause", False)]] * 2
+        assert origin.answer is not None
+        origin.answer.set_result(answer)
+        with contextlib.suppress(MCPError):
+            await task
+        for _ in range(3):
+            if all(len(clock.events) == 2 for clock in clocks):
+                break
+            await asyncio.sleep(0)
+        assert [clock.events for clock in clocks] == [[("pause", False), ("resume", True)]] * 2
+        assert not broker.pending
+
+
+def test_a_push_is_asked_of_its_origin_without_a_call_around_it() -> None:
+    origin = _Origin(answer=None)
+    el = Elicitation(server="s", mode="form", params={}, deadline=0.0, origin=origin)  # pyright: ignore[reportArgumentType]
+    origin.answer = asyncio.Future(loop=asyncio.new_event_loop())
+    asked, called = calls_of(lambda: PUSH_TO_CLIENT.ask(el, {"message": "m"}))
+    assert asked is origin.answer and origin.requests == [{"message": "m"}]
+    assert called == ["ask", "send_request"]
+    asked._loop.close()  # pyright: ignore[reportAttributeAccessIssue,reportUnknownMemberType]
+
+
+def test_a_request_is_checked_without_a_function_made_for_it() -> None:
+    """Its refusals are made by one function (`_refusal`), not by a closure made for each request checked."""
+    code = Broker._check_request.__code__  # pyright: ignore[reportPrivateUsage]
+    made = [const.co_name for const in code.co_consts if isinstance(const, CodeType)]
+    assert made == ["<listcomp>"]  # a refusal's list of problems, on its way only
+    broker = Broker(ElicitationConfig())
+    with pytest.raises(MCPError) as refused:
+        broker._check_request("s", "form", {"message": 3}, True)  # pyright: ignore[reportPrivateUsage]
+    assert refused.value.error.code == INVALID_PARAMS
+    assert refused.value.error.message == "elicitation/create needs a string message"

@@ -208,8 +208,8 @@ class Broker:
             logger.exception("elicitation %s failed", el.id)
             raise
         finally:
-            self._closed(el, origin, identity, clocks)
-            self._after_answer(el, task if own_task else None)
+            self._closed(el, origin, identity)
+            self._after_answer(el, task if own_task else None, clocks)
             if self.shared_limits is not None:
                 await self.shared_limits.release(identity)
 
@@ -252,10 +252,9 @@ class Broker:
         for clock in clocks:
             clock.pause()
 
-    def _closed(self, el: Elicitation, origin: Origin, identity: str, clocks: Sequence[PausableDeadline]) -> None:
-        """`el` is no longer pending (`_opened` undone): nothing of it stays in any map."""
-        for clock in clocks:
-            clock.resume()
+    def _closed(self, el: Elicitation, origin: Origin, identity: str) -> None:
+        """`el` is no longer pending (`_opened` undone but its request clocks, `_recorded`): nothing of it stays in any
+        map."""
         self.pending.pop(el.id, None)
         if (left := self._open.pop(identity) - 1) > 0:
             self._open[identity] = left
@@ -265,17 +264,24 @@ class Broker:
             if not mine:
                 del self._of_peer[peer]
 
-    def _after_answer(self, el: Elicitation, own_task: asyncio.Task[Any] | None) -> None:
-        """What follows `el`'s answer on its way, in this order: the pending gauge, and for an end (`_end`) its
-        metrics, log line and audit record (`_record_end`). In a task that serves `el` alone (`own_task`: a server's
-        push), its done callback after the endpoint's, which writes the answer: the server has it before any of this
-        is done. Else one callback later (the answer goes on its way in the caller's step first)."""
+    def _after_answer(
+        self, el: Elicitation, own_task: asyncio.Task[Any] | None, clocks: Sequence[PausableDeadline]
+    ) -> None:
+        """What follows `el`'s answer on its way, in this order: its request `clocks` run again, the pending gauge,
+        and for an end (`_end`) its summary in the last ends, metrics, log line and audit record (`_record_end`). In a
+        task that serves `el` alone (`own_task`: a server's push), its done callback after the endpoint's, which writes
+        the answer: the server has it before any of this is done. Else one callback later (the answer goes on its way
+        in the caller's step first)."""
         if own_task is not None:
-            own_task.add_done_callback(partial(self._recorded, el), context=_CALLBACK_CONTEXT)
+            own_task.add_done_callback(partial(self._recorded, el, clocks=clocks), context=_CALLBACK_CONTEXT)
         else:
-            asyncio.get_running_loop().call_soon(self._recorded, el, None, context=_CALLBACK_CONTEXT)
+            asyncio.get_running_loop().call_soon(self._recorded, el, None, clocks, context=_CALLBACK_CONTEXT)
 
-    def _recorded(self, el: Elicitation, _task: object) -> None:
+    def _recorded(self, el: Elicitation, _task: object, clocks: Sequence[PausableDeadline] = ()) -> None:
+        # The clocks stopped while a person answered (`_opened`) run again once the answer left: from the same budget,
+        # a loop pass later at most (a clock whose call ended meanwhile arms nothing: `PausableDeadline.resume`).
+        for clock in clocks:
+            clock.resume()
         pending_closed(el.server)
         self.recent.settle()  # its summary in its slot (`_end` noted it)
         if el.state in _ENDED:
@@ -436,20 +442,19 @@ class Broker:
         self, server: str, mode: str, params: Mapping[str, Any], url_ids: bool
     ) -> CheckedSchema | None:
         """Refuse a request the gateway does not pass on; a form's checked schema, shared (`FormSchemas`)."""
-
-        def refuse(message: str, refusal: str = "invalid_request", **data: Any) -> MCPError:
-            return errors.gateway_error(INVALID_PARAMS, message, refusal=refusal, server=server, **data)
-
         if mode not in ("form", "url"):
-            raise refuse(f"unknown elicitation mode {mode!r}", rule="mode must be form or url")
+            raise _refusal(server, f"unknown elicitation mode {mode!r}", rule="mode must be form or url")
         if "_meta" in params and params["_meta"] is not None and not is_mapping(params["_meta"]):
             # The gateway adds its own keys to it (`_outgoing`), and the spec makes it an object.
-            raise refuse("elicitation/create: _meta must be an object", rule="_meta is an object when present")
+            raise _refusal(
+                server, "elicitation/create: _meta must be an object", rule="_meta is an object when present"
+            )
         message = params.get("message")
         if not isinstance(message, str):
-            raise refuse("elicitation/create needs a string message", rule="message is required")
+            raise _refusal(server, "elicitation/create needs a string message", rule="message is required")
         if len(message.encode()) > self.config.max_message_bytes:
-            raise refuse(
+            raise _refusal(
+                server,
                 "elicitation message too long",
                 rule=f"message is at most {self.config.max_message_bytes} bytes",
             )
@@ -457,14 +462,15 @@ class Broker:
             return None  # the link itself: `UrlPolicy.check`, which may resolve its host
         checked = self.form_schemas.check(params.get("requestedSchema"), max_bytes=self.config.max_schema_bytes)
         if checked.size > self.config.max_schema_bytes:
-            raise refuse(
+            raise _refusal(
+                server,
                 "requestedSchema too large",
                 "invalid_schema",
                 rule=f"schema is at most {self.config.max_schema_bytes} bytes of JSON",
                 size=checked.size,
             )
-        secrets = list(checked.secrets)
-        if secrets:
+        if checked.secrets:  # a list only for what says which (a request asking for none makes none)
+            secrets = list(checked.secrets)
             if self.config.sensitive_fields == "block":
                 raise errors.gateway_error(
                     errors.ELICITATION_SENSITIVE_BLOCKED,
@@ -476,7 +482,8 @@ class Broker:
         problems = checked.problems
         if problems:
             first = problems[0]
-            raise refuse(
+            raise _refusal(
+                server,
                 f"requestedSchema is not a valid form-mode schema: {first}",
                 "invalid_schema",
                 property=first.property,
@@ -659,6 +666,11 @@ class Broker:
         """With `audit.store_content`: the accepted `answer` minus every field that looks like a secret."""
         secret = set(sensitive_fields(el.requested_schema, self.secret_words))
         return {name: value for name, value in answer.items() if name not in secret}
+
+
+def _refusal(server: str, message: str, refusal: str = "invalid_request", **data: Any) -> MCPError:
+    """`_check_request`'s refusals (a function of its own: not one made for every request checked)."""
+    return errors.gateway_error(INVALID_PARAMS, message, refusal=refusal, server=server, **data)
 
 
 def _request_ids(origin: Origin) -> JsonObject:
