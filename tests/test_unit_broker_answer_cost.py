@@ -197,3 +197,20 @@ def test_a_request_is_checked_without_a_function_made_for_it() -> None:
         broker._check_request("s", "form", {"message": 3}, True)  # pyright: ignore[reportPrivateUsage]
     assert refused.value.error.code == INVALID_PARAMS
     assert refused.value.error.message == "elicitation/create needs a string message"
+
+
+def test_an_ascii_message_is_measured_without_a_copy_and_every_message_as_before() -> None:
+    broker = Broker(ElicitationConfig(max_message_bytes=8))
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    _, called = calls_of(
+        lambda: broker._check_request("s", "form", {"message": "12345678", "requestedSchema": schema}, True),  # pyright: ignore[reportPrivateUsage]
+        c_calls=True,
+    )
+    assert "encode" not in called
+    for message, fits in (("123456789", False), ("ééé", True), ("éééé", True), ("ééééé", False), ("€€€", False)):
+        if fits:
+            broker._check_request("s", "form", {"message": message, "requestedSchema": schema}, True)  # pyright: ignore[reportPrivateUsage]
+            continue
+        with pytest.raises(MCPError) as refused:
+            broker._check_request("s", "form", {"message": message, "requestedSchema": schema}, True)  # pyright: ignore[reportPrivateUsage]
+        assert refused.value.error.message == "elicitation message too long"

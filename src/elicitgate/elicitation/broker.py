@@ -452,7 +452,7 @@ class Broker:
         message = params.get("message")
         if not isinstance(message, str):
             raise _refusal(server, "elicitation/create needs a string message", rule="message is required")
-        if len(message.encode()) > self.config.max_message_bytes:
+        if (len(message) if message.isascii() else len(message.encode())) > self.config.max_message_bytes:
             raise _refusal(
                 server,
                 "elicitation message too long",
