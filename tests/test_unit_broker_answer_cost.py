@@ -17,9 +17,11 @@ from mcp_types import INVALID_PARAMS
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import metrics
-from elicitgate.config import ElicitationConfig
+from elicitgate.audit.record import AuditRecord
+from elicitgate.audit.trail import AuditTrail
+from elicitgate.config import AuditConfig, ElicitationConfig
 from elicitgate.elicitation import form_schemas, recent
-from elicitgate.elicitation.broker import Broker
+from elicitgate.elicitation.broker import Broker, _about  # pyright: ignore[reportPrivateUsage]
 from elicitgate.elicitation.form_schemas import FormSchemas
 from elicitgate.elicitation.meta import ERRORS_META_KEY
 from elicitgate.elicitation.model import Elicitation, State
@@ -214,3 +216,35 @@ def test_an_ascii_message_is_measured_without_a_copy_and_every_message_as_before
         with pytest.raises(MCPError) as refused:
             broker._check_request("s", "form", {"message": message, "requestedSchema": schema}, True)  # pyright: ignore[reportPrivateUsage]
         assert refused.value.error.message == "elicitation message too long"
+
+
+def test_an_ends_record_names_its_origin_without_a_dict_of_it_made_first() -> None:
+    """`_about(origin)`'s fields given to the audit record as they are: the same record."""
+    broker = Broker(ElicitationConfig(), audit=AuditTrail(AuditConfig(url="sqlite:///unused.db")))
+    el = _asked(broker, _form())
+    assert el.origin is not None
+    el.origin.peer.principal = "alice"
+    broker._answered(el, {"action": "accept", "content": {"ok": True}})  # pyright: ignore[reportPrivateUsage]
+    _, called = calls_of(lambda: contextvars.Context().run(broker._recorded, el, None))  # pyright: ignore[reportPrivateUsage]
+    assert "_about" not in called
+    assert broker.audit is not None
+    record = broker.audit._queue.popleft()  # pyright: ignore[reportPrivateUsage]
+    assert (record.client, record.client_id, record.principal, record.request_id, record.tool) == (
+        "unit",
+        "c1",
+        "alice",
+        "7",
+        "demo__confirm",
+    )
+    assert record == AuditRecord(
+        id=el.id,
+        server=el.server,
+        mode="form",
+        state="accepted",
+        reason="user accepted",
+        created_at=record.created_at,
+        ended_at=record.ended_at,
+        attempts=1,
+        responder="client",
+        **_about(el.origin),  # pyright: ignore[reportPrivateUsage]
+    )

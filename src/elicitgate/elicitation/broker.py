@@ -620,6 +620,9 @@ class Broker:
 
     def _record_end(self, el: Elicitation) -> None:
         assert el.ended_at is not None and el.reason is not None  # only called once it ended (`_end`)
+        origin = el.origin
+        assert origin is not None  # admitted, so asked (`Elicitation.asked`)
+        peer, request_id = origin.peer, origin.request_id
         state = str(el.state)
         elicitation_ended(el.server, el.mode, state, el.ended_at - el.created_at)
         self._keep(
@@ -637,7 +640,12 @@ class Broker:
                 content=None if el.answer is None else self._kept_content(el, el.answer),
                 source=el.source,
                 gateway_reason=el.gateway_reason,
-                **_about(el.origin),
+                # `_about(origin)`'s fields, given as they are (not a dict of them made to be spread)
+                client=peer.client_name,
+                client_id=peer.id,
+                principal=peer.principal,
+                request_id=None if request_id is None else str(request_id),
+                tool=origin.tool,
             ),
         )
 
