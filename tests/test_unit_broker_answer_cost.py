@@ -248,3 +248,25 @@ def test_an_ends_record_names_its_origin_without_a_dict_of_it_made_first() -> No
         responder="client",
         **_about(el.origin),  # pyright: ignore[reportPrivateUsage]
     )
+
+
+def test_an_end_told_to_its_responder_only_when_it_keeps_something() -> None:
+    """The client's own responders (a push, a round) keep nothing per question: their `ended` is not called; any
+    other is told, once."""
+    broker = Broker(ElicitationConfig())
+    el = _asked(broker, _form())
+    _, called = calls_of(lambda: broker._answered(el, {"action": "decline"}))  # pyright: ignore[reportPrivateUsage]
+    assert el.state is State.DECLINED and "ended" not in called
+
+    class Keeping:
+        name, cancel_on_timeout = "hosted_page", True
+        told: list[str] = []
+
+        def ended(self, el: Elicitation) -> None:
+            self.told.append(el.id)
+
+    kept = _asked(broker, _form())
+    kept.responder = Keeping()  # pyright: ignore[reportAttributeAccessIssue]
+    broker._answered(kept, {"action": "cancel"})  # pyright: ignore[reportPrivateUsage]
+    broker._end(kept, State.FAILED, "again")  # pyright: ignore[reportPrivateUsage]
+    assert Keeping.told == [kept.id] and kept.state is State.CANCELLED

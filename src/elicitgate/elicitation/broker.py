@@ -74,6 +74,8 @@ GATEWAY_ASKER = "elicitgate"
 _MAX_IDLE_BUCKETS = 4096
 _ENDED = frozenset(state for state in State if state.terminal)
 """`State.terminal`'s states: looked up in C, not through the enum's property."""
+_KEEP_NOTHING = (PUSH_TO_CLIENT, INPUT_REQUIRED)
+"""The client's own responders, whose `ended` has nothing to drop: not called on the answer's way."""
 _CALLBACK_CONTEXT = contextvars.Context()
 """What `_after_answer`'s callbacks run in: a context of their own, not a copy of the task's for each elicitation."""
 
@@ -615,7 +617,7 @@ class Broker:
         # Who else keeps state about it: a parked call counting its open answers, a hosted page.
         if el.origin is not None:
             el.origin.elicitation_ended(el)
-        if el.responder is not None:
+        if el.responder is not None and el.responder not in _KEEP_NOTHING:
             el.responder.ended(el)
 
     def _record_end(self, el: Elicitation) -> None:
