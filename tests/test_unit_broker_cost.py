@@ -25,6 +25,7 @@ def _ended() -> Elicitation:
 def test_an_end_is_kept_by_the_calls_that_make_its_row_only() -> None:
     recent = RecentEnds()
     recent.add(_ended())  # the slots, made at the first end
+    recent.settle()
     el = _ended()
     called: list[str] = []
 
@@ -34,10 +35,13 @@ def test_an_end_is_kept_by_the_calls_that_make_its_row_only() -> None:
 
     sys.setprofile(profile)
     try:
-        recent.add(el)
+        recent.add(el)  # on the answer's way: noted only
+        noted = list(called)
+        recent.settle()  # once it is on its way (`Broker._recorded`): its row
     finally:
         sys.setprofile(None)
-    assert called == ["add", "summary_row", "_id_bytes"]
+    assert noted == ["add"]
+    assert called[len(noted) :] == ["settle", "_put", "summary_row", "_id_bytes"]
     assert recent[-1] == el.summary() and recent[-1]["state"] == "accepted"
     assert type(recent[-1]["state"]) is str and recent[-1]["state"] is State.ACCEPTED.value
 

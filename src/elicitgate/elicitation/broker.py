@@ -74,6 +74,8 @@ GATEWAY_ASKER = "elicitgate"
 _MAX_IDLE_BUCKETS = 4096
 _ENDED = frozenset(state for state in State if state.terminal)
 """`State.terminal`'s states: looked up in C, not through the enum's property."""
+_KEEP_NOTHING = (PUSH_TO_CLIENT, INPUT_REQUIRED)
+"""The client's own responders, whose `ended` has nothing to drop: not called on the answer's way."""
 _CALLBACK_CONTEXT = contextvars.Context()
 """What `_after_answer`'s callbacks run in: a context of their own, not a copy of the task's for each elicitation."""
 
@@ -106,6 +108,7 @@ class Broker:
         self.secret_words = sensitive_words(config.sensitive_words, config.extra_sensitive_words)
         """What makes a field a secret (`elicitation.sensitive_words`): `sensitive_fields` decides with it."""
         self.form_schemas = FormSchemas(max_properties=config.max_properties, secret_words=self.secret_words)
+        self._plain_checks = self.form_schemas.plain_checks.get
         self.notices: Notifier | None = None
         """With notice targets configured: who tells people a question waits (docs/notify.md)."""
         self.unattended: Callable[[str, str | None], Unattended] = lambda server, tool: config.unattended
@@ -207,8 +210,8 @@ class Broker:
             logger.exception("elicitation %s failed", el.id)
             raise
         finally:
-            self._closed(el, origin, identity, clocks)
-            self._after_answer(el, task if own_task else None)
+            self._closed(el, origin, identity)
+            self._after_answer(el, task if own_task else None, clocks)
             if self.shared_limits is not None:
                 await self.shared_limits.release(identity)
 
@@ -251,10 +254,9 @@ class Broker:
         for clock in clocks:
             clock.pause()
 
-    def _closed(self, el: Elicitation, origin: Origin, identity: str, clocks: Sequence[PausableDeadline]) -> None:
-        """`el` is no longer pending (`_opened` undone): nothing of it stays in any map."""
-        for clock in clocks:
-            clock.resume()
+    def _closed(self, el: Elicitation, origin: Origin, identity: str) -> None:
+        """`el` is no longer pending (`_opened` undone but its request clocks, `_recorded`): nothing of it stays in any
+        map."""
         self.pending.pop(el.id, None)
         if (left := self._open.pop(identity) - 1) > 0:
             self._open[identity] = left
@@ -264,18 +266,26 @@ class Broker:
             if not mine:
                 del self._of_peer[peer]
 
-    def _after_answer(self, el: Elicitation, own_task: asyncio.Task[Any] | None) -> None:
-        """What follows `el`'s answer on its way, in this order: the pending gauge, and for an end (`_end`) its
-        metrics, log line and audit record (`_record_end`). In a task that serves `el` alone (`own_task`: a server's
-        push), its done callback after the endpoint's, which writes the answer: the server has it before any of this
-        is done. Else one callback later (the answer goes on its way in the caller's step first)."""
+    def _after_answer(
+        self, el: Elicitation, own_task: asyncio.Task[Any] | None, clocks: Sequence[PausableDeadline]
+    ) -> None:
+        """What follows `el`'s answer on its way, in this order: its request `clocks` run again, the pending gauge,
+        and for an end (`_end`) its summary in the last ends, metrics, log line and audit record (`_record_end`). In a
+        task that serves `el` alone (`own_task`: a server's push), its done callback after the endpoint's, which writes
+        the answer: the server has it before any of this is done. Else one callback later (the answer goes on its way
+        in the caller's step first)."""
         if own_task is not None:
-            own_task.add_done_callback(partial(self._recorded, el), context=_CALLBACK_CONTEXT)
+            own_task.add_done_callback(partial(self._recorded, el, clocks=clocks), context=_CALLBACK_CONTEXT)
         else:
-            asyncio.get_running_loop().call_soon(self._recorded, el, None, context=_CALLBACK_CONTEXT)
+            asyncio.get_running_loop().call_soon(self._recorded, el, None, clocks, context=_CALLBACK_CONTEXT)
 
-    def _recorded(self, el: Elicitation, _task: object) -> None:
+    def _recorded(self, el: Elicitation, _task: object, clocks: Sequence[PausableDeadline] = ()) -> None:
+        # The clocks stopped while a person answered (`_opened`) run again once the answer left: from the same budget,
+        # a loop pass later at most (a clock whose call ended meanwhile arms nothing: `PausableDeadline.resume`).
+        for clock in clocks:
+            clock.resume()
         pending_closed(el.server)
+        self.recent.settle()  # its summary in its slot (`_end` noted it)
         if el.state in _ENDED:
             # Logged with its request's ids and its own, named in the context this callback runs in: only these
             # callbacks run in it, each naming its own elicitation (no context copied for each end).
@@ -434,20 +444,19 @@ class Broker:
         self, server: str, mode: str, params: Mapping[str, Any], url_ids: bool
     ) -> CheckedSchema | None:
         """Refuse a request the gateway does not pass on; a form's checked schema, shared (`FormSchemas`)."""
-
-        def refuse(message: str, refusal: str = "invalid_request", **data: Any) -> MCPError:
-            return errors.gateway_error(INVALID_PARAMS, message, refusal=refusal, server=server, **data)
-
         if mode not in ("form", "url"):
-            raise refuse(f"unknown elicitation mode {mode!r}", rule="mode must be form or url")
+            raise _refusal(server, f"unknown elicitation mode {mode!r}", rule="mode must be form or url")
         if "_meta" in params and params["_meta"] is not None and not is_mapping(params["_meta"]):
             # The gateway adds its own keys to it (`_outgoing`), and the spec makes it an object.
-            raise refuse("elicitation/create: _meta must be an object", rule="_meta is an object when present")
+            raise _refusal(
+                server, "elicitation/create: _meta must be an object", rule="_meta is an object when present"
+            )
         message = params.get("message")
         if not isinstance(message, str):
-            raise refuse("elicitation/create needs a string message", rule="message is required")
-        if len(message.encode()) > self.config.max_message_bytes:
-            raise refuse(
+            raise _refusal(server, "elicitation/create needs a string message", rule="message is required")
+        if (len(message) if message.isascii() else len(message.encode())) > self.config.max_message_bytes:
+            raise _refusal(
+                server,
                 "elicitation message too long",
                 rule=f"message is at most {self.config.max_message_bytes} bytes",
             )
@@ -455,14 +464,15 @@ class Broker:
             return None  # the link itself: `UrlPolicy.check`, which may resolve its host
         checked = self.form_schemas.check(params.get("requestedSchema"), max_bytes=self.config.max_schema_bytes)
         if checked.size > self.config.max_schema_bytes:
-            raise refuse(
+            raise _refusal(
+                server,
                 "requestedSchema too large",
                 "invalid_schema",
                 rule=f"schema is at most {self.config.max_schema_bytes} bytes of JSON",
                 size=checked.size,
             )
-        secrets = list(checked.secrets)
-        if secrets:
+        if checked.secrets:  # a list only for what says which (a request asking for none makes none)
+            secrets = list(checked.secrets)
             if self.config.sensitive_fields == "block":
                 raise errors.gateway_error(
                     errors.ELICITATION_SENSITIVE_BLOCKED,
@@ -474,7 +484,8 @@ class Broker:
         problems = checked.problems
         if problems:
             first = problems[0]
-            raise refuse(
+            raise _refusal(
+                server,
                 f"requestedSchema is not a valid form-mode schema: {first}",
                 "invalid_schema",
                 property=first.property,
@@ -570,7 +581,9 @@ class Broker:
                 self.url_routes.add(el.server, el.params["elicitationId"], target)
             return {"action": action}, True
         content: object = answer.get("content") or {}
-        problems = answer_problems(el.params.get("requestedSchema") or {}, content)  # `Elicitation.requested_schema`
+        schema: JsonObject = el.params.get("requestedSchema") or {}  # `Elicitation.requested_schema`
+        kept = self._plain_checks(id(schema))  # the form's shared copy: its check, not looked up by its JSON again
+        problems = answer_problems(schema, content, kept[1] if kept is not None and kept[0] is schema else ...)
         if not problems and is_mapping(content):
             if self.audit is not None and self.audit.config.store_content:
                 el.answer = dict(content)
@@ -593,7 +606,9 @@ class Broker:
             return
         el.state, el.reason = state, reason
         el.ended_at = time.time()
-        self.recent.add(el)  # here, not after the answer: the admin API finds it pending or ended, never neither
+        # Noted here, not after the answer: the admin API finds it pending or ended, never neither (its summary is
+        # put in its slot after the answer: `_recorded`).
+        self.recent.add(el)
         # Its metrics, log line and audit record once the answer is on its way to the server (`_after_answer`):
         # writing them costs more than relaying the answer, and the server, in a process of its own, can use that
         # time. An upstream's HTTP wire writes a request's POST (a 2026-07-28 upstream's retry with the answer) in its
@@ -602,11 +617,14 @@ class Broker:
         # Who else keeps state about it: a parked call counting its open answers, a hosted page.
         if el.origin is not None:
             el.origin.elicitation_ended(el)
-        if el.responder is not None:
+        if el.responder is not None and el.responder not in _KEEP_NOTHING:
             el.responder.ended(el)
 
     def _record_end(self, el: Elicitation) -> None:
         assert el.ended_at is not None and el.reason is not None  # only called once it ended (`_end`)
+        origin = el.origin
+        assert origin is not None  # admitted, so asked (`Elicitation.asked`)
+        peer, request_id = origin.peer, origin.request_id
         state = str(el.state)
         elicitation_ended(el.server, el.mode, state, el.ended_at - el.created_at)
         self._keep(
@@ -624,7 +642,12 @@ class Broker:
                 content=None if el.answer is None else self._kept_content(el, el.answer),
                 source=el.source,
                 gateway_reason=el.gateway_reason,
-                **_about(el.origin),
+                # `_about(origin)`'s fields, given as they are (not a dict of them made to be spread)
+                client=peer.client_name,
+                client_id=peer.id,
+                principal=peer.principal,
+                request_id=None if request_id is None else str(request_id),
+                tool=origin.tool,
             ),
         )
 
@@ -653,6 +676,11 @@ class Broker:
         """With `audit.store_content`: the accepted `answer` minus every field that looks like a secret."""
         secret = set(sensitive_fields(el.requested_schema, self.secret_words))
         return {name: value for name, value in answer.items() if name not in secret}
+
+
+def _refusal(server: str, message: str, refusal: str = "invalid_request", **data: Any) -> MCPError:
+    """`_check_request`'s refusals (a function of its own: not one made for every request checked)."""
+    return errors.gateway_error(INVALID_PARAMS, message, refusal=refusal, server=server, **data)
 
 
 def _request_ids(origin: Origin) -> JsonObject:

@@ -3,7 +3,9 @@
 Each distinct schema (by its JSON text) is checked once, and every elicitation that asks with it holds
 one shared copy instead of its own: a pending elicitation then keeps no schema of its own (about 1 KB
 for a one-field form), and a new one skips the checks. Shared copies are never changed in place:
-whatever needs a variant (the answer check's `additionalProperties: false`) makes its own.
+whatever needs a variant (the answer check's `additionalProperties: false`) makes its own. A valid shared copy's
+answer check (`plain_check`) is kept with it, found by the copy itself: its answers do not write the schema's JSON
+again to look it up.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from elicitgate.elicitation.schema import SchemaProblem, check_requested_schema
+from elicitgate.elicitation.schema import Fits, SchemaProblem, check_requested_schema, plain_check
 from elicitgate.elicitation.sensitive import DEFAULT_WORDS, SensitiveWords, sensitive_fields
 from elicitgate.wire import codec
 
@@ -43,6 +45,9 @@ class FormSchemas:
         self._max_properties = max_properties
         self._secret_words = secret_words
         self._known: dict[bytes, CheckedSchema] = {}
+        self.plain_checks: dict[int, tuple[Any, Fits | None]] = {}
+        """The `plain_check` of each kept valid schema, by the `id` of the copy its elicitations share (kept with it,
+        so that no other object has that id while it is here); the caller checks it holds that very copy."""
 
     def check(self, schema: Any, *, max_bytes: int) -> CheckedSchema:
         """`schema` checked; a schema larger than `max_bytes` comes back with its size only (no other check)."""
@@ -63,9 +68,16 @@ class FormSchemas:
         )
         if len(text) <= KEPT_SCHEMA_BYTES:
             if len(self._known) >= KEPT_SCHEMAS:
-                del self._known[next(iter(self._known))]
+                self._forget(self._known.pop(next(iter(self._known))))
             self._known[bytes(memoryview(text))] = checked  # orjson's bytes keep the block written in (`codec.dumps`)
+            if not checked.problems:
+                self.plain_checks[id(schema)] = (schema, plain_check(schema))
         return checked
+
+    def _forget(self, checked: CheckedSchema) -> None:
+        kept = self.plain_checks.get(id(checked.schema))
+        if kept is not None and kept[0] is checked.schema:
+            del self.plain_checks[id(checked.schema)]
 
     def __len__(self) -> int:
         return len(self._known)

@@ -5,7 +5,10 @@ A busy gateway holds the last 1,000 for good, and they filled its heap over its 
 a sixth of what it grew by over a million (bench/README.md, "A million completed questions"). So the ends are kept
 in slots made once, at the first end: each id's 16 bytes (an id as `new_id` makes it, 32 lowercase hex digits) in
 one bytearray, the two times in one array of doubles, and the other ten values as one tuple that ends alike (the
-same server, mode, client, state and reason) share: ~40 bytes a slot, and nothing allocated per end that stays."""
+same server, mode, client, state and reason) share: ~40 bytes a slot, and nothing allocated per end that stays.
+
+An end is put in its slot after it is added (`settle`: the broker's, once the answer is on its way; every read
+first): `add`, on the answer's way, only notes the elicitation, whose summary no longer changes once it ended."""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ KEPT = 1000
 ID_BYTES = 16
 """An id of `new_id`'s shape, as bytes."""
 SHAPES_KEPT = 256
+UNSETTLED = 16
+"""Ends noted and not yet in their slots at most (`add` settles them past that)."""
 """Distinct value tuples remembered for sharing (then forgotten all at once: bounded whatever the ends)."""
 
 
@@ -38,12 +43,28 @@ class RecentEnds:
         self._rest: list[tuple[object, ...] | None] = []
         """Per slot: the summary's other values, from `server` to `reason`."""
         self._shapes: dict[tuple[object, ...], tuple[object, ...]] = {}
+        self._unsettled: list[Elicitation] = []
+        """Ended, not yet in their slots (`settle`), oldest first."""
 
     def add(self, el: Elicitation) -> None:
+        """`el` ended: noted, put in its slot at the next `settle` (or read)."""
         if not self._rest:  # the slots, once: a gateway nobody is asked through never makes them
             self._ids = bytearray(ID_BYTES * self._size)
             self._times = array("d", bytes(16 * self._size))
             self._rest = [None] * self._size
+        unsettled = self._unsettled
+        unsettled.append(el)
+        if len(unsettled) >= UNSETTLED:
+            self.settle()
+
+    def settle(self) -> None:
+        """The ends noted since the last, each in its slot, oldest first."""
+        if self._unsettled:
+            unsettled, self._unsettled = self._unsettled, []
+            for el in unsettled:
+                self._put(el)
+
+    def _put(self, el: Elicitation) -> None:
         row = el.summary_row()
         slot = self._added % self._size
         self._added += 1
@@ -69,6 +90,7 @@ class RecentEnds:
 
     def find(self, id_: str) -> JsonObject | None:
         """The summary of the elicitation `id_` (the newest first); None when it is not among them."""
+        self.settle()
         raw = _id_bytes(id_)
         found = -1
         if raw is not None:
@@ -85,7 +107,8 @@ class RecentEnds:
         return None if found == -1 else self._summary(found)
 
     def __len__(self) -> int:
-        return min(self._added, self._size)
+        self.settle()
+        return self._kept()
 
     def __iter__(self) -> Iterator[JsonObject]:
         return (self._summary(self._slot(index)) for index in range(len(self)))
@@ -101,7 +124,11 @@ class RecentEnds:
 
     def _slot(self, index: int) -> int:
         """The slot of the `index`th kept end, oldest first."""
-        return (self._added - len(self) + index) % self._size
+        return (self._added - self._kept() + index) % self._size
+
+    def _kept(self) -> int:
+        """How many ends the slots hold (settled)."""
+        return min(self._added, self._size)
 
     def _age(self, slot: int) -> int:
         """How many ends came after the one in `slot` (its own slot's last)."""

@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from types import EllipsisType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from elicitgate.json_memo import JsonMemo
@@ -198,16 +199,20 @@ def _validator(schema: Mapping[str, Any]) -> Draft202012Validator:
     return _VALIDATORS(strict)
 
 
-def answer_problems(schema: Mapping[str, Any], content: Any) -> list[JsonObject]:
+def answer_problems(
+    schema: Mapping[str, Any], content: Any, fits: Fits | None | EllipsisType = ...
+) -> list[JsonObject]:
     """Validation errors of an accepted answer's `content` against an already-checked schema.
 
     Each problem names the field and the rule it breaks, never the value: jsonschema's own messages
     quote the value (`'hunter2' is too short`), and these texts travel to the page, the admin API, the
-    client's re-ask, the upstream's error and the logs.
+    client's re-ask, the upstream's error and the logs. `fits`: the schema's `plain_check` when the caller has it
+    at hand (a form kept by `FormSchemas`), else looked up by the schema's JSON.
     """
     if not is_mapping(content):
         return [{"property": None, "message": "content must be an object"}]
-    fits = _FITS(schema)
+    if fits is ...:
+        fits = _FITS(schema)
     if fits is not None and fits(content):
         return []  # the answer fits: jsonschema below only says how one does not
     # NaN satisfies every `minimum` and `maximum` (each comparison is false) and JSON has no such number:
@@ -362,6 +367,12 @@ def _counts(prop: Mapping[str, Any], *keys: str) -> bool:
 
 _FITS = JsonMemo(_fits)
 """The plain check of each form, built once (the answers to one form are checked again and again)."""
+
+
+def plain_check(schema: Any) -> Fits | None:
+    """Whether an answer fits `schema`, checked in plain Python (None: jsonschema checks its answers); one per
+    distinct form (`_FITS`)."""
+    return _FITS(schema)
 
 
 NON_FINITE_TEXT = "must be a finite number (NaN and Infinity are not JSON numbers)"

@@ -28,7 +28,9 @@ class PushToClient:
         # The call's own request to its client, not a coroutine around it: on stdio the face endpoint's future, no
         # frame at all held while a human is asked. How it fails when the client went away is the broker's to tell
         # (`gone`).
-        return el.asked().send_request("elicitation/create", request)
+        origin = el.origin  # `el.asked()`, a call less on the question's way
+        assert origin is not None, "an elicitation without an origin is refused before it is asked"
+        return origin.send_request("elicitation/create", request)
 
     @staticmethod
     def gone(el: Elicitation, exc: MCPError) -> HumanGone | None:
