@@ -22,9 +22,9 @@ KEPT = 1000
 ID_BYTES = 16
 """An id of `new_id`'s shape, as bytes."""
 SHAPES_KEPT = 256
+"""Distinct value tuples remembered for sharing (then forgotten all at once: bounded whatever the ends)."""
 UNSETTLED = 16
 """Ends noted and not yet in their slots at most (`add` settles them past that)."""
-"""Distinct value tuples remembered for sharing (then forgotten all at once: bounded whatever the ends)."""
 
 
 class RecentEnds:
