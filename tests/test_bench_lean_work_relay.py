@@ -115,3 +115,49 @@ async def test_the_relay_asks_answers_and_records_as_the_gateway(tmp_path: Path)
         "accepted",
         "failed",
     ]
+
+
+REQUESTS: list[dict[str, Any]] = [
+    {},  # the peer's default form
+    {"message": "Pick", "schema": {"type": "object", "properties": {"c": {"type": "string", "enum": ["a", "b"]}}}},
+    {"schema": {"type": "object", "properties": {"n": {"type": "number", "minimum": 0, "maximum": 1}}}},
+    {"schema": {"type": "object", "properties": {"password": {"type": "string"}}}},  # a secret: warned, asked
+    {"schema": {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}, "required": ["d"]}},
+    {"schema": {"type": "object", "properties": {"o": {"type": "object"}}}},  # not a form: refused
+    {"schema": {"type": "array"}},
+    {"message": 7},
+    {"message": "x" * 100_000},
+    {"mode": "odd"},
+]
+"""What the peer's `elicit` asks with: forms of each kind, and requests the gateway refuses."""
+
+
+async def _asked_through(server: StdioServerParameters, prefix: str) -> tuple[list[dict[str, Any]], list[str]]:
+    seen: list[dict[str, Any]] = []
+
+    async def decline(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(params.model_dump(by_alias=True, exclude_none=True))
+        return types.ElicitResult(action="decline")
+
+    async with Client(server, mode="legacy", elicitation_callback=decline) as client:
+        results = [
+            await client.call_tool(f"{prefix}elicit", {**request, "report_errors": True}) for request in REQUESTS
+        ]
+    return seen, [result.content[0].text for result in results if isinstance(result.content[0], types.TextContent)]
+
+
+async def test_the_relay_refuses_what_the_gateway_refuses_and_nothing_else(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path, {"up": stdio_server("tests.peers.py_server", era="handshake")}, audit={"enabled": False}
+    )
+    relay = StdioServerParameters(
+        command=PY,
+        args=["-m", "bench.lean_work_relay", "--audit-dir", str(tmp_path), "--", PY, "-m", "tests.peers.py_server"],
+        cwd=str(ROOT),
+    )
+    gateway_seen, gateway_results = await _asked_through(gateway_stdio(config), "up__")
+    relay_seen, relay_results = await _asked_through(relay, "")
+
+    assert relay_seen == gateway_seen and len(relay_seen) == 5
+    assert relay_results == gateway_results and len(relay_results) == len(REQUESTS)
+    assert [text == '{"action": "decline"}' for text in relay_results] == [True] * 5 + [False] * 5
