@@ -58,7 +58,6 @@ from elicitgate import errors
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.capabilities import elicitation_modes
 from elicitgate.config import AuditConfig, ElicitationConfig
-from elicitgate.contracts import Origin
 from elicitgate.elicitation.broker import Broker, _outgoing  # pyright: ignore[reportPrivateUsage]
 from elicitgate.elicitation.model import Elicitation, Responder
 from elicitgate.logs import configure_logging
@@ -152,6 +151,7 @@ class Asked:
     """COMMAND's id for its `elicitation/create`: its answer goes back under it."""
     identity: str
     responder: Responder
+    origin: Call
     request_id: str = ""
 
 
@@ -185,7 +185,7 @@ class QuestionWork:
         if method is None:
             request_id = message.get("id")
             if isinstance(request_id, str) and (asked := self.asked.pop(request_id, None)) is not None:
-                self.answered(asked, cast(Message, message))
+                self.answered(asked, message)
                 return
         elif method == "tools/call" and "id" in message:
             params = message.get("params") or {}
@@ -207,7 +207,7 @@ class QuestionWork:
         if isinstance(message, dict):
             method = message.get("method")
             if method == "elicitation/create" and "id" in message:
-                self.pushed(cast(Message, message))
+                self.pushed(message)
                 return
             if method is None and "id" in message:
                 self.calls.pop(message["id"], None)
@@ -232,7 +232,7 @@ class QuestionWork:
                     server=self.server,
                 )
             secrets = checked.secrets if checked is not None else ()
-            responder = self.broker._responder(self.server, as_origin(origin), mode, secrets)  # pyright: ignore[reportPrivateUsage]
+            responder = self.broker._responder(self.server, origin, mode, secrets)  # pyright: ignore[reportPrivateUsage]
             identity = self.broker.admit_here(self.server, origin.peer, origin.peer.identity)  # pyright: ignore[reportArgumentType]
         except MCPError as exc:
             self._refused(message["id"], mode, origin, exc)
@@ -242,7 +242,7 @@ class QuestionWork:
     async def _admitted_url(self, server_id: Any, origin: Call | None, params: Message) -> None:
         try:
             _, responder, identity, mode = await self.broker._admitted(  # pyright: ignore[reportPrivateUsage]
-                self.server, as_origin(origin) if origin is not None else None, params, True
+                self.server, origin, params, True
             )
         except MCPError as exc:
             self._refused(server_id, "url", origin, exc)
@@ -252,7 +252,7 @@ class QuestionWork:
 
     def _refused(self, server_id: Any, mode: str, origin: Call | None, exc: MCPError) -> None:
         self.broker._refused(  # pyright: ignore[reportPrivateUsage]
-            self.server, str(mode), as_origin(origin) if origin is not None else None, exc, "upstream", None
+            self.server, str(mode), origin, exc, "upstream", None
         )
         self.to_server(line({"jsonrpc": "2.0", "id": server_id, "error": exc.error.model_dump(exclude_none=True)}))
 
@@ -266,11 +266,11 @@ class QuestionWork:
             mode=mode,
             params=params,
             deadline=loop.time() + self.config.default_timeout,
-            origin=as_origin(origin),
+            origin=origin,
             responder=responder,
         )
-        self.broker._opened(el, as_origin(origin), identity, ())  # pyright: ignore[reportPrivateUsage]
-        asked = Asked(el, server_id, identity, responder)
+        self.broker._opened(el, origin, identity, ())  # pyright: ignore[reportPrivateUsage]
+        asked = Asked(el, server_id, identity, responder, origin)
         el.timer = loop.call_at(el.deadline, self._past_deadline, asked)
         self._ask(asked, _outgoing(el))
 
@@ -278,7 +278,7 @@ class QuestionWork:
         """One attempt, under a new id of the relay's (`Broker._asked`, whose responder writes it)."""
         asked.request_id = request_id = f"eg-{next(self.ids)}"
         self.asked[request_id] = asked
-        cast(Call, asked.el.origin).asking = request_id
+        asked.origin.asking = request_id
         self.broker._asked(asked.el, asked.responder, outgoing)  # pyright: ignore[reportPrivateUsage]
 
     def _push(self, request_id: str, params: Message) -> None:
@@ -319,13 +319,8 @@ class QuestionWork:
         """The answer on its way first, then `Broker.elicit`'s `finally`: closed, recorded one callback later."""
         self.to_server(line(reply))
         el = asked.el
-        self.broker._closed(el, as_origin(cast(Call, el.origin)), asked.identity, ())  # pyright: ignore[reportPrivateUsage]
+        self.broker._closed(el, asked.origin, asked.identity, ())  # pyright: ignore[reportPrivateUsage]
         self.broker._after_answer(el, None)  # pyright: ignore[reportPrivateUsage]
-
-
-def as_origin(call: Call) -> Origin:
-    """A `Call` as the broker's `Origin`: it has what the broker reads of one on this path."""
-    return cast(Origin, call)
 
 
 # -- the plumbing: `bench.lean_relay`'s, with each message handed to `QuestionWork` -------------------------------

@@ -1,0 +1,100 @@
+"""CPU per call of each process in the middle over stdio: `python -m bench.floor_cpu [--runs N] [--calls N]`.
+
+`bench.floor`'s stdio handshake row in CPU time, which moves less with other work on the machine than wall time: the
+lean relay (`bench.lean_relay`), the lean relay plus the question's work (`bench.lean_work_relay`) and elicitgate
+(`serve`, stdio face), each in front of the demo server over stdio with a handshake-era client. For each operation
+(`elicit`: one form elicitation; `echo`), `--calls` sequential calls through each process in turn (the order rotated
+every run), `--runs` times; each process's CPU time over the calls, every thread (`procs.cpu_seconds`: the audit
+trail's SQLite thread included), per call in microseconds: the median and every run. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import anyio
+
+from mcp import Client
+
+from bench import configs, latency
+from bench.procs import cpu_seconds, find_child, stdio_transport
+
+ROOT = Path(__file__).resolve().parent.parent
+PATHS = ("lean relay", "lean relay + question work", "elicitgate")
+
+
+def launches(workdir: Path) -> dict[str, tuple[list[str], str, str]]:
+    """By path: its command line, the text that finds its process among ours, and its tools' prefix."""
+    config = configs.write_config(
+        workdir, "floor-cpu", configs.gateway_config({"up": configs.stdio_upstream("handshake")})
+    )
+    return {
+        "lean relay": (configs.lean_relay_argv(), "bench.lean_relay", ""),
+        "lean relay + question work": (configs.lean_work_relay_argv(), "bench.lean_work_relay", ""),
+        "elicitgate": (configs.gateway_argv(config), "floor-cpu.json", "up__"),
+    }
+
+
+async def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[float]]:
+    workdir = ROOT / "bench" / "results" / "floor_cpu"
+    workdir.mkdir(parents=True, exist_ok=True)
+    found: dict[tuple[str, str], list[float]] = {}
+    with open(workdir / "floor_cpu.log", "w") as log:
+        async with AsyncExitStack() as stack:
+            opened: dict[str, tuple[Client, int, str]] = {}
+            for path, (argv, marker, prefix) in launches(workdir).items():
+                client = await stack.enter_async_context(
+                    Client(
+                        stdio_transport(argv, log),
+                        mode="legacy",
+                        elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
+                        read_timeout_seconds=latency.CALL_TIMEOUT,
+                    )
+                )
+                opened[path] = (client, find_child(marker), prefix)
+            for run in range(args.runs):
+                order = PATHS[run % len(PATHS) :] + PATHS[: run % len(PATHS)]
+                for op in latency.OPS:
+                    name, arguments = latency.TOOLS[op]
+                    for path in order:
+                        client, pid, prefix = opened[path]
+                        for _ in range(args.warmup):
+                            await latency.call(client, prefix + name, arguments)
+                        before = cpu_seconds(pid)
+                        for _ in range(args.calls):
+                            await latency.call(client, prefix + name, arguments)
+                        found.setdefault((path, op), []).append((cpu_seconds(pid) - before) * 1e6 / args.calls)
+    return found
+
+
+def table(found: dict[tuple[str, str], list[float]], args: argparse.Namespace) -> str:
+    lines = [
+        f"CPU per call of the process in the middle, us (median of {args.runs} runs x {args.calls} calls; "
+        f"load {os.getloadavg()[0]:.1f}); stdio, handshake-era client and upstream",
+        "",
+        "| path | elicit | echo | elicit runs |",
+        "|---|---:|---:|---|",
+    ]
+    for path in PATHS:
+        elicit, echo = (statistics.median(found[(path, op)]) for op in latency.OPS)
+        runs = ", ".join(f"{value:.0f}" for value in found[(path, "elicit")])
+        lines.append(f"| {path} | {elicit:.0f} | {echo:.0f} | {runs} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="bench.floor_cpu", description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=6)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=10)
+    args = parser.parse_args()
+    print(table(anyio.run(measure, args), args))
+
+
+if __name__ == "__main__":
+    os.environ["XDG_STATE_HOME"] = str(ROOT / "bench" / "results" / "floor_cpu" / "state")
+    main()
