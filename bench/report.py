@@ -8,9 +8,7 @@ from typing import Any
 
 from bench.latency import OPS, Target
 
-PATHS = (
-    "direct", "lean-relay", "lean-work-relay", "bare-relay", "elicitgate", "elicitgate-modern-client", "fastmcp"
-)
+PATHS = ("direct", "lean-relay", "lean-work-relay", "bare-relay", "elicitgate", "elicitgate-modern-client", "fastmcp")
 PATH_LABELS = {
     "direct": "direct",
     "lean-relay": "lean Python relay (floor)",
