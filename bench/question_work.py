@@ -6,7 +6,8 @@ its protocols hand them (what it writes is kept in a list), then one loop turn f
 metrics, log line and audit record; the log line to /dev/null, the audit trail's writer running on a SQLite file in
 a temporary directory). The same four messages through `bench.lean_relay`'s `Lines` are the lean relay's share.
 Prints the calls per question (cProfile's count of Python and C calls, the driver's own left out: they do not move
-with the machine's load) by module, and the CPU
+with the machine's load) by module, the median wall time of each stage of a question (the call, the push, the
+answer, the result, the loop turn after it, in which its end is recorded), and the CPU
 time per question (the fastest of `--repeat` rounds of `--questions`; every thread of the process). Asserts
 nothing.
 """
@@ -19,6 +20,7 @@ import cProfile
 import logging
 import os
 import pstats
+import statistics
 import tempfile
 import time
 from collections import Counter
@@ -66,33 +68,64 @@ def line(message: dict[str, Any]) -> bytes:
     return orjson.dumps(message) + b"\n"
 
 
-async def questions(work: QuestionWork, count: int, start: int) -> None:
-    """`count` questions through `work`'s message handlers (fed as the relay's `Lines` feed them)."""
+STAGES = ("the call", "the push", "the answer", "the result", "the loop turn after (its end recorded)")
+
+
+def stage_medians(times: list[list[int]]) -> list[float]:
+    return [statistics.median(stage) / 1000 for stage in times]
+
+
+async def questions(work: QuestionWork, count: int, start: int, times: list[list[int]] | None = None) -> None:
+    """`count` questions through `work`'s message handlers (fed as the relay's `Lines` feed them); with `times`,
+    each stage's wall time in ns appended to its list."""
     to_client: list[bytes] = []
     work.to_client, work.to_server = to_client.append, lambda data: None
     client, server = Lines(work.from_client), Lines(work.from_server)
     client.feed(line(INITIALIZE))
     for n in range(start, start + count):
         call, push, answer, result = messages(n)
+        t0 = time.perf_counter_ns()
         client.feed(call)
+        t1 = time.perf_counter_ns()
         server.feed(push)
-        client.feed(answer(orjson.loads(to_client.pop())["id"]))
+        t2 = time.perf_counter_ns()
+        answered = answer(orjson.loads(to_client.pop())["id"])
+        t3 = time.perf_counter_ns()
+        client.feed(answered)
+        t4 = time.perf_counter_ns()
         server.feed(result)
+        t5 = time.perf_counter_ns()
         to_client.clear()
         await asyncio.sleep(0)  # the loop turn in which `_after_answer`'s callback records the end
+        t6 = time.perf_counter_ns()
+        if times is not None:
+            for stage, took in enumerate((t1 - t0, t2 - t1, t4 - t3, t5 - t4, t6 - t5)):
+                times[stage].append(took)
 
 
-def lean_questions(count: int, start: int) -> None:
-    """The same four lines through the lean relay's `Lines` (parsed, written again)."""
+async def lean_questions(count: int, start: int, times: list[list[int]] | None = None) -> None:
+    """The same four lines through the lean relay's `Lines` (parsed, written again), and the same loop turn."""
     sink: list[bytes] = []
     client, server = lean_relay.Lines(sink.append), lean_relay.Lines(sink.append)
     for n in range(start, start + count):
         call, push, answer, result = messages(n)
+        t0 = time.perf_counter_ns()
         client.feed(call)
+        t1 = time.perf_counter_ns()
         server.feed(push)
-        client.feed(answer(f"eg-{n}"))
+        t2 = time.perf_counter_ns()
+        answered = answer(f"eg-{n}")
+        t3 = time.perf_counter_ns()
+        client.feed(answered)
+        t4 = time.perf_counter_ns()
         server.feed(result)
+        t5 = time.perf_counter_ns()
         sink.clear()
+        await asyncio.sleep(0)
+        t6 = time.perf_counter_ns()
+        if times is not None:
+            for stage, took in enumerate((t1 - t0, t2 - t1, t4 - t3, t5 - t4, t6 - t5)):
+                times[stage].append(took)
 
 
 def calls_by_module(profile: cProfile.Profile, count: int) -> list[tuple[str, float]]:
@@ -134,7 +167,7 @@ async def measure(args: argparse.Namespace, audit_dir: Path) -> None:
     profile.disable()
     lean = cProfile.Profile()
     lean.enable()
-    lean_questions(args.questions, 1)
+    await lean_questions(args.questions, 1)
     lean.disable()
     work_calls, lean_calls = calls_by_module(profile, args.questions), calls_by_module(lean, args.questions)
     cpu_work = cpu_lean = float("inf")
@@ -143,8 +176,12 @@ async def measure(args: argparse.Namespace, audit_dir: Path) -> None:
         await questions(work, args.questions, 2_000_000 + round_ * args.questions)
         cpu_work = min(cpu_work, (time.process_time() - begin) / args.questions)
         begin = time.process_time()
-        lean_questions(args.questions, 1)
+        await lean_questions(args.questions, 1)
         cpu_lean = min(cpu_lean, (time.process_time() - begin) / args.questions)
+    work_times: list[list[int]] = [[] for _ in STAGES]
+    lean_times: list[list[int]] = [[] for _ in STAGES]
+    await questions(work, args.questions, 3_000_000, work_times)
+    await lean_questions(args.questions, 1, lean_times)
     await work.trail.close()
     await writer
     print(f"per question ({args.questions} questions; CPU the fastest of {args.repeat} rounds, every thread)")
@@ -161,6 +198,14 @@ async def measure(args: argparse.Namespace, audit_dir: Path) -> None:
     for module, calls in work_calls:
         if calls >= 0.5:
             print(f"| {module} | {calls:.1f} |")
+    print()
+    print(f"by stage: median wall time per question of {args.questions} (us; the loop thread alone: no other work)")
+    print()
+    print("| stage | lean relay's lines | lean relay + question work | the work |")
+    print("|---|---:|---:|---:|")
+    lean_stages, work_stages = stage_medians(lean_times), stage_medians(work_times)
+    for stage, lean_us, work_us in zip(STAGES, lean_stages, work_stages, strict=True):
+        print(f"| {stage} | {lean_us:.1f} | {work_us:.1f} | {work_us - lean_us:+.1f} |")
 
 
 def main() -> None:
