@@ -4,8 +4,9 @@
 lean relay (`bench.lean_relay`), the lean relay plus the question's work (`bench.lean_work_relay`) and elicitgate
 (`serve`, stdio face), each in front of the demo server over stdio with a handshake-era client. For each operation
 (`elicit`: one form elicitation; `echo`), `--calls` sequential calls through each process in turn (the order rotated
-every run), `--runs` times; each process's CPU time over the calls, every thread (`procs.cpu_seconds`: the audit
-trail's SQLite thread included), per call in microseconds: the median and every run. Asserts nothing.
+every run), `--runs` times; each process's CPU time over the calls, per call in microseconds: every thread (as
+`procs.cpu_seconds`), the main thread and the others (the audit trail's SQLite thread) apart, and the user / system
+split (`/proc/<pid>/stat`, in clock ticks: coarse); the median and every run. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -21,10 +22,28 @@ import anyio
 from mcp import Client
 
 from bench import configs, latency
-from bench.procs import cpu_seconds, find_child, stdio_transport
+from bench.procs import find_child, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
 PATHS = ("lean relay", "lean relay + question work", "elicitgate")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_parts(pid: int) -> tuple[float, float, float, float]:
+    """Seconds of CPU so far: the main thread's and the other threads' (`schedstat`, ns), the process's user and
+    system time (`stat`, in clock ticks)."""
+    main = others = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            ns = int((task / "schedstat").read_text().split()[0]) / 1e9
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            continue
+        if task.name == str(pid):
+            main += ns
+        else:
+            others += ns
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return main, others, int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
 def launches(workdir: Path) -> dict[str, tuple[list[str], str, str]]:
@@ -39,10 +58,10 @@ def launches(workdir: Path) -> dict[str, tuple[list[str], str, str]]:
     }
 
 
-async def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[float]]:
+async def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[tuple[float, ...]]]:
     workdir = ROOT / "bench" / "results" / "floor_cpu"
     workdir.mkdir(parents=True, exist_ok=True)
-    found: dict[tuple[str, str], list[float]] = {}
+    found: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     with open(workdir / "floor_cpu.log", "w") as log:
         async with AsyncExitStack() as stack:
             opened: dict[str, tuple[Client, int, str]] = {}
@@ -64,25 +83,33 @@ async def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[float]
                         client, pid, prefix = opened[path]
                         for _ in range(args.warmup):
                             await latency.call(client, prefix + name, arguments)
-                        before = cpu_seconds(pid)
+                        before = cpu_parts(pid)
                         for _ in range(args.calls):
                             await latency.call(client, prefix + name, arguments)
-                        found.setdefault((path, op), []).append((cpu_seconds(pid) - before) * 1e6 / args.calls)
+                        after = cpu_parts(pid)
+                        parts = tuple((b - a) * 1e6 / args.calls for a, b in zip(before, after, strict=True))
+                        found.setdefault((path, op), []).append((parts[0] + parts[1], *parts))
     return found
 
 
-def table(found: dict[tuple[str, str], list[float]], args: argparse.Namespace) -> str:
+def table(found: dict[tuple[str, str], list[tuple[float, ...]]], args: argparse.Namespace) -> str:
+    """Medians over the runs: all threads, the main (event loop) thread, the others (the audit trail's SQLite
+    thread), and the process's user / system split (clock ticks: coarse)."""
     lines = [
         f"CPU per call of the process in the middle, us (median of {args.runs} runs x {args.calls} calls; "
         f"load {os.getloadavg()[0]:.1f}); stdio, handshake-era client and upstream",
         "",
-        "| path | elicit | echo | elicit runs |",
-        "|---|---:|---:|---|",
+        "| path | op | all threads | main thread | other threads | user | system | all threads, every run |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for path in PATHS:
-        elicit, echo = (statistics.median(found[(path, op)]) for op in latency.OPS)
-        runs = ", ".join(f"{value:.0f}" for value in found[(path, "elicit")])
-        lines.append(f"| {path} | {elicit:.0f} | {echo:.0f} | {runs} |")
+        for op in latency.OPS:
+            runs = found[(path, op)]
+            total, main, others, user, system = (statistics.median(run[i] for run in runs) for i in range(5))
+            every = ", ".join(f"{run[0]:.0f}" for run in runs)
+            lines.append(
+                f"| {path} | {op} | {total:.0f} | {main:.0f} | {others:.0f} | {user:.0f} | {system:.0f} | {every} |"
+            )
     return "\n".join(lines)
 
 
