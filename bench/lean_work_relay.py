@@ -123,6 +123,8 @@ class Call:
     era: str = "handshake"
     asking: str = ""
     """The relay's id for the attempt `send_request` is called for (set just before `Broker._asked`)."""
+    stream: Any = None
+    """Over HTTP (`bench.lean_http_work_relay`): the client connection whose response stream carries the call."""
 
     @property
     def modes(self) -> frozenset[str]:

@@ -48,7 +48,7 @@ SCRIPT: list[tuple[str, dict[str, Any], list[dict[str, Any]]]] = [
 """(tool, arguments, the client's answers in order): each call asks once, and again while an answer does not fit."""
 
 
-async def _run(server: StdioServerParameters, prefix: str) -> tuple[list[dict[str, Any]], list[Any]]:
+async def _run(server: StdioServerParameters | str, prefix: str) -> tuple[list[dict[str, Any]], list[Any]]:
     """Every call of `SCRIPT` through `server`: the questions the client saw and the results it got."""
     answers: deque[dict[str, Any]] = deque(answer for _, _, script in SCRIPT for answer in script)
     seen: list[dict[str, Any]] = []
@@ -132,7 +132,7 @@ REQUESTS: list[dict[str, Any]] = [
 """What the peer's `elicit` asks with: forms of each kind, and requests the gateway refuses."""
 
 
-async def _asked_through(server: StdioServerParameters, prefix: str) -> tuple[list[dict[str, Any]], list[str]]:
+async def _asked_through(server: StdioServerParameters | str, prefix: str) -> tuple[list[dict[str, Any]], list[str]]:
     seen: list[dict[str, Any]] = []
 
     async def decline(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
