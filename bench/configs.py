@@ -115,6 +115,12 @@ def lean_http_relay_argv(listen: str, upstream_url: str) -> list[str]:
     return [PY, "-m", "bench.lean_http_relay", "--listen", listen, "--upstream", upstream_url]
 
 
+def lean_http_work_relay_argv(listen: str, upstream_url: str) -> list[str]:
+    """`bench.lean_http_work_relay` on `listen` in front of `upstream_url` (the lean HTTP relay plus, for each
+    elicitation, the work elicitgate's broker does for it, by its own functions)."""
+    return [PY, "-m", "bench.lean_http_work_relay", "--listen", listen, "--upstream", upstream_url]
+
+
 def fastmcp_argv(*, upstream_url: str | None = None, http: str | None = None) -> list[str]:
     """The FastMCP proxy (`bench.fastmcp_proxy`) in front of the demo server (stdio) or a URL."""
     argv = [PY, "-m", "bench.fastmcp_proxy"]

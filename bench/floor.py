@@ -7,12 +7,13 @@ client with a 2026-07-28 upstream). The lean relay (`bench.lean_relay` over stdi
 HTTP: asyncio Protocols, httptools and orjson, callbacks instead of tasks) is the floor: about the least any Python
 process in the middle can add on this machine. The bare relay (`bench.bare_relay`, asyncio streams and `json`;
 `bench.bare_http_relay`, uvicorn and httpx2 as the gateway runs them) is what the same job costs on the gateway's
-libraries. Over stdio, for the handshake era, `bench.lean_work_relay` is the lean relay plus the work elicitgate's
-broker does for each elicitation, by elicitgate's own functions (checks, limits, the `[server] ` prefix and `_meta`,
-its own ids, the answer's check, the end's metrics, log line and audit record): the floor for any gateway that keeps
-elicitgate's promise, so that what elicitgate adds beyond it is plumbing. It prints each path's p50 and what it adds
-to the direct call, each relay's added as a multiple of the lean relay's, and for elicitgate its added against each
-relay's (the target: at most 1.5x the lean floor's). Asserts nothing.
+libraries. For the handshake era, `bench.lean_work_relay` (stdio) and `bench.lean_http_work_relay` (HTTP) are the
+lean relays plus the work elicitgate's broker does for each elicitation, by elicitgate's own functions (checks,
+limits, the `[server] ` prefix and `_meta`, its own ids, the answer's check, the end's metrics, log line and audit
+record): the floor for any gateway that keeps elicitgate's promise, so that what elicitgate adds beyond it is
+plumbing. It prints each path's p50 and what it adds to the direct call, each relay's added as a multiple of the
+lean relay's, and for elicitgate its added against each relay's (the target: at most 1.5x the lean floor's). Asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ ERAS = (("handshake", "legacy", "handshake"), ("2026-07-28", "2026-07-28", "mode
 """(row label, client mode, upstream era)."""
 TRANSPORTS = ("stdio", "http")
 LEAN_WORK = "lean-work-relay"
-"""The lean relay plus the question's work (`bench.lean_work_relay`: stdio, handshake era only)."""
+"""The lean relay plus the question's work (`bench.lean_work_relay`, `bench.lean_http_work_relay`: handshake era
+only)."""
 PATH_NAMES = {LEAN_WORK: "lean relay + question work"}
 PATHS = ("direct", "lean-relay", LEAN_WORK, "bare-relay", "elicitgate")
 
@@ -74,6 +76,10 @@ def http_targets(log: IO[str], workdir: Path) -> Iterator[list[latency.Target]]:
         relay = stack.enter_context(HttpProcess(configs.bare_http_relay_argv(f"127.0.0.1:{port}", upstream), port, log))
         port = free_port()
         lean = stack.enter_context(HttpProcess(configs.lean_http_relay_argv(f"127.0.0.1:{port}", upstream), port, log))
+        port = free_port()
+        work = stack.enter_context(
+            HttpProcess(configs.lean_http_work_relay_argv(f"127.0.0.1:{port}", upstream), port, log)
+        )
         servers = {era: configs.http_upstream(upstream, era) for _, _, era in ERAS}
         config = configs.write_config(workdir, "floor-http", configs.gateway_config(servers))
         port = free_port()
@@ -86,6 +92,11 @@ def http_targets(log: IO[str], workdir: Path) -> Iterator[list[latency.Target]]:
             for target in (
                 latency.Target("http", label, "direct", mode, url(upstream)),
                 latency.Target("http", label, "lean-relay", mode, url(f"{lean.url}/mcp")),
+                *(
+                    [latency.Target("http", label, LEAN_WORK, mode, url(f"{work.url}/mcp"))]
+                    if era == "handshake"
+                    else []
+                ),
                 latency.Target("http", label, "bare-relay", mode, url(f"{relay.url}/mcp")),
                 latency.Target("http", label, "elicitgate", mode, url(f"{gateway.url}/mcp"), prefix=f"{era}__"),
             )
