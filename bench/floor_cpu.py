@@ -1,12 +1,15 @@
-"""CPU per call of each process in the middle over stdio: `python -m bench.floor_cpu [--runs N] [--calls N]`.
+"""CPU per call of each process in the middle: `python -m bench.floor_cpu [--transport stdio|http] [--runs N]
+[--calls N]`.
 
-`bench.floor`'s stdio handshake row in CPU time, which moves less with other work on the machine than wall time: the
-lean relay (`bench.lean_relay`), the lean relay plus the question's work (`bench.lean_work_relay`) and elicitgate
-(`serve`, stdio face), each in front of the demo server over stdio with a handshake-era client. For each operation
-(`elicit`: one form elicitation; `echo`), `--calls` sequential calls through each process in turn (the order rotated
-every run), `--runs` times; each process's CPU time over the calls, per call in microseconds: every thread (as
-`procs.cpu_seconds`), the main thread and the others (the audit trail's SQLite thread) apart, and the user / system
-split (`/proc/<pid>/stat`, in clock ticks: coarse); the median and every run. Asserts nothing.
+`bench.floor`'s handshake rows in CPU time, which moves less with other work on the machine than wall time: the lean
+relay (`bench.lean_relay`), the lean relay plus the question's work (`bench.lean_work_relay`) and elicitgate
+(`serve`, stdio face), each in front of the demo server over stdio with a handshake-era client; with `--transport
+http`, `bench.lean_http_relay`, `bench.lean_http_work_relay` and elicitgate's HTTP face in front of the demo server
+on streamable HTTP. For each operation (`elicit`: one form elicitation; `echo`), `--calls` sequential calls through
+each process in turn (the order rotated every run), `--runs` times; each process's CPU time over the calls, per call
+in microseconds: every thread (as `procs.cpu_seconds`), the main thread and the others (the audit trail's SQLite
+thread) apart, and the user / system split (`/proc/<pid>/stat`, in clock ticks: coarse); the median and every run.
+Asserts nothing.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import os
 import statistics
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import IO, Any
 
 import anyio
 
 from mcp import Client
 
 from bench import configs, latency
-from bench.procs import find_child, stdio_transport
+from bench.procs import HttpProcess, find_child, free_port, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
 PATHS = ("lean relay", "lean relay + question work", "elicitgate")
@@ -47,7 +51,7 @@ def cpu_parts(pid: int) -> tuple[float, float, float, float]:
 
 
 def launches(workdir: Path) -> dict[str, tuple[list[str], str, str]]:
-    """By path: its command line, the text that finds its process among ours, and its tools' prefix."""
+    """Over stdio, by path: its command line, the text that finds its process among ours, and its tools' prefix."""
     config = configs.write_config(
         workdir, "floor-cpu", configs.gateway_config({"up": configs.stdio_upstream("handshake")})
     )
@@ -58,23 +62,54 @@ def launches(workdir: Path) -> dict[str, tuple[list[str], str, str]]:
     }
 
 
+async def stdio_clients(stack: AsyncExitStack, workdir: Path, log: IO[str]) -> dict[str, tuple[Client, int, str]]:
+    """Each path over stdio: its client, its process's pid, its tools' prefix."""
+    opened: dict[str, tuple[Client, int, str]] = {}
+    for path, (argv, marker, prefix) in launches(workdir).items():
+        client = await stack.enter_async_context(client_of(stdio_transport(argv, log)))
+        opened[path] = (client, find_child(marker), prefix)
+    return opened
+
+
+async def http_clients(stack: AsyncExitStack, workdir: Path, log: IO[str]) -> dict[str, tuple[Client, int, str]]:
+    """Each path over streamable HTTP, in front of the demo server on HTTP: its client, its pid, its tools' prefix."""
+    port = free_port()
+    upstream = f"{stack.enter_context(HttpProcess(configs.demo_argv(f'127.0.0.1:{port}'), port, log)).url}/mcp"
+    config = configs.write_config(
+        workdir, "floor-cpu-http", configs.gateway_config({"up": configs.http_upstream(upstream, "handshake")})
+    )
+    argvs = {
+        "lean relay": lambda listen: configs.lean_http_relay_argv(listen, upstream),
+        "lean relay + question work": lambda listen: configs.lean_http_work_relay_argv(listen, upstream),
+        "elicitgate": lambda listen: configs.gateway_argv(config, listen),
+    }
+    opened: dict[str, tuple[Client, int, str]] = {}
+    for path, argv in argvs.items():
+        port = free_port()
+        ready = "/healthz" if path == "elicitgate" else "/mcp"
+        process = stack.enter_context(HttpProcess(argv(f"127.0.0.1:{port}"), port, log, ready_path=ready))
+        client = await stack.enter_async_context(client_of(f"{process.url}/mcp"))
+        opened[path] = (client, process.pid, "up__" if path == "elicitgate" else "")
+    return opened
+
+
+def client_of(server: Any) -> Client:
+    return Client(
+        server,
+        mode="legacy",
+        elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
+        read_timeout_seconds=latency.CALL_TIMEOUT,
+    )
+
+
 async def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[tuple[float, ...]]]:
     workdir = ROOT / "bench" / "results" / "floor_cpu"
     workdir.mkdir(parents=True, exist_ok=True)
     found: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     with open(workdir / "floor_cpu.log", "w") as log:
         async with AsyncExitStack() as stack:
-            opened: dict[str, tuple[Client, int, str]] = {}
-            for path, (argv, marker, prefix) in launches(workdir).items():
-                client = await stack.enter_async_context(
-                    Client(
-                        stdio_transport(argv, log),
-                        mode="legacy",
-                        elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                        read_timeout_seconds=latency.CALL_TIMEOUT,
-                    )
-                )
-                opened[path] = (client, find_child(marker), prefix)
+            clients = stdio_clients if args.transport == "stdio" else http_clients
+            opened = await clients(stack, workdir, log)
             for run in range(args.runs):
                 order = PATHS[run % len(PATHS) :] + PATHS[: run % len(PATHS)]
                 for op in latency.OPS:
@@ -97,7 +132,7 @@ def table(found: dict[tuple[str, str], list[tuple[float, ...]]], args: argparse.
     thread), and the process's user / system split (clock ticks: coarse)."""
     lines = [
         f"CPU per call of the process in the middle, us (median of {args.runs} runs x {args.calls} calls; "
-        f"load {os.getloadavg()[0]:.1f}); stdio, handshake-era client and upstream",
+        f"load {os.getloadavg()[0]:.1f}); {args.transport}, handshake-era client and upstream",
         "",
         "| path | op | all threads | main thread | other threads | user | system | all threads, every run |",
         "|---|---|---:|---:|---:|---:|---:|---|",
@@ -118,6 +153,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     args = parser.parse_args()
     print(table(anyio.run(measure, args), args))
 
