@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -49,8 +48,9 @@ async def test_over_http_the_relay_asks_answers_and_records_as_the_gateway(
     try:
         gateway_seen, gateway_results = await _run(f"{gateway.url}/mcp", "up__")
         relay_seen, relay_results = await _run(f"{relay.url}/mcp", "")
-    finally:
-        gateway.stop(), relay.stop()  # each stores what its audit trail has queued as it stops
+    finally:  # each stores what its audit trail has queued as it stops
+        gateway.stop()
+        relay.stop()
 
     assert relay_seen == gateway_seen
     assert relay_results == gateway_results
@@ -66,12 +66,11 @@ async def test_over_http_the_relay_refuses_what_the_gateway_refuses_and_nothing_
     upstream = f"{http_upstream('tests.peers.py_server').url}/mcp"
     config = write_config(tmp_path, {"up": {"url": upstream, "era": "handshake"}}, audit={"enabled": False})
     gateway, relay = http_gateway(config), _relay(upstream, tmp_path)
-    results: dict[str, Any] = {}
     try:
-        results["gateway"] = await _asked_through(f"{gateway.url}/mcp", "up__")
-        results["relay"] = await _asked_through(f"{relay.url}/mcp", "")
+        gateway_seen, gateway_texts = await _asked_through(f"{gateway.url}/mcp", "up__")
+        relay_seen, relay_texts = await _asked_through(f"{relay.url}/mcp", "")
     finally:
         relay.stop()
-    (gateway_seen, gateway_texts), (relay_seen, relay_texts) = results["gateway"], results["relay"]
+
     assert relay_seen == gateway_seen and len(relay_seen) == 5
     assert relay_texts == gateway_texts and len(relay_texts) == len(REQUESTS)
