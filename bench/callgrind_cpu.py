@@ -19,6 +19,10 @@ Asserts nothing.
 `--face stdio`: the gateway's stdio face in front of the demo server over stdio (the client starts the gateway under
 valgrind); the count is dumped (`callgrind_control -d`) once the calls are done, and that dump
 (`bench/results/callgrind_cpu/<row>-<op>-stdio-<pid>/callgrind.out.*`) is a profile `callgrind_annotate` reads.
+`--middle lean-relay|lean-work-relay`: the same count for the lean relay or the lean relay plus the question's work
+(`bench.lean_relay` / `bench.lean_work_relay` with `--face stdio`, `bench.lean_http_relay` /
+`bench.lean_http_work_relay` with `--face http`) in front of the demo server instead of the gateway (the floors of
+`bench.floor`).
 """
 
 from __future__ import annotations
@@ -68,17 +72,22 @@ async def measure(args: argparse.Namespace) -> float:
             servers = {e: configs.http_upstream(f"{upstream.url}/mcp", e) for e in ("handshake", "modern")}
             config = configs.write_config(work, "gw", configs.gateway_config(servers, src=src))
             port = free_port()
+            middle, ready, prefix = gateway_argv(src, config, f"127.0.0.1:{port}"), "/healthz", f"{era}__"
+            if args.middle != "elicitgate":  # a relay in front of the demo server, its tools' names as they are
+                lean = args.middle == "lean-relay"
+                relay = configs.lean_http_relay_argv if lean else configs.lean_http_work_relay_argv
+                middle, ready, prefix = relay(f"127.0.0.1:{port}", f"{upstream.url}/mcp"), "/mcp", ""
             argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={work}/callgrind.out",
-                    *gateway_argv(src, config, f"127.0.0.1:{port}")]
-            with SlowProcess(argv, port, log, ready_path="/healthz") as gateway:
+                    *middle]
+            with SlowProcess(argv, port, log, ready_path=ready) as gateway:
                 async with Client(f"{gateway.url}/mcp", mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
                                   read_timeout_seconds=READY_TIMEOUT) as client:
                     name, arguments = latency.TOOLS[args.op]
                     for _ in range(WARMUP):
-                        await latency.call(client, f"{era}__{name}", arguments)
+                        await latency.call(client, prefix + name, arguments)
                     _instrument(gateway.pid, "on")
                     for _ in range(args.calls):
-                        await latency.call(client, f"{era}__{name}", arguments)
+                        await latency.call(client, prefix + name, arguments)
                     _instrument(gateway.pid, "off")
                 gateway.proc.send_signal(signal.SIGINT)  # valgrind prints its summary as the gateway exits
                 gateway.proc.wait(timeout=READY_TIMEOUT)
@@ -97,21 +106,26 @@ async def measure_stdio(args: argparse.Namespace) -> float:
     servers = {e: configs.stdio_upstream(e) for e in ("handshake", "modern")}
     name = f"callgrind-stdio-{os.getpid()}"
     config = configs.write_config(work, name, configs.gateway_config(servers, src=src))
+    middle = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); from elicitgate.cli import app; app()",
+              "serve", "--config", str(config)]
+    marker, prefix = f"{name}.json", f"{era}__"
+    if args.middle != "elicitgate":  # a relay in front of the demo server, its tools' names as they are
+        middle = configs.lean_relay_argv() if args.middle == "lean-relay" else configs.lean_work_relay_argv()
+        marker, prefix = f"bench.{args.middle.replace('-', '_')}", ""
     argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={work}/callgrind.out",
-            configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); from elicitgate.cli import app; app()",
-            "serve", "--config", str(config)]
+            *middle]
     with open(work / "callgrind_cpu.log", "w") as log:
         async with Client(stdio_transport(argv, log), mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
                           read_timeout_seconds=READY_TIMEOUT) as client:
             tool, arguments = latency.TOOLS[args.op]
             for _ in range(WARMUP):
-                await latency.call(client, f"{era}__{tool}", arguments)
+                await latency.call(client, prefix + tool, arguments)
             # After the warm-up: a 2026-07-28 client has no handshake, so its transport starts the gateway with
             # its first request, not as the session opens.
-            pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
+            pid = next(p for p in children(os.getpid()) if marker in " ".join(cmdline(p)))
             _instrument(pid, "on")
             for _ in range(args.calls):
-                await latency.call(client, f"{era}__{tool}", arguments)
+                await latency.call(client, prefix + tool, arguments)
             _instrument(pid, "off")
             subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
     # The dump on request holds the calls; the one valgrind writes at exit holds nothing since (counting is off).
@@ -133,9 +147,12 @@ def main() -> None:
     parser.add_argument("--op", choices=sorted(latency.OPS), default="echo")
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--face", choices=("http", "stdio"), default="http")
+    parser.add_argument("--middle", choices=("elicitgate", "lean-relay", "lean-work-relay"), default="elicitgate",
+                        help="what is counted in front of the demo server (--row handshake for the relays)")
     args = parser.parse_args()
     per_call = anyio.run(measure, args)
-    print(f"{args.src} {args.face} {args.row} {args.op}: {per_call / 1e6:.3f} M instructions per call")
+    what = "" if args.middle == "elicitgate" else f" {args.middle}"
+    print(f"{args.src} {args.face}{what} {args.row} {args.op}: {per_call / 1e6:.3f} M instructions per call")
 
 
 if __name__ == "__main__":

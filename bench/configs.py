@@ -103,10 +103,22 @@ def lean_relay_argv() -> list[str]:
     return [PY, "-m", "bench.lean_relay", *demo_argv()]
 
 
+def lean_work_relay_argv() -> list[str]:
+    """The demo server over stdio behind `bench.lean_work_relay` (the lean relay plus, for each elicitation, the work
+    elicitgate's broker does for it, by its own functions: the floor for a gateway that keeps its promise)."""
+    return [PY, "-m", "bench.lean_work_relay", "--", *demo_argv()]
+
+
 def lean_http_relay_argv(listen: str, upstream_url: str) -> list[str]:
     """`bench.lean_http_relay` on `listen` in front of `upstream_url` (the same job as `bench.bare_http_relay`,
     on asyncio Protocols, httptools and orjson: the lowest floor)."""
     return [PY, "-m", "bench.lean_http_relay", "--listen", listen, "--upstream", upstream_url]
+
+
+def lean_http_work_relay_argv(listen: str, upstream_url: str) -> list[str]:
+    """`bench.lean_http_work_relay` on `listen` in front of `upstream_url` (the lean HTTP relay plus, for each
+    elicitation, the work elicitgate's broker does for it, by its own functions)."""
+    return [PY, "-m", "bench.lean_http_work_relay", "--listen", listen, "--upstream", upstream_url]
 
 
 def fastmcp_argv(*, upstream_url: str | None = None, http: str | None = None) -> list[str]:

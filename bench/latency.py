@@ -121,7 +121,8 @@ async def _open(stack: AsyncExitStack, target: Target) -> Client | None:
 def targets(log: IO[str], workdir: Path, upstream_url: str, gateway_url: str, fastmcp_url: str,
             relay_url: str, lean_url: str) -> list[Target]:
     """The matrix: {stdio, http} x {handshake, 2026-07-28} x {direct, lean Python relay, bare Python relay,
-    elicitgate, FastMCP}; the lean relay is the floor for any process in the middle."""
+    elicitgate, FastMCP}; the lean relay is the floor for any process in the middle. Over stdio for the handshake
+    era, also the lean relay plus the question's work (`bench.lean_work_relay`)."""
     config = configs.write_config(
         workdir,
         "latency-stdio",
@@ -140,6 +141,7 @@ def targets(log: IO[str], workdir: Path, upstream_url: str, gateway_url: str, fa
     direct_stdio = stdio(configs.demo_argv())
     relay_stdio = stdio(configs.bare_relay_argv())
     lean_stdio = stdio(configs.lean_relay_argv())
+    work_stdio = stdio(configs.lean_work_relay_argv())
     found: list[Target] = []
     for transport, direct, lean, relay, gateway, fastmcp in (
         ("stdio", direct_stdio, lean_stdio, relay_stdio, gw_stdio, fm_stdio),
@@ -162,6 +164,8 @@ def targets(log: IO[str], workdir: Path, upstream_url: str, gateway_url: str, fa
                    note="2026-07-28 client -> gateway -> 2026-07-28 upstream"),
             Target(transport, "2026-07-28", "fastmcp", "2026-07-28", fastmcp),
         ]
+    found.append(Target("stdio", "handshake", "lean-work-relay", "legacy", work_stdio,
+                        note="the lean relay plus the question's work: bench/lean_work_relay.py"))
     return found
 
 

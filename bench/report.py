@@ -8,10 +8,11 @@ from typing import Any
 
 from bench.latency import OPS, Target
 
-PATHS = ("direct", "lean-relay", "bare-relay", "elicitgate", "elicitgate-modern-client", "fastmcp")
+PATHS = ("direct", "lean-relay", "lean-work-relay", "bare-relay", "elicitgate", "elicitgate-modern-client", "fastmcp")
 PATH_LABELS = {
     "direct": "direct",
     "lean-relay": "lean Python relay (floor)",
+    "lean-work-relay": "lean relay + question work",
     "bare-relay": "bare Python relay",
     "elicitgate": "elicitgate",
     "elicitgate-modern-client": "elicitgate, 2026-07-28 client",
@@ -247,7 +248,11 @@ def markdown(results: dict[str, Any]) -> str:
                       "lean relay's on the same row, n/a where the lean relay's is at or below zero (target for "
                       f"elicitgate: at most {TARGETS['lean_floor_added_ratio']}x). The bare relay is the same job on "
                       "the gateway's libraries: asyncio streams and `json` over stdio (`bench/bare_relay.py`), uvicorn "
-                      "and httpx2 over HTTP (`bench/bare_http_relay.py`). Over HTTP both relays pass the server's SSE "
+                      "and httpx2 over HTTP (`bench/bare_http_relay.py`). The lean relay + question work (stdio, "
+                      "handshake era: `bench/lean_work_relay.py`) is the lean relay plus the work elicitgate's broker "
+                      "does for each elicitation, by elicitgate's own functions (checks, limits, the prefixed request "
+                      "under its own id, the answer's check, the end's metrics, log line and audit record): what "
+                      "elicitgate adds beyond it is plumbing. Over HTTP both relays pass the server's SSE "
                       "answers through as they come, where elicitgate's face answers JSON when it can, so elicitgate "
                       "may add less on a row.", ""]
         if failures:
