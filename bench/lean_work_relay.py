@@ -321,8 +321,8 @@ class QuestionWork:
         """The answer on its way first, then `Broker.elicit`'s `finally`: closed, recorded one callback later."""
         self.to_server(line(reply))
         el = asked.el
-        self.broker._closed(el, asked.origin, asked.identity, ())  # pyright: ignore[reportPrivateUsage]
-        self.broker._after_answer(el, None)  # pyright: ignore[reportPrivateUsage]
+        self.broker._closed(el, asked.origin, asked.identity)  # pyright: ignore[reportPrivateUsage]
+        self.broker._after_answer(el, None, ())  # pyright: ignore[reportPrivateUsage]
 
 
 # -- the plumbing: `bench.lean_relay`'s, with each message handed to `QuestionWork` -------------------------------
