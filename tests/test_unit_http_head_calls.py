@@ -165,3 +165,76 @@ def test_a_body_fed_after_its_head_is_counted_with_no_call_to_min():
     assert "on_body" in called
     assert "c:min" not in called
     assert called.count("c:len") == 3, called  # the feed's size, the body's and what the request holds (`on_body`)
+
+
+def _respond_calls(count: int) -> list[str]:
+    """The calls of the second of two alike responses on a connection, `count` headers each (`LeanCycle.respond`)."""
+    headers = [(b"content-type", b"application/json"), *((b"x-h%d" % index, b"v") for index in range(count))]
+
+    async def main() -> list[str]:
+        answered = asyncio.Event()
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await receive()
+            await answered.wait()  # answered by the test, from outside the task
+
+        protocol, _ = _protocol(app, limited_protocol(LIMITS))
+        called: list[str] = []
+        for _ in range(2):
+            protocol.data_received(b"GET /x HTTP/1.1\r\nHost: example.test\r\n\r\n")
+            await turns()
+            cycle = protocol.cycle
+            with python_calls(c_prefix="c:") as called:
+                cycle.respond(200, headers, b"ok")
+            await turns()
+        answered.set()
+        await turns()
+        protocol.connection_lost(None)
+        return called
+
+    return asyncio.run(main())
+
+
+def test_a_head_written_again_costs_no_call_per_header():
+    few, many = _respond_calls(1), _respond_calls(10)
+    assert "_head" in few
+    assert few == many
+
+
+def test_heads_kept_are_uvicorn_s_for_each_request_kind_and_follow_the_date():
+    stream = (
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\nHEAD / HTTP/1.1\r\nHost: a\r\n\r\n"
+        b"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.0\r\nHost: a\r\n\r\n"
+    )
+    headers = [(b"content-type", b"text/plain"), (b"x-id", b"7")]
+
+    async def written(protocol_class: Any, state: ServerState, date: bytes) -> bytes:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await receive()
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+        state.default_headers = [(b"date", date)]
+        protocol = protocol_class(
+            config=Config(app, lifespan="off", log_level="critical"),
+            server_state=state,
+            app_state={},
+            _loop=asyncio.get_running_loop(),
+        )
+        socket = Socket()
+        protocol.connection_made(socket)
+        await feed(protocol, socket, stream, [len(stream) // 4, len(stream) // 2, 3 * len(stream) // 4])
+        await turns()
+        protocol.connection_lost(None)
+        return bytes(socket.written)
+
+    async def main() -> list[tuple[bytes, bytes]]:
+        ours, uvicorns = ServerState(), ServerState()
+        return [
+            (await written(limited_protocol(LIMITS), ours, date), await written(HttpToolsProtocol, uvicorns, date))
+            for date in (b"Fri, 27 Nov 2026 16:00:00 GMT", b"Fri, 27 Nov 2026 16:00:01 GMT")
+        ]
+
+    for ours, uvicorns in asyncio.run(main()):
+        assert ours == uvicorns
+        assert ours.count(b"HTTP/1.1 200 OK") == 4 and b"connection: close" in ours

@@ -489,6 +489,25 @@ class LeanCycle(RequestResponseCycle):
         if self.access_log:
             self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(scope), scope["method"],
                                     get_path_with_query_string(scope), scope["http_version"], status_code)
+        headers = tuple(headers)
+        kept = _KEPT_HEADS
+        if kept.defaults is not self.default_headers:
+            kept.start_over(self.default_headers)
+        key = (status_code, self.keep_alive, scope["method"] == "HEAD", headers)
+        try:
+            made = kept.heads.get(key)
+        except TypeError:  # not bytes (ASGI says bytes): written (or refused) as uvicorn does, and not kept
+            made = key = None
+        if made is None:
+            made = self._head_made(status_code, headers)
+            if key is not None:
+                kept.keep(key, made)
+        self.transport.write(made[0])
+        _, self.expected_content_length, self.chunked_encoding, self.keep_alive = made
+
+    def _head_made(self, status_code: int, headers: tuple[tuple[bytes, bytes], ...]) -> MadeHead:
+        """The head's bytes as uvicorn writes them, and the framing they leave the response with."""
+        scope = self.scope
         content = [STATUS_LINE[status_code]]
         has_connection_close = False
         plain = _PLAIN_LINES
@@ -531,7 +550,7 @@ class LeanCycle(RequestResponseCycle):
             self.chunked_encoding = True
             content.append(b"transfer-encoding: chunked\r\n")
         content.append(b"\r\n")
-        self.transport.write(b"".join(content))
+        return b"".join(content), self.expected_content_length, self.chunked_encoding, self.keep_alive
 
 
 class Raising:
@@ -553,6 +572,35 @@ not frame the response (not `content-length`, `transfer-encoding` or `connection
 the date of this second, a session's id) come again and again, and each was checked with two regular expressions
 and lowered for every response."""
 _PLAIN_LINES_LIMIT = 1024
+
+MadeHead = tuple[bytes, int, bool | None, bool]
+"""A response head's bytes, and the cycle's `expected_content_length`, `chunked_encoding` and `keep_alive` after it."""
+
+
+class KeptHeads:
+    """Whole response heads by (status, the request's keep-alive, a HEAD request, the app's headers), for one list of
+    the server's default headers (its `date` changes each second: a new list, and the heads start over): the same
+    few heads (a session's SSE stream, its 202, its JSON answers) come again and again, and each was written header
+    by header (`_PLAIN_LINES` for each line). At most `limit` (then all are let go)."""
+
+    __slots__ = ("defaults", "heads", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.defaults: object = None
+        self.heads: dict[object, MadeHead] = {}
+        self.limit = limit
+
+    def start_over(self, defaults: object) -> None:
+        self.defaults = defaults
+        self.heads = {}
+
+    def keep(self, key: object, made: MadeHead) -> None:
+        if len(self.heads) >= self.limit:
+            self.heads = {}
+        self.heads[key] = made
+
+
+_KEPT_HEADS = KeptHeads(256)
 _FRAMING = frozenset((b"content-length", b"transfer-encoding", b"connection"))
 
 
