@@ -24,6 +24,7 @@ import contextvars
 import functools
 import os
 import platform
+import re
 import socket
 import ssl
 from collections import deque
@@ -475,6 +476,9 @@ _SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
 """Where a chunked body is (`_Connection.chunk_state`): at a chunk's size line, in its data, at the CRLF after its
 data, in the trailer (the lines after the last chunk, up to an empty one)."""
 
+_PLAIN_SIZE_LINE = re.compile(rb"([0-9a-fA-F]{1,15})\r\n")
+"""A chunk-size line with no extensions and no whitespace (what `_chunk_size` reads the same way, and takes)."""
+
 MAX_CHUNK_LINE = 4096
 """The longest chunk-size line (its size and any extensions) read."""
 
@@ -619,13 +623,29 @@ class _Connection(asyncio.Protocol):
         while at < size and self.response is not None:
             state = self.chunk_state
             if state == _DATA:
-                take = min(self.body_left, size - at)
-                self.body_left -= take
+                left, rest = self.body_left, size - at
+                take = left if left < rest else rest
+                self.body_left = left - take
                 self._receive(data[at:at + take] if take < size else data)
                 at += take
                 if not self.body_left:
                     self.chunk_state = _DATA_END
                 continue
+            if not self.chunk_line:  # the usual lines, whole in this read, taken in a call or none
+                if state == _SIZE:
+                    if (match := _PLAIN_SIZE_LINE.match(data, at)) is not None:
+                        self.body_left = int(match[1], 16)
+                        self.chunk_state = _DATA if self.body_left else _TRAILER
+                        at = match.end()
+                        continue
+                elif data[at:at + 2] == b"\r\n":
+                    if state == _DATA_END:
+                        self.chunk_state = _SIZE
+                        at += 2
+                        continue
+                    if self.head_bytes + 2 <= MAX_HEAD_BYTES:  # the trailer's end (`_check_line`'s limit)
+                        self._complete()
+                        return data[at + 2:]
             end = data.find(b"\n", at)
             if end < 0:
                 self.chunk_line += data[at:]
