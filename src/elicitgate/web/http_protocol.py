@@ -892,7 +892,8 @@ class LimitedHttpTools(HttpToolsProtocol):
         self.headers[:] = zip(names, raw[1::2], strict=True)
         if b"expect" in names:
             self.expect_100_continue = any(
-                name == b"expect" and value.lower() == b"100-continue" for name, value in self.headers)
+                name == b"expect" and value.lower() == b"100-continue" for name, value in self.headers
+            )
 
     def on_headers_complete(self) -> None:
         self._headers_lowered()

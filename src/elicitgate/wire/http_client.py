@@ -638,14 +638,14 @@ class _Connection(asyncio.Protocol):
                         self.chunk_state = _DATA if self.body_left else _TRAILER
                         at = match.end()
                         continue
-                elif data[at:at + 2] == b"\r\n":
+                elif data[at : at + 2] == b"\r\n":
                     if state == _DATA_END:
                         self.chunk_state = _SIZE
                         at += 2
                         continue
                     if self.head_bytes + 2 <= MAX_HEAD_BYTES:  # the trailer's end (`_check_line`'s limit)
                         self._complete()
-                        return data[at + 2:]
+                        return data[at + 2 :]
             end = data.find(b"\n", at)
             if end < 0:
                 self.chunk_line += data[at:]
