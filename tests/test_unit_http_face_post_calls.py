@@ -1,6 +1,6 @@
-"""What `/mcp` decodes of a POST's headers on a session (faces/streamable.py `at_body`): its session id alone; the
-protocol version, `Accept` and `Content-Type` are read as sent (bytes), their checks kept for the values a client
-sends again and again."""
+"""What `/mcp` decodes of a POST's headers on a session (faces/streamable.py `at_body`, web/guard.py): its session id
+alone; the protocol version, `Accept`, `Content-Type`, Host and Origin are read as sent (bytes), their checks kept for
+the values a client sends again and again."""
 
 from __future__ import annotations
 
@@ -25,6 +25,6 @@ async def test_a_post_on_a_session_decodes_its_session_id_and_no_other_header() 
         await asyncio.sleep(0)
     assert "at_body" in called
     # the method and the path (web/http_protocol.py, as uvicorn's), and the session id (the sessions' key)
-    # the method and the path (web/http_protocol.py, as uvicorn's), the host (the Host / Origin guard's check and
-    # message), and the session id (the sessions' key)
-    assert called.count("c:decode") == 4, called
+    # the method and the path (web/http_protocol.py, as uvicorn's), and the session id (the sessions' key); the
+    # Host / Origin guard let the same pair through already (web/guard.py)
+    assert called.count("c:decode") == 3, called
