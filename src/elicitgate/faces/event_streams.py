@@ -310,10 +310,10 @@ class EventStream(Wakeable):
         """The first kept event after seq `after`, searched from the newest: a client reading along is one step
         from the end."""
         events = self.events
-        index = len(events)
+        index = size = len(events)
         while index and events[index - 1][0] > after:
             index -= 1
-        return events[index] if index < len(events) else None
+        return events[index] if index < size else None
 
     def written_by(self, reader: Cancellable) -> bool:
         return self._reader is reader

@@ -278,12 +278,11 @@ class StreamableHttpEndpoint:
         named = headers.named
         version = named.get(b"mcp-protocol-version")
         session_id = named.get(b"mcp-session-id")
-        stateless = version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
+        stateless = version is not None and version not in _HANDSHAKE_VERSIONS
         if (session_id is None and not stateless) or len(cycle.body) > self._max_body_size:
             return self
-        has_json, has_sse = _accepts(named.get(b"accept", b"").decode("latin-1"))
-        content_type = named.get(b"content-type")
-        if not (has_json and has_sse) or not _is_json(None if content_type is None else content_type.decode("latin-1")):
+        has_json, has_sse = _accepts_raw(named.get(b"accept", b""))
+        if not (has_json and has_sse) or not _is_json_raw(named.get(b"content-type")):
             return self
         if session_id is None or stateless:  # a 2026-07-28 POST: `faces.stateless`, from here too
             return self._stateless.at_body(cycle, headers, self)
@@ -683,6 +682,22 @@ def _is_json(content_type: str | None) -> bool:
     """Whether a POST's `Content-Type` is JSON (its media type, parameters aside), as the transport requires. Kept
     for the few values a gateway's clients send."""
     return content_type is not None and content_type.split(";")[0].strip().lower() == "application/json"
+
+
+@functools.lru_cache(maxsize=64)
+def _is_json_raw(content_type: bytes | None) -> bool:
+    """`_is_json` of the header as sent (bytes): no decode for the values kept."""
+    return _is_json(None if content_type is None else content_type.decode("latin-1"))
+
+
+@functools.lru_cache(maxsize=64)
+def _accepts_raw(accept: bytes) -> tuple[bool, bool]:
+    """`_accepts` of the header as sent (bytes): no decode for the values kept."""
+    return _accepts(accept.decode("latin-1"))
+
+
+_HANDSHAKE_VERSIONS = frozenset(version.encode("latin-1") for version in HANDSHAKE_PROTOCOL_VERSIONS)
+"""The handshake-era protocol versions as an `mcp-protocol-version` header sends them."""
 
 
 @functools.lru_cache(maxsize=64)

@@ -22,6 +22,10 @@ def security_settings(http: HttpFaceConfig) -> TransportSecuritySettings:
     )
 
 
+MAX_ADMITTED = 256
+"""The (Host, Origin) pairs `HostGuard` keeps as let through."""
+
+
 class HostGuard:
     """DNS-rebinding guard for every route: a Host or Origin outside the allow-list gets 403.
 
@@ -32,17 +36,25 @@ class HostGuard:
     def __init__(self, app: ASGIApp, settings: TransportSecuritySettings) -> None:
         self.app = app
         self._rules = HostRules(settings)
+        self._admitted: set[tuple[bytes | None, bytes | None]] = set()
+        """(Host, Origin) as sent, of requests let through: the allow-lists do not change, and a client sends the
+        same pair with every request (checked again, warning and all, only when refused)."""
 
     def refusal(self, scope: Scope) -> Response | None:
         """The 403 an HTTP request gets when its Host or Origin is outside the allow-list, else None (the
         connection's protocol asks before it starts `/mcp`'s request: `web.http_protocol.DirectRoute`)."""
         headers = RequestHeaders.of(scope)
+        named = headers.named
+        sent = (named.get(b"host"), named.get(b"origin"))
+        if sent in self._admitted:
+            return None
         host, origin = headers.first(b"host"), headers.first(b"origin")
         if not self._rules.host_allowed(host):
             header, value = "host", host
         elif origin is not None and not self._rules.origin_allowed(origin):
             header, value = "origin", origin
         else:
+            self._admit(sent)
             return None
         body = {
             "jsonrpc": "2.0",
@@ -54,6 +66,11 @@ class HostGuard:
             },
         }
         return JSONResponse(body, status_code=403)
+
+    def _admit(self, sent: tuple[bytes | None, bytes | None]) -> None:
+        if len(self._admitted) >= MAX_ADMITTED:  # bounded: a client may send any Host it likes (on allowed ports)
+            self._admitted.clear()
+        self._admitted.add(sent)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and (refusal := self.refusal(scope)) is not None:

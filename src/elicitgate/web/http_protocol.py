@@ -489,6 +489,25 @@ class LeanCycle(RequestResponseCycle):
         if self.access_log:
             self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(scope), scope["method"],
                                     get_path_with_query_string(scope), scope["http_version"], status_code)
+        headers = tuple(headers)
+        kept = _KEPT_HEADS
+        if kept.defaults is not self.default_headers:
+            kept.start_over(self.default_headers)
+        key = (status_code, self.keep_alive, scope["method"] == "HEAD", headers)
+        try:
+            made = kept.heads.get(key)
+        except TypeError:  # not bytes (ASGI says bytes): written (or refused) as uvicorn does, and not kept
+            made = key = None
+        if made is None:
+            made = self._head_made(status_code, headers)
+            if key is not None:
+                kept.keep(key, made)
+        self.transport.write(made[0])
+        _, self.expected_content_length, self.chunked_encoding, self.keep_alive = made
+
+    def _head_made(self, status_code: int, headers: tuple[tuple[bytes, bytes], ...]) -> MadeHead:
+        """The head's bytes as uvicorn writes them, and the framing they leave the response with."""
+        scope = self.scope
         content = [STATUS_LINE[status_code]]
         has_connection_close = False
         plain = _PLAIN_LINES
@@ -531,7 +550,7 @@ class LeanCycle(RequestResponseCycle):
             self.chunked_encoding = True
             content.append(b"transfer-encoding: chunked\r\n")
         content.append(b"\r\n")
-        self.transport.write(b"".join(content))
+        return b"".join(content), self.expected_content_length, self.chunked_encoding, self.keep_alive
 
 
 class Raising:
@@ -553,6 +572,35 @@ not frame the response (not `content-length`, `transfer-encoding` or `connection
 the date of this second, a session's id) come again and again, and each was checked with two regular expressions
 and lowered for every response."""
 _PLAIN_LINES_LIMIT = 1024
+
+MadeHead = tuple[bytes, int, bool | None, bool]
+"""A response head's bytes, and the cycle's `expected_content_length`, `chunked_encoding` and `keep_alive` after it."""
+
+
+class KeptHeads:
+    """Whole response heads by (status, the request's keep-alive, a HEAD request, the app's headers), for one list of
+    the server's default headers (its `date` changes each second: a new list, and the heads start over): the same
+    few heads (a session's SSE stream, its 202, its JSON answers) come again and again, and each was written header
+    by header (`_PLAIN_LINES` for each line). At most `limit` (then all are let go)."""
+
+    __slots__ = ("defaults", "heads", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.defaults: object = None
+        self.heads: dict[object, MadeHead] = {}
+        self.limit = limit
+
+    def start_over(self, defaults: object) -> None:
+        self.defaults = defaults
+        self.heads = {}
+
+    def keep(self, key: object, made: MadeHead) -> None:
+        if len(self.heads) >= self.limit:
+            self.heads = {}
+        self.heads[key] = made
+
+
+_KEPT_HEADS = KeptHeads(256)
 _FRAMING = frozenset((b"content-length", b"transfer-encoding", b"connection"))
 
 
@@ -610,6 +658,10 @@ def _after_chunked_body(data: bytes, body_end: int, end: int) -> int:
     last = max(data.rfind(b"\n\n", body_end, end) + 2, data.rfind(b"\n\r\n", body_end, end) + 3)
     return max(last, body_end)
 
+
+_NO_RAW_HEADERS: list[bytes] = []
+"""`LimitedHttpTools._raw_headers` outside a head: never added to (a connection held open for a pushed question keeps
+no list of its own)."""
 
 _NO_PIPELINE: Any = ()
 """A connection's pipelined requests while it has none (read as an empty queue): an empty deque is 760 bytes, and a
@@ -713,6 +765,9 @@ class LimitedHttpTools(HttpToolsProtocol):
         """The connection's own transport, under `CoalescedWrites` (whose `is_closing` is its)."""
         self._pending: LeanCycle | None = None
         """The direct route's request whose body is coming, its task not yet started (`_whole` once it is in)."""
+        self._raw_headers: list[bytes] = _NO_RAW_HEADERS
+        """The head's header names and values so far, in turn, as the parser gave them (a list of its own from the
+        message's begin to its head's end)."""
 
     # -- the connection -------------------------------------------------------------------------------------
 
@@ -744,16 +799,17 @@ class LimitedHttpTools(HttpToolsProtocol):
             self._unset_keepalive_if_required()
         view = memoryview(data)
         start = 0
+        size = len(data)
         socket = self._socket
         try:
-            while start < len(data) and not socket.is_closing():
+            while start < size and not socket.is_closing():
                 in_head = self._in_head
                 if in_head:
                     end = self._head.take(data, start)
-                elif self._body_left:  # Content-Length: only what is left of this body
-                    end = start + min(self._body_left, len(data) - start)
+                elif body_left := self._body_left:  # Content-Length: only what is left of this body
+                    end = start + body_left if body_left < size - start else size
                 else:
-                    end = len(data)
+                    end = size
                 self._began_in_feed = False
                 self._body_in_feed = 0
                 if not self._feed(view[start:end]):
@@ -797,6 +853,7 @@ class LimitedHttpTools(HttpToolsProtocol):
         self.url = b""
         self.expect_100_continue = False
         self.headers = []
+        self._raw_headers = []
         self.scope = {  # type: ignore[assignment]  # uvicorn's HTTPScope, as uvicorn builds it
             "type": "http",
             "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
@@ -813,12 +870,33 @@ class LimitedHttpTools(HttpToolsProtocol):
         self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self._in_head:
+            self._raw_headers += (name, value)  # lowered all at once with the head (`_headers_lowered`)
+        else:  # a chunked body's trailer field: into the request's headers as it comes, as uvicorn's
+            self._header_lowered(name, value)
+
+    def _header_lowered(self, name: bytes, value: bytes) -> None:
         name = name.lower()
         if name == b"expect" and value.lower() == b"100-continue":
             self.expect_100_continue = True
         self.headers.append((name, value))
 
+    def _headers_lowered(self) -> None:
+        """The head's headers into `headers` (the scope's list), their names in lower case: the names joined, lowered
+        and split again in three calls, not two calls and a frame per header (a name is a token: no line breaks)."""
+        raw = self._raw_headers
+        self._raw_headers = _NO_RAW_HEADERS
+        if not raw:
+            return
+        names = b"\n".join(raw[0::2]).lower().split(b"\n")
+        self.headers[:] = zip(names, raw[1::2], strict=True)
+        if b"expect" in names:
+            self.expect_100_continue = any(
+                name == b"expect" and value.lower() == b"100-continue" for name, value in self.headers
+            )
+
     def on_headers_complete(self) -> None:
+        self._headers_lowered()
         self._in_head = False
         self._cancel_head_timer()
         self._body_left = _content_length(self.headers)
@@ -877,9 +955,10 @@ class LimitedHttpTools(HttpToolsProtocol):
             self.pipeline.appendleft((cycle, app))  # type: ignore[arg-type]
 
     def on_body(self, body: bytes) -> None:
-        self._body_in_feed += len(body)
+        size = len(body)
+        self._body_in_feed += size
         if self._body_left is not None:
-            self._body_left -= len(body)
+            self._body_left -= size
         cycle = self.cycle
         if (self.parser.should_upgrade() and self._should_upgrade()) or cycle.response_complete:
             return

@@ -24,6 +24,7 @@ import contextvars
 import functools
 import os
 import platform
+import re
 import socket
 import ssl
 from collections import deque
@@ -475,6 +476,9 @@ _SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
 """Where a chunked body is (`_Connection.chunk_state`): at a chunk's size line, in its data, at the CRLF after its
 data, in the trailer (the lines after the last chunk, up to an empty one)."""
 
+_PLAIN_SIZE_LINE = re.compile(rb"([0-9a-fA-F]{1,15})\r\n")
+"""A chunk-size line with no extensions and no whitespace (what `_chunk_size` reads the same way, and takes)."""
+
 MAX_CHUNK_LINE = 4096
 """The longest chunk-size line (its size and any extensions) read."""
 
@@ -502,7 +506,7 @@ class _Connection(asyncio.Protocol):
     __slots__ = (
         "pool", "origin", "transport", "parser", "response", "head", "head_bytes", "head_tail", "in_head", "received",
         "paused", "writing_paused", "drained", "closed", "failure", "uses", "keep_alive", "framing", "body_left",
-        "chunk_state", "chunk_line",
+        "chunk_state", "chunk_line", "raw_headers",
     )
 
     def __init__(self, pool: HttpClient, origin: tuple[str, str, int]) -> None:
@@ -528,6 +532,9 @@ class _Connection(asyncio.Protocol):
         self.chunk_state = _SIZE
         self.chunk_line = b""
         """A chunk-size or trailer line whose end has not come yet."""
+        self.raw_headers: list[bytes] = _NO_RAW_HEADERS
+        """The head's header names and values so far, in turn, as the parser gave them (a list of its own while a head
+        comes)."""
         self.received = False
         """Whether any byte of the current response came (a reused connection that ends before is retried)."""
         self.paused = False
@@ -616,13 +623,29 @@ class _Connection(asyncio.Protocol):
         while at < size and self.response is not None:
             state = self.chunk_state
             if state == _DATA:
-                take = min(self.body_left, size - at)
-                self.body_left -= take
+                left, rest = self.body_left, size - at
+                take = left if left < rest else rest
+                self.body_left = left - take
                 self._receive(data[at:at + take] if take < size else data)
                 at += take
                 if not self.body_left:
                     self.chunk_state = _DATA_END
                 continue
+            if not self.chunk_line:  # the usual lines, whole in this read, taken in a call or none
+                if state == _SIZE:
+                    if (match := _PLAIN_SIZE_LINE.match(data, at)) is not None:
+                        self.body_left = int(match[1], 16)
+                        self.chunk_state = _DATA if self.body_left else _TRAILER
+                        at = match.end()
+                        continue
+                elif data[at : at + 2] == b"\r\n":
+                    if state == _DATA_END:
+                        self.chunk_state = _SIZE
+                        at += 2
+                        continue
+                    if self.head_bytes + 2 <= MAX_HEAD_BYTES:  # the trailer's end (`_check_line`'s limit)
+                        self._complete()
+                        return data[at + 2 :]
             end = data.find(b"\n", at)
             if end < 0:
                 self.chunk_line += data[at:]
@@ -690,26 +713,23 @@ class _Connection(asyncio.Protocol):
     # for every callback the protocol has, for as long as a stream held open lives) ----------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        response = self.response
-        if response is None or not self.in_head:
-            return  # a chunked body's trailers: dropped
-        key = _HEADER_NAMES.get(name) or _header_name(name)  # the commonest names are kept: no call for them
-        text = value.decode("latin-1")
-        headers = response.headers
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        if self.in_head:
+            self.raw_headers += (name, value)  # into the response's headers at the head's end (`_headers`)
 
     def on_headers_complete(self) -> None:
         response = self.response
         parser = self.parser
         self.in_head = False
+        raw, self.raw_headers = self.raw_headers, _NO_RAW_HEADERS
         if response is None or parser is None:
             return
         status = parser.get_status_code()
         if 100 <= status < 200 and status != 101:  # informational (100 Continue): the real head follows
-            response.headers.clear()
             self.head_bytes = 0
             self.in_head = True
+            self.raw_headers = []
             return
+        _headers(response.headers, raw)
         response.status = status
         response.connection = self
         self.keep_alive = parser.should_keep_alive()
@@ -766,6 +786,7 @@ class _Connection(asyncio.Protocol):
         self.head_bytes = 0
         self.head_tail = b""
         self.in_head = True
+        self.raw_headers = []
         self.parser = httptools.HttpResponseParser(self)
         self.uses += 1
         self.head = head
@@ -839,10 +860,9 @@ class _Connection(asyncio.Protocol):
         return f"{scheme}://{host}:{port}"
 
 
-_HEADER_NAMES: dict[bytes, str] = {}
-"""Header names as read, decoded and in lower case: one string each for every response that has them."""
-
-MAX_HEADER_NAMES = 256
+_NO_RAW_HEADERS: list[bytes] = []
+"""`_Connection.raw_headers` outside a head: never added to (a connection held open for a stream keeps no list of its
+own)."""
 
 
 _LET_GO: dict[str, str] = {}
@@ -850,13 +870,16 @@ _LET_GO: dict[str, str] = {}
 (a response's headers are written only while its head comes)."""
 
 
-def _header_name(name: bytes) -> str:
-    key = _HEADER_NAMES.get(name)
-    if key is None:
-        key = name.decode("latin-1").lower()
-        if len(_HEADER_NAMES) < MAX_HEADER_NAMES:  # bounded: a server may send any names at all
-            _HEADER_NAMES[name] = key
-    return key
+def _headers(headers: dict[str, str], raw: list[bytes]) -> None:
+    """A head's header names (in lower case) and values, `raw` in turn, into `headers`, a repeated name's values joined
+    with ", ": the names and the values each joined, decoded and split again, a few calls for the head rather than
+    two for each header (the parser let no line break into a name or a value)."""
+    if not raw:
+        return
+    names = b"\n".join(raw[0::2]).decode("latin-1").lower().split("\n")
+    texts = b"\n".join(raw[1::2]).decode("latin-1").split("\n")
+    for key, text in zip(names, texts, strict=True):
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
 
 
 def _chunk_size(line: bytes, connection: _Connection) -> int:

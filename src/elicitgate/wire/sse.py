@@ -43,14 +43,15 @@ class SseParser:
     def feed(self, chunk: bytes) -> list[bytes]:
         if self._after_cr and chunk:
             self._after_cr = False
-            if chunk.startswith(b"\n"):
+            if chunk[:1] == b"\n":
                 chunk = chunk[1:]
                 if not chunk:
                     return []
         # find(), not `in`: bytes.__contains__ first tries its argument as an integer (a TypeError raised and caught)
         if chunk.find(b"\n") < 0 and chunk.find(b"\r") < 0:  # the line goes on
-            if isinstance(self._pending, list):
-                self._pending.append(chunk)
+            pending = self._pending
+            if pending:
+                pending.append(chunk)
             else:
                 self._pending = [chunk]
             self._pending_size += len(chunk)
@@ -59,45 +60,49 @@ class SseParser:
         buffer = b"".join([*self._pending, chunk]) if self._pending else chunk
         if buffer.find(b"\r") >= 0:
             # A CR ends its line now, even at the end of the chunk (a stream's last event may end so).
-            self._after_cr = buffer.endswith(b"\r")
+            self._after_cr = buffer[-1:] == b"\r"
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         *lines, rest = buffer.split(b"\n")
         self._pending = [rest] if rest else ()
         self._pending_size = len(rest)
         found: list[bytes] = []
         for line in lines:
-            if line:
-                self._field(line)
-            elif self._data:
-                data = b"\n".join(self._data)
-                if data and self._event in (b"", b"message"):  # empty: a priming event (its id is kept)
-                    found.append(data)
-                self._data = ()
-                self._size = 0
+            if not line:
+                if self._data:
+                    data = b"\n".join(self._data)
+                    if data and self._event in (b"", b"message"):  # empty: a priming event (its id is kept)
+                        found.append(data)
+                    self._data = ()
+                    self._size = 0
                 self._event = b""
+                continue
+            name, _, value = line.partition(b":")
+            if value[:1] == b" ":
+                value = value[1:]
+            if name == b"data":  # the usual fields here, with no frame of their own
+                data_lines = self._data
+                if data_lines:
+                    data_lines.append(value)
+                else:
+                    self._data = [value]
+                self._size += len(value)
+                if self._size + self._pending_size > self._max_size:
+                    self._check_size()  # here too: a whole event may come and end within one chunk
+            elif name == b"event":
+                self._event = value
             else:
-                self._event = b""
-        self._check_size()
+                self._field(name, value)
+        if self._size + self._pending_size > self._max_size:
+            self._check_size()
         return found
 
     def _check_size(self) -> None:
         if self._size + self._pending_size > self._max_size:
             raise SseEventTooLarge(f"Server-sent event exceeded the {self._max_size} byte limit (max_event_bytes).")
 
-    def _field(self, line: bytes) -> None:
-        name, _, value = line.partition(b":")
-        if value.startswith(b" "):
-            value = value[1:]
-        if name == b"data":
-            if isinstance(self._data, list):
-                self._data.append(value)
-            else:
-                self._data = [value]
-            self._size += len(value)
-            self._check_size()  # here too: a whole event may come and end within one chunk
-        elif name == b"event":
-            self._event = value
-        elif name == b"id":
+    def _field(self, name: bytes, value: bytes) -> None:
+        """A field other than `data` and `event` (a comment's name is empty: nothing)."""
+        if name == b"id":
             if value.find(b"\0") < 0:
                 self.last_id = value.decode(errors="replace")
         elif name == b"retry":
