@@ -250,20 +250,28 @@ async def serve_handshake(
     dispatcher = EndpointDispatcher(wire, inline=frozenset({"initialize"}), context_type=context_type)
     connection = Connection.for_loop(dispatcher)
     runner = ServerRunner(server, connection, lifespan_state, init_options=init_options)
+    accepted = False
+    """The connection's `initialize_accepted`, read until it is True (it stays so: the SDK derives it from what
+    `initialize` recorded, or from the `initialized` event, neither of which is undone)."""
 
     def on_request(
         context: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
     ) -> Awaitable[JsonObject]:
-        if method != "initialize" and sdk.has_modern_envelope(params):
+        nonlocal accepted
+        # `_meta` looked for here first: without it there is no envelope (`sdk.has_modern_envelope`), and most
+        # requests have none.
+        if method != "initialize" and params and "_meta" in params and sdk.has_modern_envelope(params):
             raise MCPError(
                 code=INVALID_REQUEST,
                 message="this connection serves the handshake protocol era; "
                 "requests carrying the 2026-07-28 envelope are not accepted on it",
             )
         handler = direct.get(method)
+        if handler is not None and not accepted:
+            accepted = connection.initialize_accepted
         # A `requestState` goes through the kernel's middleware, whose boundary unseals it.
         # A task-augmented `tools/call` goes through the kernel's middleware too: its result is no CallToolResult.
-        if (handler is not None and connection.initialize_accepted and not (params and "requestState" in params)
+        if (handler is not None and accepted and not (params and "requestState" in params)
                 and not (params and "task" in params)):
             return _serve_directly(handler, runner, context, method, params)
         return runner.on_request(context, method, params)

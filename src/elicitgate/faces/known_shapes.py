@@ -13,7 +13,7 @@ version).
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from elicitgate.json_shapes import JsonObject
 
@@ -27,7 +27,7 @@ def tool_call_params_fit(params: Any) -> bool:
     the SDK's check decides, and says what is wrong)."""
     if type(params) is not dict:
         return False
-    fields = cast("JsonObject", params)
+    fields: JsonObject = params  # a dict (no `cast`: a Python call for every request)
     if type(fields.get("name")) is not str:
         return False
     arguments = fields.get("arguments")
@@ -41,10 +41,10 @@ def sieved_tool_result(result: JsonObject) -> JsonObject | None:
     if type(content) is not list:
         return None
     blocks: list[Any] = []
-    for block in cast("list[Any]", content):
+    for block in content:  # a list; no `cast`s (a Python call each)
         if type(block) is not dict:
             return None
-        fields = cast("JsonObject", block)
+        fields: JsonObject = block
         if len(fields) != 2 or fields.get("type") != "text":
             return None
         text = fields.get("text")

@@ -141,6 +141,9 @@ class Endpoint:
         self._settled = self._answer_settled
         """Bound once: each task's done callback (a bound method per task otherwise)."""
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The event loop `run` runs in, kept: `asyncio.get_running_loop()` is a `getpid` system call on Python 3.11,
+        and every request and every task made while it runs would ask for it (asked of asyncio only before `run`)."""
         self._handlers: tuple[OnRequest, OnNotify] | None = None
         """What `run` hands the peer's messages to, for a wire that pushes them (`_dispatch_pushed`)."""
         self._closed = False
@@ -210,7 +213,7 @@ class Endpoint:
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": request_id}
         if params:
             message["params"] = params
-        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[JsonObject] = (self._loop or asyncio.get_running_loop()).create_future()
         self._waiters[request_id] = future
         if on_progress is not None:
             self._on_progress[request_id] = on_progress
@@ -335,6 +338,7 @@ class Endpoint:
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Read until the wire ends; then every request still waiting raises `PeerLost` (`ClientGone` if serving)."""
+        self._loop = asyncio.get_running_loop()
         try:
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
@@ -468,7 +472,7 @@ class Endpoint:
             coroutine = handling  # pyright: ignore[reportAssignmentType, reportUnknownVariableType]
         else:
             coroutine = _awaited(handling)
-        return asyncio.get_running_loop().create_task(
+        return (self._loop or asyncio.get_running_loop()).create_task(
             coroutine, name=self._task_name, context=context  # pyright: ignore[reportUnknownArgumentType]
         )
 
@@ -503,6 +507,8 @@ class Endpoint:
         around all of it would be, shields honoured (`TaskCancel`, made only when asked for), so a handler's shielded
         steps (giving back a per-call client's connections, telling an upstream its task is cancelled) run to their
         end."""
+        # Its id named before the handler is called: the context it makes reads it there (twice, the SDK's).
+        inbound.served_id = request_id
         task = self._handler_task(inbound, request_id, method, params, on_request)
         if task is None:
             return
@@ -510,7 +516,6 @@ class Endpoint:
         self._serving_tasks[task] = inbound
         # The handler has the request (its params, its method): the `Inbound` keeps only what its context reads while
         # it is served, not the decoded message (its keys and values, for as long as a person takes over a question).
-        inbound.served_id = request_id
         inbound.message = _while_served(params)
         # In a context of its own, not a copy of the current one made for every request in flight.
         task.add_done_callback(self._served_done, context=_CALLBACK_CONTEXT)
@@ -585,7 +590,7 @@ class Endpoint:
 
     def _write_soon(self, writing: Coroutine[Any, Any, None]) -> None:
         """Write an answer in a task of its own, which `run` waits for at its end as for a serving task."""
-        task = asyncio.get_running_loop().create_task(writing, name=self._task_name)
+        task = (self._loop or asyncio.get_running_loop()).create_task(writing, name=self._task_name)
         self._serving_tasks[task] = None
         task.add_done_callback(self._served, context=_CALLBACK_CONTEXT)
 
