@@ -1,0 +1,197 @@
+"""What the stdio face's critical path no longer calls (issue #34: the `request`, `push` and `result` stretches of
+`bench.elicit_path`), with the same results: the event loop is asked of asyncio once per endpoint and once per call's
+clock, not for every request, task, future and clock read (`asyncio.get_running_loop` is a `getpid` system call on
+Python 3.11); `is_mapping(None)` runs no ABC check; the known shapes run no `typing.cast`; a handshake-era face looks
+for the 2026-07-28 envelope and the request's `_meta` only in a request that has `_meta`, and reads the connection's
+`initialize_accepted` until it is True; a served request's id is named before its handler makes its context."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import types
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.runner import ServerRunner
+
+from elicitgate.faces.dispatch import serve_handshake
+from elicitgate.faces.known_shapes import sieved_tool_result, tool_call_params_fit
+from elicitgate.json_shapes import JsonObject, is_mapping
+from elicitgate.upstreams.clock import PausableDeadline
+from elicitgate.wire.base import Inbound
+from elicitgate.wire.endpoint import Endpoint
+from elicitgate.wire.memory import MemoryWire, memory_wires
+from tests.profiled import calls_of, python_calls
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# -- the loop in hand -------------------------------------------------------------------------------------------------
+
+
+async def test_a_calls_clock_asks_for_the_loop_once() -> None:
+    loop = asyncio.get_running_loop()
+    with python_calls(c_prefix="c:") as called:
+        clock = PausableDeadline(1000.0)
+        with clock:
+            clock.pause()
+            assert clock.deadline == math.inf
+            clock.resume()
+            deadline = clock.deadline
+    assert called.count("c:get_running_loop") == 1
+    assert clock.loop is loop
+    assert loop.time() < deadline <= loop.time() + 1000.0
+
+
+class _Quiet:
+    """A wire that takes every message at once and reads nothing until it is closed."""
+
+    def __init__(self) -> None:
+        self.sent: list[JsonObject] = []
+        self.closed = anyio.Event()
+
+    async def send(self, message: JsonObject, headers: Mapping[str, str] | None = None) -> None:
+        self.sent.append(message)
+
+    async def messages(self) -> AsyncGenerator[Inbound]:
+        await self.closed.wait()
+        return
+        yield
+
+
+async def test_a_request_of_a_running_endpoint_asks_no_loop() -> None:
+    wire = _Quiet()
+    endpoint = Endpoint(wire, "upstream 'u'")
+    async with anyio.create_task_group() as tg:
+        await tg.start(endpoint.run, _nothing, _nothing)
+        answer, called = calls_of(lambda: endpoint.asking("r1", "tools/call", {"name": "t"}), c_calls=True)
+        assert "get_running_loop" not in called
+        assert wire.sent == [{"jsonrpc": "2.0", "id": "r1", "method": "tools/call", "params": {"name": "t"}}]
+        assert isinstance(answer, asyncio.Future) and not answer.done()
+        answer.cancel()
+        wire.closed.set()
+
+
+@pytest.mark.parametrize("serving", [True, False], ids=["face", "upstream"])
+async def test_a_request_of_the_peers_is_served_in_a_task_made_without_asking_for_the_loop(serving: bool) -> None:
+    wire, peer = memory_wires()
+    endpoint = Endpoint(wire, "the client" if serving else "upstream 'u'", serving=serving)
+    async with anyio.create_task_group() as tg:
+        await tg.start(endpoint.run, _answered, _nothing)
+        inbound = Inbound({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "t"}})
+        _, called = calls_of(lambda: endpoint._dispatch(inbound, _answered, _nothing), c_calls=True)  # pyright: ignore[reportPrivateUsage]
+        assert "get_running_loop" not in called
+        assert await _written(peer) == {"jsonrpc": "2.0", "id": 7, "result": {"method": "tools/call"}}
+        peer.close()
+
+
+async def test_a_served_requests_id_is_named_before_its_handler_is_called() -> None:
+    wire, client = memory_wires()
+    seen: list[object] = []
+
+    def on_request(inbound: Inbound, method: str, params: JsonObject | None) -> Any:
+        seen.append(inbound.served_id)
+        return _answered(inbound, method, params)
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(Endpoint(wire, "the client", serving=True).run, on_request, _nothing)
+        await client.say({"jsonrpc": "2.0", "id": "q-1", "method": "tools/call", "params": {}})
+        assert await _written(client) == {"jsonrpc": "2.0", "id": "q-1", "result": {"method": "tools/call"}}
+        client.close()
+    assert seen == ["q-1"]
+
+
+# -- calls cut from the shapes' checks --------------------------------------------------------------------------------
+
+
+def test_is_mapping_of_none_runs_no_abc_check() -> None:
+    found, called = calls_of(lambda: is_mapping(None))
+    assert found is False and called == ["is_mapping"]
+    assert is_mapping({}) and is_mapping(types.MappingProxyType({"a": 1})) and not is_mapping([])
+
+
+def test_the_known_shapes_run_no_cast() -> None:
+    fits, called = calls_of(lambda: tool_call_params_fit({"name": "t", "arguments": {"x": 1}}))
+    assert fits is True and called == ["tool_call_params_fit"]
+    result = {"content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "there"}], "isError": False}
+    sieved, called = calls_of(lambda: sieved_tool_result(result))
+    assert called == ["sieved_tool_result"]
+    assert sieved == {"content": [{"text": "hi", "type": "text"}, {"text": "there", "type": "text"}], "isError": False}
+
+
+# -- a handshake-era face's request -----------------------------------------------------------------------------------
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+
+
+async def test_a_handshake_call_without_meta_looks_for_no_envelope_and_reads_the_init_gate_until_it_is_open() -> None:
+    wire, client = memory_wires()
+    server: Server[Any] = Server("t")
+    served: list[object] = []
+
+    async def call(ctx: ServerRequestContext[Any, Any], runner: ServerRunner[Any]) -> JsonObject:
+        served.append(ctx.request_id)
+        return {"content": [{"type": "text", "text": "ok"}]}
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve_handshake, server, wire, None, server.create_initialization_options(), {"tools/call": call})
+        await client.say(INITIALIZE)
+        assert "result" in await _written(client)
+        await client.say({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        first = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "arguments": {}}}
+        await client.say(first)
+        assert await _written(client) == {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {"content": [{"type": "text", "text": "ok"}]},
+        }
+        with python_calls() as called:
+            await client.say({**first, "id": 2})
+            answer = await _written(client)
+        assert answer == {"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "ok"}]}}
+        assert served == [1, 2]
+        assert "has_modern_envelope" not in called
+        assert "_extract_meta" not in called
+        assert "initialize_accepted" not in called
+        # with `_meta` (a progress token), the envelope is looked for, and the meta lifted as the kernel does
+        with python_calls() as called:
+            await client.say(
+                {**first, "id": 3, "params": {"name": "t", "arguments": {}, "_meta": {"progressToken": 5}}}
+            )
+            answer = await _written(client)
+        assert answer == {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "ok"}]}}
+        assert "has_modern_envelope" in called and "_extract_meta" in called
+        client.close()
+
+
+async def _nothing(inbound: Inbound, method: str, params: JsonObject | None) -> Any:
+    return {}
+
+
+async def _answered(inbound: Inbound, method: str, params: JsonObject | None) -> JsonObject:
+    return {"method": method}
+
+
+async def _written(peer: MemoryWire) -> JsonObject:
+    with anyio.fail_after(5):
+        message, _ = await peer.receive()
+    assert isinstance(message, dict)
+    return message
