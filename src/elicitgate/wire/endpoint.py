@@ -258,10 +258,18 @@ class Endpoint:
         """The caller of `asking(..., settled_by_caller=True)` is done waiting (answered, failed, or it left): what
         `_Asked` does otherwise. A caller that left cancels the request's future (done already when it was answered),
         and the peer is told."""
-        future = self._waiters.get(request_id)
-        if future is not None:
-            future.cancel()
-            self._answer_settled(request_id, headers, future)
+        # `_answer_settled` written out (its `_forget` looked the future up again): this runs at the end of every call
+        # upstream.
+        future = self._waiters.pop(request_id, None)
+        if future is None:
+            return
+        if self._on_progress:
+            self._on_progress.pop(request_id, None)
+        future.cancel()
+        if not future.cancelled():
+            future.exception()  # an outcome that came as the caller left is not an unretrieved error
+        elif not self._closed:
+            self._spawn(self._abandoned, request_id, headers)
 
     async def _written_then(
         self,
@@ -538,7 +546,10 @@ class Endpoint:
         if inbound.cancel_requested:
             task.exception()  # retrieved even when it is not answered
             return
-        writing = self._write_answer(self._outcome(request_id, task))
+        response = self._outcome(request_id, task)
+        if self._send_now is not None and self._send_now(response):  # a face's pipe with room (no coroutine)
+            return
+        writing = self._write_answer(response)
         # Written here when the wire takes it at once (a face's pipe with room, an HTTP session's stream): no task per
         # answer. One that has to wait (a full pipe) goes on in a task of its own.
         try:
