@@ -11,7 +11,8 @@ import asyncio
 import math
 import types
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -20,12 +21,16 @@ import pytest
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner
+from mcp.shared.exceptions import NoBackChannelError
 
-from elicitgate.faces.dispatch import serve_handshake
+from elicitgate.bridging.envelope import without_upstream_identity
+from elicitgate.faces.dispatch import ModernRequestContext, RequestContext, _Replay, serve_handshake  # pyright: ignore[reportPrivateUsage]
 from elicitgate.faces.known_shapes import sieved_tool_result, tool_call_params_fit
 from elicitgate.json_shapes import JsonObject, is_mapping
+from elicitgate.router.inbound import InboundRouter
+from elicitgate.router.tasks import RELATED_TASK, TaskTable
 from elicitgate.upstreams.clock import PausableDeadline
-from elicitgate.wire.base import Inbound
+from elicitgate.wire.base import Inbound, SendsAtOnce
 from elicitgate.wire.endpoint import Endpoint
 from elicitgate.wire.memory import MemoryWire, memory_wires
 from tests.profiled import calls_of, python_calls
@@ -195,3 +200,119 @@ async def _written(peer: MemoryWire) -> JsonObject:
         message, _ = await peer.receive()
     assert isinstance(message, dict)
     return message
+
+
+# -- the answers: settled and written in fewer calls ------------------------------------------------------------------
+
+
+async def test_a_request_settled_by_its_caller_is_forgotten_in_one_call() -> None:
+    wire = _Quiet()
+    endpoint = Endpoint(wire, "upstream 'u'")
+    async with anyio.create_task_group() as tg:
+        await tg.start(endpoint.run, _nothing, _nothing)
+        answer = endpoint.asking("r1", "tools/call", None, settled_by_caller=True)
+        assert isinstance(answer, asyncio.Future)
+        answer.set_result({"ok": True})
+        _, called = calls_of(lambda: endpoint.asked_over("r1", None))
+        assert called == ["asked_over"]
+        assert endpoint._waiters == {}  # pyright: ignore[reportPrivateUsage]
+        assert await answer == {"ok": True}
+        # a caller that left: the future cancelled, the peer told
+        left = endpoint.asking("r2", "tools/call", None, settled_by_caller=True)
+        endpoint.asked_over("r2", None)
+        assert isinstance(left, asyncio.Future) and left.cancelled()
+        with anyio.fail_after(5):
+            while len(wire.sent) < 3:
+                await anyio.lowlevel.checkpoint()
+        assert wire.sent[-1] == {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": "r2", "reason": "caller cancelled"},
+        }
+        wire.closed.set()
+
+
+class _AtOnce(_Quiet):
+    """A wire that writes without waiting, and says so (`wire.base.SendsAtOnce`), as a face's pipe with room does."""
+
+    def send_now(self, message: JsonObject) -> bool:
+        self.sent.append(message)
+        return True
+
+
+async def test_a_faces_answer_is_written_at_once_where_its_wire_can() -> None:
+    wire = _AtOnce()
+    endpoint = Endpoint(wire, "the client", serving=True)
+    async with anyio.create_task_group() as tg:
+        await tg.start(endpoint.run, _answered, _nothing)
+        with python_calls() as called:
+            endpoint._dispatch(Inbound({"jsonrpc": "2.0", "id": 4, "method": "m"}), _answered, _nothing)  # pyright: ignore[reportPrivateUsage]
+            with anyio.fail_after(5):
+                while not wire.sent:
+                    await anyio.lowlevel.checkpoint()
+        assert wire.sent == [{"jsonrpc": "2.0", "id": 4, "result": {"method": "m"}}]
+        assert "send_now" in called and "_write_answer" not in called
+        wire.closed.set()
+
+
+def test_the_faces_replay_hands_on_its_wires_send_now() -> None:
+    wire = _AtOnce()
+    replay = _Replay(wire)
+    assert isinstance(replay, SendsAtOnce)
+    assert replay.send_now({"jsonrpc": "2.0", "method": "n"}) and wire.sent == [{"jsonrpc": "2.0", "method": "n"}]
+    assert not isinstance(_Replay(_Quiet()), SendsAtOnce)
+
+
+# -- the push: fewer calls before the broker --------------------------------------------------------------------------
+
+
+def _context(modern: bool = False) -> RequestContext:
+    endpoint = SimpleNamespace(asking=lambda request_id, method, params: ("asked", request_id, method, params))
+    dispatcher = cast(Any, SimpleNamespace(endpoint=endpoint))
+    inbound = Inbound({"jsonrpc": "2.0", "id": 1, "method": "tools/call"})
+    return (ModernRequestContext if modern else RequestContext)(dispatcher, inbound)
+
+
+def test_a_question_to_the_client_reads_whether_its_request_is_served_without_a_call() -> None:
+    context = _context()
+    asked, called = calls_of(lambda: context.asking("elicitation/create", {"x": 1}, "eg-1"))
+    assert asked == ("asked", "eg-1", "elicitation/create", {"x": 1})
+    assert called == ["asking", "<lambda>"]
+    context._inbound.served = True  # pyright: ignore[reportPrivateUsage]
+    with pytest.raises(NoBackChannelError):
+        context.asking("elicitation/create", None, "eg-2")
+    with pytest.raises(NoBackChannelError):
+        _context(modern=True).asking("elicitation/create", None, "eg-3")
+
+
+def test_a_message_without_meta_names_no_task_without_a_call() -> None:
+    found, called = calls_of(lambda: TaskTable.upstream_id_in({"message": "m"}))
+    assert found is None and called == ["upstream_id_in"]
+    assert TaskTable.upstream_id_in({"_meta": {RELATED_TASK: {"taskId": "t1"}}}) == "t1"
+    assert TaskTable.upstream_id_in({"_meta": {}}) is None and TaskTable.upstream_id_in(None) is None
+
+
+class _NoTasks:
+    def __init__(self) -> None:
+        self.asked: list[object] = []
+
+    def of_upstream(self, connection: object, upstream_id: object) -> None:
+        self.asked.append(upstream_id)
+
+
+def test_a_pushed_question_naming_no_task_is_not_looked_up_in_the_task_table() -> None:
+    router = cast(Any, object.__new__(InboundRouter))
+    router.tasks = tasks = _NoTasks()
+    origin = SimpleNamespace(peer="p")
+    connection = SimpleNamespace(in_flight_origins=lambda: [origin], owner=None, tags_origin=False)
+    whose = router._whose(connection, None, {"message": "m"})
+    assert (whose.origin, whose.named, whose.params) == (origin, False, {"message": "m"})
+    assert tasks.asked == []
+    router._whose(connection, None, {"message": "m", "_meta": {RELATED_TASK: {"taskId": "t1"}}})
+    assert tasks.asked == ["t1"]
+
+
+def test_a_result_without_meta_is_returned_without_a_call() -> None:
+    result = {"content": []}
+    kept, called = calls_of(lambda: without_upstream_identity(result))
+    assert kept is result and called == ["without_upstream_identity"]
