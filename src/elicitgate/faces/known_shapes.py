@@ -25,9 +25,9 @@ _OPTIONAL_FIELDS = (("isError", bool), ("structuredContent", dict))
 def tool_call_params_fit(params: Any) -> bool:
     """Whether a handshake-era `tools/call`'s params are a name and arguments the spec's schema accepts (False:
     the SDK's check decides, and says what is wrong)."""
-    if type(params) is not dict:
+    fields: JsonObject = params  # typed before it is checked: no `cast` (a Python call for every request)
+    if type(fields) is not dict:
         return False
-    fields: JsonObject = params  # a dict (no `cast`: a Python call for every request)
     if type(fields.get("name")) is not str:
         return False
     arguments = fields.get("arguments")
@@ -37,14 +37,16 @@ def tool_call_params_fit(params: Any) -> bool:
 def sieved_tool_result(result: JsonObject) -> JsonObject | None:
     """A handshake-era `tools/call` result as the per-version sieve writes it, when it holds only text blocks,
     `isError` and `structuredContent` (the sieve's order of keys, `null`s dropped); None for any other shape."""
-    content = result.get("content")
+    if "content" not in result:
+        return None
+    content: list[Any] = result["content"]  # typed before they are checked: no `cast`s (a Python call each)
     if type(content) is not list:
         return None
     blocks: list[Any] = []
-    for block in content:  # a list; no `cast`s (a Python call each)
-        if type(block) is not dict:
-            return None
+    for block in content:
         fields: JsonObject = block
+        if type(fields) is not dict:
+            return None
         if len(fields) != 2 or fields.get("type") != "text":
             return None
         text = fields.get("text")
