@@ -34,6 +34,8 @@ from elicitgate.wire.base import Inbound, SendsAtOnce
 from elicitgate.wire.endpoint import Endpoint
 from elicitgate.wire.memory import MemoryWire, memory_wires
 from tests.profiled import calls_of, python_calls
+from tests.test_unit_frameless_requests import at_once_wires
+from tests.test_unit_upstream_stamp import modern_connection
 
 pytestmark = pytest.mark.anyio
 
@@ -316,3 +318,56 @@ def test_a_result_without_meta_is_returned_without_a_call() -> None:
     result = {"content": []}
     kept, called = calls_of(lambda: without_upstream_identity(result))
     assert kept is result and called == ["without_upstream_identity"]
+
+
+class _Answered:
+    """An upstream endpoint whose requests are answered at once (its futures made on a loop it was given)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def asking(self, request_id: str, method: str, params: Any, **_: Any) -> asyncio.Future[JsonObject]:
+        future: asyncio.Future[JsonObject] = self.loop.create_future()
+        future.set_result({"content": []})
+        return future
+
+    def asked_over(self, request_id: str, headers: Any) -> None:
+        pass
+
+
+async def test_a_request_upstream_asks_for_the_loop_once_for_its_deadline_and_its_end() -> None:
+    loop = asyncio.get_running_loop()
+    conn = modern_connection()
+    conn.endpoint = cast(Endpoint, _Answered(loop))
+    before = loop.time()
+    with python_calls(c_prefix="c:") as called:
+        assert await conn.request("tools/call", {"name": "echo"}, timeout=30) == {"content": []}
+    assert called.count("c:get_running_loop") == 1
+    assert before <= conn.last_active == conn.last_answer <= loop.time()
+
+
+async def test_an_answer_and_a_request_are_routed_without_checking_their_ids_in_a_call() -> None:
+    wire, peer = at_once_wires()
+    endpoint = Endpoint(wire, "upstream 'u'")
+    async with anyio.create_task_group() as tg:
+        await tg.start(endpoint.run, _answered, _nothing)
+        answer = endpoint.asking("r1", "tools/call", None)
+        await _written(peer)
+        response = Inbound({"jsonrpc": "2.0", "id": "r1", "result": {"ok": 1}})
+        _, called = calls_of(lambda: endpoint._dispatch(response, _answered, _nothing))  # pyright: ignore[reportPrivateUsage]
+        assert "is_request_id" not in called
+        # its done callback forgets it, without `_forget`'s call
+        with python_calls() as called:
+            assert await answer == {"ok": 1}
+            await asyncio.sleep(0)
+        assert "_answer_settled" in called and "_forget" not in called
+        assert endpoint._waiters == {}  # pyright: ignore[reportPrivateUsage]
+        request = Inbound({"jsonrpc": "2.0", "id": 9, "method": "ping"})
+        _, called = calls_of(lambda: endpoint._dispatch(request, _answered, _nothing))  # pyright: ignore[reportPrivateUsage]
+        assert "is_request_id" not in called
+        assert await _written(peer) == {"jsonrpc": "2.0", "id": 9, "result": {"method": "ping"}}
+        # ids of other types are still told apart as before
+        endpoint._dispatch(Inbound({"jsonrpc": "2.0", "id": True, "result": {}}), _answered, _nothing)  # pyright: ignore[reportPrivateUsage]
+        endpoint._dispatch(Inbound({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}), _answered, _nothing)  # pyright: ignore[reportPrivateUsage]
+        assert peer.unread == 0
+        peer.close()

@@ -295,7 +295,10 @@ class Endpoint:
     ) -> None:
         """A request of `asking` was answered, failed, or its caller left (the future cancelled, after the write):
         forgotten, and in the last case the peer is told."""
-        self._forget(request_id, future)
+        if self._waiters.get(request_id) is future:  # `_forget` written out: this runs as each question is answered
+            del self._waiters[request_id]
+            if self._on_progress:
+                self._on_progress.pop(request_id, None)
         if not future.cancelled():
             future.exception()  # an outcome that came as the caller left is not an unretrieved error
         elif not self._closed:
@@ -305,7 +308,8 @@ class Endpoint:
         """A request of `asking` is over: nothing waits for its answer any more."""
         if self._waiters.get(request_id) is future:
             del self._waiters[request_id]
-            self._on_progress.pop(request_id, None)
+            if self._on_progress:
+                self._on_progress.pop(request_id, None)
 
     async def _write_request(self, message: JsonObject, headers: Mapping[str, str] | None) -> None:
         try:
@@ -418,7 +422,8 @@ class Endpoint:
                 return None
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
-            elif is_request_id(request_id):
+            # An id's commonest types looked at first, without `is_request_id`'s call (every request of the peer's).
+            elif type(request_id) is str or type(request_id) is int or is_request_id(request_id):
                 if method in self._inline:
                     scope = cancel_scope()
                     self._handling[request_id] = (scope, inbound)
@@ -435,7 +440,7 @@ class Endpoint:
                         self._answer_error, None, INVALID_REQUEST, "the request id must be a string or a number"
                     )
             return None
-        if not is_request_id(request_id):
+        if not (type(request_id) is str or type(request_id) is int or is_request_id(request_id)):  # as above
             logger.warning("%s sent a message that is neither a request, a notification nor a "
                            "response: dropped", self._peer)
             if self._serving:
