@@ -18,6 +18,7 @@ import signal
 import subprocess
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import IO
 
 import anyio
 
@@ -37,17 +38,21 @@ def _argv(src: Path, config: Path) -> list[str]:
     return [configs.PY, "-c", code, "serve", "--config", str(config)]
 
 
-async def _count(label: str, src: Path, work: Path, calls: int, op: str, log: object) -> dict[str, float]:
+async def _count(label: str, src: Path, work: Path, calls: int, op: str, log: IO[str]) -> dict[str, float]:
     servers = {"handshake": configs.stdio_upstream("handshake")}
     name = f"stdio-syscalls-{label}"
     config = configs.write_config(work, name, configs.gateway_config(servers, src=src))
     tool, arguments = latency.TOOLS[op]
     out = work / f"{label}.strace"
     async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(Client(
-            stdio_transport(_argv(src, config), log), mode="legacy",  # pyright: ignore[reportArgumentType]
-            elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-            read_timeout_seconds=latency.CALL_TIMEOUT))
+        client = await stack.enter_async_context(
+            Client(
+                stdio_transport(_argv(src, config), log),
+                mode="legacy",
+                elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
+                read_timeout_seconds=latency.CALL_TIMEOUT,
+            )
+        )
         pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
         for _ in range(WARMUP):
             await latency.call(client, f"handshake__{tool}", arguments)
