@@ -30,11 +30,13 @@ from elicitgate.json_shapes import JsonObject, is_mapping
 from elicitgate.router.inbound import InboundRouter
 from elicitgate.router.tasks import RELATED_TASK, TaskTable
 from elicitgate.upstreams.clock import PausableDeadline
+from elicitgate.upstreams.link import UpstreamLink
 from elicitgate.wire.base import Inbound, SendsAtOnce
 from elicitgate.wire.endpoint import Endpoint
 from elicitgate.wire.memory import MemoryWire, memory_wires
 from tests.profiled import calls_of, python_calls
 from tests.test_unit_frameless_requests import at_once_wires
+from tests.test_unit_trims_cost import _router  # pyright: ignore[reportPrivateUsage]
 from tests.test_unit_upstream_stamp import modern_connection
 
 pytestmark = pytest.mark.anyio
@@ -371,3 +373,43 @@ async def test_an_answer_and_a_request_are_routed_without_checking_their_ids_in_
         endpoint._dispatch(Inbound({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}), _answered, _nothing)  # pyright: ignore[reportPrivateUsage]
         assert peer.unread == 0
         peer.close()
+
+
+# -- the request's route: fewer property calls ------------------------------------------------------------------------
+
+
+class _Primary:
+    """An upstream connection whose era is read through a property, as `UpstreamConnection.era` is."""
+
+    def __init__(self, era: str) -> None:
+        self._era = era
+
+    @property
+    def era(self) -> str:
+        return self._era
+
+
+def test_a_tool_not_required_as_a_task_is_not_asked_its_upstreams_era() -> None:
+    router = _router([{"name": "echo"}])
+    router.links = cast(Any, {"demo": SimpleNamespace(primary=_Primary("handshake"))})
+    apart, called = calls_of(lambda: router._runs_as_task("demo", {"name": "echo"}))  # pyright: ignore[reportPrivateUsage]
+    assert apart is False and called == ["_runs_as_task", "task_required"]
+    required = {"name": "long", "execution": {"taskSupport": "required"}}
+    assert router._runs_as_task("demo", required)  # pyright: ignore[reportPrivateUsage]
+    router.links = cast(Any, {"demo": SimpleNamespace(primary=_Primary("modern"))})
+    assert not router._runs_as_task("demo", required)  # pyright: ignore[reportPrivateUsage]
+
+
+def test_whether_a_link_gives_clients_connections_of_their_own_reads_its_policy_without_a_call() -> None:
+    link = cast(Any, object.__new__(UpstreamLink))
+    link.config = SimpleNamespace(session_policy=None)
+    link.primary = _Primary("handshake")
+    own, called = calls_of(lambda: link.per_client)
+    assert own is True and called == ["per_client", "era"]
+    link.config.session_policy = "shared"
+    assert link.per_client is False and link.policy == "shared"
+    link.config.session_policy = "per_session"
+    link.primary = _Primary("modern")
+    assert link.per_client is False
+    link.primary = None
+    assert link.per_client is False
