@@ -1,6 +1,8 @@
 """A request's end on an upstream connection (`UpstreamConnection.request`) reads the clock once: when it ended
 (`last_active`, which idle reaping reads) and, for an answer, when the server last answered (`last_answer`, which a
-probe reads) are the same instant; a request that failed moves only `last_active`. In memory."""
+probe reads) are the same instant; a request that failed moves only `last_active`. The clock is the event loop's, read
+through the loop the request's `PausableDeadline` holds (no `getpid` to find it): its reads are counted there, the
+deadline's own (its start, its timer) before the end's. In memory."""
 
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ import pytest
 
 from mcp.shared.exceptions import MCPError
 
-from elicitgate.upstreams import connection as connection_module
 from elicitgate.upstreams.connection import UpstreamConnection
 from elicitgate.wire.endpoint import Endpoint
 from tests.test_unit_upstream_stamp import modern_connection
@@ -50,8 +51,12 @@ def _counting_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         read.append(float(next(clock)))
         return read[-1]
 
-    monkeypatch.setattr(connection_module, "now", counted)
+    monkeypatch.setattr(asyncio.get_running_loop(), "time", counted)
     return read
+
+
+DEADLINE_READS = [1000.0, 1001.0]
+"""The request's deadline reads the clock as it starts and as it arms its timer; the end's read comes after."""
 
 
 def _on(endpoint: _Answering) -> UpstreamConnection:
@@ -66,8 +71,8 @@ async def test_an_answered_request_reads_the_clock_once_for_its_end_and_its_answ
     conn = _on(_Answering({"content": []}))
     read = _counting_clock(monkeypatch)
     assert await conn.request("tools/call", {"name": "echo"}, timeout=30) == {"content": []}
-    assert read == [1000.0]
-    assert conn.last_active == conn.last_answer == 1000.0
+    assert read == [*DEADLINE_READS, 1002.0]
+    assert conn.last_active == conn.last_answer == 1002.0
     assert conn.in_flight_origins() == []
 
 
@@ -77,5 +82,5 @@ async def test_a_failed_request_moves_only_its_end(monkeypatch: pytest.MonkeyPat
     with pytest.raises(MCPError) as raised:
         await conn.request("tools/call", {"name": "echo"}, timeout=30)
     assert raised.value.error.message == "no"
-    assert read == [1000.0]
-    assert conn.last_active == 1000.0 and conn.last_answer == 0.0
+    assert read == [*DEADLINE_READS, 1002.0]
+    assert conn.last_active == 1002.0 and conn.last_answer == 0.0

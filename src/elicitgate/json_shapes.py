@@ -21,6 +21,7 @@ def is_array(value: object) -> TypeGuard[list[Any]]:
 
 
 def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
-    """Whether `value` is a JSON object, or any mapping standing for one. A dict is looked at first: the ABC's
-    check runs a Python frame (`ABCMeta.__instancecheck__`) for every value, and the hot path asks it of dicts."""
-    return type(value) is dict or isinstance(value, Mapping)
+    """Whether `value` is a JSON object, or any mapping standing for one. A dict and None are looked at first: the
+    ABC's check runs a Python frame (`ABCMeta.__instancecheck__`) for every value, and the hot path asks it of dicts
+    and of fields that are absent (`params.get("_meta")`)."""
+    return type(value) is dict or (value is not None and isinstance(value, Mapping))

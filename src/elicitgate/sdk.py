@@ -154,7 +154,8 @@ def request_context(
 ) -> ServerRequestContext[Any, Any]:
     """The context the SDK's kernel hands a handler for one request (`_meta` lifted its way: a malformed
     one is no meta), for a request served past the kernel's middleware chain."""
-    meta = _kernel()._extract_meta(params)  # noqa: SLF001
+    # The kernel's `_extract_meta` is None without `_meta` (most requests): called only when there is one.
+    meta = _kernel()._extract_meta(params) if params and "_meta" in params else None  # noqa: SLF001
     return runner._make_context(context, method, params, meta, runner.connection.protocol_version)  # noqa: SLF001
 
 

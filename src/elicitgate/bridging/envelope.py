@@ -80,7 +80,7 @@ def modern_capabilities(call: Origin) -> JsonObject:
 def without_upstream_identity(result: JsonObject) -> JsonObject:
     """Drop the upstream's `serverInfo` from a 2026-07-28 result's `_meta`: the client's server is the gateway."""
     meta = result.get("_meta")
-    if not is_mapping(meta) or SERVER_INFO_META_KEY not in meta:
+    if meta is None or not is_mapping(meta) or SERVER_INFO_META_KEY not in meta:  # None: a handshake-era result's
         return result
     kept = dict(meta)  # copies and `del`: no comprehension's frame (every result of a 2026-07-28 upstream has it)
     del kept[SERVER_INFO_META_KEY]

@@ -45,7 +45,7 @@ from elicitgate import sdk
 from elicitgate.faces.known_shapes import tool_call_params_fit
 from elicitgate.faces.modern import EnvelopeConnection, ModernMethods
 from elicitgate.json_shapes import JsonObject
-from elicitgate.wire.base import Inbound, MessageWire, PushWire, Sink
+from elicitgate.wire.base import Inbound, MessageWire, PushWire, SendsAtOnce, Sink
 from elicitgate.wire.endpoint import Endpoint, progress_params
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ class RequestContext:
     def asking(self, method: str, params: Mapping[str, Any] | None, request_id: RequestId) -> Awaitable[JsonObject]:
         """`send_raw_request` with no timeout, as the endpoint's future for its answer (`Endpoint.asking`), not a
         coroutine: nothing of the request's is suspended while the client's human answers it."""
-        if not self.can_send_request:
+        if self._inbound.served:  # `can_send_request`, read without its two properties (a subclass says otherwise)
             raise NoBackChannelError(method)
         return self._dispatcher.endpoint.asking(request_id, method, params)
 
@@ -205,6 +205,9 @@ class ModernRequestContext(RequestContext):
     def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
     ) -> CoroutineType[Any, Any, JsonObject]:
+        raise NoBackChannelError(method)
+
+    def asking(self, method: str, params: Mapping[str, Any] | None, request_id: RequestId) -> Awaitable[JsonObject]:
         raise NoBackChannelError(method)
 
 
@@ -250,20 +253,28 @@ async def serve_handshake(
     dispatcher = EndpointDispatcher(wire, inline=frozenset({"initialize"}), context_type=context_type)
     connection = Connection.for_loop(dispatcher)
     runner = ServerRunner(server, connection, lifespan_state, init_options=init_options)
+    accepted = False
+    """The connection's `initialize_accepted`, read until it is True (it stays so: the SDK derives it from what
+    `initialize` recorded, or from the `initialized` event, neither of which is undone)."""
 
     def on_request(
         context: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
     ) -> Awaitable[JsonObject]:
-        if method != "initialize" and sdk.has_modern_envelope(params):
+        nonlocal accepted
+        # `_meta` looked for here first: without it there is no envelope (`sdk.has_modern_envelope`), and most
+        # requests have none.
+        if method != "initialize" and params and "_meta" in params and sdk.has_modern_envelope(params):
             raise MCPError(
                 code=INVALID_REQUEST,
                 message="this connection serves the handshake protocol era; "
                 "requests carrying the 2026-07-28 envelope are not accepted on it",
             )
         handler = direct.get(method)
+        if handler is not None and not accepted:
+            accepted = connection.initialize_accepted
         # A `requestState` goes through the kernel's middleware, whose boundary unseals it.
         # A task-augmented `tools/call` goes through the kernel's middleware too: its result is no CallToolResult.
-        if (handler is not None and connection.initialize_accepted and not (params and "requestState" in params)
+        if (handler is not None and accepted and not (params and "requestState" in params)
                 and not (params and "task" in params)):
             return _serve_directly(handler, runner, context, method, params)
         return runner.on_request(context, method, params)
@@ -369,6 +380,9 @@ class _Replay:
         self._wire = wire
         self.send = wire.send
         """The wire's own: no coroutine of this one's around every message written."""
+        if isinstance(wire, SendsAtOnce):
+            self.send_now = wire.send_now
+            """The wire's own too, where it has one: the endpoint writes its answers at once with it."""
         self._source: AsyncIterator[Inbound] = wire.messages()
         self._lead: list[Inbound] = []
 

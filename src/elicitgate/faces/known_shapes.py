@@ -13,7 +13,7 @@ version).
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from elicitgate.json_shapes import JsonObject
 
@@ -25,9 +25,9 @@ _OPTIONAL_FIELDS = (("isError", bool), ("structuredContent", dict))
 def tool_call_params_fit(params: Any) -> bool:
     """Whether a handshake-era `tools/call`'s params are a name and arguments the spec's schema accepts (False:
     the SDK's check decides, and says what is wrong)."""
-    if type(params) is not dict:
+    fields: JsonObject = params  # typed before it is checked: no `cast` (a Python call for every request)
+    if type(fields) is not dict:
         return False
-    fields = cast("JsonObject", params)
     if type(fields.get("name")) is not str:
         return False
     arguments = fields.get("arguments")
@@ -37,14 +37,16 @@ def tool_call_params_fit(params: Any) -> bool:
 def sieved_tool_result(result: JsonObject) -> JsonObject | None:
     """A handshake-era `tools/call` result as the per-version sieve writes it, when it holds only text blocks,
     `isError` and `structuredContent` (the sieve's order of keys, `null`s dropped); None for any other shape."""
-    content = result.get("content")
+    if "content" not in result:
+        return None
+    content: list[Any] = result["content"]  # typed before they are checked: no `cast`s (a Python call each)
     if type(content) is not list:
         return None
     blocks: list[Any] = []
-    for block in cast("list[Any]", content):
-        if type(block) is not dict:
+    for block in content:
+        fields: JsonObject = block
+        if type(fields) is not dict:
             return None
-        fields = cast("JsonObject", block)
         if len(fields) != 2 or fields.get("type") != "text":
             return None
         text = fields.get("text")

@@ -207,7 +207,9 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
                         # The call has what it reads of the request: the SDK's context (the decoded params, a session
                         # of its own) is not held while the call waits, on a human for as long as a question takes.
                         del ctx
-                        result = _handshake_result(await calling)
+                        result = await calling
+                        if "resultType" in result:  # `_handshake_result`'s own test: most results have none
+                            result = _handshake_result(result)
                     finally:
                         peer.calls.discard(call)
                     if method == "tools/call" and (sieved := sieved_tool_result(result)) is not None:

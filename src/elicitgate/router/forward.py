@@ -191,7 +191,12 @@ def asks_only_in_answers(link: UpstreamLink) -> bool:
 async def _first_connection(link: UpstreamLink, call: Origin, key: CallKey | None) -> UpstreamConnection:
     """The connection a call goes on first: the 2026-07-28 one for a call learned to go there (it needs no
     handshake-era connection of the client's own), else the client's."""
-    learned = await link.dual.connection() if link.dual.goes_modern(key) and link.primary is not None else None
+    # `key` is None toward a server of one era (no call of `goes_modern`, which says no to it).
+    learned = (
+        await link.dual.connection()
+        if key is not None and link.dual.goes_modern(key) and link.primary is not None
+        else None
+    )
     return learned if learned is not None else await link.connection_for(call.peer)
 
 

@@ -175,7 +175,8 @@ class InboundRouter:
         """Whose call a pushed request is: the call the wire names (`_caller`); a task's question goes to the
         task's owner, whichever of its calls (its `tasks/result`) is in flight."""
         origin, named = self._caller(connection, related)
-        relayed = self.tasks.of_upstream(connection, TaskTable.upstream_id_in(params))
+        upstream_id = TaskTable.upstream_id_in(params)
+        relayed = self.tasks.of_upstream(connection, upstream_id) if upstream_id is not None else None
         if relayed is None:
             return _Whose(origin, named, params)
         named = named and origin is not None and relayed.owned_by(origin.peer)

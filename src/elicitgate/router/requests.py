@@ -184,7 +184,8 @@ class RequestRouter:
         """A tool (the catalog's entry) of a 2025-11-25 upstream that can only be called as a task
         (`router.task_runner`)."""
         primary = self.links[server].primary
-        return primary is not None and primary.era == "handshake" and task_required(tool)
+        # The tool first: most are not `required` (a dict read), where `era` is a property's call.
+        return primary is not None and task_required(tool) and primary.era == "handshake"
 
     async def _set_log_level(self, call: Origin, params: Mapping[str, Any]) -> JsonObject:
         """`logging/setLevel` is remembered for the client and goes to every handshake-era upstream that

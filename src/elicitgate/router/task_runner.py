@@ -47,7 +47,7 @@ CANCEL_WAIT = 5.0
 def task_required(tool: Mapping[str, Any] | None) -> bool:
     """A tool that can only be called as a task."""
     execution = tool.get("execution") if tool is not None else None
-    return is_mapping(execution) and execution.get("taskSupport") == "required"
+    return execution is not None and is_mapping(execution) and execution.get("taskSupport") == "required"
 
 
 def seen_by(tools: Iterable[JsonObject], *, knows_tasks: bool) -> list[JsonObject]:

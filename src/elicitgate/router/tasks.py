@@ -257,6 +257,8 @@ class TaskTable:
     def upstream_id_in(message: Mapping[str, Any] | None) -> Any:
         """The task id an upstream's message names in its `_meta` (None when it names none)."""
         meta = (message or {}).get("_meta")
+        if meta is None:  # most messages: no `is_mapping` calls
+            return None
         related = meta.get(RELATED_TASK) if is_mapping(meta) else None
         return related.get("taskId") if is_mapping(related) else None
 

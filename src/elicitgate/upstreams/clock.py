@@ -9,8 +9,6 @@ from collections.abc import Generator
 from contextlib import contextmanager
 from types import TracebackType
 
-from elicitgate.wire.scopes import now
-
 EXPIRY_RECHECK = 0.01
 """Seconds after which an expiry that found the task being cancelled from elsewhere looks again (`_expire`)."""
 
@@ -30,11 +28,14 @@ class PausableDeadline:
     elsewhere (the caller's, an anyio scope's) passes through untouched, as `asyncio.timeout` lets it.
     """
 
-    __slots__ = ("_budget", "_pauses", "_deadline", "_task", "_cancelling", "_timer", "_state")
+    __slots__ = ("loop", "_budget", "_pauses", "_deadline", "_task", "_cancelling", "_timer", "_state")
 
     def __init__(self, timeout: float | None) -> None:
+        self.loop = asyncio.get_running_loop()
+        """The event loop it is made in, asked for once: `get_running_loop` (and `current_task` without a loop, and
+        anyio's clock) is a `getpid` system call on Python 3.11, and a call's clock reads it at each step."""
         self._budget = math.inf if timeout is None else timeout
-        self._deadline = now() + self._budget
+        self._deadline = self.loop.time() + self._budget
         self._pauses = 0
         self._task: asyncio.Task[object] | None = None
         self._cancelling = 0
@@ -48,7 +49,7 @@ class PausableDeadline:
         return self._deadline
 
     def __enter__(self) -> PausableDeadline:
-        task = asyncio.current_task()
+        task = asyncio.current_task(self.loop)
         assert task is not None, "PausableDeadline is entered in a task"
         self._task = task
         self._cancelling = task.cancelling()
@@ -70,7 +71,7 @@ class PausableDeadline:
 
     def pause(self) -> None:
         if not self._pauses:
-            self._budget = max(0.0, self._deadline - now())
+            self._budget = max(0.0, self._deadline - self.loop.time())
             self._deadline = math.inf
             self._disarm()
         self._pauses += 1
@@ -78,7 +79,7 @@ class PausableDeadline:
     def resume(self) -> None:
         self._pauses -= 1
         if not self._pauses:
-            self._deadline = now() + self._budget
+            self._deadline = self.loop.time() + self._budget
             self._arm()
 
     @contextmanager
@@ -93,7 +94,7 @@ class PausableDeadline:
         """Start the timer for `_deadline` while the block runs (a resume after it ended arms nothing)."""
         if self._state != 1 or self._deadline == math.inf:
             return
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         if self._deadline <= loop.time():  # not at once: a cancel asked of the running task itself would outlive a
             # block that ends before its next await (Python 3.11's `uncancel` leaves it pending)
             self._timer = loop.call_soon(self._expire, context=_TIMER_CONTEXT)
@@ -114,7 +115,7 @@ class PausableDeadline:
             # Cancelled from elsewhere already, and maybe in a shielded step of its way out (telling the upstream the
             # request is cancelled): a cancel now would break into it, as anyio's shields do not stop a task's own
             # `cancel()`. Looked at again shortly, in case that cancellation is caught within the block and it runs on.
-            self._timer = asyncio.get_running_loop().call_later(EXPIRY_RECHECK, self._expire, context=_TIMER_CONTEXT)
+            self._timer = self.loop.call_later(EXPIRY_RECHECK, self._expire, context=_TIMER_CONTEXT)
             return
         self._state = 2
         task.cancel()

@@ -46,7 +46,6 @@ from elicitgate.upstreams.clock import PausableDeadline
 from elicitgate.upstreams.transports import STDERR_TAIL_LINES, open_transport
 from elicitgate.wire.base import Inbound
 from elicitgate.wire.endpoint import Endpoint, ProgressCallback
-from elicitgate.wire.scopes import now
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +171,7 @@ class UpstreamConnection:
                 # Settled here, in this step: a done callback of the endpoint's ran a loop turn of its own first.
                 endpoint.asked_over(request_id, headers)
                 del self._in_flight[request_id]
-                self.last_active = now()
+                self.last_active = clock.loop.time()  # `now()`: the loop in hand, no `getpid` to find it
             self.last_answer = self.last_active  # the clock read once for both
             return result
 

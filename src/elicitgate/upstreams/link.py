@@ -101,7 +101,9 @@ class UpstreamLink:
     @property
     def per_client(self) -> bool:
         """Whether clients get connections of their own: `per_session` and an upstream that can ask."""
-        return self.policy == "per_session" and self.primary is not None and self.primary.era != "modern"
+        # `policy` read without its property's call: every call upstream asks this.
+        per_session = (self.config.session_policy or "per_session") == "per_session"
+        return per_session and self.primary is not None and self.primary.era != "modern"
 
     @property
     def sessions(self) -> set[UpstreamConnection]:

@@ -141,6 +141,9 @@ class Endpoint:
         self._settled = self._answer_settled
         """Bound once: each task's done callback (a bound method per task otherwise)."""
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The event loop `run` runs in, kept: `asyncio.get_running_loop()` is a `getpid` system call on Python 3.11,
+        and every request and every task made while it runs would ask for it (asked of asyncio only before `run`)."""
         self._handlers: tuple[OnRequest, OnNotify] | None = None
         """What `run` hands the peer's messages to, for a wire that pushes them (`_dispatch_pushed`)."""
         self._closed = False
@@ -210,7 +213,7 @@ class Endpoint:
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": request_id}
         if params:
             message["params"] = params
-        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[JsonObject] = (self._loop or asyncio.get_running_loop()).create_future()
         self._waiters[request_id] = future
         if on_progress is not None:
             self._on_progress[request_id] = on_progress
@@ -255,10 +258,18 @@ class Endpoint:
         """The caller of `asking(..., settled_by_caller=True)` is done waiting (answered, failed, or it left): what
         `_Asked` does otherwise. A caller that left cancels the request's future (done already when it was answered),
         and the peer is told."""
-        future = self._waiters.get(request_id)
-        if future is not None:
-            future.cancel()
-            self._answer_settled(request_id, headers, future)
+        # `_answer_settled` written out (its `_forget` looked the future up again): this runs at the end of every call
+        # upstream.
+        future = self._waiters.pop(request_id, None)
+        if future is None:
+            return
+        if self._on_progress:
+            self._on_progress.pop(request_id, None)
+        future.cancel()
+        if not future.cancelled():
+            future.exception()  # an outcome that came as the caller left is not an unretrieved error
+        elif not self._closed:
+            self._spawn(self._abandoned, request_id, headers)
 
     async def _written_then(
         self,
@@ -284,7 +295,10 @@ class Endpoint:
     ) -> None:
         """A request of `asking` was answered, failed, or its caller left (the future cancelled, after the write):
         forgotten, and in the last case the peer is told."""
-        self._forget(request_id, future)
+        if self._waiters.get(request_id) is future:  # `_forget` written out: this runs as each question is answered
+            del self._waiters[request_id]
+            if self._on_progress:
+                self._on_progress.pop(request_id, None)
         if not future.cancelled():
             future.exception()  # an outcome that came as the caller left is not an unretrieved error
         elif not self._closed:
@@ -294,7 +308,8 @@ class Endpoint:
         """A request of `asking` is over: nothing waits for its answer any more."""
         if self._waiters.get(request_id) is future:
             del self._waiters[request_id]
-            self._on_progress.pop(request_id, None)
+            if self._on_progress:
+                self._on_progress.pop(request_id, None)
 
     async def _write_request(self, message: JsonObject, headers: Mapping[str, str] | None) -> None:
         try:
@@ -335,6 +350,7 @@ class Endpoint:
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Read until the wire ends; then every request still waiting raises `PeerLost` (`ClientGone` if serving)."""
+        self._loop = asyncio.get_running_loop()
         try:
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
@@ -406,7 +422,8 @@ class Endpoint:
                 return None
             if request_id is None:
                 self._on_notification(inbound, method, params, on_notify)
-            elif is_request_id(request_id):
+            # An id's commonest types looked at first, without `is_request_id`'s call (every request of the peer's).
+            elif type(request_id) is str or type(request_id) is int or is_request_id(request_id):
                 if method in self._inline:
                     scope = cancel_scope()
                     self._handling[request_id] = (scope, inbound)
@@ -423,7 +440,7 @@ class Endpoint:
                         self._answer_error, None, INVALID_REQUEST, "the request id must be a string or a number"
                     )
             return None
-        if not is_request_id(request_id):
+        if not (type(request_id) is str or type(request_id) is int or is_request_id(request_id)):  # as above
             logger.warning("%s sent a message that is neither a request, a notification nor a "
                            "response: dropped", self._peer)
             if self._serving:
@@ -468,7 +485,7 @@ class Endpoint:
             coroutine = handling  # pyright: ignore[reportAssignmentType, reportUnknownVariableType]
         else:
             coroutine = _awaited(handling)
-        return asyncio.get_running_loop().create_task(
+        return (self._loop or asyncio.get_running_loop()).create_task(
             coroutine, name=self._task_name, context=context  # pyright: ignore[reportUnknownArgumentType]
         )
 
@@ -503,6 +520,8 @@ class Endpoint:
         around all of it would be, shields honoured (`TaskCancel`, made only when asked for), so a handler's shielded
         steps (giving back a per-call client's connections, telling an upstream its task is cancelled) run to their
         end."""
+        # Its id named before the handler is called: the context it makes reads it there (twice, the SDK's).
+        inbound.served_id = request_id
         task = self._handler_task(inbound, request_id, method, params, on_request)
         if task is None:
             return
@@ -510,7 +529,6 @@ class Endpoint:
         self._serving_tasks[task] = inbound
         # The handler has the request (its params, its method): the `Inbound` keeps only what its context reads while
         # it is served, not the decoded message (its keys and values, for as long as a person takes over a question).
-        inbound.served_id = request_id
         inbound.message = _while_served(params)
         # In a context of its own, not a copy of the current one made for every request in flight.
         task.add_done_callback(self._served_done, context=_CALLBACK_CONTEXT)
@@ -533,7 +551,10 @@ class Endpoint:
         if inbound.cancel_requested:
             task.exception()  # retrieved even when it is not answered
             return
-        writing = self._write_answer(self._outcome(request_id, task))
+        response = self._outcome(request_id, task)
+        if self._send_now is not None and self._send_now(response):  # a face's pipe with room (no coroutine)
+            return
+        writing = self._write_answer(response)
         # Written here when the wire takes it at once (a face's pipe with room, an HTTP session's stream): no task per
         # answer. One that has to wait (a full pipe) goes on in a task of its own.
         try:
@@ -585,7 +606,7 @@ class Endpoint:
 
     def _write_soon(self, writing: Coroutine[Any, Any, None]) -> None:
         """Write an answer in a task of its own, which `run` waits for at its end as for a serving task."""
-        task = asyncio.get_running_loop().create_task(writing, name=self._task_name)
+        task = (self._loop or asyncio.get_running_loop()).create_task(writing, name=self._task_name)
         self._serving_tasks[task] = None
         task.add_done_callback(self._served, context=_CALLBACK_CONTEXT)
 
