@@ -6,13 +6,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prometheus_client.metrics import Histogram
-
 from mcp.server.context import HandlerResult, ServerRequestContext
 
 from elicitgate.faces.peer import known_peer
 from elicitgate.logs import request_context
-from elicitgate.metrics import REQUEST_DURATION
+from elicitgate.metrics import Tally, request_tally
 
 
 class RequestObserver:
@@ -21,8 +19,8 @@ class RequestObserver:
     def __init__(self, face: str, methods: set[str]) -> None:
         self.face = face
         # Children made once: a method the gateway does not serve is counted as "other" (no unbounded labels).
-        self._timers = {method: REQUEST_DURATION.labels(method=method, face=face) for method in methods}
-        self._other = REQUEST_DURATION.labels(method="other", face=face)
+        self._timers = {method: request_tally(method, face) for method in methods}
+        self._other = request_tally("other", face)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: Any) -> HandlerResult:
         start = time.perf_counter()
@@ -34,7 +32,7 @@ class RequestObserver:
         finally:
             self._timers.get(ctx.method, self._other).observe(time.perf_counter() - start)
 
-    def timer(self, method: str) -> Histogram:
-        """The histogram child `method`'s requests are observed in, for a path past the middleware chain that
+    def timer(self, method: str) -> Tally:
+        """The histogram child's tally `method`'s requests are observed in, for a path past the middleware chain that
         observes them itself (`faces.server`'s direct routes: one coroutine per request, not this one around it)."""
         return self._timers.get(method, self._other)
