@@ -34,6 +34,7 @@ own` (request, push, answer, result) and `all` (a whole call and the wait for th
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -164,8 +165,16 @@ def lean_walled(out: str) -> None:
 
     lean_relay.Lines.feed = timed_feed  # type: ignore[method-assign]
     start, stop = _switches(out, times, on)
-    signal.signal(signal.SIGUSR1, start)
-    signal.signal(signal.SIGUSR2, stop)
+    relay = lean_relay.relay
+
+    async def switched_relay(argv: list[str]) -> int:
+        # The loop's own handlers: a Python-level one would run only once Python code next runs (the next message).
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGUSR1, start)
+        loop.add_signal_handler(signal.SIGUSR2, stop)
+        return await relay(argv)
+
+    lean_relay.relay = switched_relay
     lean_relay.main()
 
 
