@@ -16,7 +16,7 @@ import asyncio
 import signal
 import sys
 from collections.abc import Callable
-from typing import cast
+from typing import Protocol, cast
 
 import orjson
 import uvloop
@@ -50,12 +50,19 @@ class Lines:
             self.out(b"\n".join(out) + b"\n")
 
 
-class ClientSide(asyncio.Protocol):
-    """This process's stdin: each line goes to the server's stdin; at EOF the server's stdin closes."""
+class Feed(Protocol):
+    """What a pipe's bytes are fed to: `Lines` here, or another relay's splitter (`bench.lean_work_relay`)."""
 
-    def __init__(self, server: ServerSide) -> None:
+    def feed(self, data: bytes) -> None: ...
+
+
+class ClientSide(asyncio.Protocol):
+    """This process's stdin: its bytes go to `lines` (here, each line to the server's stdin); at EOF the server's
+    stdin closes."""
+
+    def __init__(self, server: ServerSide, lines: Feed) -> None:
         self.server = server
-        self.lines = Lines(server.write)
+        self.lines = lines
 
     def data_received(self, data: bytes) -> None:
         self.lines.feed(data)
@@ -69,12 +76,12 @@ class ClientSide(asyncio.Protocol):
 
 
 class ServerSide(asyncio.SubprocessProtocol):
-    """COMMAND's pipes: its stdout lines go to this process's stdout; `done` resolves with its exit code."""
+    """COMMAND's pipes: its stdout's bytes go to `lines` (here, each line to this process's stdout); `done` resolves
+    with its exit code."""
 
-    def __init__(self, stdout: asyncio.WriteTransport, done: asyncio.Future[int]) -> None:
-        self.stdout = stdout
+    def __init__(self, lines: Feed, done: asyncio.Future[int]) -> None:
         self.done = done
-        self.lines = Lines(stdout.write)
+        self.lines = lines
         self.transport: asyncio.SubprocessTransport | None = None
         self.stdin: asyncio.WriteTransport | None = None
 
@@ -120,8 +127,8 @@ async def relay(argv: list[str]) -> int:
     done: asyncio.Future[int] = loop.create_future()
     closed: asyncio.Future[None] = loop.create_future()
     stdout, _ = await loop.connect_write_pipe(lambda: Output(closed), sys.stdout.buffer)
-    _, server = await loop.subprocess_exec(lambda: ServerSide(stdout, done), *argv, stderr=None)
-    await loop.connect_read_pipe(lambda: ClientSide(server), sys.stdin.buffer)
+    _, server = await loop.subprocess_exec(lambda: ServerSide(Lines(stdout.write), done), *argv, stderr=None)
+    await loop.connect_read_pipe(lambda: ClientSide(server, Lines(server.write)), sys.stdin.buffer)
     for signum in (signal.SIGINT, signal.SIGTERM):  # passed on to the server; the relay exits after it
         loop.add_signal_handler(signum, server.signal, signum)
     code = await done

@@ -45,7 +45,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import orjson
 import uvloop
@@ -54,6 +54,7 @@ from mcp_types import ClientCapabilities
 from mcp.shared.exceptions import MCPError
 
 from bench.configs import BENCH_LIMITS
+from bench.lean_relay import ClientSide, Output, ServerSide
 from elicitgate import errors
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.capabilities import elicitation_modes
@@ -325,71 +326,7 @@ class QuestionWork:
         self.broker._after_answer(el, None, ())  # pyright: ignore[reportPrivateUsage]
 
 
-# -- the plumbing: `bench.lean_relay`'s, with each message handed to `QuestionWork` -------------------------------
-
-
-class ClientSide(asyncio.Protocol):
-    """This process's stdin: each message goes to `work`; at EOF the server's stdin closes."""
-
-    def __init__(self, server: ServerSide, work: QuestionWork) -> None:
-        self.server = server
-        self.lines = Lines(work.from_client)
-
-    def data_received(self, data: bytes) -> None:
-        self.lines.feed(data)
-
-    def eof_received(self) -> bool:
-        self.server.close_stdin()
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.server.close_stdin()
-
-
-class ServerSide(asyncio.SubprocessProtocol):
-    """COMMAND's pipes: its stdout's messages go to `work`; `done` resolves with its exit code."""
-
-    def __init__(self, work: QuestionWork, done: asyncio.Future[int]) -> None:
-        self.done = done
-        self.lines = Lines(work.from_server)
-        self.transport: asyncio.SubprocessTransport | None = None
-        self.stdin: asyncio.WriteTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.SubprocessTransport, transport)  # uvloop's transports subclass no asyncio ABC
-        self.stdin = cast(asyncio.WriteTransport, self.transport.get_pipe_transport(0))
-
-    def write(self, data: bytes) -> None:
-        if self.stdin is not None and not self.stdin.is_closing():
-            self.stdin.write(data)
-
-    def close_stdin(self) -> None:
-        if self.stdin is not None:
-            self.stdin.close()
-
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        if fd == 1:
-            self.lines.feed(data)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        assert self.transport is not None
-        if not self.done.done():
-            self.done.set_result(self.transport.get_returncode() or 0)
-
-    def signal(self, signum: int) -> None:
-        if self.transport is not None and self.transport.get_returncode() is None:
-            self.transport.send_signal(signum)
-
-
-class Output(asyncio.Protocol):
-    """This process's stdout: `closed` resolves once the pipe has closed (its buffer written out first)."""
-
-    def __init__(self, closed: asyncio.Future[None]) -> None:
-        self.closed = closed
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
+# -- the plumbing: `bench.lean_relay`'s protocols, each message handed to `QuestionWork` -------------------------
 
 
 async def relay(argv: list[str], server: str, audit_dir: Path) -> int:
@@ -404,9 +341,9 @@ async def relay(argv: list[str], server: str, audit_dir: Path) -> int:
     closed: asyncio.Future[None] = loop.create_future()
     stdout, _ = await loop.connect_write_pipe(lambda: Output(closed), sys.stdout.buffer)
     work.to_client = stdout.write
-    _, command = await loop.subprocess_exec(lambda: ServerSide(work, done), *argv, stderr=None)
+    _, command = await loop.subprocess_exec(lambda: ServerSide(Lines(work.from_server), done), *argv, stderr=None)
     work.to_server = command.write
-    await loop.connect_read_pipe(lambda: ClientSide(command, work), sys.stdin.buffer)
+    await loop.connect_read_pipe(lambda: ClientSide(command, Lines(work.from_client)), sys.stdin.buffer)
     for signum in (signal.SIGINT, signal.SIGTERM):  # passed on to the server; the relay exits after it
         loop.add_signal_handler(signum, command.signal, signum)
     code = await done
