@@ -305,6 +305,9 @@ class Back(asyncio.Protocol):
 class Relay:
     """One upstream URL and the pool of idle keep-alive connections to it."""
 
+    back: type[Back] = Back
+    """The upstream connection's protocol (a subclass's, `bench.lean_http_work_relay`)."""
+
     def __init__(self, upstream: str) -> None:
         url = urlsplit(upstream)
         if url.scheme != "http" or not url.hostname:
@@ -321,7 +324,7 @@ class Relay:
                 back.send(front, request, reused=True)
                 return
         opening = asyncio.ensure_future(
-            asyncio.get_running_loop().create_connection(lambda: Back(self), *self.address)
+            asyncio.get_running_loop().create_connection(lambda: self.back(self), *self.address)
         )
         opening.add_done_callback(lambda done: self._opened(done, front, request))
 

@@ -125,6 +125,8 @@ class WorkBack(lean.Back):
 class WorkRelay(lean.Relay):
     """The upstream's pool, and the question's work between the two sides."""
 
+    back = WorkBack
+
     def __init__(self, upstream: str, work: QuestionWork) -> None:
         super().__init__(upstream)
         self.work = work
@@ -170,17 +172,6 @@ class WorkRelay(lean.Relay):
         stream = asked.origin.stream if asked is not None else None
         if stream is not None and stream.transport is not None:
             stream.chunk(_sse(line))
-
-    def send(self, front: lean.Front, request: lean.Request, fresh: bool = False) -> None:
-        while self.idle and not fresh:
-            back = self.idle.pop()
-            if back.transport is not None and not back.transport.is_closing():
-                back.send(front, request, reused=True)
-                return
-        opening = asyncio.ensure_future(
-            asyncio.get_running_loop().create_connection(lambda: WorkBack(self), *self.address)
-        )
-        opening.add_done_callback(lambda done: self._opened(done, front, request))  # pyright: ignore[reportPrivateUsage]
 
 
 async def serve(listen: str, upstream: str, server: str, audit_dir: Path) -> None:
