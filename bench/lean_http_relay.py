@@ -276,11 +276,17 @@ class Back(asyncio.Protocol):
         pending = self.pending + body
         out: list[bytes] = []
         while match := _EVENT_END.search(pending):
-            out.append(_event_again(pending[: match.start()]) + b"\n\n")
+            event = self.event_again(pending[: match.start()])
+            if event is not None:
+                out.append(event + b"\n\n")
             pending = pending[match.end():]
         self.pending = pending
         if out and self.front is not None:
             self.front.chunk(b"".join(out))
+
+    def event_again(self, event: bytes) -> bytes | None:
+        """An SSE event as it goes on to the client, parsed and written again; None drops it (a subclass's say)."""
+        return _event_again(event)
 
     def on_message_complete(self) -> None:
         front, self.front, self.request = self.front, None, None

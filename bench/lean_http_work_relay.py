@@ -86,22 +86,7 @@ class WorkBack(lean.Back):
 
     relay: WorkRelay
 
-    def on_body(self, body: bytes) -> None:
-        if not self.stream:
-            self.body += body
-            return
-        pending = self.pending + body
-        out: list[bytes] = []
-        while match := lean._EVENT_END.search(pending):  # pyright: ignore[reportPrivateUsage]
-            event = self._event(pending[: match.start()])
-            if event is not None:
-                out.append(event + b"\n\n")
-            pending = pending[match.end() :]
-        self.pending = pending
-        if out and self.front is not None:
-            self.front.chunk(b"".join(out))
-
-    def _event(self, event: bytes) -> bytes | None:
+    def event_again(self, event: bytes) -> bytes | None:
         """The event with each `data:` line's message through the work; None when the work kept it (a refusal)."""
         lines: list[bytes] = []
         for line in lean._LINE.split(event):  # pyright: ignore[reportPrivateUsage]
