@@ -27,8 +27,7 @@ import orjson
 import uvloop
 
 from bench import lean_http_relay as lean
-from bench.lean_work_relay import QuestionWork
-from elicitgate.logs import configure_logging
+from bench.lean_work_relay import QuestionWork, started_work
 
 ANSWERED_HERE = b""
 """A queued request's method when the relay answers it itself (202): a client answer the work kept."""
@@ -160,12 +159,7 @@ class WorkRelay(lean.Relay):
 
 
 async def serve(listen: str, upstream: str, server: str, audit_dir: Path) -> None:
-    configure_logging("info")
-    work = QuestionWork(server, f"sqlite:///{audit_dir / 'audit.db'}")
-    writer = asyncio.get_running_loop().create_task(work.trail.run())  # the trail's one writer, as in the gateway
-    await asyncio.sleep(0)  # its first step: `opened` waits for a writer that has begun
-    if await work.trail.opened(30.0) is None:
-        raise SystemExit(f"lean_http_work_relay: the audit store at {audit_dir} did not open")
+    work, writer = await started_work(server, audit_dir, "lean_http_work_relay")
     host, _, port = listen.rpartition(":")
     relay = WorkRelay(upstream, work)
     loop = asyncio.get_running_loop()

@@ -329,13 +329,20 @@ class QuestionWork:
 # -- the plumbing: `bench.lean_relay`'s protocols, each message handed to `QuestionWork` -------------------------
 
 
-async def relay(argv: list[str], server: str, audit_dir: Path) -> int:
+async def started_work(server: str, audit_dir: Path, relay: str) -> tuple[QuestionWork, asyncio.Task[None]]:
+    """The question's work, logging as the gateway's default does, its audit trail open, and the trail's one writer
+    (as in the gateway): `relay` names who exits when the store does not open."""
     configure_logging("info")
     work = QuestionWork(server, f"sqlite:///{audit_dir / 'audit.db'}")
-    writer = asyncio.get_running_loop().create_task(work.trail.run())  # the trail's one writer, as in the gateway
+    writer = asyncio.get_running_loop().create_task(work.trail.run())
     await asyncio.sleep(0)  # its first step: `opened` waits for a writer that has begun
     if await work.trail.opened(30.0) is None:
-        raise SystemExit(f"lean_work_relay: the audit store at {audit_dir} did not open")
+        raise SystemExit(f"{relay}: the audit store at {audit_dir} did not open")
+    return work, writer
+
+
+async def relay(argv: list[str], server: str, audit_dir: Path) -> int:
+    work, writer = await started_work(server, audit_dir, "lean_work_relay")
     loop = asyncio.get_running_loop()
     done: asyncio.Future[int] = loop.create_future()
     closed: asyncio.Future[None] = loop.create_future()
