@@ -32,8 +32,7 @@ import orjson
 import uvloop
 
 from bench import lean_relay
-from bench.lean_work_relay import Lines, QuestionWork
-from elicitgate.logs import configure_logging
+from bench.lean_work_relay import Lines, QuestionWork, started_work
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean", "title": "Yes?"}}, "required": ["ok"]}
 """The demo server's `confirm` form (`bench.latency`'s `elicit`)."""
@@ -82,46 +81,44 @@ async def questions(work: QuestionWork, count: int, start: int, times: list[list
     work.to_client, work.to_server = to_client.append, lambda data: None
     client, server = Lines(work.from_client), Lines(work.from_server)
     client.feed(line(INITIALIZE))
-    for n in range(start, start + count):
-        call, push, answer, result = messages(n)
-        t0 = time.perf_counter_ns()
-        client.feed(call)
-        t1 = time.perf_counter_ns()
-        server.feed(push)
-        t2 = time.perf_counter_ns()
-        answered = answer(orjson.loads(to_client.pop())["id"])
-        t3 = time.perf_counter_ns()
-        client.feed(answered)
-        t4 = time.perf_counter_ns()
-        server.feed(result)
-        t5 = time.perf_counter_ns()
-        to_client.clear()
-        await asyncio.sleep(0)  # the loop turn in which `_after_answer`'s callback records the end
-        t6 = time.perf_counter_ns()
-        if times is not None:
-            for stage, took in enumerate((t1 - t0, t2 - t1, t4 - t3, t5 - t4, t6 - t5)):
-                times[stage].append(took)
+    await _timed(
+        client.feed, server.feed, lambda n: orjson.loads(to_client.pop())["id"], to_client, count, start, times
+    )
 
 
 async def lean_questions(count: int, start: int, times: list[list[int]] | None = None) -> None:
     """The same four lines through the lean relay's `Lines` (parsed, written again), and the same loop turn."""
     sink: list[bytes] = []
     client, server = lean_relay.Lines(sink.append), lean_relay.Lines(sink.append)
+    await _timed(client.feed, server.feed, lambda n: f"eg-{n}", sink, count, start, times)
+
+
+async def _timed(
+    from_client: Callable[[bytes], None],
+    from_server: Callable[[bytes], None],
+    asked_id: Callable[[int], Any],
+    written: list[bytes],
+    count: int,
+    start: int,
+    times: list[list[int]] | None,
+) -> None:
+    """The four lines of `count` questions fed in turn, `asked_id(n)` the id the client answers; what was `written`
+    cleared after each, and a loop turn given (the one in which the work records the end)."""
     for n in range(start, start + count):
         call, push, answer, result = messages(n)
         t0 = time.perf_counter_ns()
-        client.feed(call)
+        from_client(call)
         t1 = time.perf_counter_ns()
-        server.feed(push)
+        from_server(push)
         t2 = time.perf_counter_ns()
-        answered = answer(f"eg-{n}")
+        answered = answer(asked_id(n))
         t3 = time.perf_counter_ns()
-        client.feed(answered)
+        from_client(answered)
         t4 = time.perf_counter_ns()
-        server.feed(result)
+        from_server(result)
         t5 = time.perf_counter_ns()
-        sink.clear()
-        await asyncio.sleep(0)
+        written.clear()
+        await asyncio.sleep(0)  # the loop turn in which `_after_answer`'s callback records the end
         t6 = time.perf_counter_ns()
         if times is not None:
             for stage, took in enumerate((t1 - t0, t2 - t1, t4 - t3, t5 - t4, t6 - t5)):
@@ -152,11 +149,7 @@ def module_of(filename: str) -> str:
 
 
 async def measure(args: argparse.Namespace, audit_dir: Path) -> None:
-    configure_logging("info")
-    work = QuestionWork("up", f"sqlite:///{audit_dir / 'audit.db'}")
-    writer = asyncio.get_running_loop().create_task(work.trail.run())
-    await asyncio.sleep(0)
-    await work.trail.opened(30.0)
+    work, writer = await started_work("up", audit_dir, "bench.question_work")
     handler = logging.getLogger().handlers[0]
     assert isinstance(handler, logging.StreamHandler)
     handler.setStream(open(os.devnull, "w"))  # noqa: SIM115 - for the process's life
