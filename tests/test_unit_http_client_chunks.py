@@ -12,21 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elicitgate.errors import ProtocolError, TransportError
-from elicitgate.wire import http_client
-from elicitgate.wire.http_client import HttpClient, Response, Url
 from tests.profiled import python_calls
-from tests.test_wire_http_client import _Socket, _split, fuzz  # pyright: ignore[reportPrivateUsage]
+from tests.test_wire_http_client import _split, _started, fuzz  # pyright: ignore[reportPrivateUsage]
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-
-
-def _started() -> tuple[http_client._Connection, Response]:  # pyright: ignore[reportPrivateUsage]
-    url = Url.parse("http://upstream.test/mcp")
-    connection = http_client._Connection(HttpClient(), url.origin)  # pyright: ignore[reportPrivateUsage]
-    connection.connection_made(_Socket())
-    response = Response(url, None)
-    connection.start(b"GET /mcp HTTP/1.1\r\n\r\n", response)
-    return connection, response
 
 
 async def _read(pieces: list[bytes]) -> bytes | TransportError:

@@ -9,10 +9,8 @@ import asyncio
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from elicitgate.wire import http_client
-from elicitgate.wire.http_client import HttpClient, Response, Url
 from tests.profiled import python_calls
-from tests.test_wire_http_client import _Socket, _split, fuzz  # pyright: ignore[reportPrivateUsage]
+from tests.test_wire_http_client import _split, _started, fuzz  # pyright: ignore[reportPrivateUsage]
 
 name_chars = "abcXYZ-_!#$%&'*+.^`|~09"
 header_names = st.one_of(
@@ -22,15 +20,6 @@ header_names = st.one_of(
 header_values = st.text(
     st.characters(min_codepoint=0x20, max_codepoint=0xFF).filter(lambda c: c != "\x7f"), max_size=20
 ).map(lambda value: value.strip(" "))
-
-
-def _connection() -> tuple[http_client._Connection, Response]:  # pyright: ignore[reportPrivateUsage]
-    url = Url.parse("http://upstream.test/mcp")
-    connection = http_client._Connection(HttpClient(), url.origin)  # pyright: ignore[reportPrivateUsage]
-    connection.connection_made(_Socket())
-    response = Response(url, None)
-    connection.start(b"GET /mcp HTTP/1.1\r\n\r\n", response)
-    return connection, response
 
 
 def _expected(headers: list[tuple[str, str]]) -> dict[str, str]:
@@ -62,7 +51,7 @@ def test_a_response_s_headers_are_as_sent_whatever_their_case_and_split(
         head = b"HTTP/1.1 100 Continue\r\nX-Early: 1\r\n\r\n" + head
 
     async def main() -> dict[str, str]:
-        connection, response = _connection()
+        connection, response = _started()
         for piece in _split(head, cuts):
             connection.data_received(piece)
         assert response.status == 200 and response.finished
@@ -77,7 +66,7 @@ def _calls_of_a_head(count: int) -> list[str]:
     head = f"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n{lines}\r\n".encode()
 
     async def main() -> list[str]:
-        connection, _ = _connection()
+        connection, _ = _started()
         with python_calls(c_prefix="c:") as called:
             connection.data_received(head)
         return called

@@ -552,6 +552,16 @@ class _Socket(asyncio.Transport):
         self.paused = False
 
 
+def _started() -> tuple[http_client._Connection, Response]:  # pyright: ignore[reportPrivateUsage]
+    """A connection on a stand-in socket whose GET has been written: what comes next is its response."""
+    url = Url.parse("http://upstream.test/mcp")
+    connection = http_client._Connection(HttpClient(), url.origin)  # pyright: ignore[reportPrivateUsage]
+    connection.connection_made(_Socket())
+    response = Response(url, None)
+    connection.start(b"GET /mcp HTTP/1.1\r\n\r\n", response)
+    return connection, response
+
+
 class _Sink:
     """A streamed body's chunks and end (`Response.stream`), as they came."""
 
