@@ -8,6 +8,10 @@ from typing import Any
 
 from mcp_types import ClientCapabilities
 
+Declared = tuple[ClientCapabilities | None, dict[str, Any], frozenset[str]]
+"""A client's declaration read: its model, `capabilities_dict` of it and its `elicitation_modes` (read them, do not
+change them)."""
+
 
 def elicitation_modes(capabilities: ClientCapabilities | None) -> frozenset[str]:
     """The elicitation modes a client declared; `{"elicitation": {}}` means form only. Kept per model, as

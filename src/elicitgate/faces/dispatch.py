@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -335,17 +335,17 @@ async def _serve_modern(
     await dispatcher.run(on_request, on_notify)
 
 
-def fitting_envelope(params: Mapping[str, Any] | None) -> tuple[str, Any, Any] | None:
+def fitting_envelope(params: Any) -> tuple[str, Any, Any] | None:
     """The envelope of a request the SDK's ladder (`classify_inbound_request`, no headers: stdio) lets through, read
     with dict reads: `_meta` an object holding a served protocol version and the client's capabilities; its
     protocol version, client info (None when absent) and capabilities. None for anything else, which the ladder
     then judges and refuses in its own words."""
-    if params is None or type(params) is not dict:
+    fields: JsonObject = params  # typed before it is checked: no `cast` (a Python call each)
+    if type(fields) is not dict:
         return None
-    found: object = cast(JsonObject, params).get("_meta")
-    if type(found) is not dict:
+    meta: JsonObject = fields.get("_meta")  # typed before it is checked, as `fields`
+    if type(meta) is not dict:
         return None
-    meta = cast(JsonObject, found)
     version: Any = meta.get(PROTOCOL_VERSION_META_KEY)
     if type(version) is not str or version not in MODERN_PROTOCOL_VERSIONS or CLIENT_CAPABILITIES_META_KEY not in meta:
         return None

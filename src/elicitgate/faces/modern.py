@@ -50,6 +50,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.transport_context import TransportContext
 
 from elicitgate.bridging.sealing import RequestsOnly
+from elicitgate.capabilities import Declared, capabilities_dict, elicitation_modes
 from elicitgate.faces.observe import RequestObserver
 from elicitgate.json_memo import JsonMemo
 from elicitgate.json_shapes import JsonObject, is_mapping
@@ -95,7 +96,10 @@ class ModernMethod:
 class EnvelopeConnection(Connection):
     """The `Connection` of one 2026-07-28 request, from its envelope: born ready, capabilities modelled, the
     `clientInfo` modelled only when something reads `client_params` (`Connection.from_envelope` models both,
-    and an `InitializeRequestParams` besides, for every request)."""
+    and an `InitializeRequestParams` besides, for every request).
+
+    `declared`: the capabilities as the envelope gave them, read (`Declared`), for the request's call to take
+    without reading them again (`faces.peer.DownstreamCall`)."""
 
     def __init__(self, outbound: Outbound, protocol_version: str, client_info: Any, capabilities: Any) -> None:
         # Not the base's __init__: its event, exit stack and scratch dict are made at their first use
@@ -106,7 +110,8 @@ class EnvelopeConnection(Connection):
         self.session_id = None
         self._client_info = client_info
         self._client_params = None
-        self.client_capabilities = _capabilities(capabilities)
+        declared = self.declared = _UNDECLARED if capabilities is None else _CAPABILITIES(capabilities)
+        self.client_capabilities = declared[0]
 
     def __getattr__(self, name: str) -> Any:
         """The base's per-connection state, made when first read: `initialized` (born set), `exit_stack`, `state`."""
@@ -223,8 +228,11 @@ class ModernMethods:
                 raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method) from None
             except ValidationError:
                 raise MCPError(code=INVALID_PARAMS, message=_INVALID_PARAMS, data="") from None
-        meta = params.get("_meta") if params is not None else None
-        request_meta = cast(RequestParamsMeta, meta) if is_mapping(meta) else None
+        meta: Any = params.get("_meta") if params is not None else None
+        # A dict or None told without a call (`is_mapping`'s, and a `cast`'s): most requests' `_meta` is either.
+        request_meta: RequestParamsMeta | None = (
+            meta if type(meta) is dict or (meta is not None and is_mapping(meta)) else None
+        )
         ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
             session=ServerSession(context, connection, request_meta=request_meta),
             lifespan_context=lifespan_state,
@@ -262,12 +270,14 @@ class ModernMethods:
             with request_context(request_id=ctx.request_id, method=ctx.method, client=None):
                 bound = boundary.open(ctx)
                 result = self._shaped(ctx.method, ctx.protocol_version, await entry.handler(ctx), sieve=False)
-                if result.get("resultType") != "input_required":  # `close`'s own test, on the dict it always is here
+                # `close`'s own test, on the dict it always is here (`_shaped` sets its `resultType`)
+                if result["resultType"] != "input_required":
                     return result
                 return boundary.close_round(ctx, result, bound)
         finally:
             observer.timer(ctx.method).observe(time.perf_counter() - start)
-            await _closed(connection)
+            if "exit_stack" in connection.__dict__:  # `_closed`'s own test, without its coroutine
+                await _closed(connection)
 
     async def _inner(self, ctx: ServerRequestContext[Any, Any]) -> JsonObject:
         entry = self._methods[ctx.method]
@@ -276,7 +286,8 @@ class ModernMethods:
     def _shaped(self, method: str, version: str, result: JsonObject, *, sieve: bool) -> JsonObject:
         """The kernel's outbound pass (`ServerRunner._serialize`): cache hints the result left unset (not on an
         `input_required` one), the sieve for the gateway's own results, `resultType`, the `serverInfo` stamp."""
-        asking = result.get("resultType") == "input_required"
+        kind = result.get("resultType")
+        asking = kind == "input_required"
         hint = self._server.cache_hints.get(method)
         if hint is not None and not asking:
             result = {"ttlMs": hint.ttl_ms, "cacheScope": hint.scope, **result}
@@ -288,7 +299,8 @@ class ModernMethods:
                 result = sieved if sieved is not None else spec_methods.serialize_server_result(method, version, result)
             except ValidationError:
                 raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
-        if result.get("resultType") is None:
+            kind = result.get("resultType")
+        if kind is None:
             result["resultType"] = "complete"
         meta = result.get("_meta")
         if meta is None:
@@ -332,9 +344,16 @@ def _reads_fit(reads: tuple[ParamRule, ...], params: Mapping[str, Any] | None) -
     return True
 
 
-_CAPABILITIES = JsonMemo(lambda raw: _typed(ClientCapabilities, raw), max_key=2048)
-"""Modelled capabilities by their JSON: a client declares the same ones with every request, and nothing changes a
-model once made (each is ~1.3 KB, held as long as a parked call's peer holds its latest request's connection)."""
+def _declaration(raw: Any) -> Declared:
+    model = _typed(ClientCapabilities, raw)
+    return model, capabilities_dict(model), elicitation_modes(model)
+
+
+_CAPABILITIES = JsonMemo(_declaration, max_key=2048)
+"""Modelled capabilities by their JSON, with their dump and elicitation modes: a client declares the same ones with
+every request, and nothing changes a model once made (each is ~1.3 KB, held as long as a parked call's peer holds
+its latest request's connection)."""
+_UNDECLARED: Declared = (None, {}, frozenset())
 
 
 _ROUND_KEYS = frozenset({"resultType", "inputRequests", "requestState"})
@@ -359,13 +378,16 @@ def _round_sieved(method: str, version: str, result: JsonObject) -> JsonObject |
     """`serialize_server_result` of a round of the gateway's (`bridging.rounds`: `inputRequests` and a string
     `requestState`, nothing else), from the memo; None for any other `input_required` result (sieved in full)."""
     state = result.get("requestState")
-    if not isinstance(state, str) or not _ROUND_KEYS.issuperset(result) or not is_mapping(result.get("inputRequests")):
+    requests = result.get("inputRequests")
+    if not isinstance(state, str) or not _ROUND_KEYS.issuperset(result):
         return None
-    sieved, requests = _ROUNDS_SIEVED([method, version, result["inputRequests"]])
+    if type(requests) is not dict and not is_mapping(requests):  # a dict told without a call
+        return None
+    sieved, written = _ROUNDS_SIEVED([method, version, requests])
     if sieved.get("requestState") != _STATE_STANDIN:
         return None
     return {
-        key: state if key == "requestState" else orjson.loads(requests) if key == "inputRequests" else value
+        key: state if key == "requestState" else orjson.loads(written) if key == "inputRequests" else value
         for key, value in sieved.items()
     }
 
@@ -397,10 +419,6 @@ def _client_params(
             _PARAMS.clear()
         _PARAMS[key] = params
     return params
-
-
-def _capabilities(raw: Any) -> ClientCapabilities | None:
-    return None if raw is None else _CAPABILITIES(raw)
 
 
 def _typed(model: type[_M], raw: Any) -> _M | None:

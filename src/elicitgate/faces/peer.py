@@ -12,12 +12,13 @@ import anyio
 from mcp_types import CONNECTION_CLOSED, RequestId
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
-from elicitgate.capabilities import capabilities_dict, elicitation_modes
+from elicitgate.capabilities import Declared, capabilities_dict, elicitation_modes
 from elicitgate.contracts import DownstreamPeer, Era, Question
 from elicitgate.elicitation.url_routes import SessionTarget
 from elicitgate.json_shapes import JsonObject
@@ -82,7 +83,17 @@ class DownstreamCall:
 
     asks_in_rounds = False
 
-    def __init__(self, *, peer: DownstreamPeer, ctx: ServerRequestContext[Any, Any], method: str) -> None:
+    def __init__(
+        self,
+        *,
+        peer: DownstreamPeer,
+        ctx: ServerRequestContext[Any, Any],
+        method: str,
+        connection: Connection | None = None,
+        declared: Declared | None = None,
+    ) -> None:
+        """`connection`: the request's (`connection_of(ctx)`), where the caller has it already; `declared`: its
+        capabilities read already (a 2026-07-28 request's envelope, `faces.modern.EnvelopeConnection.declared`)."""
         self.peer = peer
         self.method = method
         self.request_id: RequestId | None = ctx.request_id
@@ -90,13 +101,19 @@ class DownstreamCall:
         self.tool = _tool_of(method, ctx.params)
         """The tool or prompt the client called (its namespaced name), for the audit trail."""
         self._outbound: Any = request_outbound(ctx)
-        self._connection = connection_of(ctx)
-        self._modes_of: object = _UNREAD
+        if connection is None:
+            connection = connection_of(ctx)
+        self._connection = connection
+        if declared is not None:
+            self._modes_of = self._raw_of = declared[0]
+            self._raw, self._modes = declared[1], declared[2]
+            return
+        self._modes_of = _UNREAD
         """The capabilities model `_modes` was read from: read again once the connection holds another."""
         self._modes = _NO_MODES
-        self._raw_of: object = _UNREAD
+        self._raw_of = _UNREAD
         """The capabilities model `_raw` was dumped from, as `_modes_of`."""
-        self._raw: JsonObject = _NO_RAW
+        self._raw = _NO_RAW
 
     @property
     def era(self) -> Era:

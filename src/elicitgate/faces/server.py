@@ -32,7 +32,7 @@ from elicitgate.contracts import DownstreamPeer
 from elicitgate.elicitation.headless import HEADER_MARKED
 from elicitgate.faces.dispatch import DirectHandler
 from elicitgate.faces.known_shapes import sieved_tool_result
-from elicitgate.faces.modern import RELAYED_PARAMS, ModernHandler, ModernMethods
+from elicitgate.faces.modern import RELAYED_PARAMS, EnvelopeConnection, ModernHandler, ModernMethods
 from elicitgate.faces.observe import RequestObserver
 from elicitgate.faces.peer import DownstreamCall, peer_for
 from elicitgate.faces.task_extension import TaskExtension, listens_for_tasks
@@ -306,10 +306,12 @@ async def _serve_modern(gateway: Gateway, ctx: ServerRequestContext[Any, Any], m
     asking = method in spec_methods.INPUT_REQUIRED_METHODS
     state = params.get("requestState") if asking else None
     resumed = gateway.rounds.parked_for(state) if state is not None else None
-    peer = gateway.peers.modern_peer(authenticated_principal_of(ctx), connection_of(ctx), resuming=resumed)
+    connection = connection_of(ctx)
+    peer = gateway.peers.modern_peer(authenticated_principal_of(ctx), connection, resuming=resumed)
     if HEADER_MARKED.get():
         peer.headless = True
-    call = DownstreamCall(peer=peer, ctx=ctx, method=method)
+    declared = connection.declared if type(connection) is EnvelopeConnection else None
+    call = DownstreamCall(peer=peer, ctx=ctx, method=method, connection=connection, declared=declared)
     if not asking:
         peer.calls.add(call)
         try:

@@ -419,7 +419,30 @@ def _routing_headers(raw: Iterable[tuple[bytes, bytes]]) -> tuple[dict[str, str]
     """One pass over the request's raw header lines: the routing headers the classification ladder reads (by
     lowercase name, as `classify_inbound_request` takes them), the first routing header given twice (the SDK's
     `find_duplicated_routing_header`), and whether any `Mcp-Param-*` header came. Only those few values are
-    decoded (a folded `Headers` mapping decoded every line, and looked each name up with a scan of them all)."""
+    decoded (a folded `Headers` mapping decoded every line, and looked each name up with a scan of them all).
+    Names already lowercase (an ASGI server's, the face's own) are read without a call per line."""
+    lines = raw if isinstance(raw, list) else list(raw)
+    names = b"\n".join([name for name, _ in lines])
+    if names != names.lower():
+        return _routing_headers_lowered(lines)
+    routing: dict[str, str] = {}
+    duplicated: str | None = None
+    param_headers = False
+    prefix, size = _PARAM_PREFIX_BYTES, len(_PARAM_PREFIX_BYTES)
+    for name, value in lines:
+        if name in _ROUTING_HEADERS:
+            key = _ROUTING_HEADERS[name]
+            if key in routing:
+                duplicated = duplicated or key
+            else:
+                routing[key] = value.decode("latin-1")
+        elif name[:size] == prefix:
+            param_headers = True
+    return routing, duplicated, param_headers
+
+
+def _routing_headers_lowered(raw: Iterable[tuple[bytes, bytes]]) -> tuple[dict[str, str], str | None, bool]:
+    """`_routing_headers` of lines whose names are not all lowercase: each name lowered."""
     routing: dict[str, str] = {}
     duplicated: str | None = None
     param_headers = False

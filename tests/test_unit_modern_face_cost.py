@@ -1,0 +1,148 @@
+"""What a 2026-07-28 client's request no longer costs the face (issue #34: the `request`, `retry` and `result`
+stretches of `bench.modern_path`, and the HTTP face's part of `bench.http_callers --row 2026-07-28`), with the same
+results: the envelope and the request's `_meta` read without `typing.cast` or `is_mapping`'s call; the client's
+declared capabilities read once per distinct declaration, with the envelope (`EnvelopeConnection.declared`), not
+again by each call made of the request; a relayed call ends without a coroutine to close an exit stack it never made;
+a result's `resultType` read once; a POST's header lines read without a call per line when their names are lowercase
+(as ASGI servers give them)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from mcp_types import ClientCapabilities, InitializeRequestParams
+from mcp_types.version import LATEST_MODERN_VERSION
+
+from mcp.server.lowlevel.server import Server
+from mcp.shared.inbound import find_duplicated_routing_header
+
+from elicitgate import sdk
+from elicitgate.capabilities import capabilities_dict, elicitation_modes
+from elicitgate.contracts import DownstreamPeer
+from elicitgate.faces.dispatch import fitting_envelope
+from elicitgate.faces.modern import EnvelopeConnection, ModernMethods
+from elicitgate.faces.peer import DownstreamCall
+from elicitgate.faces.stateless import _routing_headers  # pyright: ignore[reportPrivateUsage]
+from tests.profiled import calls_of, python_calls
+from tests.test_unit_modern_path import CAPABILITIES, INFO, META, VERSION, serve, table
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def test_an_envelope_is_read_without_a_call() -> None:
+    fitting, called = calls_of(lambda: fitting_envelope({"name": "t", "_meta": META}))
+    assert fitting == (VERSION, INFO, CAPABILITIES)
+    assert called == ["fitting_envelope"]  # and no `cast`
+    assert calls_of(lambda: fitting_envelope({"name": "t", "_meta": [META]}))[1] == ["fitting_envelope"]
+
+
+async def test_a_relayed_call_runs_no_cast_nor_a_coroutine_to_close_what_it_never_opened() -> None:
+    modern, _ = table()
+    params = {"name": "s__confirm", "arguments": {"q": "go?"}, "_meta": META}
+    await serve(modern, params)  # what is made once (the sieved round, the server's stamp) made
+    with python_calls() as called:
+        first = await serve(modern, params)
+    assert first["resultType"] == "input_required"
+    assert "cast" not in called and "_closed" not in called and "is_mapping" not in called
+    retry = {**params, "requestState": first["requestState"], "inputResponses": {"q1": {"action": "accept"}}}
+    with python_calls() as called:
+        done = await serve(modern, retry)
+    assert done["resultType"] == "complete" and done["content"] == [{"type": "text", "text": "done"}]
+    assert "cast" not in called and "_closed" not in called
+
+
+async def test_a_connection_whose_exit_stack_was_opened_still_has_it_closed() -> None:
+    modern, _ = table()
+    closed: list[str] = []
+    connection = EnvelopeConnection(sdk.no_channel(), VERSION, INFO, CAPABILITIES)
+    connection.exit_stack.callback(closed.append, "closed")
+    params = {"name": "s__confirm", "arguments": {"q": "go?"}, "_meta": META}
+    await modern.serve(SimpleNamespace(request_id=1), "tools/call", params, connection, None)  # type: ignore[arg-type]
+    assert closed == ["closed"]
+
+
+def test_a_results_type_is_read_once_as_it_is_shaped() -> None:
+    modern = ModernMethods(Server("gw", version="1"))
+    modern._shaped("tools/call", VERSION, {}, sieve=False)  # pyright: ignore[reportPrivateUsage]  # the stamp made
+    shaped, called = calls_of(
+        lambda: modern._shaped("tools/call", VERSION, {"content": []}, sieve=False),  # pyright: ignore[reportPrivateUsage]
+        c_calls=True,
+    )
+    assert shaped["resultType"] == "complete" and shaped["content"] == []
+    assert shaped["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "gw"
+    assert called.count("get") == 3  # the method's cache hint, the result's `resultType`, its `_meta`
+
+
+def _call(connection: EnvelopeConnection, declared: Any) -> DownstreamCall:
+    session = SimpleNamespace(_request_outbound=None, _connection=connection)
+    ctx: Any = SimpleNamespace(request_id=1, protocol_version=VERSION, params={"name": "t"}, session=session)
+    return DownstreamCall(peer=DownstreamPeer(id="c1", connection=connection), ctx=ctx, method="tools/call", connection=connection,
+                          declared=declared)
+
+
+def test_a_calls_capabilities_are_read_with_its_envelope_once_per_declaration() -> None:
+    declared = {"elicitation": {"url": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+    connection = EnvelopeConnection(sdk.no_channel(), VERSION, INFO, declared)
+    model = connection.client_capabilities
+    assert model is not None
+    assert connection.declared == (model, capabilities_dict(model), elicitation_modes(model))
+    again = EnvelopeConnection(sdk.no_channel(), VERSION, INFO, dict(declared))
+    assert again.declared is connection.declared  # one reading per distinct declaration
+    call = _call(connection, connection.declared)
+    (raw, modes), called = calls_of(lambda: (call.raw_capabilities(), call.modes))
+    assert raw == declared and modes == frozenset({"url"})
+    assert called == ["raw_capabilities", "modes"]  # neither dumped nor read again
+    # The connection holding another model: read from it, as before.
+    connection.client_params = InitializeRequestParams.model_construct(
+        protocol_version=VERSION, capabilities=ClientCapabilities.model_validate({"elicitation": {}}),
+        client_info=None,
+    )
+    assert call.raw_capabilities() == {"elicitation": {}} and call.modes == frozenset({"form"})
+
+
+def test_an_envelope_without_capabilities_declares_nothing() -> None:
+    connection = EnvelopeConnection(sdk.no_channel(), LATEST_MODERN_VERSION, None, None)
+    assert connection.client_capabilities is None
+    call = _call(connection, connection.declared)
+    assert call.raw_capabilities() == {} and call.modes == frozenset()
+    misshaped = EnvelopeConnection(sdk.no_channel(), LATEST_MODERN_VERSION, None, {"elicitation": 3})
+    assert misshaped.client_capabilities is None and misshaped.declared[1:] == ({}, frozenset())
+
+
+def _lines(*pairs: tuple[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in pairs]
+
+
+HEADERS = (("host", "x"), ("content-type", "application/json"), ("accept", "application/json, text/event-stream"),
+           ("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "s__echo"),
+           ("content-length", "99"), ("mcp-param-region", "eu"), ("user-agent", "t"), ("mcp-method", "again"))
+
+
+def test_lowercase_header_lines_are_read_without_a_call_per_line() -> None:
+    raw = _lines(*HEADERS)
+    (routing, duplicated, params), called = calls_of(lambda: _routing_headers(raw), c_calls=True)
+    assert routing == {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "s__echo"}
+    assert duplicated == "mcp-method" and params is True
+    assert called.count("lower") == 1 and "startswith" not in called and "get" not in called
+    assert called.count("decode") == 3  # the routing values alone
+
+
+def test_header_lines_in_any_case_are_read_as_the_sdk_reads_them() -> None:
+    for pairs in (HEADERS, tuple((name.title(), value) for name, value in HEADERS),
+                  (("Mcp-Method", "a"), ("mcp-method", "b"), ("MCP-PARAM-X", "1")), ()):
+        raw = _lines(*pairs)
+        routing, duplicated, params = _routing_headers(iter(raw))
+        decoded = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw]
+        assert duplicated == find_duplicated_routing_header(decoded)
+        firsts: dict[str, str] = {}
+        for name, value in decoded:
+            firsts.setdefault(name.lower(), value)
+        assert routing == {k: v for k, v in firsts.items() if k in ("mcp-protocol-version", "mcp-method", "mcp-name")}
+        assert params == any(name.lower().startswith("mcp-param-") for name, _ in decoded)
