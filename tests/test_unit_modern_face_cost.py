@@ -83,8 +83,13 @@ def test_a_results_type_is_read_once_as_it_is_shaped() -> None:
 def _call(connection: EnvelopeConnection, declared: Any) -> DownstreamCall:
     session = SimpleNamespace(_request_outbound=None, _connection=connection)
     ctx: Any = SimpleNamespace(request_id=1, protocol_version=VERSION, params={"name": "t"}, session=session)
-    return DownstreamCall(peer=DownstreamPeer(id="c1", connection=connection), ctx=ctx, method="tools/call", connection=connection,
-                          declared=declared)
+    return DownstreamCall(
+        peer=DownstreamPeer(id="c1", connection=connection),
+        ctx=ctx,
+        method="tools/call",
+        connection=connection,
+        declared=declared,
+    )
 
 
 def test_a_calls_capabilities_are_read_with_its_envelope_once_per_declaration() -> None:
@@ -101,7 +106,8 @@ def test_a_calls_capabilities_are_read_with_its_envelope_once_per_declaration() 
     assert called == ["raw_capabilities", "modes"]  # neither dumped nor read again
     # The connection holding another model: read from it, as before.
     connection.client_params = InitializeRequestParams.model_construct(
-        protocol_version=VERSION, capabilities=ClientCapabilities.model_validate({"elicitation": {}}),
+        protocol_version=VERSION,
+        capabilities=ClientCapabilities.model_validate({"elicitation": {}}),
         client_info=None,
     )
     assert call.raw_capabilities() == {"elicitation": {}} and call.modes == frozenset({"form"})
@@ -120,9 +126,18 @@ def _lines(*pairs: tuple[str, str]) -> list[tuple[bytes, bytes]]:
     return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in pairs]
 
 
-HEADERS = (("host", "x"), ("content-type", "application/json"), ("accept", "application/json, text/event-stream"),
-           ("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "s__echo"),
-           ("content-length", "99"), ("mcp-param-region", "eu"), ("user-agent", "t"), ("mcp-method", "again"))
+HEADERS = (
+    ("host", "x"),
+    ("content-type", "application/json"),
+    ("accept", "application/json, text/event-stream"),
+    ("mcp-protocol-version", "2026-07-28"),
+    ("mcp-method", "tools/call"),
+    ("mcp-name", "s__echo"),
+    ("content-length", "99"),
+    ("mcp-param-region", "eu"),
+    ("user-agent", "t"),
+    ("mcp-method", "again"),
+)
 
 
 def test_lowercase_header_lines_are_read_without_a_call_per_line() -> None:
@@ -135,8 +150,12 @@ def test_lowercase_header_lines_are_read_without_a_call_per_line() -> None:
 
 
 def test_header_lines_in_any_case_are_read_as_the_sdk_reads_them() -> None:
-    for pairs in (HEADERS, tuple((name.title(), value) for name, value in HEADERS),
-                  (("Mcp-Method", "a"), ("mcp-method", "b"), ("MCP-PARAM-X", "1")), ()):
+    for pairs in (
+        HEADERS,
+        tuple((name.title(), value) for name, value in HEADERS),
+        (("Mcp-Method", "a"), ("mcp-method", "b"), ("MCP-PARAM-X", "1")),
+        (),
+    ):
         raw = _lines(*pairs)
         routing, duplicated, params = _routing_headers(iter(raw))
         decoded = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw]

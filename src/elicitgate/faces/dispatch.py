@@ -343,7 +343,8 @@ def fitting_envelope(params: Any) -> tuple[str, Any, Any] | None:
     fields: JsonObject = params  # typed before it is checked: no `cast` (a Python call each)
     if type(fields) is not dict:
         return None
-    meta: JsonObject = fields.get("_meta")  # typed before it is checked, as `fields`
+    found: Any = fields.get("_meta")
+    meta: JsonObject = found  # typed before it is checked, as `fields`
     if type(meta) is not dict:
         return None
     version: Any = meta.get(PROTOCOL_VERSION_META_KEY)

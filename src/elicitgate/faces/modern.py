@@ -229,10 +229,10 @@ class ModernMethods:
             except ValidationError:
                 raise MCPError(code=INVALID_PARAMS, message=_INVALID_PARAMS, data="") from None
         meta: Any = params.get("_meta") if params is not None else None
-        # A dict or None told without a call (`is_mapping`'s, and a `cast`'s): most requests' `_meta` is either.
-        request_meta: RequestParamsMeta | None = (
-            meta if type(meta) is dict or (meta is not None and is_mapping(meta)) else None
-        )
+        request_meta: RequestParamsMeta | None = meta  # typed before it is checked: no `cast` (a Python call)
+        # A dict or None told without `is_mapping`'s call: most requests' `_meta` is either.
+        if type(meta) is not dict and meta is not None and not is_mapping(meta):
+            request_meta = None
         ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
             session=ServerSession(context, connection, request_meta=request_meta),
             lifespan_context=lifespan_state,
