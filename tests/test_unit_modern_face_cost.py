@@ -22,8 +22,8 @@ from elicitgate import sdk
 from elicitgate.capabilities import capabilities_dict, elicitation_modes
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.faces.dispatch import fitting_envelope
-from elicitgate.faces.modern import EnvelopeConnection, ModernMethods
-from elicitgate.faces.peer import DownstreamCall
+from elicitgate.faces.modern import RELAYED_PARAMS, EnvelopeConnection, ModernMethods, _reads_fit  # pyright: ignore[reportPrivateUsage]
+from elicitgate.faces.peer import DownstreamCall, _tool_of  # pyright: ignore[reportPrivateUsage]
 from elicitgate.faces.stateless import _routing_headers  # pyright: ignore[reportPrivateUsage]
 from tests.profiled import calls_of, python_calls
 from tests.test_unit_modern_path import CAPABILITIES, INFO, META, VERSION, serve, table
@@ -165,3 +165,25 @@ def test_header_lines_in_any_case_are_read_as_the_sdk_reads_them() -> None:
             firsts.setdefault(name.lower(), value)
         assert routing == {k: v for k, v in firsts.items() if k in ("mcp-protocol-version", "mcp-method", "mcp-name")}
         assert params == any(name.lower().startswith("mcp-param-") for name, _ in decoded)
+
+
+def test_a_relayed_calls_params_are_checked_without_a_call() -> None:
+    reads = RELAYED_PARAMS["tools/call"]
+    params = {"name": "s__echo", "arguments": {"text": "a"}, "_meta": META}
+    fits, called = calls_of(lambda: _reads_fit(reads, params), c_calls=True)
+    assert fits is True and called == ["_reads_fit"]
+    refused: list[Any] = [
+        {"arguments": {}},
+        {"name": 3},
+        {"name": "t", "arguments": []},
+        {"name": "t", "requestState": 1},
+    ]
+    assert [_reads_fit(reads, p) for p in refused] == [False] * 4
+    assert _reads_fit(reads, {"name": "t", "arguments": None, "requestState": None}) and not _reads_fit(reads, None)
+
+
+def test_a_calls_tool_is_named_without_a_call() -> None:
+    named, called = calls_of(lambda: _tool_of("tools/call", {"name": "s__echo"}), c_calls=True)
+    assert named == "s__echo" and called == ["_tool_of"]
+    assert _tool_of("tools/call", {"name": 3}) is None and _tool_of("tools/list", {"name": "x"}) is None
+    assert _tool_of("prompts/get", {"name": "p"}) == "p" and _tool_of("tools/call", None) is None

@@ -334,12 +334,12 @@ def _around(layer: Middleware, call_next: CallNext) -> CallNext:
 def _reads_fit(reads: tuple[ParamRule, ...], params: Mapping[str, Any] | None) -> bool:
     if params is None:
         return not any(required for _, _, required in reads)
-    for key, kind, required in reads:
-        value = params.get(key)
+    for key, kind, required in reads:  # read and typed without a call: a relayed call's params have a few keys
+        value = params[key] if key in params else None
         if value is None:
             if required:
                 return False
-        elif not isinstance(value, kind):
+        elif type(value) is not kind and not isinstance(value, kind):
             return False
     return True
 

@@ -213,9 +213,13 @@ class DownstreamCall:
 
 
 def _tool_of(method: str, params: Mapping[str, Any] | None) -> str | None:
-    """The name a tools/call or prompts/get names (None for other methods, or a name that is no string)."""
-    name = params.get("name") if params is not None and method in ("tools/call", "prompts/get") else None
-    return name if isinstance(name, str) else None
+    """The name a tools/call or prompts/get names (None for other methods, or a name that is no string). Read and
+    typed without a call: a call is made of every request."""
+    name = params["name"] if params is not None and method in _NAMING and "name" in params else None
+    return name if type(name) is str or isinstance(name, str) else None
+
+
+_NAMING = frozenset({"tools/call", "prompts/get"})
 
 
 def peer_for(ctx: ServerRequestContext[Any, Any], on_new: Callable[[DownstreamPeer], object]) -> DownstreamPeer:

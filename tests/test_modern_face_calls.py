@@ -1,0 +1,73 @@
+"""What a 2026-07-28 client's call through the stdio face no longer calls (issue #34), on a real gateway with the demo
+server over stdio behind it as a 2026-07-28 upstream and the face on memory wires: the routed handler is the call's own
+coroutine (no frame around it), and the client's capabilities are read with the envelope (not dumped nor read again
+for the call); answers as before, a round of questions and its retry included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from elicitgate.config import build_config
+from elicitgate.faces.dispatch import serve_connection
+from elicitgate.faces.server import build_server
+from elicitgate.gateway import Gateway
+from tests.conftest import stdio_server
+from tests.profiled import python_calls
+from tests.test_stdio_path_calls import _next  # pyright: ignore[reportPrivateUsage]
+from tests.test_unit_frameless_requests import at_once_wires
+
+pytestmark = pytest.mark.anyio
+
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+}
+NOT_CALLED = ("handle", "_capabilities", "capabilities_dict", "elicitation_modes")
+"""(`cast` and `_closed` are left out: the test's own `anyio.fail_after` calls the one, the broker has a `_closed` of
+its own; tests/test_unit_modern_face_cost.py pins the face's.)"""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_a_modern_call_and_its_round_skip_the_calls_they_do_not_need(tmp_path: Path) -> None:
+    config = {
+        "mcpServers": {"demo": stdio_server("elicitgate.demo.server", era="modern")},
+        "audit": {"url": f"sqlite:///{tmp_path / 'audit.db'}"},
+    }
+    gateway = Gateway(build_config(config, "test config"))
+    face, client = at_once_wires()
+    async with gateway.running(), anyio.create_task_group() as tg:
+        server = build_server(gateway, face="stdio")
+        tg.start_soon(
+            serve_connection, server, face, server.create_initialization_options(), server.routes, server.modern
+        )
+        echo = {"name": "demo__echo", "arguments": {"text": "a"}, "_meta": META}
+        await client.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": echo})
+        first = await _next(client, lambda m: m.get("id") == 1)
+        with python_calls() as called:
+            await client.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": echo})
+            again = await _next(client, lambda m: m.get("id") == 2)
+        assert again["result"] == first["result"] and again["result"]["resultType"] == "complete"
+        assert "forward" in called and "_serve_modern" in called and "fitting_envelope" in called
+        assert not set(NOT_CALLED) & set(called), set(NOT_CALLED) & set(called)
+        confirm = {"name": "demo__confirm", "arguments": {"question": "Proceed?"}, "_meta": META}
+        with python_calls() as called:
+            await client.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": confirm})
+            asked = (await _next(client, lambda m: m.get("id") == 3))["result"]
+            assert asked["resultType"] == "input_required"
+            ((key, question),) = asked["inputRequests"].items()
+            assert question["method"] == "elicitation/create"
+            retry = {**confirm, "requestState": asked["requestState"], "inputResponses": {key: {"action": "decline"}}}
+            await client.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": retry})
+            done = (await _next(client, lambda m: m.get("id") == 4))["result"]
+        assert done["resultType"] == "complete" and "content" in done
+        assert not set(NOT_CALLED) & set(called), set(NOT_CALLED) & set(called)
+        client.close()
+        tg.cancel_scope.cancel()
