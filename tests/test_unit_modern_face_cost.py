@@ -1,10 +1,10 @@
 """What a 2026-07-28 client's request no longer costs the face (issue #34: the `request`, `retry` and `result`
-stretches of `bench.modern_path`, and the HTTP face's part of `bench.http_callers --row 2026-07-28`), with the same
+stretches of `bench.modern_path`, and `faces/modern.py`'s part of `bench.http_callers --row 2026-07-28`), with the same
 results: the envelope and the request's `_meta` read without `typing.cast` or `is_mapping`'s call; the client's
 declared capabilities read once per distinct declaration, with the envelope (`EnvelopeConnection.declared`), not
-again by each call made of the request; a relayed call ends without a coroutine to close an exit stack it never made;
-a result's `resultType` read once; a POST's header lines read without a call per line when their names are lowercase
-(as ASGI servers give them)."""
+again by each call made of the request; a relayed call's params checked and its tool named without a call; a relayed
+call ends without a coroutine to close an exit stack it never made; a result's `resultType` read once. (A POST's own:
+tests/test_unit_stateless_post_cost.py.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from mcp_types import ClientCapabilities, InitializeRequestParams
 from mcp_types.version import LATEST_MODERN_VERSION
 
 from mcp.server.lowlevel.server import Server
-from mcp.shared.inbound import find_duplicated_routing_header
 
 from elicitgate import sdk
 from elicitgate.capabilities import capabilities_dict, elicitation_modes
@@ -24,7 +23,6 @@ from elicitgate.contracts import DownstreamPeer
 from elicitgate.faces.dispatch import fitting_envelope
 from elicitgate.faces.modern import RELAYED_PARAMS, EnvelopeConnection, ModernMethods, _reads_fit  # pyright: ignore[reportPrivateUsage]
 from elicitgate.faces.peer import DownstreamCall, _tool_of  # pyright: ignore[reportPrivateUsage]
-from elicitgate.faces.stateless import _routing_headers  # pyright: ignore[reportPrivateUsage]
 from tests.profiled import calls_of, python_calls
 from tests.test_unit_modern_path import CAPABILITIES, INFO, META, VERSION, serve, table
 
@@ -120,51 +118,6 @@ def test_an_envelope_without_capabilities_declares_nothing() -> None:
     assert call.raw_capabilities() == {} and call.modes == frozenset()
     misshaped = EnvelopeConnection(sdk.no_channel(), LATEST_MODERN_VERSION, None, {"elicitation": 3})
     assert misshaped.client_capabilities is None and misshaped.declared[1:] == ({}, frozenset())
-
-
-def _lines(*pairs: tuple[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in pairs]
-
-
-HEADERS = (
-    ("host", "x"),
-    ("content-type", "application/json"),
-    ("accept", "application/json, text/event-stream"),
-    ("mcp-protocol-version", "2026-07-28"),
-    ("mcp-method", "tools/call"),
-    ("mcp-name", "s__echo"),
-    ("content-length", "99"),
-    ("mcp-param-region", "eu"),
-    ("user-agent", "t"),
-    ("mcp-method", "again"),
-)
-
-
-def test_lowercase_header_lines_are_read_without_a_call_per_line() -> None:
-    raw = _lines(*HEADERS)
-    (routing, duplicated, params), called = calls_of(lambda: _routing_headers(raw), c_calls=True)
-    assert routing == {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "s__echo"}
-    assert duplicated == "mcp-method" and params is True
-    assert called.count("lower") == 1 and "startswith" not in called and "get" not in called
-    assert called.count("decode") == 3  # the routing values alone
-
-
-def test_header_lines_in_any_case_are_read_as_the_sdk_reads_them() -> None:
-    for pairs in (
-        HEADERS,
-        tuple((name.title(), value) for name, value in HEADERS),
-        (("Mcp-Method", "a"), ("mcp-method", "b"), ("MCP-PARAM-X", "1")),
-        (),
-    ):
-        raw = _lines(*pairs)
-        routing, duplicated, params = _routing_headers(iter(raw))
-        decoded = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw]
-        assert duplicated == find_duplicated_routing_header(decoded)
-        firsts: dict[str, str] = {}
-        for name, value in decoded:
-            firsts.setdefault(name.lower(), value)
-        assert routing == {k: v for k, v in firsts.items() if k in ("mcp-protocol-version", "mcp-method", "mcp-name")}
-        assert params == any(name.lower().startswith("mcp-param-") for name, _ in decoded)
 
 
 def test_a_relayed_calls_params_are_checked_without_a_call() -> None:

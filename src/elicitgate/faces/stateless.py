@@ -20,7 +20,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any, final
 
 import anyio
 from mcp_types import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ProgressToken, RequestId
@@ -37,8 +37,8 @@ from mcp.shared.inbound import (
     MCP_NAME_HEADER,
     MCP_PARAM_HEADER_PREFIX,
     MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
     InboundLadderRejection,
-    InboundModernRoute,
     classify_inbound_request,
     find_invalid_x_mcp_header,
     unsupported_protocol_version_rejection,
@@ -50,6 +50,7 @@ from mcp.shared.transport_context import TransportContext
 
 from elicitgate import sdk
 from elicitgate.errors import NonFiniteParams, NotFinite
+from elicitgate.faces.dispatch import fitting_envelope
 from elicitgate.faces.http_answers import (
     JSON_WINDOW,
     Cancellable,
@@ -74,6 +75,9 @@ NO_CHANNEL = sdk.no_channel()
 STATELESS_HTTP = TransportContext(kind="streamable-http", can_send_request=False)
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
 _NOT_ONE_MESSAGE = "Body must be a single JSON-RPC request or notification object"
+
+Envelope = tuple[str, Any, Any]
+"""A request's envelope the SDK's ladder let through: its protocol version, client info and capabilities (as sent)."""
 
 
 class StatelessContext:
@@ -156,20 +160,19 @@ class StatelessRequests:
         body = cycle.whole_body()
         if body is None:
             return fallback
-        vetted = self._vetted(cast(Scope, cycle.scope), headers, body)
-        if isinstance(vetted, _Reply):
+        # Typed as the ASGI names them without `cast`s (a Python call each): uvicorn's own types for the same.
+        scope: Scope = cycle.scope  # pyright: ignore[reportAssignmentType]
+        receive: Receive = cycle.receive  # pyright: ignore[reportAssignmentType]
+        vetted = self._vetted(scope, headers, body)
+        if type(vetted) is _Reply:
             return reply_in_step(cycle, vetted.status, vetted.message)
         request, route = vetted
         if route is None:
             return functools.partial(self._listen_app, body)
-        asyncio.get_running_loop().create_task(
-            self._answered(request, route, cycle.send, cast(Receive, cycle.receive), cycle)
-        )
+        asyncio.get_running_loop().create_task(self._answered(request, route, cycle.send, receive, cycle))
         return None
 
-    def _vetted(
-        self, scope: Scope, headers: Headers, body: bytes
-    ) -> _Reply | tuple[JsonObject, InboundModernRoute | None]:
+    def _vetted(self, scope: Scope, headers: Headers, body: bytes) -> _Reply | tuple[JsonObject, Envelope | None]:
         """The POST's request and its classified envelope (None for `subscriptions/listen`, the SDK's), or the reply
         it gets instead (a refusal, a notification's 202), as the SDK's handler checks them."""
         try:
@@ -183,8 +186,9 @@ class StatelessRequests:
                 return _refusal(None, PARSE_ERROR, "Parse error", reason=str(decoded)[:200])
         except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`TooDeep`)
             return _refusal(None, PARSE_ERROR, "Parse error", reason=str(exc)[:200])
-        if is_object(decoded) and "id" not in decoded:
-            return _notification(headers, decoded)
+        message: JsonObject = decoded  # typed before it is checked: a dict told without a call
+        if (type(message) is dict or is_object(decoded)) and "id" not in message:
+            return _notification(headers, message)
         request = _request_of(decoded)
         if request is None:
             return _refusal(None, INVALID_REQUEST, _NOT_ONE_MESSAGE)
@@ -194,25 +198,27 @@ class StatelessRequests:
         routing, duplicated, param_headers = _routing_headers(scope["headers"])
         if duplicated is not None:
             return _refusal(request_id, HEADER_MISMATCH, f"{duplicated} header appears more than once")
-        route = classify_inbound_request(request, headers=routing)
-        if isinstance(route, InboundLadderRejection):
-            return _refusal(request_id, route.code, route.message, data=route.data)
+        envelope = _fitting_route(request, routing)
+        if envelope is None:
+            route = classify_inbound_request(request, headers=routing)
+            if isinstance(route, InboundLadderRejection):
+                return _refusal(request_id, route.code, route.message, data=route.data)
+            envelope = (route.protocol_version, route.client_info, route.client_capabilities)
         rejection = self._param_headers_rejection(request, headers, param_headers)
         if rejection is not None:
             return _refusal(request_id, rejection.code, rejection.message, data=rejection.data)
-        return request, route
+        return request, envelope
 
     async def _answered(
-        self, request: JsonObject, route: InboundModernRoute, send: Send, receive: Receive, cycle: LeanCycle | None
+        self, request: JsonObject, envelope: Envelope, send: Send, receive: Receive, cycle: LeanCycle | None
     ) -> None:
         """The request served and answered: in its POST's task (`cycle` None), or as a task of its own on the face's
         server (`cycle`), which then answers its own failure as uvicorn's `run_asgi` answers an app's."""
-        request_id, method, params = request["id"], request["method"], request.get("params")
+        request_id, method = request["id"], request["method"]
+        params: JsonObject | None = request["params"] if "params" in request else None
         answer = _Answer(send, receive, self._json_wait, self._streaming)
-        context = StatelessContext(request_id, answer, progress_token_from_params(params))
-        connection = EnvelopeConnection(
-            NO_CHANNEL, route.protocol_version, route.client_info, route.client_capabilities
-        )
+        context = StatelessContext(request_id, answer, _progress_token(params))
+        connection = EnvelopeConnection(NO_CHANNEL, *envelope)
         try:
             try:
                 try:
@@ -230,10 +236,8 @@ class StatelessRequests:
                 answer.served()
             if answer.stream_task is None:
                 if message is not None and (answer.channel is None or not answer.channel.closed):
-                    error = message.get("error")
-                    code = error.get("code") if is_mapping(error) else None
                     # On the face's own server `send` is the cycle's: `reply` writes it in this step.
-                    await reply(send, ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200, message)
+                    await reply(send, _status_of(message), message)
             else:
                 if message is not None:
                     answer.put(message, last=True)
@@ -253,13 +257,18 @@ class StatelessRequests:
     ) -> InboundLadderRejection | None:
         """A `tools/call`'s `Mcp-Param-*` headers checked against the called tool's input schema (`param_headers`:
         the request has one)."""
-        params = request.get("params")
-        if request["method"] != "tools/call" or not is_mapping(params):
+        if request["method"] != "tools/call" or "params" not in request:
             return None
-        name, arguments = params.get("name"), params.get("arguments")
-        if not isinstance(name, str) or (arguments is not None and not is_mapping(arguments)):
+        params: JsonObject = request["params"]  # None or an object (`_request_of`): typed before it is checked
+        if type(params) is not dict and not is_mapping(params):
             return None
-        if not arguments and not param_headers:
+        name: Any = params["name"] if "name" in params else None
+        arguments: JsonObject | None = params["arguments"] if "arguments" in params else None  # typed, then checked
+        if type(name) is not str and not isinstance(name, str):
+            return None
+        if not arguments and not param_headers:  # the commonest case first: nothing to check
+            return None
+        if arguments is not None and type(arguments) is not dict and not is_mapping(arguments):
             return None
         lookup = self._server.get_tool_input_schema
         try:
@@ -413,6 +422,7 @@ class _Answer:
 _ROUTING_HEADERS = {name.encode("latin-1"): name for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER,
                                                                 MCP_NAME_HEADER)}
 _PARAM_PREFIX_BYTES = _PARAM_PREFIX.encode("latin-1")
+_PARAM_PREFIX_SIZE = len(_PARAM_PREFIX_BYTES)
 
 
 def _routing_headers(raw: Iterable[tuple[bytes, bytes]]) -> tuple[dict[str, str], str | None, bool]:
@@ -421,14 +431,14 @@ def _routing_headers(raw: Iterable[tuple[bytes, bytes]]) -> tuple[dict[str, str]
     `find_duplicated_routing_header`), and whether any `Mcp-Param-*` header came. Only those few values are
     decoded (a folded `Headers` mapping decoded every line, and looked each name up with a scan of them all).
     Names already lowercase (an ASGI server's, the face's own) are read without a call per line."""
-    lines = raw if isinstance(raw, list) else list(raw)
+    lines = list(raw)  # read twice
     names = b"\n".join([name for name, _ in lines])
     if names != names.lower():
         return _routing_headers_lowered(lines)
     routing: dict[str, str] = {}
     duplicated: str | None = None
     param_headers = False
-    prefix, size = _PARAM_PREFIX_BYTES, len(_PARAM_PREFIX_BYTES)
+    prefix, size = _PARAM_PREFIX_BYTES, _PARAM_PREFIX_SIZE
     for name, value in lines:
         if name in _ROUTING_HEADERS:
             key = _ROUTING_HEADERS[name]
@@ -483,13 +493,67 @@ class HeaderAnnotations:
 
 
 def _request_of(message: object) -> JsonObject | None:
-    """`message` if it is one JSON-RPC request (what the SDK's `JSONRPCRequest` model accepts)."""
-    if not is_object(message) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
+    """`message` if it is one JSON-RPC request (what the SDK's `JSONRPCRequest` model accepts). Read and typed without
+    a call where its fields are of their commonest types (a dict, a string method, an int or string id)."""
+    fields: JsonObject = message  # pyright: ignore[reportAssignmentType]  # typed before it is checked, no `cast`
+    if type(fields) is not dict and not is_object(fields):
         return None
-    params = message.get("params")
-    return message if is_request_id(message.get("id")) and (params is None or is_mapping(params)) else None
+    if "jsonrpc" not in fields or fields["jsonrpc"] != "2.0" or "method" not in fields:
+        return None
+    method: Any = fields["method"]
+    if type(method) is not str and not isinstance(method, str):
+        return None
+    params: Any = fields["params"] if "params" in fields else None
+    request_id: Any = fields["id"] if "id" in fields else None
+    if type(request_id) is not int and type(request_id) is not str and not is_request_id(request_id):
+        return None
+    return fields if params is None or type(params) is dict or is_mapping(params) else None
 
 
+def _fitting_route(request: JsonObject, routing: Mapping[str, str]) -> Envelope | None:
+    """The envelope of a request the SDK's ladder (`classify_inbound_request` with the routing headers) lets through
+    as it comes from the commonest clients, read with dict reads: a well-formed envelope (`fitting_envelope`), the
+    protocol version and method headers equal to the body's, and the name header, where the method names something,
+    equal to the body's name as sent (not encoded). None for anything else, which the ladder then judges."""
+    envelope = fitting_envelope(request["params"] if "params" in request else None)
+    if envelope is None:
+        return None
+    if MCP_PROTOCOL_VERSION_HEADER not in routing or routing[MCP_PROTOCOL_VERSION_HEADER] != envelope[0]:
+        return None
+    method = request["method"]
+    if MCP_METHOD_HEADER not in routing or routing[MCP_METHOD_HEADER] != method:
+        return None
+    if method in NAME_BEARING_METHODS:
+        params: JsonObject = request["params"]
+        key = NAME_BEARING_METHODS[method]
+        named: Any = params[key] if key in params else None
+        if named is not None:
+            header = routing[MCP_NAME_HEADER] if MCP_NAME_HEADER in routing else None
+            if header is None or header != named or header[:2] == "=?":  # an encoded value is the ladder's to decode
+                return None
+    return envelope
+
+
+def _progress_token(params: JsonObject | None) -> ProgressToken | None:
+    """`progress_token_from_params`, not called for a request whose `_meta` is an object without a progress token
+    (most requests)."""
+    if params is not None and "_meta" in params:
+        meta: Any = params["_meta"]
+        if type(meta) is not dict or "progressToken" in meta:
+            return progress_token_from_params(params)
+    return None
+
+
+def _status_of(message: JsonObject) -> int:
+    """The HTTP status of an answer: 200 for a result, the SDK's table's for an error's code."""
+    if "error" not in message:
+        return 200
+    error = message["error"]
+    code = error.get("code") if is_mapping(error) else None
+    return ERROR_CODE_HTTP_STATUS.get(code, 200) if isinstance(code, int) else 200
+
+
+@final
 class _Reply:
     """What a POST is answered with instead of being served: a refusal, or a notification's 202 (`message` None)."""
 
