@@ -1,11 +1,16 @@
 """What a 2026-07-28 client's call through the stdio face no longer calls (issue #34), on a real gateway with the demo
 server over stdio behind it as a 2026-07-28 upstream and the face on memory wires: the routed handler is the call's own
-coroutine (no frame around it), and the client's capabilities are read with the envelope (not dumped nor read again
-for the call); answers as before, a round of questions and its retry included."""
+coroutine (no frame around it), the endpoint calls the face's handler with no frame of the dispatcher's between, a
+call is routed once, and the client's capabilities are read with the envelope (not dumped nor read again for the
+call); answers as before, a round of questions and its retry included."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 import anyio
 import pytest
@@ -29,6 +34,22 @@ META = {
 NOT_CALLED = ("handle", "_capabilities", "capabilities_dict", "elicitation_modes")
 """(`cast` and `_closed` are left out: the test's own `anyio.fail_after` calls the one, the broker has a `_closed` of
 its own; tests/test_unit_modern_face_cost.py pins the face's.)"""
+
+
+@contextmanager
+def _qualnames() -> Iterator[list[str]]:
+    """The qualified names of the Python functions the block entered (`sys.setprofile`)."""
+    entered: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            entered.append(frame.f_code.co_qualname)
+
+    sys.setprofile(profile)
+    try:
+        yield entered
+    finally:
+        sys.setprofile(None)
 
 
 @pytest.fixture
@@ -56,7 +77,14 @@ async def test_a_modern_call_and_its_round_skip_the_calls_they_do_not_need(tmp_p
             again = await _next(client, lambda m: m.get("id") == 2)
         assert again["result"] == first["result"] and again["result"]["resultType"] == "complete"
         assert "forward" in called and "_serve_modern" in called and "fitting_envelope" in called
-        assert not set(NOT_CALLED) & set(called), set(NOT_CALLED) & set(called)
+        assert not set(NOT_CALLED) & set(called)
+        assert called.count("_routed_for") == 1  # routed once, by `parks_at_once`; `here` takes its route
+        with _qualnames() as entered:
+            await client.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": echo})
+            assert (await _next(client, lambda m: m.get("id") == 5))["result"] == first["result"]
+        assert "_serve_modern.<locals>.on_request" in entered
+        # the endpoint calls the face's handler with no frame of the dispatcher's between
+        assert "EndpointDispatcher.run.<locals>.request" not in entered
         confirm = {"name": "demo__confirm", "arguments": {"question": "Proceed?"}, "_meta": META}
         with python_calls() as called:
             await client.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": confirm})
@@ -68,6 +96,6 @@ async def test_a_modern_call_and_its_round_skip_the_calls_they_do_not_need(tmp_p
             await client.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": retry})
             done = (await _next(client, lambda m: m.get("id") == 4))["result"]
         assert done["resultType"] == "complete" and "content" in done
-        assert not set(NOT_CALLED) & set(called), set(NOT_CALLED) & set(called)
+        assert not set(NOT_CALLED) & set(called)
         client.close()
         tg.cancel_scope.cancel()

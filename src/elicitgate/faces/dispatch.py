@@ -112,6 +112,20 @@ class EndpointDispatcher:
         def request(inbound: Inbound, method: str, params: JsonObject | None) -> Awaitable[JsonObject]:
             return on_request(context_type(self, inbound), method, params)
 
+        await self.serve(request, on_notify, on_notify_intercept, task_status=task_status)
+
+    async def serve(
+        self,
+        request: Callable[[Inbound, str, JsonObject | None], Awaitable[JsonObject]],
+        on_notify: OnNotify,
+        on_notify_intercept: OnNotifyIntercept | None = None,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """`run` with a request handler that makes the request's context itself, from its `Inbound`: no frame of
+        the dispatcher's between the endpoint and the handler."""
+        context_type = self.context_type
+
         async def notification(inbound: Inbound, method: str, params: JsonObject | None) -> None:
             if on_notify_intercept is not None and on_notify_intercept(method, params):
                 return
@@ -292,9 +306,8 @@ async def _serve_modern(
     dispatcher = EndpointDispatcher(wire, context_type=ModernRequestContext)
     outbound = NotifyOnlyOutbound(dispatcher)
 
-    async def on_request(
-        context: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
-    ) -> JsonObject:
+    async def on_request(inbound: Inbound, method: str, params: JsonObject | None) -> JsonObject:
+        context = ModernRequestContext(dispatcher, inbound)
         if method == "initialize":
             raise MCPError(
                 code=UNSUPPORTED_PROTOCOL_VERSION,
@@ -332,7 +345,7 @@ async def _serve_modern(
         finally:
             await aclose_shielded(connection)
 
-    await dispatcher.run(on_request, on_notify)
+    await dispatcher.serve(on_request, on_notify)
 
 
 def fitting_envelope(params: Any) -> tuple[str, Any, Any] | None:

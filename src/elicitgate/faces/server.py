@@ -356,7 +356,7 @@ class _FirstRequest:
 
     async def here(self, park: ParkedCall) -> JsonObject:
         requests = self._gateway.requests
-        route = self._routed_for(park)
+        route = self._route if self._routed else self._routed_for(park)  # routed by `parks_at_once`, mostly
         if route is None:
             raise GoesOn(None)  # the gateway asks first, or the call runs apart: all of it parked
         link, params = route
