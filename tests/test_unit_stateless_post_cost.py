@@ -1,8 +1,8 @@
 """What a 2026-07-28 POST no longer costs the HTTP face (issue #34: `faces/stateless.py`'s part of `bench.http_callers
 --row 2026-07-28`), with the same verdicts: the request told, its envelope routed (the SDK's ladder's verdict for the
 commonest well-formed request, read by hand; anything else goes to the ladder), its `Mcp-Param-*` check skipped and a
-progress token looked for without a call each, and its header lines read without a call per line when their names are
-lowercase (as ASGI servers give them)."""
+progress token looked for without a call each, its header lines read without a call per line when their names are
+lowercase (as ASGI servers give them), and its answer made asking for the loop once."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
 from elicitgate.faces.stateless import (  # pyright: ignore[reportPrivateUsage]
     StatelessRequests,
+    _Answer,
     _fitting_route,
     _progress_token,
     _Reply,
@@ -28,8 +29,15 @@ from elicitgate.faces.stateless import (  # pyright: ignore[reportPrivateUsage]
 )
 from elicitgate.json_shapes import is_mapping
 from elicitgate.wire.endpoint import is_request_id
-from tests.profiled import calls_of
+from tests.profiled import calls_of, python_calls
 from tests.test_unit_modern_path import CAPABILITIES, INFO, META, VERSION
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
 
 
 def _lines(*pairs: tuple[str, str]) -> list[tuple[bytes, bytes]]:
@@ -199,3 +207,19 @@ def test_a_tool_calls_param_headers_are_not_looked_for_without_arguments_or_head
         c_calls=True,
     )
     assert rejection is None and called == ["_param_headers_rejection"]
+
+
+async def test_a_posts_answer_is_made_asking_for_the_loop_once_and_without_min() -> None:
+    sent: list[Any] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def receive() -> Any:
+        return {"type": "http.disconnect"}
+
+    with python_calls(c_prefix="c:") as called:
+        answer = _Answer(send, receive, 15, {})
+    answer.served()
+    assert called.count("c:get_running_loop") == 1 and "c:min" not in called
+    assert answer.stream_task is None and sent == []

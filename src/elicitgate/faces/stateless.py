@@ -319,7 +319,8 @@ class _Answer:
         self._json_wait = json_wait
         self._open = open_answers
         """`StatelessRequests._streaming`: the answers that `stop` ends."""
-        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)  # the loop in hand: asked of asyncio once, not twice
         assert task is not None
         self._task = task
         self._watch: Cancellable | None = None
@@ -328,8 +329,8 @@ class _Answer:
         self._serving = True
         self._cancelled = False
         """Whether this answer cancelled the request (not whoever else may cancel the POST's task)."""
-        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
-            min(JSON_WINDOW, json_wait), self._window_passed)
+        window = json_wait if json_wait < JSON_WINDOW else JSON_WINDOW  # `min(JSON_WINDOW, json_wait)` without its call
+        self._timer: asyncio.TimerHandle | None = loop.call_later(window, self._window_passed)
 
     def _channel(self) -> Channel:
         channel = self.channel
