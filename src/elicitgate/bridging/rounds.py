@@ -171,7 +171,7 @@ class ParkedCall:
         self._keys += 1
         question = Question(f"q{self._keys}", method, _for_modern_client(method, params), elicitation)
         self._processing.pop(elicitation, None)
-        self._registering = max(0, self._registering - 1)
+        self._registering = self._registering - 1 if self._registering > 0 else 0
         self.open[question.key] = question
         self._signal()
         try:
@@ -272,9 +272,16 @@ class ParkedCall:
             return False  # its questions wait in the task
         return bool(self.open) and not self._processing and self._registering == 0
 
-    def _may_become_task(self, call: ClientRequest) -> bool:
-        return (self.tasks is not None and self.task is None and self.method == "tools/call"
-                and declares_tasks(call.raw_capabilities()) and self.tasks.has_room(self.peer))
+    def _may_become_task(self, call: ClientRequest, declared: bool | None = None) -> bool:
+        """Whether `call` may be answered with a task now. `declared`: whether it declared the extension, when that was
+        read already (`_declares_tasks`: it does not change while the request lives)."""
+        if declared is None:
+            declared = self._declares_tasks(call)
+        return declared and self.task is None and self.tasks is not None and self.tasks.has_room(self.peer)
+
+    def _declares_tasks(self, call: ClientRequest) -> bool:
+        """Whether `call` is a `tools/call` that declared the extension, where the call has tasks to become."""
+        return self.tasks is not None and self.method == "tools/call" and declares_tasks(call.raw_capabilities())
 
     def _become_task(self) -> JsonObject:
         """The request waiting now gets a `CreateTaskResult`; no retry may resume the call any more."""
@@ -291,8 +298,8 @@ class ParkedCall:
             _wake(self._changed)
             self._changed = None
 
-    async def next_round(self, call: ClientRequest) -> JsonObject:
-        """Wait, as `call`, for the parked call's result or its next questions."""
+    async def next_round(self, call: ClientRequest, declared: bool | None = None) -> JsonObject:
+        """Wait, as `call`, for the parked call's result or its next questions (`declared`: as `_may_become_task`)."""
         self.current, self._latest = call, call
         superseded = False
         try:
@@ -307,7 +314,7 @@ class ParkedCall:
                     self._url_waits.clear()
             if self._superseded is call:
                 pass
-            elif self._may_become_task(call):
+            elif self._may_become_task(call, declared):
                 assert self.tasks is not None
                 after = self.tasks.hand_over_after
                 with anyio.move_on_after(after if after is not None else float("inf")) as held:
@@ -357,12 +364,12 @@ class ParkedCall:
             )
         self.round_nonce, self.spent_nonce = _random_token(12), None
         self._seen, self._latest = (call.modes, call.raw_capabilities(), call.tool), None
-        state = orjson.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce}).decode()
-        return {
-            "resultType": "input_required",
-            "inputRequests": {q.key: {"method": q.method, "params": q.params} for q in self.open.values()},
-            "requestState": state,
-        }
+        requests: JsonObject = {}
+        for question in self.open.values():  # a loop, not a comprehension's frame
+            requests[question.key] = {"method": question.method, "params": question.params}
+        return {"resultType": "input_required", "inputRequests": requests,
+                # `_pointer_text`'s, with no call for it
+                "requestState": f"{_POINTER_HEAD}{self.id}{_POINTER_NONCE}{self.round_nonce}{_POINTER_TAIL}"}
 
     def answer(self, responses: Mapping[str, Any]) -> None:
         """Hand the retry's `inputResponses` to the questions they answer."""
@@ -429,7 +436,9 @@ class Rounds:
         park.tasks = self.tasks
         park.id = self.home + park.id
         self.parked[park.id] = park
-        if then is not None and park._may_become_task(call):  # pyright: ignore[reportPrivateUsage]
+        # Read once for this request: here, and as it waits for the call's first round (`next_round`).
+        declared = park._declares_tasks(call) if then is not None else None  # pyright: ignore[reportPrivateUsage]
+        if declared and park._may_become_task(call, declared):  # pyright: ignore[reportPrivateUsage]
             # Its request may be answered with a task while the call runs: parked from the start.
             work = _Then(then, None)
         elif then is not None and parks_at_once is not None and self._parks_at_once(park, parks_at_once):
@@ -445,7 +454,7 @@ class Rounds:
         # first request cancelled) reaches its work, not the ended scope of `_run_here`.
         park.scope = CallScope(task)
         self._tasks[park] = task
-        return await park.next_round(call)
+        return await park.next_round(call, declared)
 
     def _parks_at_once(self, park: ParkedCall, parks_at_once: Callable[[ParkedCall], bool]) -> bool:
         """`parks_at_once(park)`; raising, the call ends with nothing kept (its request gets the error)."""
@@ -628,8 +637,26 @@ class StatePointer:
     nonce: str | None
 
 
+_POINTER_HEAD = f'{{"k":"{STATE_KIND}","id":"'
+_POINTER_HEAD_LEN = len(_POINTER_HEAD)
+_POINTER_NONCE = '","n":"'
+_POINTER_TAIL = '"}'
+
+
+def _pointer_text(park_id: str, nonce: str) -> str:
+    """The pointer to a parked call's round, as `orjson.dumps({"k": STATE_KIND, "id": park_id, "n": nonce})` writes it:
+    ids and nonces are URL-safe base64 (a replica's prefix hex and a dot), which JSON writes as they are."""
+    return f"{_POINTER_HEAD}{park_id}{_POINTER_NONCE}{nonce}{_POINTER_TAIL}"
+
+
 def read_pointer(state: Any) -> StatePointer | None:
     """The parked call and round a `requestState` of ours points to (None: not one of ours)."""
+    if type(state) is str and state.startswith(_POINTER_HEAD) and state.endswith(_POINTER_TAIL) and state.isprintable():
+        # As `_pointer_text` writes it (every round's): split, not parsed. Printable, with no quote or backslash in
+        # either value, it holds nothing JSON would escape, and reads as the parser would read it.
+        park_id, found, nonce = state[_POINTER_HEAD_LEN:-2].partition(_POINTER_NONCE)
+        if found and '"' not in park_id and '"' not in nonce and "\\" not in state:
+            return StatePointer(park_id, nonce)
     try:
         pointer = orjson.loads(state) if isinstance(state, str) else None
     except ValueError:

@@ -125,10 +125,14 @@ def _b64u(data: bytes) -> str:
 
 def _b64u_strict(text: str) -> bytes:
     """The inverse of `_b64u`, for its canonical output only (anything else is ValueError): as
-    `base64.urlsafe_b64decode`, which drops what is not of the alphabet (the comparison refuses it)."""
+    `base64.urlsafe_b64decode`, which drops what is not of the alphabet (the comparison refuses it).
+
+    `_b64u(raw) == text`, compared in the standard alphabet (the bytes decoded, not translated back): the same test,
+    since `_b64u` writes no `+` nor `/`, and the standard alphabet no `-` nor `_`."""
     encoded = text.encode("ascii")
-    raw = binascii.a2b_base64(encoded.translate(_FROM_URL_SAFE) + b"=" * (-len(encoded) % 4))
-    if _b64u(raw) != text:
+    standard = encoded.translate(_FROM_URL_SAFE)
+    raw = binascii.a2b_base64(standard + b"=" * (-len(encoded) % 4))
+    if b"+" in encoded or b"/" in encoded or binascii.b2a_base64(raw, newline=False).rstrip(b"=") != standard:
         raise ValueError("non-canonical base64url")
     return raw
 
@@ -183,7 +187,9 @@ class StateSeal:
         plain = _HEAD.pack(now, now + self.ttl, bound[0], bound[1]) + state.encode()
         kid = self._mint
         nonce = os.urandom(_NONCE_LEN)
-        return PREFIX + _b64u(kid + nonce + self._ring[kid].encrypt(nonce, plain, _PREFIX_BYTES + kid))
+        raw = kid + nonce + self._ring[kid].encrypt(nonce, plain, _PREFIX_BYTES + kid)
+        sealed = binascii.b2a_base64(raw, newline=False)
+        return PREFIX + sealed.translate(_TO_URL_SAFE).rstrip(b"=").decode()  # `_b64u`'s, with no call for it
 
     def unseal(self, token: str, bound: Binding) -> str:
         """The state `token` holds, when it is one of ours, unexpired, and bound to `bound`; else
@@ -211,9 +217,9 @@ class StateSeal:
             raise StateRejected("minted in the future")
         if not now < expires:
             raise StateRejected("expired")
-        if not hmac.compare_digest(request, bound[0]):
-            raise StateRejected("request binding")
-        if not hmac.compare_digest(who, bound[1]):
+        if not hmac.compare_digest(request + who, bound[0] + bound[1]):  # both at once: one call on the usual way
+            if not hmac.compare_digest(request, bound[0]):
+                raise StateRejected("request binding")
             raise StateRejected("principal")
         try:
             return plain[_HEAD.size:].decode()
