@@ -169,7 +169,8 @@ class ParkedCall:
     async def ask(self, method: str, params: JsonObject, elicitation: contracts.Question | None) -> Any:
         """Put one question to the client in the next `input_required` result; wait for its answer."""
         self._keys += 1
-        question = Question(f"q{self._keys}", method, _for_modern_client(method, params), elicitation)
+        url = method == "elicitation/create" and params.get("mode") == "url"  # read once: here and once answered
+        question = Question(f"q{self._keys}", method, _without_elicitation_id(params) if url else params, elicitation)
         self._processing.pop(elicitation, None)
         self._registering = self._registering - 1 if self._registering > 0 else 0
         self.open[question.key] = question
@@ -178,7 +179,7 @@ class ParkedCall:
             answer = await question.answered
         finally:
             self.open.pop(question.key, None)
-        if method == "elicitation/create" and params.get("mode") == "url":
+        if url:
             if is_mapping(answer) and answer.get("action") == "accept":
                 if isinstance(url_id := params.get("elicitationId"), str):
                     self._url_waits[url_id] = anyio.Event()
@@ -690,8 +691,6 @@ def _invalid_state(reason: str) -> MCPError:
     return errors.gateway_error(INVALID_PARAMS, "Invalid or expired requestState", reason=reason)
 
 
-def _for_modern_client(method: str, params: JsonObject) -> JsonObject:
+def _without_elicitation_id(params: JsonObject) -> JsonObject:
     """A 2026-07-28 URL-mode request carries no `elicitationId` (the retry is the completion)."""
-    if method == "elicitation/create" and params.get("mode") == "url":
-        return {k: v for k, v in params.items() if k != "elicitationId"}
-    return params
+    return {k: v for k, v in params.items() if k != "elicitationId"}
