@@ -18,7 +18,7 @@ import binascii
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -42,15 +42,19 @@ CLOSE_TIMEOUT = 10.0
 """Seconds the gateway waits, as it stops, for its parked calls to end once cancelled."""
 
 
-@dataclass(eq=False, slots=True)
 class Question:
-    key: str
-    method: str
-    params: JsonObject
-    """As the 2026-07-28 client sees them."""
-    elicitation: contracts.Question | None
-    answered: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-    """Its answer, once a retry brought it (a bare future: an event would hold a deque per open question)."""
+    """One question of a parked call, open until a retry answers it."""
+
+    __slots__ = ("key", "method", "params", "elicitation", "answered")
+
+    def __init__(self, key: str, method: str, params: JsonObject, elicitation: contracts.Question | None) -> None:
+        self.key = key
+        self.method = method
+        self.params = params
+        """As the 2026-07-28 client sees them."""
+        self.elicitation = elicitation
+        self.answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        """Its answer, once a retry brought it (a bare future: an event would hold a deque per open question)."""
 
 
 class GoesOn(Exception):  # noqa: N818  (not an error: the way a call run in its request's coroutine hands over)
@@ -71,7 +75,7 @@ class ParkedCall:
 
     asks_in_rounds = True
     __slots__ = (
-        "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "_seen", "rounds",
+        "id", "peer", "method", "era", "config", "current", "request_id", "_latest", "_seen", "rounds",
         "round_nonce", "spent_nonce", "_superseded", "open", "outcome", "scope", "claimed", "on_claimed", "on_left",
         "_keys", "_registering", "_processing", "_url_waits", "_changed", "_failure", "tasks", "task", "_hand_over",
         "on_change", "task_seed",
@@ -79,13 +83,15 @@ class ParkedCall:
     """Slotted: one is alive per parked call, for as long as its questions wait."""
 
     def __init__(self, peer: DownstreamPeer, method: str, first: ClientRequest, config: BridgingConfig) -> None:
-        self.id = _random_token(16)
+        self.id = _CALL_IDS.pop() if _CALL_IDS else _CALL_IDS.refill()
         self.peer = peer
         self.method = method
         self.era: Era = "modern"
         self.config = config
         self.current: ClientRequest | None = first
-        self._first_request_id = first.request_id
+        self.request_id: RequestId | None = first.request_id
+        """The id of the client request that started the call (each retry has its own): an attribute, read for every
+        question asked and ended."""
         self._latest: ClientRequest | None = first
         """The request that looked last, while it may still be asked about; once a round is handed out only
         `_seen` is kept, not the request (its SDK state: context, connection, models) for as long as the round
@@ -151,11 +157,6 @@ class ParkedCall:
             return self._latest.tool
         assert self._seen is not None, "set whenever _latest is dropped"
         return self._seen[2]
-
-    @property
-    def request_id(self) -> RequestId | None:
-        """The id of the client request that started the call (each retry has its own)."""
-        return self._first_request_id
 
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
         """Request-scoped notifications (progress) ride the request that is currently waiting, if any."""
@@ -363,13 +364,13 @@ class ParkedCall:
                 f"the call asked for input more than {self.config.max_rounds} times",
                 rule="bridging.max_rounds",
             )
-        self.round_nonce, self.spent_nonce = _random_token(12), None
+        self.round_nonce, self.spent_nonce = _ROUND_NONCES.pop() if _ROUND_NONCES else _ROUND_NONCES.refill(), None
         self._seen, self._latest = (call.modes, call.raw_capabilities(), call.tool), None
         requests: JsonObject = {}
         for question in self.open.values():  # a loop, not a comprehension's frame
             requests[question.key] = {"method": question.method, "params": question.params}
         return {"resultType": "input_required", "inputRequests": requests,
-                # `_pointer_text`'s, with no call for it
+                # `orjson.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce})`'s text (see `_POINTER_HEAD`)
                 "requestState": f"{_POINTER_HEAD}{self.id}{_POINTER_NONCE}{self.round_nonce}{_POINTER_TAIL}"}
 
     def answer(self, responses: Mapping[str, Any]) -> None:
@@ -439,7 +440,7 @@ class Rounds:
         self.parked[park.id] = park
         # Read once for this request: here, and as it waits for the call's first round (`next_round`).
         declared = park._declares_tasks(call) if then is not None else None  # pyright: ignore[reportPrivateUsage]
-        if declared and park._may_become_task(call, declared):  # pyright: ignore[reportPrivateUsage]
+        if then is not None and declared and park._may_become_task(call, declared):  # pyright: ignore[reportPrivateUsage]
             # Its request may be answered with a task while the call runs: parked from the start.
             work = _Then(then, None)
         elif then is not None and parks_at_once is not None and self._parks_at_once(park, parks_at_once):
@@ -639,21 +640,19 @@ class StatePointer:
 
 
 _POINTER_HEAD = f'{{"k":"{STATE_KIND}","id":"'
+"""A round's pointer is `f"{_POINTER_HEAD}{id}{_POINTER_NONCE}{nonce}{_POINTER_TAIL}"`, as
+`orjson.dumps({"k": STATE_KIND, "id": id, "n": nonce})` writes it: ids and nonces are URL-safe base64 (a replica's
+prefix hex and a dot), which JSON writes as they are."""
 _POINTER_HEAD_LEN = len(_POINTER_HEAD)
 _POINTER_NONCE = '","n":"'
 _POINTER_TAIL = '"}'
 
 
-def _pointer_text(park_id: str, nonce: str) -> str:
-    """The pointer to a parked call's round, as `orjson.dumps({"k": STATE_KIND, "id": park_id, "n": nonce})` writes it:
-    ids and nonces are URL-safe base64 (a replica's prefix hex and a dot), which JSON writes as they are."""
-    return f"{_POINTER_HEAD}{park_id}{_POINTER_NONCE}{nonce}{_POINTER_TAIL}"
-
 
 def read_pointer(state: Any) -> StatePointer | None:
     """The parked call and round a `requestState` of ours points to (None: not one of ours)."""
     if type(state) is str and state.startswith(_POINTER_HEAD) and state.endswith(_POINTER_TAIL) and state.isprintable():
-        # As `_pointer_text` writes it (every round's): split, not parsed. Printable, with no quote or backslash in
+        # As `next_round` writes it (every round's): split, not parsed. Printable, with no quote or backslash in
         # either value, it holds nothing JSON would escape, and reads as the parser would read it.
         park_id, found, nonce = state[_POINTER_HEAD_LEN:-2].partition(_POINTER_NONCE)
         if found and '"' not in park_id and '"' not in nonce and "\\" not in state:
@@ -673,18 +672,33 @@ def _wake(changed: asyncio.Future[None] | None) -> None:
         changed.set_result(None)
 
 
-_RANDOM = bytearray()
 _URL_SAFE = bytes.maketrans(b"+/", b"-_")
+_TOKENS_READ = 4096
+"""Bytes of the system's random source read at a time, not a system call for each call's id."""
 
 
-def _random_token(size: int) -> str:
-    """`secrets.token_urlsafe(size)`: `size` bytes of the system's random source, URL-safe base64 without padding;
-    the bytes read from it 4 KiB at a time, not with a system call for each call's id."""
-    if len(_RANDOM) < size:
-        _RANDOM.extend(os.urandom(4096))
-    chunk = bytes(_RANDOM[:size])
-    del _RANDOM[:size]
-    return binascii.b2a_base64(chunk, newline=False).translate(_URL_SAFE).rstrip(b"=").decode()
+class _Tokens(list[str]):
+    """`secrets.token_urlsafe(size)`s made ahead, a batch from one read of the system's random source: each is taken
+    with a `pop` (one call, where making one was five)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def refill(self) -> str:
+        """A batch made (`size` bytes each, URL-safe base64 without padding); one of them taken."""
+        size = self.size
+        random = os.urandom(_TOKENS_READ // size * size)
+        self.extend(
+            binascii.b2a_base64(random[i : i + size], newline=False).translate(_URL_SAFE).rstrip(b"=").decode()
+            for i in range(0, len(random), size)
+        )
+        return self.pop()
+
+
+_CALL_IDS = _Tokens(16)
+_ROUND_NONCES = _Tokens(12)
+
 
 
 def _invalid_state(reason: str) -> MCPError:

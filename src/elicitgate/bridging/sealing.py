@@ -71,7 +71,8 @@ def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
         params = connection_of(ctx).client_params
         info = params.client_info.model_dump(mode="json") if params is not None else None
     if isinstance(info, dict):
-        name, version = info.get("name"), info.get("version")
+        fields: JsonObject = info  # pyright: ignore[reportUnknownVariableType]  (a dict parsed from JSON)
+        name, version = fields.get("name"), fields.get("version")
         if (name is None or type(name) is str) and (version is None or type(version) is str):
             # The usual info: its principal made once, not dumped again for every request of a round.
             principal = _CLIENT_PRINCIPALS.get((name, version))

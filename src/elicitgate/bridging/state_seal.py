@@ -187,9 +187,7 @@ class StateSeal:
         plain = _HEAD.pack(now, now + self.ttl, bound[0], bound[1]) + state.encode()
         kid = self._mint
         nonce = os.urandom(_NONCE_LEN)
-        raw = kid + nonce + self._ring[kid].encrypt(nonce, plain, _PREFIX_BYTES + kid)
-        sealed = binascii.b2a_base64(raw, newline=False)
-        return PREFIX + sealed.translate(_TO_URL_SAFE).rstrip(b"=").decode()  # `_b64u`'s, with no call for it
+        return PREFIX + _b64u(kid + nonce + self._ring[kid].encrypt(nonce, plain, _PREFIX_BYTES + kid))
 
     def unseal(self, token: str, bound: Binding) -> str:
         """The state `token` holds, when it is one of ours, unexpired, and bound to `bound`; else
