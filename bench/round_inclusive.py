@@ -78,8 +78,10 @@ def serve_inclusive(out: str) -> None:
         sys.setprofile(None)
         found = {
             "marks": state["marks"] + 1,
-            "stretches": {name: [[_where(code), n] for code, n in counted.items()]
-                          for name, counted in zip(STRETCHES, counts, strict=True)},
+            "stretches": {
+                name: [[_where(code), n] for code, n in counted.items()]
+                for name, counted in zip(STRETCHES, counts, strict=True)
+            },
         }
         Path(out).write_text(json.dumps(found))
 
@@ -87,8 +89,10 @@ def serve_inclusive(out: str) -> None:
 
 
 def _argv(src: Path, config: Path, out: Path) -> list[str]:
-    code = (f"import sys; sys.path.insert(0, {str(src)!r}); sys.path.insert(1, {str(ROOT)!r}); "
-            f"from bench.round_inclusive import serve_inclusive; serve_inclusive({str(out)!r})")
+    code = (
+        f"import sys; sys.path.insert(0, {str(src)!r}); sys.path.insert(1, {str(ROOT)!r}); "
+        f"from bench.round_inclusive import serve_inclusive; serve_inclusive({str(out)!r})"
+    )
     return [configs.PY, "-c", code, "serve", "--config", str(config)]
 
 
