@@ -7,11 +7,13 @@ text and one digest comparison; a new client's token bucket made with its first 
 from __future__ import annotations
 
 import binascii
+import hashlib
 import hmac
 import itertools
 import random
 import secrets
 import sys
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -27,6 +29,7 @@ from elicitgate.bridging.state_seal import StateRejected, StateSeal
 from elicitgate.config import BridgingConfig, ElicitationConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.limits import TokenBucket
+from elicitgate.elicitation.model import Elicitation
 from tests.test_unit_rounds import FORM, METHOD, RESULT, Request, asks, peer, running
 
 pytestmark = pytest.mark.anyio
@@ -94,6 +97,7 @@ async def test_a_round_is_written_and_read_back_with_no_json_call() -> None:
     assert called_by(seen, "__init__").count("<pop>") >= 1  # the call's id, taken from its batch
     assert "_random_token" not in [callee for callee, _ in seen]
     assert "<dictcomp>" not in called_by(seen, "next_round")
+    assert called_by(seen, "parked_for") == ["read_pointer", "<get>"]
 
 
 def test_a_pointer_is_read_as_orjson_reads_it() -> None:
@@ -167,7 +171,10 @@ async def test_a_first_requests_tasks_declaration_is_read_once() -> None:
         assert first["resultType"] == "input_required"
         declared = [by for callee, by in seen if callee == "declares_tasks"]
         assert declared == ["_declares_tasks"]  # by `start`; not again as the request waits for the round
-        result = await r.resume(Declares(p, 2), METHOD, first["requestState"], {"q1": {"action": "decline"}})
+        assert called_by(seen, "_run_here").count("end") == 1  # its scope, ended once as it went on parked
+        with edges() as seen:
+            result = await r.resume(Declares(p, 2), METHOD, first["requestState"], {"q1": {"action": "decline"}})
+        assert [by for callee, by in seen if callee == "declares_tasks"] == ["_may_become_task"]  # the retry's own
     assert result == RESULT
 
 
@@ -311,3 +318,28 @@ def test_a_new_clients_bucket_is_made_with_its_first_token_taken() -> None:
     assert bucket.take() == 0.0 and bucket.take() == 1.0  # the burst of 2: the second token, then a wait
     one = TokenBucket(1.0, 1, clock=lambda: now[0], taken=True)
     assert one.tokens == 0.0 and one.take() == 1.0
+
+
+def test_an_elicitations_id_is_made_with_no_system_call_of_its_own() -> None:
+    Elicitation(server="s", mode="form", params={}, deadline=0)  # a batch made
+    with edges() as seen:
+        ids = [Elicitation(server="s", mode="form", params={}, deadline=0).id for _ in range(20)]
+    assert "<urandom>" not in [callee for callee, _ in seen] and len(set(ids)) == 20
+    for id_ in ids:
+        assert uuid.UUID(hex=id_).version == 4 and uuid.UUID(hex=id_).hex == id_
+
+
+def test_a_requests_digest_is_canonicals_with_no_call_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    def digest(text: bytes) -> bytes:
+        return hashlib.blake2b(text, digest_size=16).digest()
+
+    usual = {"name": "t", "arguments": {"b": [1, "x"], "a": {"z": None, "y": 1.5}}}
+    odd = {"name": "t", "arguments": {"big": 2**70, "text": "\ud800"}}
+    assert state_seal.request_digest(METHOD, usual) == digest(state_seal.canonical([METHOD, "t", usual["arguments"]]))
+    assert state_seal.request_digest(METHOD, odd) == digest(state_seal.canonical([METHOD, "t", odd["arguments"]]))
+    assert state_seal.request_digest("resources/read", {"uri": "u"}) == digest(
+        state_seal.canonical(["resources/read", "u", {}])
+    )
+    with edges() as seen:
+        state_seal.request_digest(METHOD, usual)
+    assert "canonical" not in [callee for callee, _ in seen]

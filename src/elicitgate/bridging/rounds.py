@@ -277,8 +277,9 @@ class ParkedCall:
     def _may_become_task(self, call: ClientRequest, declared: bool | None = None) -> bool:
         """Whether `call` may be answered with a task now. `declared`: whether it declared the extension, when that was
         read already (`_declares_tasks`: it does not change while the request lives)."""
-        if declared is None:
-            declared = self._declares_tasks(call)
+        if declared is None:  # `_declares_tasks`, with no call for it (a retry's way)
+            tasks, method = self.tasks, self.method
+            declared = tasks is not None and method == "tools/call" and declares_tasks(call.raw_capabilities())
         return declared and self.task is None and self.tasks is not None and self.tasks.has_room(self.peer)
 
     def _declares_tasks(self, call: ClientRequest) -> bool:
@@ -475,8 +476,7 @@ class Rounds:
         try:
             park.outcome = await work(park)
         except GoesOn as going:
-            scope.end()
-            return going
+            return going  # its scope ended as the `finally` below ends it
         except asyncio.CancelledError:
             # Cancelled by the call's scope (the gateway stopping): the request gets the call's end, as one waiting
             # for a parked call's outcome would. Cancelled from elsewhere (the client cancelled its request, or went
@@ -559,7 +559,7 @@ class Rounds:
     def parked_for(self, state: Any) -> ParkedCall | None:
         """The parked call a verified `requestState` points to, if it is still parked."""
         pointer = read_pointer(state)
-        if isinstance(state, str):
+        if type(state) is str:  # a str parsed from JSON (a subclass: read again by `resume`, as anything else)
             self._read = (state, pointer)
         return self.parked.get(pointer.id) if pointer is not None else None
 

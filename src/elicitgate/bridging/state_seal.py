@@ -45,6 +45,7 @@ AUDIENCE = "elicitgate"
 """Who a token is for: the service identity that keeps state minted by another service under the same key out."""
 PREFIX = "g1."
 _PREFIX_BYTES = PREFIX.encode()
+_PREFIX_LEN = len(PREFIX)
 _KDF_INFO = b"elicitgate/request-state/g1/aes-256-gcm"
 _KID_INFO = b"elicitgate/request-state/g1/kid:"
 _KID_LEN = 4
@@ -96,7 +97,11 @@ def request_digest(method: str, params: Mapping[str, Any] | None) -> bytes:
     else:
         target = str(p.get("name", ""))
         args = p.get("arguments") or _NO_ARGUMENTS  # none given is none at all (as the SDK's boundary had it)
-    return hashlib.blake2b(canonical([method, target, args]), digest_size=_DIGEST_LEN).digest()
+    try:  # `canonical`'s, with no call for it on the usual way
+        text = b"o" + orjson.dumps([method, target, args], option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        text = canonical([method, target, args])
+    return hashlib.blake2b(text, digest_size=_DIGEST_LEN).digest()
 
 
 def principal_digest(principal: str | None, audience: str) -> bytes:
@@ -195,7 +200,7 @@ class StateSeal:
         if not token.startswith(PREFIX):
             raise StateRejected("malformed")
         try:
-            raw = _b64u_strict(token[len(PREFIX):])
+            raw = _b64u_strict(token[_PREFIX_LEN:])
         except ValueError:
             raise StateRejected("malformed") from None
         if len(raw) < _MIN_RAW:
