@@ -343,3 +343,21 @@ def test_a_requests_digest_is_canonicals_with_no_call_of_it(monkeypatch: pytest.
     with edges() as seen:
         state_seal.request_digest(METHOD, usual)
     assert "canonical" not in [callee for callee, _ in seen]
+
+
+def test_the_seal_is_loaded_once_with_no_call_for_it_on_later_requests() -> None:
+    boundary = sealing.RequestsOnly([secrets.token_bytes(32)], 600)
+
+    class Ctx:
+        method, meta = METHOD, {"io.modelcontextprotocol/clientInfo": {"name": "n", "version": "1"}}
+        params: dict[str, Any] = {"name": "t", "arguments": {}}
+
+    ctx = Ctx()
+    round_ = {"resultType": "input_required", "inputRequests": {}, "requestState": "plain"}
+    sealed = boundary.close_round(ctx, round_, None)  # type: ignore[arg-type]  # the seal loaded
+    with edges() as seen:
+        again = boundary.close_round(ctx, round_, None)  # type: ignore[arg-type]
+        ctx.params = {**ctx.params, "requestState": again["requestState"]}
+        bound = boundary.open(ctx)  # type: ignore[arg-type]
+    assert "_loaded" not in [callee for callee, _ in seen] and bound is not None
+    assert ctx.params["requestState"] == "plain" and sealed["requestState"] != again["requestState"]

@@ -181,7 +181,7 @@ class RequestsOnly:
         assert params is not None
         if not isinstance(wire, str):
             raise refused(ctx.method, "non-string requestState")
-        seal = self._loaded()
+        seal = self._seal or self._loaded()  # loaded once: no call for it on every request after the first
         bound = self._binding(ctx, seal, refusing=True)
         try:
             state = seal.unseal(wire, bound)
@@ -206,7 +206,7 @@ class RequestsOnly:
 
     def _sealed_state(self, ctx: ServerRequestContext[Any, Any], state: str, bound: Binding | None) -> str:
         """`state` sealed, bound to the request (`bound`, or the request's binding made now)."""
-        seal = self._loaded()
+        seal = self._seal or self._loaded()
         if bound is None:
             bound = self._binding(ctx, seal, refusing=False)
         try:
