@@ -18,7 +18,7 @@ import binascii
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -42,15 +42,19 @@ CLOSE_TIMEOUT = 10.0
 """Seconds the gateway waits, as it stops, for its parked calls to end once cancelled."""
 
 
-@dataclass(eq=False, slots=True)
 class Question:
-    key: str
-    method: str
-    params: JsonObject
-    """As the 2026-07-28 client sees them."""
-    elicitation: contracts.Question | None
-    answered: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-    """Its answer, once a retry brought it (a bare future: an event would hold a deque per open question)."""
+    """One question of a parked call, open until a retry answers it."""
+
+    __slots__ = ("key", "method", "params", "elicitation", "answered")
+
+    def __init__(self, key: str, method: str, params: JsonObject, elicitation: contracts.Question | None) -> None:
+        self.key = key
+        self.method = method
+        self.params = params
+        """As the 2026-07-28 client sees them."""
+        self.elicitation = elicitation
+        self.answered: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        """Its answer, once a retry brought it (a bare future: an event would hold a deque per open question)."""
 
 
 class GoesOn(Exception):  # noqa: N818  (not an error: the way a call run in its request's coroutine hands over)
@@ -71,7 +75,7 @@ class ParkedCall:
 
     asks_in_rounds = True
     __slots__ = (
-        "id", "peer", "method", "era", "config", "current", "_first_request_id", "_latest", "_seen", "rounds",
+        "id", "peer", "method", "era", "config", "current", "request_id", "_latest", "_seen", "rounds",
         "round_nonce", "spent_nonce", "_superseded", "open", "outcome", "scope", "claimed", "on_claimed", "on_left",
         "_keys", "_registering", "_processing", "_url_waits", "_changed", "_failure", "tasks", "task", "_hand_over",
         "on_change", "task_seed",
@@ -79,13 +83,15 @@ class ParkedCall:
     """Slotted: one is alive per parked call, for as long as its questions wait."""
 
     def __init__(self, peer: DownstreamPeer, method: str, first: ClientRequest, config: BridgingConfig) -> None:
-        self.id = _random_token(16)
+        self.id = _CALL_IDS.pop() if _CALL_IDS else _CALL_IDS.refill()
         self.peer = peer
         self.method = method
         self.era: Era = "modern"
         self.config = config
         self.current: ClientRequest | None = first
-        self._first_request_id = first.request_id
+        self.request_id: RequestId | None = first.request_id
+        """The id of the client request that started the call (each retry has its own): an attribute, read for every
+        question asked and ended."""
         self._latest: ClientRequest | None = first
         """The request that looked last, while it may still be asked about; once a round is handed out only
         `_seen` is kept, not the request (its SDK state: context, connection, models) for as long as the round
@@ -152,11 +158,6 @@ class ParkedCall:
         assert self._seen is not None, "set whenever _latest is dropped"
         return self._seen[2]
 
-    @property
-    def request_id(self) -> RequestId | None:
-        """The id of the client request that started the call (each retry has its own)."""
-        return self._first_request_id
-
     async def notify(self, method: str, params: Mapping[str, Any] | None) -> None:
         """Request-scoped notifications (progress) ride the request that is currently waiting, if any."""
         if self.current is not None:
@@ -169,16 +170,17 @@ class ParkedCall:
     async def ask(self, method: str, params: JsonObject, elicitation: contracts.Question | None) -> Any:
         """Put one question to the client in the next `input_required` result; wait for its answer."""
         self._keys += 1
-        question = Question(f"q{self._keys}", method, _for_modern_client(method, params), elicitation)
+        url = method == "elicitation/create" and params.get("mode") == "url"  # read once: here and once answered
+        question = Question(f"q{self._keys}", method, _without_elicitation_id(params) if url else params, elicitation)
         self._processing.pop(elicitation, None)
-        self._registering = max(0, self._registering - 1)
+        self._registering = self._registering - 1 if self._registering > 0 else 0
         self.open[question.key] = question
         self._signal()
         try:
             answer = await question.answered
         finally:
             self.open.pop(question.key, None)
-        if method == "elicitation/create" and params.get("mode") == "url":
+        if url:
             if is_mapping(answer) and answer.get("action") == "accept":
                 if isinstance(url_id := params.get("elicitationId"), str):
                     self._url_waits[url_id] = anyio.Event()
@@ -272,9 +274,17 @@ class ParkedCall:
             return False  # its questions wait in the task
         return bool(self.open) and not self._processing and self._registering == 0
 
-    def _may_become_task(self, call: ClientRequest) -> bool:
-        return (self.tasks is not None and self.task is None and self.method == "tools/call"
-                and declares_tasks(call.raw_capabilities()) and self.tasks.has_room(self.peer))
+    def _may_become_task(self, call: ClientRequest, declared: bool | None = None) -> bool:
+        """Whether `call` may be answered with a task now. `declared`: whether it declared the extension, when that was
+        read already (`_declares_tasks`: it does not change while the request lives)."""
+        if declared is None:  # `_declares_tasks`, with no call for it (a retry's way)
+            tasks, method = self.tasks, self.method
+            declared = tasks is not None and method == "tools/call" and declares_tasks(call.raw_capabilities())
+        return declared and self.task is None and self.tasks is not None and self.tasks.has_room(self.peer)
+
+    def _declares_tasks(self, call: ClientRequest) -> bool:
+        """Whether `call` is a `tools/call` that declared the extension, where the call has tasks to become."""
+        return self.tasks is not None and self.method == "tools/call" and declares_tasks(call.raw_capabilities())
 
     def _become_task(self) -> JsonObject:
         """The request waiting now gets a `CreateTaskResult`; no retry may resume the call any more."""
@@ -291,8 +301,8 @@ class ParkedCall:
             _wake(self._changed)
             self._changed = None
 
-    async def next_round(self, call: ClientRequest) -> JsonObject:
-        """Wait, as `call`, for the parked call's result or its next questions."""
+    async def next_round(self, call: ClientRequest, declared: bool | None = None) -> JsonObject:
+        """Wait, as `call`, for the parked call's result or its next questions (`declared`: as `_may_become_task`)."""
         self.current, self._latest = call, call
         superseded = False
         try:
@@ -307,7 +317,7 @@ class ParkedCall:
                     self._url_waits.clear()
             if self._superseded is call:
                 pass
-            elif self._may_become_task(call):
+            elif self._may_become_task(call, declared):
                 assert self.tasks is not None
                 after = self.tasks.hand_over_after
                 with anyio.move_on_after(after if after is not None else float("inf")) as held:
@@ -355,14 +365,14 @@ class ParkedCall:
                 f"the call asked for input more than {self.config.max_rounds} times",
                 rule="bridging.max_rounds",
             )
-        self.round_nonce, self.spent_nonce = _random_token(12), None
+        self.round_nonce, self.spent_nonce = _ROUND_NONCES.pop() if _ROUND_NONCES else _ROUND_NONCES.refill(), None
         self._seen, self._latest = (call.modes, call.raw_capabilities(), call.tool), None
-        state = orjson.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce}).decode()
-        return {
-            "resultType": "input_required",
-            "inputRequests": {q.key: {"method": q.method, "params": q.params} for q in self.open.values()},
-            "requestState": state,
-        }
+        requests: JsonObject = {}
+        for question in self.open.values():  # a loop, not a comprehension's frame
+            requests[question.key] = {"method": question.method, "params": question.params}
+        return {"resultType": "input_required", "inputRequests": requests,
+                # `orjson.dumps({"k": STATE_KIND, "id": self.id, "n": self.round_nonce})`'s text (see `_POINTER_HEAD`)
+                "requestState": f"{_POINTER_HEAD}{self.id}{_POINTER_NONCE}{self.round_nonce}{_POINTER_TAIL}"}
 
     def answer(self, responses: Mapping[str, Any]) -> None:
         """Hand the retry's `inputResponses` to the questions they answer."""
@@ -429,7 +439,9 @@ class Rounds:
         park.tasks = self.tasks
         park.id = self.home + park.id
         self.parked[park.id] = park
-        if then is not None and park._may_become_task(call):  # pyright: ignore[reportPrivateUsage]
+        # Read once for this request: here, and as it waits for the call's first round (`next_round`).
+        declared = park._declares_tasks(call) if then is not None else None  # pyright: ignore[reportPrivateUsage]
+        if then is not None and declared and park._may_become_task(call, declared):  # pyright: ignore[reportPrivateUsage]
             # Its request may be answered with a task while the call runs: parked from the start.
             work = _Then(then, None)
         elif then is not None and parks_at_once is not None and self._parks_at_once(park, parks_at_once):
@@ -445,7 +457,7 @@ class Rounds:
         # first request cancelled) reaches its work, not the ended scope of `_run_here`.
         park.scope = CallScope(task)
         self._tasks[park] = task
-        return await park.next_round(call)
+        return await park.next_round(call, declared)
 
     def _parks_at_once(self, park: ParkedCall, parks_at_once: Callable[[ParkedCall], bool]) -> bool:
         """`parks_at_once(park)`; raising, the call ends with nothing kept (its request gets the error)."""
@@ -464,8 +476,7 @@ class Rounds:
         try:
             park.outcome = await work(park)
         except GoesOn as going:
-            scope.end()
-            return going
+            return going  # its scope ended as the `finally` below ends it
         except asyncio.CancelledError:
             # Cancelled by the call's scope (the gateway stopping): the request gets the call's end, as one waiting
             # for a parked call's outcome would. Cancelled from elsewhere (the client cancelled its request, or went
@@ -548,7 +559,7 @@ class Rounds:
     def parked_for(self, state: Any) -> ParkedCall | None:
         """The parked call a verified `requestState` points to, if it is still parked."""
         pointer = read_pointer(state)
-        if isinstance(state, str):
+        if type(state) is str:  # a str parsed from JSON (a subclass: read again by `resume`, as anything else)
             self._read = (state, pointer)
         return self.parked.get(pointer.id) if pointer is not None else None
 
@@ -628,8 +639,24 @@ class StatePointer:
     nonce: str | None
 
 
+_POINTER_HEAD = f'{{"k":"{STATE_KIND}","id":"'
+"""A round's pointer is `f"{_POINTER_HEAD}{id}{_POINTER_NONCE}{nonce}{_POINTER_TAIL}"`, as
+`orjson.dumps({"k": STATE_KIND, "id": id, "n": nonce})` writes it: ids and nonces are URL-safe base64 (a replica's
+prefix hex and a dot), which JSON writes as they are."""
+_POINTER_HEAD_LEN = len(_POINTER_HEAD)
+_POINTER_NONCE = '","n":"'
+_POINTER_TAIL = '"}'
+
+
+
 def read_pointer(state: Any) -> StatePointer | None:
     """The parked call and round a `requestState` of ours points to (None: not one of ours)."""
+    if type(state) is str and state.startswith(_POINTER_HEAD) and state.endswith(_POINTER_TAIL) and state.isprintable():
+        # As `next_round` writes it (every round's): split, not parsed. Printable, with no quote or backslash in
+        # either value, it holds nothing JSON would escape, and reads as the parser would read it.
+        park_id, found, nonce = state[_POINTER_HEAD_LEN:-2].partition(_POINTER_NONCE)
+        if found and '"' not in park_id and '"' not in nonce and "\\" not in state:
+            return StatePointer(park_id, nonce)
     try:
         pointer = orjson.loads(state) if isinstance(state, str) else None
     except ValueError:
@@ -645,26 +672,39 @@ def _wake(changed: asyncio.Future[None] | None) -> None:
         changed.set_result(None)
 
 
-_RANDOM = bytearray()
 _URL_SAFE = bytes.maketrans(b"+/", b"-_")
+_TOKENS_READ = 4096
+"""Bytes of the system's random source read at a time, not a system call for each call's id."""
 
 
-def _random_token(size: int) -> str:
-    """`secrets.token_urlsafe(size)`: `size` bytes of the system's random source, URL-safe base64 without padding;
-    the bytes read from it 4 KiB at a time, not with a system call for each call's id."""
-    if len(_RANDOM) < size:
-        _RANDOM.extend(os.urandom(4096))
-    chunk = bytes(_RANDOM[:size])
-    del _RANDOM[:size]
-    return binascii.b2a_base64(chunk, newline=False).translate(_URL_SAFE).rstrip(b"=").decode()
+class _Tokens(list[str]):
+    """`secrets.token_urlsafe(size)`s made ahead, a batch from one read of the system's random source: each is taken
+    with a `pop` (one call, where making one was five)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def refill(self) -> str:
+        """A batch made (`size` bytes each, URL-safe base64 without padding); one of them taken."""
+        size = self.size
+        random = os.urandom(_TOKENS_READ // size * size)
+        self.extend(
+            binascii.b2a_base64(random[i : i + size], newline=False).translate(_URL_SAFE).rstrip(b"=").decode()
+            for i in range(0, len(random), size)
+        )
+        return self.pop()
+
+
+_CALL_IDS = _Tokens(16)
+_ROUND_NONCES = _Tokens(12)
+
 
 
 def _invalid_state(reason: str) -> MCPError:
     return errors.gateway_error(INVALID_PARAMS, "Invalid or expired requestState", reason=reason)
 
 
-def _for_modern_client(method: str, params: JsonObject) -> JsonObject:
+def _without_elicitation_id(params: JsonObject) -> JsonObject:
     """A 2026-07-28 URL-mode request carries no `elicitationId` (the retry is the completion)."""
-    if method == "elicitation/create" and params.get("mode") == "url":
-        return {k: v for k, v in params.items() if k != "elicitationId"}
-    return params
+    return {k: v for k, v in params.items() if k != "elicitationId"}

@@ -38,7 +38,7 @@ from elicitgate.bridging.state_seal import (
 )
 from elicitgate.config import BridgingConfig
 from elicitgate.errors import ConfigError
-from elicitgate.json_shapes import JsonObject, is_object
+from elicitgate.json_shapes import JsonObject
 from elicitgate.sdk import connection_of
 
 logger = logging.getLogger(__name__)
@@ -70,9 +70,32 @@ def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
     if info is None:
         params = connection_of(ctx).client_params
         info = params.client_info.model_dump(mode="json") if params is not None else None
-    if is_object(info):
-        info = {"name": info.get("name"), "version": info.get("version")}
+    if isinstance(info, dict):
+        fields: JsonObject = info  # pyright: ignore[reportUnknownVariableType]  (a dict parsed from JSON)
+        name, version = fields.get("name"), fields.get("version")
+        if (name is None or type(name) is str) and (version is None or type(version) is str):
+            # The usual info: its principal made once, not dumped again for every request of a round.
+            principal = _CLIENT_PRINCIPALS.get((name, version))
+            return principal if principal is not None else _client_principal(name, version)
+        info = {"name": name, "version": version}
     return "client:" + canonical(info).decode()
+
+
+_CLIENT_PRINCIPALS: dict[tuple[str | None, str | None], str] = {}
+"""`principal_of`'s principal by the client's (name, version), both text or absent: a few per deployment."""
+_CLIENT_PRINCIPALS_MAX = 1024
+_CLIENT_INFO_KEPT_CHARS = 512
+
+
+def _client_principal(name: str | None, version: str | None) -> str:
+    """The principal of a client that says it is `name` at `version`, kept for the next request that says so (not
+    words of any size, nor more than `_CLIENT_PRINCIPALS_MAX` of them: many clients are dumped again later)."""
+    principal = "client:" + canonical({"name": name, "version": version}).decode()
+    if len(name or "") + len(version or "") <= _CLIENT_INFO_KEPT_CHARS:
+        if len(_CLIENT_PRINCIPALS) >= _CLIENT_PRINCIPALS_MAX:
+            _CLIENT_PRINCIPALS.clear()
+        _CLIENT_PRINCIPALS[(name, version)] = principal
+    return principal
 
 
 def load_keys(config: BridgingConfig) -> list[bytes]:
@@ -158,7 +181,7 @@ class RequestsOnly:
         assert params is not None
         if not isinstance(wire, str):
             raise refused(ctx.method, "non-string requestState")
-        seal = self._loaded()
+        seal = self._seal or self._loaded()  # loaded once: no call for it on every request after the first
         bound = self._binding(ctx, seal, refusing=True)
         try:
             state = seal.unseal(wire, bound)
@@ -183,7 +206,7 @@ class RequestsOnly:
 
     def _sealed_state(self, ctx: ServerRequestContext[Any, Any], state: str, bound: Binding | None) -> str:
         """`state` sealed, bound to the request (`bound`, or the request's binding made now)."""
-        seal = self._loaded()
+        seal = self._seal or self._loaded()
         if bound is None:
             bound = self._binding(ctx, seal, refusing=False)
         try:

@@ -505,9 +505,11 @@ class Broker:
         if bucket is None:
             if len(self._buckets) >= _MAX_IDLE_BUCKETS:  # a full bucket is a fresh one: dropping it loses nothing
                 self._buckets = {k: b for k, b in self._buckets.items() if not b.full()}
-            bucket = self._buckets[identity] = TokenBucket(
-                self.config.rate_limit_per_minute / 60.0, self.config.rate_limit_burst
+            # Its first token taken as it is made (`burst` is at least 1: no wait), not by a call of `take`.
+            self._buckets[identity] = TokenBucket(
+                self.config.rate_limit_per_minute / 60.0, self.config.rate_limit_burst, taken=True
             )
+            return identity
         wait = bucket.take()
         if wait:
             raise rate_limited(self.config, server, wait)

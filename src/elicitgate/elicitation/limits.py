@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Literal
 
 from mcp.shared.exceptions import MCPError
@@ -45,17 +44,21 @@ _FLOAT_SLACK = 1e-6
 that waited the advertised time gets its token."""
 
 
-@dataclass
 class TokenBucket:
-    rate_per_second: float
-    burst: int
-    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
-    tokens: float = field(init=False)
-    updated: float = field(init=False)
+    """`burst` tokens (at least 1), refilled at `rate_per_second`. Slotted, with no `__post_init__`: a 2026-07-28
+    client without authentication is a client of its own for every call, so most questions make one."""
 
-    def __post_init__(self) -> None:
-        self.tokens = float(self.burst)
-        self.updated = self.clock()
+    __slots__ = ("rate_per_second", "burst", "clock", "tokens", "updated")
+
+    def __init__(
+        self, rate_per_second: float, burst: int, clock: Callable[[], float] = time.monotonic, *, taken: bool = False
+    ) -> None:
+        """`taken`: with its first token taken, as `take` leaves a new bucket (it has one to give: no wait)."""
+        self.rate_per_second = rate_per_second
+        self.burst = burst
+        self.clock = clock
+        self.tokens = float(burst - 1 if taken else burst)
+        self.updated = clock()
 
     def take(self) -> float:
         """Take one token; returns 0 on success, else the seconds (whole milliseconds) until one is available."""
