@@ -293,7 +293,8 @@ class StreamableHttpEndpoint:
         if isinstance(message, _Refusal):
             return functools.partial(reply_app, 400, message.error, session.header)
         method, request_id = message.get("method"), message.get("id")
-        if not (isinstance(method, str) and is_request_id(request_id)):
+        if not (type(method) is str or isinstance(method, str)) or not (
+                type(request_id) is int or type(request_id) is str or is_request_id(request_id)):
             session.wire.hand_in(Inbound(message))
             loop = asyncio.get_running_loop()  # the 202 two turns later, as `_post` writes it
             loop.call_soon(loop.call_soon, _accepted, cycle, connection, session.header)

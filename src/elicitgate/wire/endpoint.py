@@ -400,22 +400,15 @@ class Endpoint:
     ) -> Coroutine[Any, Any, None] | None:
         """Route one message; returns the handling of an `inline` request, for the read loop to await."""
         message = inbound.message
-        if isinstance(message, NonFiniteParams):
-            logger.warning("%s sent %s: refused", self._peer, message)
-            if is_request_id(message.request_id):
-                self._spawn(self._answer_error, message.request_id, INVALID_PARAMS, str(message))
-            return None
-        if isinstance(message, Exception):
-            logger.warning("%s sent %s", self._peer, message)
-            if self._serving:
-                code = INVALID_REQUEST if isinstance(message, NotAMessage) else PARSE_ERROR
-                self._spawn(self._answer_error, None, code, str(message))
+        # A parsed message is a plain dict: the failures' two checks only for anything else (every message's).
+        if type(message) is not dict and isinstance(message, Exception):
+            self._refuse(message)
             return None
         method = message.get("method")
         request_id = message.get("id")
-        if isinstance(method, str):
+        if type(method) is str or (method is not None and isinstance(method, str)):  # a response's is None
             params = message.get("params")
-            if params is not None and not is_object(params):
+            if params is not None and type(params) is not dict and not is_object(params):
                 logger.warning("%s sent %s with params that are not an object: dropped", self._peer, method)
                 if is_request_id(request_id):
                     self._spawn(self._answer_error, request_id, INVALID_REQUEST, "params must be an object")
@@ -455,7 +448,7 @@ class Endpoint:
             waiter.set_exception(self._lost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
         elif "error" in message:
             waiter.set_exception(_error_of(message["error"], self._peer))
-        elif is_object(result := message.get("result")):
+        elif type(result := message.get("result")) is dict or is_object(result):
             waiter.set_result(result)
         else:
             waiter.set_exception(MCPError(
@@ -464,6 +457,19 @@ class Endpoint:
                 data={"id": request_id},
             ))
         return None
+
+    def _refuse(self, message: Exception) -> None:
+        """A message that could not be read (`NonFiniteParams`, another failure): logged, and answered where it is
+        owed."""
+        if isinstance(message, NonFiniteParams):
+            logger.warning("%s sent %s: refused", self._peer, message)
+            if is_request_id(message.request_id):
+                self._spawn(self._answer_error, message.request_id, INVALID_PARAMS, str(message))
+            return
+        logger.warning("%s sent %s", self._peer, message)
+        if self._serving:
+            code = INVALID_REQUEST if isinstance(message, NotAMessage) else PARSE_ERROR
+            self._spawn(self._answer_error, None, code, str(message))
 
     def _handler_task(
         self, inbound: Inbound, request_id: RequestId, method: str, params: JsonObject | None, on_request: OnRequest
@@ -812,7 +818,9 @@ _LET_GO: JsonObject = {}
 
 
 def is_request_id(value: object) -> TypeGuard[RequestId]:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    # The two types ids come as looked at first, with no `isinstance` call (asked of every message's id).
+    kind = type(value)
+    return kind is str or kind is int or (isinstance(value, (str, int)) and not isinstance(value, bool))
 
 
 def _is_number(value: object) -> TypeGuard[int | float]:

@@ -96,7 +96,7 @@ def parse_message(data: bytes, what: str = "message") -> JsonObject | Exception:
         return with_non_finite(exc.value, what, data)
     except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`TooDeep`)
         return ValueError(f"a {what} that is not JSON ({exc}): {data[:200]!r}")
-    if not is_object(message):
+    if type(message) is not dict and not is_object(message):  # orjson's objects are dicts: no call for them
         return NotAMessage(f"a {what} that is not a JSON-RPC message (a JSON object): {data[:200]!r}")
     return message
 
