@@ -58,8 +58,8 @@ class SessionWire(PushedInbox):
 
     def hand_in(self, inbound: Inbound) -> None:
         message = inbound.message
-        # `type` first: a parsed message is a plain dict (no `isinstance` call for it).
-        if (type(message) is dict or isinstance(message, dict)) and "method" not in message:  # the client answers ours
+        # `type` first: a parsed message is a plain dict (no `isinstance` call for it). The client answers one of ours:
+        if (type(message) is dict or isinstance(message, dict)) and "method" not in message:
             answered = message.get("id")
             if type(answered) is int or type(answered) is str or is_request_id(answered):
                 self._carriers.pop(answered, None)

@@ -14,7 +14,6 @@ go on the session's GET stream.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import functools
@@ -38,7 +37,13 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from elicitgate.errors import NonFiniteParams, NotAMessage
 from elicitgate.faces.dispatch import serve_handshake
 from elicitgate.faces.elsewhere import FORWARD_OP, READER_OP, ElsewhereSessions, serve_forwarded
-from elicitgate.faces.event_streams import EventLimits, EventStream, ParkedEnd, protocol_at_least_2025_11_25
+from elicitgate.faces.event_streams import (
+    PRIMING_SINCE_SENT,
+    EventLimits,
+    EventStream,
+    ParkedEnd,
+    protocol_at_least_2025_11_25,
+)
 from elicitgate.faces.http_answers import (
     JSON_WINDOW,
     LATE,
@@ -67,6 +72,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SESSION_HEADER = "mcp-session-id"
+_VERSION_SENT = MCP_PROTOCOL_VERSION_HEADER.lower().encode("latin-1")
 LAST_EVENT_ID = "last-event-id"
 
 Principal = tuple[str, str | None, str | None]
@@ -296,7 +302,7 @@ class StreamableHttpEndpoint:
         if not (type(method) is str or isinstance(method, str)) or not (
                 type(request_id) is int or type(request_id) is str or is_request_id(request_id)):
             session.wire.hand_in(Inbound(message))
-            loop = asyncio.get_running_loop()  # the 202 two turns later, as `_post` writes it
+            loop = cycle.transport.loop  # the 202 two turns later, as `_post` writes it
             loop.call_soon(loop.call_soon, _accepted, cycle, connection, session.header)
             return None
         return self._answer_in_steps(session, request_id, message, headers, cycle, connection)
@@ -491,6 +497,9 @@ class StreamableHttpEndpoint:
 
     @staticmethod
     def _primes(headers: Headers) -> bool:
+        if type(headers) is RequestHeaders:  # the header as sent: no look-up by a name lowered and encoded, no decode
+            sent = headers.named.get(_VERSION_SENT)
+            return sent is not None and sent >= PRIMING_SINCE_SENT
         return protocol_at_least_2025_11_25(headers, MCP_PROTOCOL_VERSION_HEADER)
 
     async def _delete(self, scope: Scope, send: Send, headers: Headers) -> None:

@@ -153,7 +153,7 @@ class CoalescedWrites(asyncio.Transport):
     the part under way is whole: a JSON answer (head, then body) or an SSE event with the stream's end leave as one
     write. `close` and `write_eof` write what is held first; everything else is the transport's own."""
 
-    __slots__ = ("_transport", "_held", "_call_soon", "_soon")
+    __slots__ = ("_transport", "_held", "_call_soon", "_soon", "loop")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:  # pyright: ignore[reportMissingSuperCall]
         # Not `asyncio.BaseTransport`'s: its one field, the extra info, is the transport's (`get_extra_info`).
@@ -162,6 +162,9 @@ class CoalescedWrites(asyncio.Transport):
         self._call_soon = loop.call_soon
         self._soon: asyncio.Handle | None = None
         """The turn's-end `flush` while something is held."""
+        self.loop = loop
+        """The connection's event loop, for what its responses time (`asyncio.get_running_loop()` is a `getpid` system
+        call on Python 3.11)."""
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:

@@ -46,7 +46,7 @@ from elicitgate.errors import (
     UrlElicitationRequired,
 )
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
-from elicitgate.wire.base import Inbound, MessageWire, PushWire, SendsAtOnce
+from elicitgate.wire.base import PLAIN_OBJECT, Inbound, MessageWire, PushWire, SendsAtOnce
 from elicitgate.wire.scopes import TaskCancel, cancel_scope
 
 logger = logging.getLogger(__name__)
@@ -408,7 +408,7 @@ class Endpoint:
         request_id = message.get("id")
         if type(method) is str or (method is not None and isinstance(method, str)):  # a response's is None
             params = message.get("params")
-            if params is not None and type(params) is not dict and not is_object(params):
+            if params is not None and type(params) is not PLAIN_OBJECT and not is_object(params):
                 logger.warning("%s sent %s with params that are not an object: dropped", self._peer, method)
                 if is_request_id(request_id):
                     self._spawn(self._answer_error, request_id, INVALID_REQUEST, "params must be an object")
@@ -448,8 +448,8 @@ class Endpoint:
             waiter.set_exception(self._lost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
         elif "error" in message:
             waiter.set_exception(_error_of(message["error"], self._peer))
-        elif type(result := message.get("result")) is dict or is_object(result):
-            waiter.set_result(result)
+        elif type(result := message.get("result")) is PLAIN_OBJECT or is_object(result):
+            waiter.set_result(result)  # pyright: ignore[reportArgumentType]  # a JSON object (pyright keeps `None` in)
         else:
             waiter.set_exception(MCPError(
                 code=INTERNAL_ERROR,
