@@ -58,6 +58,9 @@ socket closed with unread bytes sends a reset, which can destroy the answer befo
 client still sending a big head is the usual case); nginx's lingering close does the same."""
 
 _HEAD_ENDS = (b"\n\n", b"\n\r\n")
+_LINE_BREAKS = (b"\r", b"\n", b"")
+"""A head's first byte that `HeadScanner.take`'s fast path leaves to the general one (blank lines before a request
+line are skipped; no byte: nothing to scan)."""
 """Every way an empty line can end a head (CRLF CRLF, and the bare-LF forms a lenient parser takes)."""
 
 
@@ -100,6 +103,27 @@ class HeadScanner:
 
     def take(self, data: bytes, start: int) -> int:
         """Where to stop feeding `data` from `start`: just past the next possible end of the head, or its end."""
+        if not self.size and not self._line_started and data[start:start + 1] not in _LINE_BREAKS:
+            # A head's first bytes, not a blank line: where its request line ends and where the head may end, found
+            # in this one frame (`_next_end`, then `seen` and `_count_line`, counted them the same way).
+            newline = data.find(b"\n", start)
+            crlf = data.find(b"\n\r\n", newline) if newline >= 0 else -1
+            lf = data.find(b"\n\n", newline, len(data) if crlf < 0 else crlf + 2) if newline >= 0 else -1
+            end = lf + 2 if lf >= 0 else crlf + 3 if crlf >= 0 else len(data)
+            line = (end if newline < 0 or newline >= end else newline + 1) - start
+            if line > self.max_line:
+                raise HeadTooLarge(414, f"URI Too Long: the request line is over http.max_request_line_bytes "
+                                        f"({self.max_line} bytes)\n")
+            if end - start > self.max_head:
+                raise HeadTooLarge(
+                    431, f"Request Header Fields Too Large: the request head is over http.max_header_bytes "
+                    f"({self.max_head} bytes)\n")
+            self._line_started = True
+            self._line_done = 0 <= newline < end
+            self.line = line
+            self.size = end - start
+            self._tail = data[end - 2 if end - 2 > start else start:end]
+            return end
         end = self._next_end(data, start)
         self.seen(data, start, end)
         return end
@@ -708,6 +732,10 @@ class LimitedHttpTools(HttpToolsProtocol):
     app: Any
     """The config's loaded app (uvicorn's, with no `cast` call per connection)."""
     _shared: ClassVar[tuple[Config, logging.Logger, logging.Logger, bool, Literal["2.0", "3.0"]] | None] = None
+    server_loop: ClassVar[asyncio.AbstractEventLoop | None] = None
+    """The loop the server serves its connections in, set as it starts (`faces.http.HttpFaceServer`): uvicorn makes
+    each connection's protocol with no loop, and asking asyncio for it (`get_event_loop`) is a `getpid` system call on
+    Python 3.11."""
 
     def __init__(
         self,
@@ -730,7 +758,7 @@ class LimitedHttpTools(HttpToolsProtocol):
         _, self.logger, self.access_logger, self.access_log, self.asgi_version = shared
         self.config = config
         self.app = config.loaded_app  # pyright: ignore[reportUnknownMemberType]
-        self.loop = _loop or asyncio.get_event_loop()
+        self.loop = _loop or self.server_loop or asyncio.get_event_loop()
         self.parser = httptools.HttpRequestParser(self)
         self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn: answer a pipelined first
         self.ws_protocol_class = config.ws_protocol_class
@@ -823,7 +851,8 @@ class LimitedHttpTools(HttpToolsProtocol):
         except HeadTooLarge as refusal:
             self._refuse_head(refusal.status, refusal.text)
             return
-        self._arm_timers()
+        if not self._in_head or self._head.size:  # else between requests: no timer to arm
+            self._arm_timers()
 
     def _feed(self, chunk: memoryview) -> bool:
         """Feed the parser as uvicorn does; False when the connection is handed over or answered 400."""
