@@ -1,7 +1,8 @@
 """What the HTTP face's connection protocol (web/http_protocol.py) runs per connection and per request head (issue #34):
 a head whose first bytes come in one read is scanned in one frame (`HeadScanner.take`, no `_next_end`, `seen` and
 `_count_line` frames), with the same stops, counts and refusals as the general scan; a read that ends a request arms
-no timer and calls nothing to learn so; and a connection of a started server is made with no `get_event_loop` (a
+no timer and calls nothing to learn so; a response's end and the connection's loss run uvicorn's steps written out
+(no frame for a keep-alive timer not set, reading not paused, writing not paused, a head timer gone); and a connection of a started server is made with no `get_event_loop` (a
 `getpid` system call on Python 3.11)."""
 
 from __future__ import annotations
@@ -121,3 +122,36 @@ def test_a_started_server_s_connections_are_made_on_its_loop_without_asking_asyn
     called, loop, running = asyncio.run(main())
     assert loop is running
     assert "c:get_event_loop" not in called and "c:get_running_loop" not in called, called
+
+
+def test_a_connection_s_response_end_and_loss_call_uvicorn_s_steps_only_where_they_act() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def main() -> tuple[list[str], bool, bool, bytes]:
+        config = uvicorn.Config(app, lifespan="off", log_level="warning", http=limited_protocol(HttpLimits()))
+        config.load()
+        state = ServerState()
+        protocol = config.http_protocol_class(
+            config=config, server_state=state, app_state={}, _loop=asyncio.get_running_loop()
+        )
+        transport = Socket()
+        protocol.connection_made(transport)
+        with python_calls(c_prefix="c:") as called:
+            protocol.data_received(HEAD)
+            while state.tasks:
+                await asyncio.sleep(0)
+            kept_alive = protocol.timeout_keep_alive_task is not None
+            protocol.connection_lost(None)
+        return called, kept_alive, protocol.timeout_keep_alive_task is None, bytes(transport.written)
+
+    called, kept_alive, let_go, written = asyncio.run(main())
+    assert written.startswith(b"HTTP/1.1 200 OK") and written.endswith(b"\r\n\r\nok")
+    assert kept_alive and let_go, "the keep-alive timer set at the response's end, cancelled with the connection"
+    assert called.count("on_response_complete") == 1 and "connection_lost" in called, called
+    # Each once, where it acts: the keep-alive timer cancelled with the connection, reading resumed by the task's
+    # `receive` (uvicorn's), the head timer cancelled as the head ended; writing was never paused.
+    acting = {"_unset_keepalive_if_required": 1, "resume_reading": 1, "_cancel_head_timer": 1, "resume_writing": 0}
+    assert {name: called.count(name) for name in acting} == acting, called

@@ -76,3 +76,14 @@ async def test_an_unreadable_message_is_still_refused(caplog: pytest.LogCaptureF
         f"upstream 'u' sent {refused}: refused",
         "upstream 'u' sent not JSON",
     ]
+
+
+def test_a_post_s_message_and_its_requestor_without_auth_are_read_with_no_isinstance() -> None:
+    from elicitgate.faces.streamable import _parsed, _requestor  # pyright: ignore[reportPrivateUsage]
+
+    message, called = calls_of(lambda: _parsed(b'{"jsonrpc":"2.0","id":1,"method":"ping"}'), c_calls=True)
+    assert message == {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    assert "isinstance" not in called, called
+    owner, called = calls_of(lambda: _requestor({"type": "http", "headers": []}), c_calls=True)
+    assert owner is None and "isinstance" not in called, called
+    assert type(_parsed(b"[")).__name__ == "_Refusal"

@@ -666,7 +666,7 @@ class _Refusal:
 def _parsed(body: bytes) -> JsonObject | _Refusal:
     """A POST's message, or the error that says why its body is not one."""
     message = parse_message(body)
-    if not isinstance(message, Exception):
+    if type(message) is dict or not isinstance(message, Exception):  # a message: a plain dict, with no call
         return message
     if isinstance(message, NonFiniteParams):
         named = message.request_id if is_request_id(message.request_id) else None
@@ -736,7 +736,7 @@ def _header_of(session: _Session | None) -> list[tuple[bytes, bytes]] | None:
 
 
 def _requestor(scope: Scope) -> AuthorizationContext | None:
-    user = scope.get("user")
-    return authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+    user = scope.get("user")  # none without `http.auth`: no type check for it
+    return authorization_context(user) if user is not None and isinstance(user, AuthenticatedUser) else None
 
 

@@ -216,7 +216,8 @@ class CoalescedWrites(asyncio.Transport):
             self.flush()
 
     def close(self) -> None:
-        self.write_held()
+        if self._soon is not None:
+            self.write_held()
         self._transport.close()
 
     def abort(self) -> None:
@@ -442,7 +443,8 @@ class LeanCycle(RequestResponseCycle):
         `receive` takes it; else None, having done nothing: then `receive` it."""
         if self.more_body or self.waiting_for_100_continue or self.disconnected or self.response_complete:
             return None
-        self.flow.resume_reading()
+        if self.flow.read_paused:
+            self.flow.resume_reading()
         self.message_event.clear()
         body = bytes(self.body)
         self.body = bytearray()
@@ -731,6 +733,7 @@ class LimitedHttpTools(HttpToolsProtocol):
     """A path served past the outer middleware (`faces.http` sets `/mcp`'s), else None."""
     app: Any
     """The config's loaded app (uvicorn's, with no `cast` call per connection)."""
+    parser: httptools.HttpRequestParser  # None once the connection is lost (uvicorn's, and `connection_lost`'s)
     _shared: ClassVar[tuple[Config, logging.Logger, logging.Logger, bool, Literal["2.0", "3.0"]] | None] = None
     server_loop: ClassVar[asyncio.AbstractEventLoop | None] = None
     """The loop the server serves its connections in, set as it starts (`faces.http.HttpFaceServer`): uvicorn makes
@@ -818,9 +821,24 @@ class LimitedHttpTools(HttpToolsProtocol):
         self._stop_timers()
         if self._linger is not None:
             self._linger.cancel()
-        super().connection_lost(exc)
+        # uvicorn's `connection_lost`, written out (its `_unset_keepalive_if_required` and the flow control's
+        # `resume_writing` in line, where they would do nothing but return).
+        self.connections.discard(self)
+        if self.logger.level <= TRACE_LOG_LEVEL:
+            self.logger.log(TRACE_LOG_LEVEL, "%sHTTP connection lost", "%s:%d - " % self.client if self.client else "")
         cycle = self.cycle
-        if isinstance(cycle, LeanCycle) and cycle.disconnected:
+        if cycle is not None:  # pyright: ignore[reportUnnecessaryComparison]  # None until the first request's head
+            if not cycle.response_complete:
+                cycle.disconnected = True
+            cycle.message_event.set()
+        if self.flow is not None and self.flow.write_paused:  # pyright: ignore[reportUnnecessaryComparison]
+            self.flow.resume_writing()
+        if exc is None:
+            self.transport.close()
+            if self.timeout_keep_alive_task is not None:
+                self._unset_keepalive_if_required()
+        self.parser = None  # type: ignore[assignment]
+        if cycle is not None and cycle.disconnected and isinstance(cycle, LeanCycle):  # pyright: ignore[reportUnnecessaryComparison]
             cycle.lost()
 
     def data_received(self, data: bytes) -> None:
@@ -930,7 +948,8 @@ class LimitedHttpTools(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._headers_lowered()
         self._in_head = False
-        self._cancel_head_timer()
+        if self._head_timer is not None:
+            self._cancel_head_timer()
         self._body_left = _content_length(self.headers)
         parser = self.parser
         scope: dict[str, Any] = self.scope  # pyright: ignore[reportAssignmentType]  # uvicorn's HTTPScope, a dict
@@ -1059,7 +1078,8 @@ class LimitedHttpTools(HttpToolsProtocol):
             self._head_timer = None
 
     def _stop_timers(self) -> None:
-        self._cancel_head_timer()
+        if self._head_timer is not None:
+            self._cancel_head_timer()
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
@@ -1106,7 +1126,20 @@ class LimitedHttpTools(HttpToolsProtocol):
         self._answer_and_close(status, text)
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        # uvicorn's, written out: the checks of its calls (the keep-alive timer to cancel, reading to resume) in line.
+        self.server_state.total_requests += 1
+        if not self._socket.is_closing():
+            if self.timeout_keep_alive_task is not None:
+                self._unset_keepalive_if_required()
+            if self.flow.read_paused:
+                self.flow.resume_reading()
+            if self.pipeline:  # the next pipelined request's turn
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+            else:
+                self.timeout_keep_alive_task = self.loop.call_later(
+                    self.timeout_keep_alive, self.timeout_keep_alive_handler
+                )
         if self._deferred is not None and not self._answering() and not self.pipeline:
             self._answer_and_close(*self._deferred)
 
