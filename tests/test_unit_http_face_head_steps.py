@@ -2,8 +2,8 @@
 a head whose first bytes come in one read is scanned in one frame (`HeadScanner.take`, no `_next_end`, `seen` and
 `_count_line` frames), with the same stops, counts and refusals as the general scan; a read that ends a request arms
 no timer and calls nothing to learn so; a response's end and the connection's loss run uvicorn's steps written out
-(no frame for a keep-alive timer not set, reading not paused, writing not paused, a head timer gone); and a connection of a started server is made with no `get_event_loop` (a
-`getpid` system call on Python 3.11)."""
+(no frame for a keep-alive timer not set, reading not paused, writing not paused, a head timer gone); and a
+connection of a started server is made with no `get_event_loop` (a `getpid` system call on Python 3.11)."""
 
 from __future__ import annotations
 
