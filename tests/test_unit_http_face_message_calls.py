@@ -87,3 +87,60 @@ def test_a_post_s_message_and_its_requestor_without_auth_are_read_with_no_isinst
     owner, called = calls_of(lambda: _requestor({"type": "http", "headers": []}), c_calls=True)
     assert owner is None and "isinstance" not in called, called
     assert type(_parsed(b"[")).__name__ == "_Refusal"
+
+
+async def test_a_served_request_s_end_is_answered_with_no_type_check_called() -> None:
+    from elicitgate.wire.endpoint import _while_served  # pyright: ignore[reportPrivateUsage]
+
+    wire, _ = memory_wires()
+    written: list[dict[str, Any]] = []
+
+    def send_now(response: dict[str, Any]) -> bool:
+        written.append(response)
+        return True
+
+    async def served() -> dict[str, Any]:
+        return {"content": []}
+
+    loop = asyncio.get_running_loop()
+    serving = Endpoint(wire, "the client", serving=True)
+    serving._send_now = send_now  # pyright: ignore[reportPrivateUsage]
+    task = loop.create_task(served())
+    await task
+    inbound = Inbound({"jsonrpc": "2.0", "id": 7, "method": "tools/call"})
+    inbound.served_id = 7
+    serving._serving_tasks[task] = inbound  # pyright: ignore[reportPrivateUsage]
+    serving._handling[7] = (task, inbound)  # pyright: ignore[reportPrivateUsage]
+    _, called = calls_of(lambda: serving._answer_served(task), c_calls=True)  # pyright: ignore[reportPrivateUsage]
+    assert written == [{"jsonrpc": "2.0", "id": 7, "result": {"content": []}}]
+    assert "isinstance" not in called, called
+
+    client = Endpoint(wire, "upstream 'u'")
+    client._send_now = send_now  # pyright: ignore[reportPrivateUsage]
+    other = loop.create_task(served())
+    await other
+    client._serving_tasks[other] = 8  # pyright: ignore[reportPrivateUsage]
+    client._direct[8] = other  # pyright: ignore[reportPrivateUsage]
+    _, called = calls_of(lambda: client._answer_direct(other), c_calls=True)  # pyright: ignore[reportPrivateUsage]
+    assert written[-1] == {"jsonrpc": "2.0", "id": 8, "result": {"content": []}}
+    assert "isinstance" not in called, called
+
+    kept, called = calls_of(lambda: _while_served({"name": "t", "arguments": {}}))
+    assert kept == {} and called == ["_while_served"], called
+    assert _while_served({"_meta": {"progressToken": 3}}) == {"params": {"_meta": {"progressToken": 3}}}
+
+
+async def test_an_upstream_s_event_and_json_answer_are_read_with_no_isinstance() -> None:
+    from elicitgate.wire.http import HttpWire
+
+    wire = HttpWire("http://127.0.0.1:9/mcp")  # nothing is sent: what it reads is handed in, queued
+    question = b'{"jsonrpc":"2.0","id":3,"method":"elicitation/create","params":{}}'
+    answered, called = calls_of(lambda: wire.relay(7, question), c_calls=True)
+    assert answered is False and "isinstance" not in called, called
+    _, called = calls_of(lambda: wire.json_answer(8, b'{"jsonrpc":"2.0","id":1,"result":{}}'), c_calls=True)
+    assert "isinstance" not in called, called
+    queued = [inbound.message for inbound in wire._inbox]  # pyright: ignore[reportPrivateUsage]
+    assert queued == [
+        {"jsonrpc": "2.0", "id": 3, "method": "elicitation/create", "params": {}},
+        {"jsonrpc": "2.0", "id": 8, "result": {}},
+    ]

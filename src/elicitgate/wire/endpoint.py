@@ -544,7 +544,7 @@ class Endpoint:
         its result or its error, nothing when the peer cancelled the request, `Connection closed` when it was cut
         short (the connection's end, or the gateway stopping)."""
         inbound = self._serving_tasks.pop(task, None)
-        if not isinstance(inbound, Inbound):
+        if type(inbound) is not Inbound and not isinstance(inbound, Inbound):  # by type first: no call for it
             return
         request_id = inbound.served_id
         assert request_id is not None  # set as its task was made
@@ -573,7 +573,8 @@ class Endpoint:
         """A handler's task ended (`_serve_direct`): nothing cancels it from now on, and its answer is written unless
         it was cancelled or the peer cancelled the request."""
         request_id = self._serving_tasks.pop(task, None)
-        if request_id is None or isinstance(request_id, Inbound):
+        if request_id is None or (type(request_id) is not int and type(request_id) is not str  # an id: no call
+                                  and isinstance(request_id, Inbound)):
             return
         served = self._direct.get(request_id)
         if served is task:
@@ -642,7 +643,8 @@ class Endpoint:
             return False
         del self._handling[request_id]
         cancels = handling[0]
-        return isinstance(cancels, TaskCancel) and cancels.stop()
+        # Its task, unless it was cancelled (`TaskCancel`, not subclassed): told by type, no call.
+        return type(cancels) is TaskCancel and cancels.stop()
 
     def _on_notification(
         self, inbound: Inbound, method: str, params: JsonObject | None, on_notify: OnNotify
@@ -808,7 +810,7 @@ def _while_served(params: JsonObject | None) -> JsonObject:
     rest let go of. Without a progress token, one empty message shared by all (a dict of its own is ~200 bytes held
     by every request in flight)."""
     meta = params.get("_meta") if params is not None else None
-    if is_mapping(meta) and "progressToken" in meta:
+    if meta is not None and is_mapping(meta) and "progressToken" in meta:  # most requests have no `_meta`
         return {"params": {"_meta": {"progressToken": meta["progressToken"]}}}
     return _LET_GO
 
