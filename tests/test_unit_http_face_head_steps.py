@@ -155,3 +155,26 @@ def test_a_connection_s_response_end_and_loss_call_uvicorn_s_steps_only_where_th
     # `receive` (uvicorn's), the head timer cancelled as the head ended; writing was never paused.
     acting = {"_unset_keepalive_if_required": 1, "resume_reading": 1, "_cancel_head_timer": 1, "resume_writing": 0}
     assert {name: called.count(name) for name in acting} == acting, called
+
+
+def test_a_host_s_trust_is_asked_of_the_proxy_rules_once_and_kept() -> None:
+    from elicitgate.web.client_address import ClientAddress
+    from elicitgate.web.http_protocol import DirectRoute
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        return None
+
+    outer = ClientAddress(inner, "127.0.0.1")
+    route = DirectRoute(b"/mcp", inner, inner, outer.inner)
+
+    def scope(peer: str) -> dict[str, Any]:
+        forwarded = [(b"x-forwarded-for", b"10.1.2.3"), (b"x-forwarded-proto", b"https")]
+        return {"type": "http", "client": (peer, 5000), "scheme": "http", "headers": forwarded, "path": "/mcp"}
+
+    first, again, other = scope("127.0.0.1"), scope("127.0.0.1"), scope("10.9.9.9")
+    route.prepare(first)
+    _, called = calls_of(lambda: route.prepare(again))
+    route.prepare(other)
+    assert "__contains__" not in called[: called.index("_forwarded")], called  # then uvicorn's, for the forwarded
+    assert (again["client"], again["scheme"]) == (first["client"], first["scheme"]) == (("10.1.2.3", 0), "https")
+    assert (other["client"], other["scheme"]) == (("10.9.9.9", 5000), "http"), "an untrusted peer's headers ignored"

@@ -276,7 +276,7 @@ class DirectRoute:
     of the endpoint (`admit`: the Host / Origin guard) would do to its scope is done in `prepare`, before the
     request's task starts, instead of by more frames that every resumption of that task passes through."""
 
-    __slots__ = ("raw_path", "app", "owner", "proxy", "admit", "at_body")
+    __slots__ = ("raw_path", "app", "owner", "proxy", "admit", "at_body", "_trusted")
 
     def __init__(self, raw_path: bytes, app: ASGIApp, owner: ASGIApp, proxy: ProxyHeadersMiddleware,
                  admit: Callable[[dict[str, Any]], ASGIApp | None] | None = None,
@@ -294,6 +294,9 @@ class DirectRoute:
         """For a POST: called, instead of starting `app`'s task with the head, once the request's whole body is in
         (a body over the flow control's high-water mark, or awaiting `100 Continue`, starts the task as before): what
         to run in the request's task, or None when it was taken care of without one."""
+        self._trusted: dict[str | None, bool] = {}
+        """Whether the proxy-header rules trust a client's host, by host: the few a server sees (its clients, its
+        proxies), each asked of uvicorn's rules (a frame and an LRU look-up) once, not for every request."""
 
     def prepare(self, scope: dict[str, Any]) -> ASGIApp:
         """`ClientAddress` then uvicorn's `ProxyHeadersMiddleware`, for an HTTP request, in place; then `admit`.
@@ -303,12 +306,22 @@ class DirectRoute:
         scope[PEER] = host
         scope["app"] = self.owner
         trusted = self.proxy.trusted_hosts
-        if host in trusted:
+        believed = self._trusted.get(host)
+        if believed is None:
+            believed = self._trust(host)
+        if believed:
             self._forwarded(scope, trusted)
         admit = self.admit
         if admit is not None and (instead := admit(scope)) is not None:
             return instead
         return self.app
+
+    def _trust(self, host: str | None) -> bool:
+        """`host in` the proxy-header rules, kept (at most `_TRUSTED_HOSTS_KEPT` hosts, then all let go)."""
+        if len(self._trusted) >= _TRUSTED_HOSTS_KEPT:
+            self._trusted.clear()
+        believed = self._trusted[host] = host in self.proxy.trusted_hosts
+        return believed
 
     @staticmethod
     def _forwarded(scope: dict[str, Any], trusted: Any) -> None:
@@ -687,6 +700,8 @@ def _after_chunked_body(data: bytes, body_end: int, end: int) -> int:
     last = max(data.rfind(b"\n\n", body_end, end) + 2, data.rfind(b"\n\r\n", body_end, end) + 3)
     return max(last, body_end)
 
+
+_TRUSTED_HOSTS_KEPT = 1024
 
 _NO_RAW_HEADERS: list[bytes] = []
 """`LimitedHttpTools._raw_headers` outside a head: never added to (a connection held open for a pushed question keeps
