@@ -21,7 +21,7 @@ import itertools
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import Literal
+from typing import Literal, final
 
 import anyio
 from starlette.types import Receive, Send
@@ -116,9 +116,8 @@ class SessionEvents:
             if not stream.written_here:
                 self.forget(stream)
 
-    def added(self) -> None:
-        self.kept += 1
-        self.limits.kept += 1
+    def trim(self) -> None:
+        """An event was added (`EventStream.put`, which counted it) past a bound: the oldest that can go, go."""
         while self.kept > self.limits.per_session and self._drop_one("session_limit"):
             pass
         while self.limits.kept > self.limits.total and self._drop_one("total_limit"):
@@ -151,8 +150,8 @@ class EventStream(Wakeable):
         "caught_up", "unseen",
     )
 
-    def __init__(self, name: str, log: SessionEvents) -> None:
-        super().__init__()
+    def __init__(self, name: str, log: SessionEvents) -> None:  # pyright: ignore[reportMissingSuperCall]
+        self._waiter = None  # `Wakeable`'s one field, set here (a frame less for every stream)
         self.name = name
         self._log = log
         self.events: list[tuple[int, JsonObject]] = []
@@ -208,8 +207,14 @@ class EventStream(Wakeable):
         self.next_seq = seq + 1
         self.closed = last
         window = self._write_now(seq, message, last) if self._direct is not None else None
-        self._log.added()
-        self._wake()
+        log = self._log
+        log.kept += 1
+        limits = log.limits
+        limits.kept += 1
+        if log.kept > limits.per_session or limits.kept > limits.total:
+            log.trim()
+        if self._waiter is not None:  # a reader's task waits (written by `_direct`, none does)
+            self._wake()
         if window is not None:
             window.end()
         return True
@@ -221,7 +226,8 @@ class EventStream(Wakeable):
         own bookkeeping is done)."""
         direct, self._direct = self._direct, None
         try:
-            if isinstance(direct, JsonWindow):  # the first event: the answer alone goes as one JSON body
+            # By type: the three kinds are none subclassed (no `isinstance` call per event).
+            if type(direct) is JsonWindow:  # the first event: the answer alone goes as one JSON body
                 if last and seq == 1 and "method" not in message:
                     body = encode(message)
                     if direct.cycle.respond(200, json_headers(body, direct.extra), body):
@@ -229,7 +235,7 @@ class EventStream(Wakeable):
                 return direct
             if direct is None:
                 return None
-            cycle = direct.cycle if isinstance(direct, Parked) else direct
+            cycle = direct.cycle if type(direct) is Parked else direct
             if seq == self.caught_up + 1 and cycle.write_now(event_bytes(encode(message), self.event_id(seq)), True):
                 self.caught_up = self.written = seq
                 if last:
@@ -237,10 +243,10 @@ class EventStream(Wakeable):
                 else:
                     cycle.write_held()
                     self._direct = direct
-                    if isinstance(direct, Parked):
+                    if type(direct) is Parked:
                         direct.wrote()
                         return None
-            if isinstance(direct, Parked):  # ended by its last event, or left to a task to write
+            if type(direct) is Parked:  # ended by its last event, or left to a task to write
                 return direct
         except Exception:  # the reader's own `send` meets it again, in the response's task
             logger.debug("writing stream %s's event %d in its caller's step failed: left to its reader", self.name,
@@ -287,11 +293,12 @@ class EventStream(Wakeable):
         answer written as one JSON body when it could be: `written` then says so) or after `timeout` seconds;
         `first_now` says with what."""
         window = JsonWindow(cycle, extra, then)
+        loop = cycle.transport.loop
         if self.events or self.closed:
-            asyncio.get_running_loop().call_soon(window.end)
+            loop.call_soon(window.end)
             return
         self._direct = window
-        window.timer = asyncio.get_running_loop().call_later(timeout, self._window_passed, window)
+        window.timer = loop.call_later(timeout, self._window_passed, window)
 
     def _window_passed(self, window: JsonWindow) -> None:
         if self._direct is window:
@@ -346,13 +353,14 @@ class EventStream(Wakeable):
         the request's own response waits for its first event (`window`, `first`), neither: the reader that writes
         the stream once the wait ends attaches it (`write`), or `unread` detaches it when none does (detached here,
         each pushed question started a grace timer that its reader cancelled a step later)."""
-        self.carried = [el for el in self.carried if not el.state.terminal and el is not elicitation]
+        if self.carried:  # the ones that ended go (most streams carry none before)
+            self.carried = [el for el in self.carried if not el.state.terminal and el is not elicitation]
         self.carried.append(elicitation)
         carriers = elicitation.carriers
         if carriers is not None:
-            if self.attached:
+            if self._reader is not None or self.remote:  # `attached`
                 carriers.attach(self)
-            elif isinstance(self._direct, JsonWindow):
+            elif type(self._direct) is JsonWindow:
                 self.unseen = True
             else:
                 carriers.detach(self, BROKE)
@@ -416,7 +424,8 @@ class EventStream(Wakeable):
             if not cycle.write_now(event_bytes(encode(message), self.event_id(seq)), True):
                 break  # the rest by `write`, once it can
             cursor = seq
-            self.written = max(self.written, seq)
+            if seq > self.written:
+                self.written = seq
         return cursor
 
     async def write(
@@ -502,6 +511,7 @@ took the stream over ("taken": left unended, as `write` cancelled leaves it); or
 it was written up to ("task"), first writing the keep-alive comment it owes ("ping")."""
 
 
+@final  # told apart by `type` (`EventStream._write_now`)
 class Parked:
     """A stream's SSE response on the face's own server waiting for the stream's next event with no task
     (`EventStream.park`): the stream's reader (`cancel`: another response takes it over), its `_direct` writer, the
@@ -520,7 +530,7 @@ class Parked:
         """Something was written: the next keep-alive comment is `SSE_PING_INTERVAL` seconds from now."""
         if self.timer is not None:
             self.timer.cancel()
-        self.timer = asyncio.get_running_loop().call_later(SSE_PING_INTERVAL, self._ping)
+        self.timer = self.cycle.transport.loop.call_later(SSE_PING_INTERVAL, self._ping)
 
     def _ping(self) -> None:
         self.timer = None
@@ -561,6 +571,7 @@ class Parked:
         then(how, stream.caught_up)
 
 
+@final  # told apart by `type` (`EventStream._write_now`)
 class JsonWindow:
     """A request's wait for its first event while its answer may still go as one JSON body (`EventStream.first`,
     `EventStream.window`): the response and its extra headers, and for a wait with no task, what to call once it
@@ -587,4 +598,10 @@ def protocol_at_least_2025_11_25(headers: Mapping[str, str], header: str) -> boo
     """Whether the request's protocol revision takes a priming event (an event with no data): older clients
     cannot parse one (the SDK's server checks the same)."""
     version = headers.get(header)
-    return version is not None and version >= "2025-11-25"
+    return version is not None and version >= PRIMING_SINCE
+
+
+PRIMING_SINCE = "2025-11-25"
+"""The first protocol revision whose clients take a priming event."""
+PRIMING_SINCE_SENT = PRIMING_SINCE.encode("latin-1")
+"""`PRIMING_SINCE` as a header sends it (latin-1 keeps the order: compared as bytes, the same answer)."""

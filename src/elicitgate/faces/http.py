@@ -3,6 +3,7 @@ pages, inbox, admin API: `elicitgate.web`), behind a Host / Origin check."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncGenerator
@@ -37,6 +38,12 @@ class HttpFaceServer(uvicorn.Server):
         super().__init__(config)
         self._mcp: StreamableHttpEndpoint = app.state.mcp
         _route_mcp_directly(config, app)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        protocol = self.config.http_protocol_class
+        if issubclass(protocol, LimitedHttpTools):
+            protocol.server_loop = asyncio.get_running_loop()  # each connection's, without asking asyncio each time
+        await super().startup(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self._mcp.stop()

@@ -58,9 +58,10 @@ class SessionWire(PushedInbox):
 
     def hand_in(self, inbound: Inbound) -> None:
         message = inbound.message
-        if isinstance(message, dict) and "method" not in message:  # the client answers one of ours
+        # `type` first: a parsed message is a plain dict (no `isinstance` call for it). The client answers one of ours:
+        if (type(message) is dict or isinstance(message, dict)) and "method" not in message:
             answered = message.get("id")
-            if is_request_id(answered):
+            if type(answered) is int or type(answered) is str or is_request_id(answered):
                 self._carriers.pop(answered, None)
         self._deliver(inbound)
 
@@ -108,13 +109,14 @@ class SessionWire(PushedInbox):
             raise anyio.ClosedResourceError
         if "method" not in message:  # our answer to one of the client's requests
             answered = message.get("id")
-            channel = self.answers.pop(answered, None) if is_request_id(answered) else None
+            channel = (self.answers.pop(answered, None)
+                       if type(answered) is int or type(answered) is str or is_request_id(answered) else None)
             if channel is None or not channel.put(message, last=True):
                 logger.debug("the answer to %r has no response stream any more: dropped", answered)
             return
         request_id = message.get("id")
         carrier: RequestId | None = None
-        if is_request_id(request_id):
+        if type(request_id) is int or type(request_id) is str or is_request_id(request_id):
             carrier = self._carriers.get(request_id)
         elif message["method"] == "notifications/cancelled" and is_object(params := message.get("params")):
             cancelled = params.get("requestId")

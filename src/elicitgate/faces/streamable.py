@@ -14,7 +14,6 @@ go on the session's GET stream.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import functools
@@ -38,7 +37,13 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from elicitgate.errors import NonFiniteParams, NotAMessage
 from elicitgate.faces.dispatch import serve_handshake
 from elicitgate.faces.elsewhere import FORWARD_OP, READER_OP, ElsewhereSessions, serve_forwarded
-from elicitgate.faces.event_streams import EventLimits, EventStream, ParkedEnd, protocol_at_least_2025_11_25
+from elicitgate.faces.event_streams import (
+    PRIMING_SINCE_SENT,
+    EventLimits,
+    EventStream,
+    ParkedEnd,
+    protocol_at_least_2025_11_25,
+)
 from elicitgate.faces.http_answers import (
     JSON_WINDOW,
     LATE,
@@ -67,6 +72,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SESSION_HEADER = "mcp-session-id"
+_VERSION_SENT = MCP_PROTOCOL_VERSION_HEADER.lower().encode("latin-1")
 LAST_EVENT_ID = "last-event-id"
 
 Principal = tuple[str, str | None, str | None]
@@ -293,9 +299,10 @@ class StreamableHttpEndpoint:
         if isinstance(message, _Refusal):
             return functools.partial(reply_app, 400, message.error, session.header)
         method, request_id = message.get("method"), message.get("id")
-        if not (isinstance(method, str) and is_request_id(request_id)):
+        if not (type(method) is str or isinstance(method, str)) or not (
+                type(request_id) is int or type(request_id) is str or is_request_id(request_id)):
             session.wire.hand_in(Inbound(message))
-            loop = asyncio.get_running_loop()  # the 202 two turns later, as `_post` writes it
+            loop = cycle.transport.loop  # the 202 two turns later, as `_post` writes it
             loop.call_soon(loop.call_soon, _accepted, cycle, connection, session.header)
             return None
         return self._answer_in_steps(session, request_id, message, headers, cycle, connection)
@@ -490,6 +497,9 @@ class StreamableHttpEndpoint:
 
     @staticmethod
     def _primes(headers: Headers) -> bool:
+        if type(headers) is RequestHeaders:  # the header as sent: no look-up by a name lowered and encoded, no decode
+            sent = headers.named.get(_VERSION_SENT)
+            return sent is not None and sent >= PRIMING_SINCE_SENT
         return protocol_at_least_2025_11_25(headers, MCP_PROTOCOL_VERSION_HEADER)
 
     async def _delete(self, scope: Scope, send: Send, headers: Headers) -> None:
@@ -656,7 +666,7 @@ class _Refusal:
 def _parsed(body: bytes) -> JsonObject | _Refusal:
     """A POST's message, or the error that says why its body is not one."""
     message = parse_message(body)
-    if not isinstance(message, Exception):
+    if type(message) is dict or not isinstance(message, Exception):  # a message: a plain dict, with no call
         return message
     if isinstance(message, NonFiniteParams):
         named = message.request_id if is_request_id(message.request_id) else None
@@ -726,7 +736,7 @@ def _header_of(session: _Session | None) -> list[tuple[bytes, bytes]] | None:
 
 
 def _requestor(scope: Scope) -> AuthorizationContext | None:
-    user = scope.get("user")
-    return authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+    user = scope.get("user")  # none without `http.auth`: no type check for it
+    return authorization_context(user) if user is not None and isinstance(user, AuthenticatedUser) else None
 
 

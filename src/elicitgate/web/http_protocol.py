@@ -58,6 +58,9 @@ socket closed with unread bytes sends a reset, which can destroy the answer befo
 client still sending a big head is the usual case); nginx's lingering close does the same."""
 
 _HEAD_ENDS = (b"\n\n", b"\n\r\n")
+_LINE_BREAKS = (b"\r", b"\n", b"")
+"""A head's first byte that `HeadScanner.take`'s fast path leaves to the general one (blank lines before a request
+line are skipped; no byte: nothing to scan)."""
 """Every way an empty line can end a head (CRLF CRLF, and the bare-LF forms a lenient parser takes)."""
 
 
@@ -100,6 +103,27 @@ class HeadScanner:
 
     def take(self, data: bytes, start: int) -> int:
         """Where to stop feeding `data` from `start`: just past the next possible end of the head, or its end."""
+        if not self.size and not self._line_started and data[start:start + 1] not in _LINE_BREAKS:
+            # A head's first bytes, not a blank line: where its request line ends and where the head may end, found
+            # in this one frame (`_next_end`, then `seen` and `_count_line`, counted them the same way).
+            newline = data.find(b"\n", start)
+            crlf = data.find(b"\n\r\n", newline) if newline >= 0 else -1
+            lf = data.find(b"\n\n", newline, len(data) if crlf < 0 else crlf + 2) if newline >= 0 else -1
+            end = lf + 2 if lf >= 0 else crlf + 3 if crlf >= 0 else len(data)
+            line = (end if newline < 0 or newline >= end else newline + 1) - start
+            if line > self.max_line:
+                raise HeadTooLarge(414, f"URI Too Long: the request line is over http.max_request_line_bytes "
+                                        f"({self.max_line} bytes)\n")
+            if end - start > self.max_head:
+                raise HeadTooLarge(
+                    431, f"Request Header Fields Too Large: the request head is over http.max_header_bytes "
+                    f"({self.max_head} bytes)\n")
+            self._line_started = True
+            self._line_done = 0 <= newline < end
+            self.line = line
+            self.size = end - start
+            self._tail = data[end - 2 if end - 2 > start else start:end]
+            return end
         end = self._next_end(data, start)
         self.seen(data, start, end)
         return end
@@ -153,7 +177,7 @@ class CoalescedWrites(asyncio.Transport):
     the part under way is whole: a JSON answer (head, then body) or an SSE event with the stream's end leave as one
     write. `close` and `write_eof` write what is held first; everything else is the transport's own."""
 
-    __slots__ = ("_transport", "_held", "_call_soon", "_soon")
+    __slots__ = ("_transport", "_held", "_call_soon", "_soon", "loop")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:  # pyright: ignore[reportMissingSuperCall]
         # Not `asyncio.BaseTransport`'s: its one field, the extra info, is the transport's (`get_extra_info`).
@@ -162,6 +186,9 @@ class CoalescedWrites(asyncio.Transport):
         self._call_soon = loop.call_soon
         self._soon: asyncio.Handle | None = None
         """The turn's-end `flush` while something is held."""
+        self.loop = loop
+        """The connection's event loop, for what its responses time (`asyncio.get_running_loop()` is a `getpid` system
+        call on Python 3.11)."""
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
@@ -189,7 +216,8 @@ class CoalescedWrites(asyncio.Transport):
             self.flush()
 
     def close(self) -> None:
-        self.write_held()
+        if self._soon is not None:
+            self.write_held()
         self._transport.close()
 
     def abort(self) -> None:
@@ -248,7 +276,7 @@ class DirectRoute:
     of the endpoint (`admit`: the Host / Origin guard) would do to its scope is done in `prepare`, before the
     request's task starts, instead of by more frames that every resumption of that task passes through."""
 
-    __slots__ = ("raw_path", "app", "owner", "proxy", "admit", "at_body")
+    __slots__ = ("raw_path", "app", "owner", "proxy", "admit", "at_body", "_trusted")
 
     def __init__(self, raw_path: bytes, app: ASGIApp, owner: ASGIApp, proxy: ProxyHeadersMiddleware,
                  admit: Callable[[dict[str, Any]], ASGIApp | None] | None = None,
@@ -266,6 +294,9 @@ class DirectRoute:
         """For a POST: called, instead of starting `app`'s task with the head, once the request's whole body is in
         (a body over the flow control's high-water mark, or awaiting `100 Continue`, starts the task as before): what
         to run in the request's task, or None when it was taken care of without one."""
+        self._trusted: dict[str | None, bool] = {}
+        """Whether the proxy-header rules trust a client's host, by host: the few a server sees (its clients, its
+        proxies), each asked of uvicorn's rules (a frame and an LRU look-up) once, not for every request."""
 
     def prepare(self, scope: dict[str, Any]) -> ASGIApp:
         """`ClientAddress` then uvicorn's `ProxyHeadersMiddleware`, for an HTTP request, in place; then `admit`.
@@ -275,12 +306,22 @@ class DirectRoute:
         scope[PEER] = host
         scope["app"] = self.owner
         trusted = self.proxy.trusted_hosts
-        if host in trusted:
+        believed = self._trusted.get(host)
+        if believed is None:
+            believed = self._trust(host)
+        if believed:
             self._forwarded(scope, trusted)
         admit = self.admit
         if admit is not None and (instead := admit(scope)) is not None:
             return instead
         return self.app
+
+    def _trust(self, host: str | None) -> bool:
+        """`host in` the proxy-header rules, kept (at most `_TRUSTED_HOSTS_KEPT` hosts, then all let go)."""
+        if len(self._trusted) >= _TRUSTED_HOSTS_KEPT:
+            self._trusted.clear()
+        believed = self._trusted[host] = host in self.proxy.trusted_hosts
+        return believed
 
     @staticmethod
     def _forwarded(scope: dict[str, Any], trusted: Any) -> None:
@@ -415,7 +456,8 @@ class LeanCycle(RequestResponseCycle):
         `receive` takes it; else None, having done nothing: then `receive` it."""
         if self.more_body or self.waiting_for_100_continue or self.disconnected or self.response_complete:
             return None
-        self.flow.resume_reading()
+        if self.flow.read_paused:
+            self.flow.resume_reading()
         self.message_event.clear()
         body = bytes(self.body)
         self.body = bytearray()
@@ -659,6 +701,8 @@ def _after_chunked_body(data: bytes, body_end: int, end: int) -> int:
     return max(last, body_end)
 
 
+_TRUSTED_HOSTS_KEPT = 1024
+
 _NO_RAW_HEADERS: list[bytes] = []
 """`LimitedHttpTools._raw_headers` outside a head: never added to (a connection held open for a pushed question keeps
 no list of its own)."""
@@ -704,7 +748,12 @@ class LimitedHttpTools(HttpToolsProtocol):
     """A path served past the outer middleware (`faces.http` sets `/mcp`'s), else None."""
     app: Any
     """The config's loaded app (uvicorn's, with no `cast` call per connection)."""
+    parser: httptools.HttpRequestParser  # None once the connection is lost (uvicorn's, and `connection_lost`'s)
     _shared: ClassVar[tuple[Config, logging.Logger, logging.Logger, bool, Literal["2.0", "3.0"]] | None] = None
+    server_loop: ClassVar[asyncio.AbstractEventLoop | None] = None
+    """The loop the server serves its connections in, set as it starts (`faces.http.HttpFaceServer`): uvicorn makes
+    each connection's protocol with no loop, and asking asyncio for it (`get_event_loop`) is a `getpid` system call on
+    Python 3.11."""
 
     def __init__(
         self,
@@ -727,7 +776,7 @@ class LimitedHttpTools(HttpToolsProtocol):
         _, self.logger, self.access_logger, self.access_log, self.asgi_version = shared
         self.config = config
         self.app = config.loaded_app  # pyright: ignore[reportUnknownMemberType]
-        self.loop = _loop or asyncio.get_event_loop()
+        self.loop = _loop or self.server_loop or asyncio.get_event_loop()
         self.parser = httptools.HttpRequestParser(self)
         self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn: answer a pipelined first
         self.ws_protocol_class = config.ws_protocol_class
@@ -787,9 +836,24 @@ class LimitedHttpTools(HttpToolsProtocol):
         self._stop_timers()
         if self._linger is not None:
             self._linger.cancel()
-        super().connection_lost(exc)
+        # uvicorn's `connection_lost`, written out (its `_unset_keepalive_if_required` and the flow control's
+        # `resume_writing` in line, where they would do nothing but return).
+        self.connections.discard(self)
+        if self.logger.level <= TRACE_LOG_LEVEL:
+            self.logger.log(TRACE_LOG_LEVEL, "%sHTTP connection lost", "%s:%d - " % self.client if self.client else "")
         cycle = self.cycle
-        if isinstance(cycle, LeanCycle) and cycle.disconnected:
+        if cycle is not None:  # pyright: ignore[reportUnnecessaryComparison]  # None until the first request's head
+            if not cycle.response_complete:
+                cycle.disconnected = True
+            cycle.message_event.set()
+        if self.flow is not None and self.flow.write_paused:  # pyright: ignore[reportUnnecessaryComparison]
+            self.flow.resume_writing()
+        if exc is None:
+            self.transport.close()
+            if self.timeout_keep_alive_task is not None:
+                self._unset_keepalive_if_required()
+        self.parser = None  # type: ignore[assignment]
+        if cycle is not None and cycle.disconnected and isinstance(cycle, LeanCycle):  # pyright: ignore[reportUnnecessaryComparison]
             cycle.lost()
 
     def data_received(self, data: bytes) -> None:
@@ -820,7 +884,8 @@ class LimitedHttpTools(HttpToolsProtocol):
         except HeadTooLarge as refusal:
             self._refuse_head(refusal.status, refusal.text)
             return
-        self._arm_timers()
+        if not self._in_head or self._head.size:  # else between requests: no timer to arm
+            self._arm_timers()
 
     def _feed(self, chunk: memoryview) -> bool:
         """Feed the parser as uvicorn does; False when the connection is handed over or answered 400."""
@@ -898,7 +963,8 @@ class LimitedHttpTools(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._headers_lowered()
         self._in_head = False
-        self._cancel_head_timer()
+        if self._head_timer is not None:
+            self._cancel_head_timer()
         self._body_left = _content_length(self.headers)
         parser = self.parser
         scope: dict[str, Any] = self.scope  # pyright: ignore[reportAssignmentType]  # uvicorn's HTTPScope, a dict
@@ -1027,7 +1093,8 @@ class LimitedHttpTools(HttpToolsProtocol):
             self._head_timer = None
 
     def _stop_timers(self) -> None:
-        self._cancel_head_timer()
+        if self._head_timer is not None:
+            self._cancel_head_timer()
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
@@ -1074,7 +1141,20 @@ class LimitedHttpTools(HttpToolsProtocol):
         self._answer_and_close(status, text)
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        # uvicorn's, written out: the checks of its calls (the keep-alive timer to cancel, reading to resume) in line.
+        self.server_state.total_requests += 1
+        if not self._socket.is_closing():
+            if self.timeout_keep_alive_task is not None:
+                self._unset_keepalive_if_required()
+            if self.flow.read_paused:
+                self.flow.resume_reading()
+            if self.pipeline:  # the next pipelined request's turn
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+            else:
+                self.timeout_keep_alive_task = self.loop.call_later(
+                    self.timeout_keep_alive, self.timeout_keep_alive_handler
+                )
         if self._deferred is not None and not self._answering() and not self.pipeline:
             self._answer_and_close(*self._deferred)
 

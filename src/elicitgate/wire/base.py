@@ -14,6 +14,11 @@ from mcp_types import RequestId
 
 from elicitgate.json_shapes import JsonObject
 
+PLAIN_OBJECT: type[JsonObject] = dict
+"""The type of a parsed JSON object (orjson's and `json`'s are plain dicts): `type(value) is PLAIN_OBJECT` tells one
+with no call (`isinstance`, `is_object`) on a message's hot path, and narrows it to `JsonObject`. Anything else, a
+subclass among them, is left to `is_object`."""
+
 
 class MessageWire(Protocol):
     """One peer's messages as JSON-RPC dicts, whatever carries them (`wire.stdio`, `wire.http`)."""

@@ -46,7 +46,7 @@ from elicitgate.errors import (
     UrlElicitationRequired,
 )
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
-from elicitgate.wire.base import Inbound, MessageWire, PushWire, SendsAtOnce
+from elicitgate.wire.base import PLAIN_OBJECT, Inbound, MessageWire, PushWire, SendsAtOnce
 from elicitgate.wire.scopes import TaskCancel, cancel_scope
 
 logger = logging.getLogger(__name__)
@@ -400,22 +400,15 @@ class Endpoint:
     ) -> Coroutine[Any, Any, None] | None:
         """Route one message; returns the handling of an `inline` request, for the read loop to await."""
         message = inbound.message
-        if isinstance(message, NonFiniteParams):
-            logger.warning("%s sent %s: refused", self._peer, message)
-            if is_request_id(message.request_id):
-                self._spawn(self._answer_error, message.request_id, INVALID_PARAMS, str(message))
-            return None
-        if isinstance(message, Exception):
-            logger.warning("%s sent %s", self._peer, message)
-            if self._serving:
-                code = INVALID_REQUEST if isinstance(message, NotAMessage) else PARSE_ERROR
-                self._spawn(self._answer_error, None, code, str(message))
+        # A parsed message is a plain dict: the failures' two checks only for anything else (every message's).
+        if type(message) is not dict and isinstance(message, Exception):
+            self._refuse(message)
             return None
         method = message.get("method")
         request_id = message.get("id")
-        if isinstance(method, str):
+        if type(method) is str or (method is not None and isinstance(method, str)):  # a response's is None
             params = message.get("params")
-            if params is not None and not is_object(params):
+            if params is not None and type(params) is not PLAIN_OBJECT and not is_object(params):
                 logger.warning("%s sent %s with params that are not an object: dropped", self._peer, method)
                 if is_request_id(request_id):
                     self._spawn(self._answer_error, request_id, INVALID_REQUEST, "params must be an object")
@@ -455,8 +448,8 @@ class Endpoint:
             waiter.set_exception(self._lost(code=CONNECTION_CLOSED, message=_lost_reason(message)))
         elif "error" in message:
             waiter.set_exception(_error_of(message["error"], self._peer))
-        elif is_object(result := message.get("result")):
-            waiter.set_result(result)
+        elif type(result := message.get("result")) is PLAIN_OBJECT or is_object(result):
+            waiter.set_result(result)  # pyright: ignore[reportArgumentType]  # a JSON object (pyright keeps `None` in)
         else:
             waiter.set_exception(MCPError(
                 code=INTERNAL_ERROR,
@@ -464,6 +457,19 @@ class Endpoint:
                 data={"id": request_id},
             ))
         return None
+
+    def _refuse(self, message: Exception) -> None:
+        """A message that could not be read (`NonFiniteParams`, another failure): logged, and answered where it is
+        owed."""
+        if isinstance(message, NonFiniteParams):
+            logger.warning("%s sent %s: refused", self._peer, message)
+            if is_request_id(message.request_id):
+                self._spawn(self._answer_error, message.request_id, INVALID_PARAMS, str(message))
+            return
+        logger.warning("%s sent %s", self._peer, message)
+        if self._serving:
+            code = INVALID_REQUEST if isinstance(message, NotAMessage) else PARSE_ERROR
+            self._spawn(self._answer_error, None, code, str(message))
 
     def _handler_task(
         self, inbound: Inbound, request_id: RequestId, method: str, params: JsonObject | None, on_request: OnRequest
@@ -538,7 +544,7 @@ class Endpoint:
         its result or its error, nothing when the peer cancelled the request, `Connection closed` when it was cut
         short (the connection's end, or the gateway stopping)."""
         inbound = self._serving_tasks.pop(task, None)
-        if not isinstance(inbound, Inbound):
+        if type(inbound) is not Inbound and not isinstance(inbound, Inbound):  # by type first: no call for it
             return
         request_id = inbound.served_id
         assert request_id is not None  # set as its task was made
@@ -567,7 +573,8 @@ class Endpoint:
         """A handler's task ended (`_serve_direct`): nothing cancels it from now on, and its answer is written unless
         it was cancelled or the peer cancelled the request."""
         request_id = self._serving_tasks.pop(task, None)
-        if request_id is None or isinstance(request_id, Inbound):
+        if request_id is None or (type(request_id) is not int and type(request_id) is not str  # an id: no call
+                                  and isinstance(request_id, Inbound)):
             return
         served = self._direct.get(request_id)
         if served is task:
@@ -636,7 +643,8 @@ class Endpoint:
             return False
         del self._handling[request_id]
         cancels = handling[0]
-        return isinstance(cancels, TaskCancel) and cancels.stop()
+        # Its task, unless it was cancelled (`TaskCancel`, not subclassed): told by type, no call.
+        return type(cancels) is TaskCancel and cancels.stop()
 
     def _on_notification(
         self, inbound: Inbound, method: str, params: JsonObject | None, on_notify: OnNotify
@@ -802,7 +810,7 @@ def _while_served(params: JsonObject | None) -> JsonObject:
     rest let go of. Without a progress token, one empty message shared by all (a dict of its own is ~200 bytes held
     by every request in flight)."""
     meta = params.get("_meta") if params is not None else None
-    if is_mapping(meta) and "progressToken" in meta:
+    if meta is not None and is_mapping(meta) and "progressToken" in meta:  # most requests have no `_meta`
         return {"params": {"_meta": {"progressToken": meta["progressToken"]}}}
     return _LET_GO
 
@@ -812,7 +820,9 @@ _LET_GO: JsonObject = {}
 
 
 def is_request_id(value: object) -> TypeGuard[RequestId]:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    # The two types ids come as looked at first, with no `isinstance` call (asked of every message's id).
+    kind = type(value)
+    return kind is str or kind is int or (isinstance(value, (str, int)) and not isinstance(value, bool))
 
 
 def _is_number(value: object) -> TypeGuard[int | float]:

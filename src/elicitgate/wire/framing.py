@@ -11,6 +11,7 @@ from mcp_types import INTERNAL_ERROR
 from elicitgate.errors import LineTooLong, NonFiniteParams, NotAMessage, NotFinite
 from elicitgate.json_shapes import JsonObject, is_object
 from elicitgate.wire import codec
+from elicitgate.wire.base import PLAIN_OBJECT
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """The longest line a stdio wire reads (the face's stdin, a stdio server's stdout): a peer that writes without
@@ -96,7 +97,7 @@ def parse_message(data: bytes, what: str = "message") -> JsonObject | Exception:
         return with_non_finite(exc.value, what, data)
     except ValueError as exc:  # not JSON, not UTF-8, or nested too deep (`TooDeep`)
         return ValueError(f"a {what} that is not JSON ({exc}): {data[:200]!r}")
-    if not is_object(message):
+    if type(message) is not PLAIN_OBJECT and not is_object(message):
         return NotAMessage(f"a {what} that is not a JSON-RPC message (a JSON object): {data[:200]!r}")
     return message
 

@@ -437,7 +437,7 @@ class HttpWire(PushedInbox):
     def json_answer(self, request_id: RequestId, body: bytes) -> None:
         """A request's answer, a JSON body read whole."""
         message = parse_message(body)
-        if isinstance(message, Exception):
+        if type(message) is not dict and isinstance(message, Exception):  # a message is a plain dict: no call
             self._fail(request_id, PARSE_ERROR, f"Failed to parse JSON response: {message}")
             return
         if "method" not in message:
@@ -497,7 +497,7 @@ class HttpWire(PushedInbox):
     def relay(self, request_id: RequestId, data: bytes) -> bool:
         """One event of a request's stream; True if it was the answer (a server message is not)."""
         message = parse_message(data)
-        if isinstance(message, Exception):
+        if type(message) is not dict and isinstance(message, Exception):  # a message is a plain dict: no call
             self._fail(request_id, PARSE_ERROR, f"Failed to parse SSE message: {message}")
             return True
         if "method" in message:
