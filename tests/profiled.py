@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -9,6 +10,20 @@ from types import FrameType
 from typing import TypeVar
 
 T = TypeVar("T")
+
+
+@contextmanager
+def collector_held() -> Iterator[None]:
+    """The cyclic garbage collector held off for the block. Enter it before `sys.setprofile` and leave it after: a
+    collection landing in a profiled block runs finalizers (weakref callbacks, `__del__`) whose calls are not the code
+    under test's, so a count taken on a busy run would differ from a quiet one's."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 @contextmanager
@@ -23,12 +38,13 @@ def python_calls(*, c_prefix: str | None = None) -> Iterator[list[str]]:
         elif c_prefix is not None and event == "c_call":
             called.append(f"{c_prefix}{getattr(arg, '__name__', arg)}")
 
-    sys.setprofile(profile)
-    try:
-        yield called
-    finally:
-        sys.setprofile(None)
-        del called[len(called) - 1 - called[::-1].index("__exit__") :]
+    with collector_held():
+        sys.setprofile(profile)
+        try:
+            yield called
+        finally:
+            sys.setprofile(None)
+            del called[len(called) - 1 - called[::-1].index("__exit__") :]
 
 
 def calls_of(run: Callable[[], T], *, c_calls: bool = False) -> tuple[T, list[str]]:
@@ -42,9 +58,10 @@ def calls_of(run: Callable[[], T], *, c_calls: bool = False) -> tuple[T, list[st
         elif c_calls and event == "c_call":
             called.append(getattr(arg, "__name__", "?"))
 
-    sys.setprofile(profile)
-    try:
-        result = run()
-    finally:
-        sys.setprofile(None)
+    with collector_held():
+        sys.setprofile(profile)
+        try:
+            result = run()
+        finally:
+            sys.setprofile(None)
     return result, called[1:-1] if c_calls else called[1:]

@@ -20,7 +20,7 @@ from elicitgate.faces.dispatch import serve_connection
 from elicitgate.faces.server import build_server
 from elicitgate.gateway import Gateway
 from tests.conftest import stdio_server
-from tests.profiled import python_calls
+from tests.profiled import collector_held, python_calls
 from tests.test_stdio_path_calls import _next  # pyright: ignore[reportPrivateUsage]
 from tests.test_unit_frameless_requests import at_once_wires
 
@@ -45,11 +45,12 @@ def _qualnames() -> Iterator[list[str]]:
         if event == "call":
             entered.append(frame.f_code.co_qualname)
 
-    sys.setprofile(profile)
-    try:
-        yield entered
-    finally:
-        sys.setprofile(None)
+    with collector_held():
+        sys.setprofile(profile)
+        try:
+            yield entered
+        finally:
+            sys.setprofile(None)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from elicitgate.audit.store import AuditStore
 from elicitgate.audit.trail import AuditTrail
 from elicitgate.config import AuditConfig
 from elicitgate.metrics import AUDIT_DROPPED
-from tests.profiled import calls_of
+from tests.profiled import calls_of, collector_held
 
 pytestmark = pytest.mark.anyio
 
@@ -73,13 +73,14 @@ async def _stored_with_calls(tmp_path: Any, count: int) -> tuple[list[str], int,
                 assert await trail.opened(60) is not None
                 for _ in range(3):
                     await anyio.lowlevel.checkpoint()  # the writer waits for its first record
-                sys.setprofile(profile)
-                try:
-                    for n in range(count):
-                        trail.record(_record(f"s{n:03}"))
-                    await trail.close(60)
-                finally:
-                    sys.setprofile(None)
+                with collector_held():
+                    sys.setprofile(profile)
+                    try:
+                        for n in range(count):
+                            trail.record(_record(f"s{n:03}"))
+                        await trail.close(60)
+                    finally:
+                        sys.setprofile(None)
                 trail.record(_record("late"))
             finally:
                 await trail.close(1)  # the writer outlives a failure above otherwise

@@ -13,6 +13,7 @@ from elicitgate.elicitation.form_schemas import FormSchemas
 from elicitgate.elicitation.model import Elicitation, State
 from elicitgate.elicitation.recent import RecentEnds
 from elicitgate.wire import codec
+from tests.profiled import collector_held
 
 
 def _ended() -> Elicitation:
@@ -33,13 +34,14 @@ def test_an_end_is_kept_by_the_calls_that_make_its_row_only() -> None:
         if event == "call":
             called.append(frame.f_code.co_name)
 
-    sys.setprofile(profile)
-    try:
-        recent.add(el)  # on the answer's way: noted only
-        noted = list(called)
-        recent.settle()  # once it is on its way (`Broker._recorded`): its row
-    finally:
-        sys.setprofile(None)
+    with collector_held():
+        sys.setprofile(profile)
+        try:
+            recent.add(el)  # on the answer's way: noted only
+            noted = list(called)
+            recent.settle()  # once it is on its way (`Broker._recorded`): its row
+        finally:
+            sys.setprofile(None)
     assert noted == ["add"]
     assert called[len(noted) :] == ["settle", "_put", "summary_row", "_id_bytes"]
     assert recent[-1] == el.summary() and recent[-1]["state"] == "accepted"

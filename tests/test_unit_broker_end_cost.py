@@ -31,7 +31,7 @@ from elicitgate.elicitation.model import Elicitation, State
 from elicitgate.elicitation.responders import PUSH_TO_CLIENT
 from elicitgate.elicitation.schema import answer_problems
 from elicitgate.logs import current_request
-from tests.profiled import python_calls
+from tests.profiled import collector_held, python_calls
 
 SERVER = "unit-endcost"
 """The metrics' label here, which no other test uses (the registry is the process's)."""
@@ -294,11 +294,12 @@ def test_a_token_is_taken_without_min_or_max_and_the_same_waits() -> None:
         if event == "c_call":
             c_calls.append(getattr(arg, "__name__", ""))
 
-    sys.setprofile(profile)
-    try:
-        waits = [bucket.take(), bucket.take()]  # taken (a refusal's wait is worked out as before: `max`, `ceil`)
-    finally:
-        sys.setprofile(None)
+    with collector_held():
+        sys.setprofile(profile)
+        try:
+            waits = [bucket.take(), bucket.take()]  # taken (a refusal's wait is worked out as before: `max`, `ceil`)
+        finally:
+            sys.setprofile(None)
     assert "min" not in c_calls and "max" not in c_calls
     waits.append(bucket.take())
     assert waits == [0.0, 0.0, 2.0] and bucket.tokens == 0.0

@@ -30,6 +30,7 @@ from elicitgate.config import BridgingConfig, ElicitationConfig
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.limits import TokenBucket
 from elicitgate.elicitation.model import Elicitation
+from tests.profiled import collector_held
 from tests.test_unit_rounds import FORM, METHOD, RESULT, Request, asks, peer, running
 
 pytestmark = pytest.mark.anyio
@@ -47,11 +48,12 @@ def edges() -> Iterator[list[tuple[str, str]]]:
         elif event == "c_call":
             seen.append((f"<{getattr(arg, '__name__', '?')}>", frame.f_code.co_name))
 
-    sys.setprofile(profile)
-    try:
-        yield seen
-    finally:
-        sys.setprofile(None)
+    with collector_held():
+        sys.setprofile(profile)
+        try:
+            yield seen
+        finally:
+            sys.setprofile(None)
 
 
 def called_by(seen: list[tuple[str, str]], caller: str) -> list[str]:
