@@ -283,6 +283,8 @@ class Response(Wakeable):
         if self._ended:
             self._stop_streaming()
             sink.ended(self._error)
+        elif connection is not None and connection.whole_in_hand:
+            self._reads = None  # its end comes in this very callback of the connection's: nothing to time
         elif self._read_timeout is not None:
             reads = self._reads
             if reads is None or reads.timeout != self._read_timeout:
@@ -347,22 +349,27 @@ class StreamedReads:
     left to run out when the last stream goes (it then finds none): cancelled and armed again for every request whose
     answer is streamed, it was two of the loop's heap operations and a handle per call (`stop` when done)."""
 
-    __slots__ = ("timeout", "_streams", "_timer")
+    __slots__ = ("timeout", "_streams", "_timer", "_loop")
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self._streams: dict[Expiring, float] = {}
         """Each streamed body and when its last chunk came (the event loop's clock), the least recent first."""
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The client's event loop, asked for at the first stream (`get_running_loop` is a `getpid` system call on
+        Python 3.11, and this runs twice for every request written at once)."""
 
     def came(self, response: Expiring) -> None:
         """Something came for `response` (or it began streaming): its timeout starts over."""
         streams = self._streams
         streams.pop(response, None)
-        loop = asyncio.get_running_loop()
-        streams[response] = loop.time()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        now = streams[response] = loop.time()
         if self._timer is None:
-            self._timer = loop.call_at(streams[response] + self.timeout, self._expire, context=_TIMER_CONTEXT)
+            self._timer = loop.call_at(now + self.timeout, self._expire, context=_TIMER_CONTEXT)
 
     def forget(self, response: Expiring) -> None:
         self._streams.pop(response, None)
@@ -376,7 +383,7 @@ class StreamedReads:
     def _expire(self) -> None:
         self._timer = None
         streams = self._streams
-        loop = asyncio.get_running_loop()
+        loop = self._loop or asyncio.get_running_loop()
         now = loop.time()
         while streams:
             response, last = next(iter(streams.items()))
@@ -506,7 +513,7 @@ class _Connection(asyncio.Protocol):
     __slots__ = (
         "pool", "origin", "transport", "parser", "response", "head", "head_bytes", "head_tail", "in_head", "received",
         "paused", "writing_paused", "drained", "closed", "failure", "uses", "keep_alive", "framing", "body_left",
-        "chunk_state", "chunk_line", "raw_headers",
+        "chunk_state", "chunk_line", "raw_headers", "whole_in_hand",
     )
 
     def __init__(self, pool: HttpClient, origin: tuple[str, str, int]) -> None:
@@ -537,6 +544,9 @@ class _Connection(asyncio.Protocol):
         comes)."""
         self.received = False
         """Whether any byte of the current response came (a reused connection that ends before is retried)."""
+        self.whole_in_hand = False
+        """While the head's end is settled (`_head`): the rest of the read holds the whole body, framed by its
+        Content-Length, which goes to the response in the same callback (a stream of it needs no read timeout)."""
         self.paused = False
         self.writing_paused = False
         self.drained: asyncio.Future[None] | None = None
@@ -593,7 +603,11 @@ class _Connection(asyncio.Protocol):
             # Settled once the parser is done with the head (a `Started` hands it on here, and what is done with
             # it may close the connection), and before a body-less response completes: let go of it, the
             # request's task holds it, and a stream may stay open for hours.
-            self._settle_head()
+            self.whole_in_hand = self.framing == _LENGTH and len(rest) >= self.body_left
+            try:
+                self._settle_head()
+            finally:
+                self.whole_in_hand = False
             response = self.response
             if response is not None and self.framing == _LENGTH and not self.body_left:
                 self._complete()

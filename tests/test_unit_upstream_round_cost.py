@@ -1,0 +1,111 @@
+"""What the upstream side of a call (`wire.http_client`, `upstreams.connection`, `router`) no longer calls per request
+(issue #34: the handshake-era client in front of a 2026-07-28 upstream over HTTP, `bench.upstream_rounds`), with the
+same results: a client's streamed reads ask asyncio for the event loop once (`get_running_loop` is a `getpid` system
+call on Python 3.11), not at every request; a JSON answer whose body came in the same read as its head is streamed to
+its sink with no read timeout armed and forgotten for it (its end comes in that very callback). On a stand-in
+socket."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from elicitgate.errors import TransportError
+from elicitgate.wire import http_client
+from elicitgate.wire.http_client import HttpClient, Response, Url
+from tests.profiled import python_calls
+from tests.test_wire_http_client import _Sink, _Socket  # pyright: ignore[reportPrivateUsage]
+
+pytestmark = pytest.mark.anyio
+
+URL = Url.parse("http://upstream.test/mcp")
+HEADERS = {"content-type": "application/json"}
+ANSWER = b'{"jsonrpc":"2.0","id":"eg-1","result":{}}'
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(ANSWER)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class _Streams:
+    """A `HeadListener` that streams each response's body to a sink of its own, as `wire.http`'s JSON answers are."""
+
+    def __init__(self) -> None:
+        self.sinks: list[_Sink] = []
+
+    def head(self, response: Response) -> None:
+        self.sinks.append(_Sink())
+        response.stream(self.sinks[-1])
+
+    def failed(self, error: TransportError, retry: bool) -> None:
+        raise AssertionError(f"no head: {error}")
+
+
+class _RoomySocket(_Socket):
+    """A stand-in socket whose write buffer is empty: a request is written at once (`HttpClient.start`)."""
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return (16 * 1024, 64 * 1024)
+
+
+def _idle_connection(client: HttpClient) -> http_client._Connection:  # pyright: ignore[reportPrivateUsage]
+    connection = http_client._Connection(client, URL.origin)  # pyright: ignore[reportPrivateUsage]
+    connection.connection_made(_RoomySocket())
+    client.release(connection)
+    return connection
+
+
+def _answered(client: HttpClient, listener: _Streams, *reads: bytes) -> list[str]:
+    """One request written at once on the client's idle connection, its answer fed as `reads`: what was called."""
+    connection = _idle_connection(client)
+    with python_calls(c_prefix="c:") as called:
+        started = client.start("POST", URL, HEADERS, b"{}", listener)
+        for data in reads:
+            connection.data_received(data)
+    assert started is not None
+    return called
+
+
+async def test_a_json_answer_whole_in_one_read_arms_no_read_timeout_and_the_loop_is_asked_for_once() -> None:
+    client = HttpClient()
+    listener = _Streams()
+    first = _answered(client, listener, HEAD + ANSWER)
+    second = _answered(client, listener, HEAD + ANSWER)
+    assert [sink.parts for sink in listener.sinks] == [[ANSWER], [ANSWER]]
+    assert [sink.ends for sink in listener.sinks] == [[None], [None]]
+    assert first.count("c:get_running_loop") == 1  # the first request's head timeout
+    assert second.count("c:get_running_loop") == 0
+    assert second.count("came") == 1  # the head's timeout, armed as the request was written ...
+    assert second.count("forget") == 1  # ... and forgotten as the head came: the body has none
+    assert len(client._reads or ()) == 0  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_a_json_answer_whose_body_comes_after_its_head_is_still_timed_until_it_ends() -> None:
+    client = HttpClient()
+    listener = _Streams()
+    reads = client._reads  # pyright: ignore[reportPrivateUsage]
+    assert reads is not None
+    connection = _idle_connection(client)
+    assert client.start("POST", URL, HEADERS, b"{}", listener) is not None
+    connection.data_received(HEAD + ANSWER[:5])
+    assert len(reads) == 1  # the body's read timeout
+    connection.data_received(ANSWER[5:])
+    assert len(reads) == 0
+    assert listener.sinks[0].parts == [ANSWER[:5], ANSWER[5:]] and listener.sinks[0].ends == [None]
+
+
+async def test_a_response_read_later_whole_is_as_before() -> None:
+    client = HttpClient()
+    connection = _idle_connection(client)
+    head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    response = Response(URL, 30.0, client._reads)  # pyright: ignore[reportPrivateUsage]
+    connection.write(b"GET /mcp HTTP/1.1\r\n\r\n", response, head)
+    connection.data_received(HEAD + ANSWER)
+    assert head.done() and response.complete
+    assert await response.read() == ANSWER
