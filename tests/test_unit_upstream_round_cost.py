@@ -2,19 +2,22 @@
 (issue #34: the handshake-era client in front of a 2026-07-28 upstream over HTTP, `bench.upstream_rounds`), with the
 same results: a client's streamed reads ask asyncio for the event loop once (`get_running_loop` is a `getpid` system
 call on Python 3.11), not at every request; a JSON answer whose body came in the same read as its head is streamed to
-its sink with no read timeout armed and forgotten for it (its end comes in that very callback). On a stand-in
-socket."""
+its sink with no read timeout armed and forgotten for it (its end comes in that very callback); an upstream
+connection's requests hand their clocks the loop the connection asked for once. On a stand-in socket, or in memory."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any, cast
 
 import pytest
 
 from elicitgate.errors import TransportError
 from elicitgate.wire import http_client
+from elicitgate.wire.endpoint import Endpoint
 from elicitgate.wire.http_client import HttpClient, Response, Url
 from tests.profiled import python_calls
+from tests.test_unit_upstream_stamp import modern_connection
 from tests.test_wire_http_client import _Sink, _Socket  # pyright: ignore[reportPrivateUsage]
 
 pytestmark = pytest.mark.anyio
@@ -28,6 +31,22 @@ HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+class _Answering:
+    """An endpoint whose requests are answered at once with `result`, on `loop`'s futures (asking asyncio for none)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, result: dict[str, Any]) -> None:
+        self.loop = loop
+        self.result = result
+
+    def asking(self, request_id: str, method: str, params: Any, **_: Any) -> asyncio.Future[dict[str, Any]]:
+        future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+        future.set_result(self.result)
+        return future
+
+    def asked_over(self, request_id: str, headers: Any) -> None:
+        pass
 
 
 class _Streams:
@@ -109,3 +128,16 @@ async def test_a_response_read_later_whole_is_as_before() -> None:
     connection.data_received(HEAD + ANSWER)
     assert head.done() and response.complete
     assert await response.read() == ANSWER
+
+
+async def test_a_connection_s_requests_ask_for_the_event_loop_once_for_all_their_clocks() -> None:
+    conn = modern_connection()
+    conn.endpoint = cast(Endpoint, _Answering(asyncio.get_running_loop(), {"content": []}))
+    called: list[list[str]] = []
+    for _ in range(3):
+        with python_calls(c_prefix="c:") as calls:
+            result = await conn.request("tools/call", {"name": "echo"}, timeout=30)
+        assert result == {"content": []}
+        called.append(calls)
+    assert [calls.count("c:get_running_loop") for calls in called] == [1, 0, 0]
+    assert conn.in_flight_origins() == []

@@ -9,6 +9,7 @@ request can be traced back to its origin (by `router.inbound`, from what the wir
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections import deque
@@ -108,6 +109,8 @@ class UpstreamConnection:
     probe's ping waits behind a busy server."""
     _cancel: anyio.CancelScope | None = None
     """Stops the transport's task (`close`)."""
+    _loop: asyncio.AbstractEventLoop | None = None
+    """The event loop its requests run in, asked for at the first (each request's clock holds it)."""
     failure: BaseException | None = None
     """What ended the transport, once `closed` is set (a cancellation when the gateway closed it)."""
     live_tasks: dict[str, float] = field(default_factory=dict[str, float])
@@ -160,7 +163,10 @@ class UpstreamConnection:
         """
         request_id = f"eg-{next(self._ids)}"
         sent, headers = self._stamp(method, params, client_capabilities)
-        with PausableDeadline(timeout) as clock:
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        with PausableDeadline(timeout, loop) as clock:
             self._in_flight[request_id] = _InFlight(origin, clock, asked)
             endpoint = self.endpoint
             try:
