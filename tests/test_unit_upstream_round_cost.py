@@ -3,7 +3,9 @@
 same results: a client's streamed reads ask asyncio for the event loop once (`get_running_loop` is a `getpid` system
 call on Python 3.11), not at every request; a JSON answer whose body came in the same read as its head is streamed to
 its sink with no read timeout armed and forgotten for it (its end comes in that very callback); an upstream
-connection's requests hand their clocks the loop the connection asked for once. On a stand-in socket, or in memory."""
+connection's requests hand their clocks the loop the connection asked for once; a tool's needs before a call (its
+required arguments, its confirmation) are read from its catalog entry once, and a call looks only at its arguments.
+On a stand-in socket, or in memory."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from typing import Any, cast
 import pytest
 
 from elicitgate.errors import TransportError
+from elicitgate.router.requests import RequestRouter
 from elicitgate.wire import http_client
 from elicitgate.wire.endpoint import Endpoint
 from elicitgate.wire.http_client import HttpClient, Response, Url
-from tests.profiled import python_calls
+from tests.profiled import calls_of, python_calls
+from tests.test_unit_trims_cost import _router  # pyright: ignore[reportPrivateUsage]
 from tests.test_unit_upstream_stamp import modern_connection
 from tests.test_wire_http_client import _Sink, _Socket  # pyright: ignore[reportPrivateUsage]
 
@@ -141,3 +145,49 @@ async def test_a_connection_s_requests_ask_for_the_event_loop_once_for_all_their
         called.append(calls)
     assert [calls.count("c:get_running_loop") for calls in called] == [1, 0, 0]
     assert conn.in_flight_origins() == []
+
+
+def _confirming_router() -> RequestRouter:
+    return _router(
+        [
+            {"name": "echo", "inputSchema": {"type": "object", "required": ["text", "n"]}},
+            {"name": "wipe", "annotations": {"destructiveHint": True}},
+        ],
+        ask_missing_arguments=True,
+        confirm_tools=["destructive"],
+    )
+
+
+def _ask_of(router: RequestRouter, name: str, arguments: object) -> tuple[Any, list[str]]:
+    item = router.catalog.find("tools", "demo", name)
+    params = {"name": name, "arguments": arguments}
+    return calls_of(lambda: router.asks.needed("tools", "demo", name, item, params))
+
+
+def test_a_tool_s_needs_are_read_from_its_entry_once_and_each_call_only_looks_at_its_arguments() -> None:
+    router = _confirming_router()
+    first, _ = _ask_of(router, "echo", {"text": "hi", "n": 1})
+    again, called = _ask_of(router, "echo", {"text": "hi", "n": 1})
+    assert first is None and again is None
+    assert called == ["needed", "is_mapping"]
+
+
+def test_the_kept_needs_ask_as_before() -> None:
+    router = _confirming_router()
+    for _ in range(2):  # read from the entry, then kept
+        missing, _ = _ask_of(router, "echo", {"n": 1})
+        assert (missing.missing, missing.confirm) == (("text",), False)
+        assert _ask_of(router, "echo", None)[0].missing == ("text", "n")
+        assert _ask_of(router, "echo", {"text": "hi", "n": 2, "more": 3})[0] is None
+        wipe, _ = _ask_of(router, "wipe", {})
+        assert (wipe.missing, wipe.confirm, wipe.item) == ((), True, router.catalog.find("tools", "demo", "wipe"))
+    router.catalog.update("demo", {"tools": [{"name": "echo", "inputSchema": {"required": ["other"]}}]})
+    assert _ask_of(router, "echo", {"text": "hi", "n": 1})[0].missing == ("other",)  # a new entry: read again
+
+
+def test_needs_are_not_asked_for_where_the_gateway_does_not_ask() -> None:
+    router = _router(
+        [{"name": "echo", "inputSchema": {"type": "object", "required": ["text"]}}], ask_missing_arguments=False
+    )
+    assert _ask_of(router, "echo", {})[0] is None
+    assert _ask_of(router, "echo", {})[1] == ["needed"]
