@@ -11,6 +11,8 @@ stand-in socket, or in memory."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from types import FrameType
 from typing import Any, cast
 
 import httptools  # pyright: ignore[reportMissingTypeStubs]
@@ -20,6 +22,7 @@ from hypothesis import strategies as st
 
 from elicitgate.errors import TransportError
 from elicitgate.router.requests import RequestRouter
+from elicitgate.upstreams import clock
 from elicitgate.wire import http_client
 from elicitgate.wire.endpoint import Endpoint
 from elicitgate.wire.http_client import HttpClient, Response, Url
@@ -239,3 +242,21 @@ def test_the_headers_read_from_a_head_s_bytes_are_llhttp_s(lines: list[tuple[str
         key, text = name.decode("latin-1").lower(), value.decode("latin-1")
         joined[key] = f"{joined[key]}, {text}" if key in joined else text
     assert headers == joined
+
+
+async def test_a_request_in_flight_is_noted_with_no_object_of_its_own_made_by_python_code() -> None:
+    conn = modern_connection()
+    conn.endpoint = cast(Endpoint, _Answering(asyncio.get_running_loop(), {"content": []}))
+    await conn.request("tools/call", {"name": "echo"}, timeout=30)  # the connection's loop, asked for once
+    made: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code.co_name == "__init__":
+            made.append(frame.f_code.co_filename)
+
+    sys.setprofile(profile)
+    try:
+        await conn.request("tools/call", {"name": "echo"}, timeout=30)
+    finally:
+        sys.setprofile(None)
+    assert [where for where in made if "asyncio" not in where] == [clock.__file__]  # the clock's alone

@@ -68,12 +68,9 @@ class Negotiated:
     instructions: str | None
 
 
-@dataclass(slots=True)
-class _InFlight:
-    origin: Origin | None
-    clock: PausableDeadline
-    asked: list[str] | None = None
-    """Where the caller of `request` hears of server requests that may belong to this one."""
+_InFlight = tuple[Origin | None, PausableDeadline, list[str] | None]
+"""A request in flight: the downstream call it was sent for, its clock, and where the caller of `request` hears of
+server requests that may belong to it (`asked`). A tuple: no `__init__` of its own to run for every request."""
 
 
 @dataclass(eq=False)
@@ -167,7 +164,7 @@ class UpstreamConnection:
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         with PausableDeadline(timeout, loop) as clock:
-            self._in_flight[request_id] = _InFlight(origin, clock, asked)
+            self._in_flight[request_id] = (origin, clock, asked)
             endpoint = self.endpoint
             try:
                 result = await endpoint.asking(
@@ -225,7 +222,7 @@ class UpstreamConnection:
     def origin_of(self, request_id: RequestId) -> Origin | None:
         """The downstream call our request `request_id` was sent for, while it is in flight."""
         entry = self._in_flight.get(request_id)
-        return entry.origin if entry is not None else None
+        return entry[0] if entry is not None else None
 
     @property
     def tags_origin(self) -> bool:
@@ -238,18 +235,18 @@ class UpstreamConnection:
         named = inbound.related_request_id
         entries = [self._in_flight.get(named)] if named is not None else list(self._in_flight.values())
         for entry in entries:
-            if entry is not None and entry.asked is not None:
-                entry.asked.append(method)
+            if entry is not None and (asked := entry[2]) is not None:
+                asked.append(method)
 
     def clocks_for(self, origin: Origin) -> list[PausableDeadline]:
-        return [entry.clock for entry in self._in_flight.values() if entry.origin is origin]
+        return [clock for of, clock, _ in self._in_flight.values() if of is origin]
 
     def clocks_in_flight(self) -> list[PausableDeadline]:
         """The clocks of every call in flight on this connection that has a downstream origin."""
-        return [entry.clock for entry in self._in_flight.values() if entry.origin is not None]
+        return [clock for origin, clock, _ in self._in_flight.values() if origin is not None]
 
     def in_flight_origins(self) -> list[Origin]:
-        return [entry.origin for entry in self._in_flight.values() if entry.origin is not None]
+        return [origin for origin, _, _ in self._in_flight.values() if origin is not None]
 
     # -- lifecycle --------------------------------------------------------------------------
 
