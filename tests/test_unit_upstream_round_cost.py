@@ -5,8 +5,7 @@ call on Python 3.11), not at every request; a JSON answer whose body came in the
 its sink with no read timeout armed and forgotten for it (its end comes in that very callback); an upstream
 connection's requests hand their clocks the loop the connection asked for once; a tool's needs before a call (its
 required arguments, its confirmation) are read from its catalog entry once, and a call looks only at its arguments.
-A response's headers are read from its head's bytes once llhttp took them, as its `on_header` would give them. On a
-stand-in socket, or in memory."""
+On a stand-in socket, or in memory."""
 
 from __future__ import annotations
 
@@ -15,10 +14,7 @@ import sys
 from types import FrameType
 from typing import Any, cast
 
-import httptools  # pyright: ignore[reportMissingTypeStubs]
 import pytest
-from hypothesis import assume, example, given
-from hypothesis import strategies as st
 
 from elicitgate.errors import TransportError
 from elicitgate.router.requests import RequestRouter
@@ -29,7 +25,7 @@ from elicitgate.wire.http_client import HttpClient, Response, Url
 from tests.profiled import calls_of, python_calls
 from tests.test_unit_trims_cost import _router  # pyright: ignore[reportPrivateUsage]
 from tests.test_unit_upstream_stamp import modern_connection
-from tests.test_wire_http_client import _Sink, _Socket, fuzz  # pyright: ignore[reportPrivateUsage]
+from tests.test_wire_http_client import _Sink, _Socket  # pyright: ignore[reportPrivateUsage]
 
 pytestmark = pytest.mark.anyio
 
@@ -198,50 +194,6 @@ def test_needs_are_not_asked_for_where_the_gateway_does_not_ask() -> None:
     )
     assert _ask_of(router, "echo", {})[0] is None
     assert _ask_of(router, "echo", {})[1] == ["needed"]
-
-
-def _llhttp_headers(head: bytes) -> list[tuple[bytes, bytes]] | None:
-    """The headers llhttp's own `on_header` gives for `head`, None when it refuses it."""
-    found: list[tuple[bytes, bytes]] = []
-
-    class Collect:
-        def on_header(self, name: bytes, value: bytes) -> None:
-            found.append((name, value))
-
-    try:
-        httptools.HttpResponseParser(Collect()).feed_data(head)  # pyright: ignore[reportUnknownMemberType]
-    except httptools.HttpParserError:  # pyright: ignore[reportUnknownMemberType]
-        return None
-    return found
-
-
-@fuzz(300)
-@given(
-    lines=st.lists(
-        st.tuples(
-            st.text("abcXYZ-_!#$%&'*+.^`|~09", min_size=1, max_size=8),
-            st.text(" \t", max_size=3),
-            st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF).filter(lambda c: c != "\x7f"), max_size=12),
-        ),
-        max_size=6,
-    ),
-    reason=st.sampled_from(["OK", "O: K", ""]),
-)
-@example(lines=[("X", " \t", "a:b  \t"), ("Y", "", ""), ("x", "  ", "  ")], reason="O: K")
-def test_the_headers_read_from_a_head_s_bytes_are_llhttp_s(lines: list[tuple[str, str, str]], reason: str) -> None:
-    head = (
-        f"HTTP/1.1 200 {reason}\r\n" + "".join(f"{name}:{space}{value}\r\n" for name, space, value in lines) + "\r\n"
-    ).encode("latin-1")
-    expected = _llhttp_headers(head)
-    assume(expected is not None)
-    assert expected is not None
-    headers: dict[str, str] = {}
-    http_client._headers(headers, head)  # pyright: ignore[reportPrivateUsage]
-    joined: dict[str, str] = {}
-    for name, value in expected:
-        key, text = name.decode("latin-1").lower(), value.decode("latin-1")
-        joined[key] = f"{joined[key]}, {text}" if key in joined else text
-    assert headers == joined
 
 
 async def test_a_request_in_flight_is_noted_with_no_object_of_its_own_made_by_python_code() -> None:

@@ -513,7 +513,7 @@ class _Connection(asyncio.Protocol):
     __slots__ = (
         "pool", "origin", "transport", "parser", "response", "head", "head_bytes", "head_tail", "in_head", "received",
         "paused", "writing_paused", "drained", "closed", "failure", "uses", "keep_alive", "framing", "body_left",
-        "chunk_state", "chunk_line", "head_parts", "head_now", "whole_in_hand",
+        "chunk_state", "chunk_line", "raw_headers", "whole_in_hand",
     )
 
     def __init__(self, pool: HttpClient, origin: tuple[str, str, int]) -> None:
@@ -539,10 +539,9 @@ class _Connection(asyncio.Protocol):
         self.chunk_state = _SIZE
         self.chunk_line = b""
         """A chunk-size or trailer line whose end has not come yet."""
-        self.head_parts: list[bytes] = _NO_HEAD_PARTS
-        """The bytes of a head that did not end in one read, but for the read it ends in (a list of its own then)."""
-        self.head_now = b""
-        """The bytes of the head fed to the parser now (`_head`): its headers are read from them at its end."""
+        self.raw_headers: list[bytes] = _NO_RAW_HEADERS
+        """The head's header names and values so far, in turn, as the parser gave them (a list of its own while a head
+        comes)."""
         self.received = False
         """Whether any byte of the current response came (a reused connection that ends before is retried)."""
         self.whole_in_hand = False
@@ -597,15 +596,7 @@ class _Connection(asyncio.Protocol):
         if self.head_bytes > MAX_HEAD_BYTES:
             raise ProtocolError(f"the response head from {self._where()} is over {MAX_HEAD_BYTES} bytes")
         self.head_tail = (tail + head[-3:])[-3:] if cut < 0 else b""
-        self.head_now = head
-        try:
-            parser.feed_data(head)
-        finally:
-            self.head_now = b""
-        if cut < 0 and self.in_head:  # the head goes on in the next read
-            if self.head_parts is _NO_HEAD_PARTS:
-                self.head_parts = []
-            self.head_parts.append(head)
+        parser.feed_data(head)
         if not self.in_head:  # its end: the body is ours to frame
             self.parser = None
             self.head_bytes = 0  # a small int, not one of its own for as long as the connection is held
@@ -733,23 +724,26 @@ class _Connection(asyncio.Protocol):
             drained.set_result(None)
 
     # -- httptools' callbacks (no `on_message_begin`: `start` begins each head, and the parser keeps a bound method
-    # for every callback the protocol has, for as long as a stream held open lives; no `on_header` either: the
-    # headers are read from the head's bytes at its end, once llhttp has checked them) --------------------------
+    # for every callback the protocol has, for as long as a stream held open lives) ----------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.in_head:
+            self.raw_headers += (name, value)  # into the response's headers at the head's end (`_headers`)
 
     def on_headers_complete(self) -> None:
         response = self.response
         parser = self.parser
         self.in_head = False
-        parts, self.head_parts = self.head_parts, _NO_HEAD_PARTS
+        raw, self.raw_headers = self.raw_headers, _NO_RAW_HEADERS
         if response is None or parser is None:
             return
         status = parser.get_status_code()
         if 100 <= status < 200 and status != 101:  # informational (100 Continue): the real head follows
             self.head_bytes = 0
             self.in_head = True
+            self.raw_headers = []
             return
-        head = self.head_now if parts is _NO_HEAD_PARTS else b"".join(parts) + self.head_now
-        _headers(response.headers, head)
+        _headers(response.headers, raw)
         response.status = status
         response.connection = self
         self.keep_alive = parser.should_keep_alive()
@@ -806,7 +800,7 @@ class _Connection(asyncio.Protocol):
         self.head_bytes = 0
         self.head_tail = b""
         self.in_head = True
-        self.head_parts = _NO_HEAD_PARTS
+        self.raw_headers = []
         self.parser = httptools.HttpResponseParser(self)
         self.uses += 1
         self.head = head
@@ -880,15 +874,9 @@ class _Connection(asyncio.Protocol):
         return f"{scheme}://{host}:{port}"
 
 
-_NO_HEAD_PARTS: list[bytes] = []
-"""`_Connection.head_parts` but while a head that did not end in one read comes: never added to (a connection held
-open for a stream keeps no list of its own)."""
-
-_HEADER_NAMES = re.compile(rb"^([^:\r\n]+):", re.MULTILINE)
-_HEADER_VALUES = re.compile(rb"^[^:\r\n]+:[ \t]*([^\r\n]*)", re.MULTILINE)
-"""A head's header names, and their values, line by line from the line after the status line. llhttp took the head
-first: every such line is a token, a colon, optional whitespace (not the value's) and the value up to CRLF (no folded
-lines, no bare CR or LF, no whitespace before the colon), so these read what llhttp's `on_header` would give."""
+_NO_RAW_HEADERS: list[bytes] = []
+"""`_Connection.raw_headers` outside a head: never added to (a connection held open for a stream keeps no list of its
+own)."""
 
 
 _LET_GO: dict[str, str] = {}
@@ -896,16 +884,14 @@ _LET_GO: dict[str, str] = {}
 (a response's headers are written only while its head comes)."""
 
 
-def _headers(headers: dict[str, str], head: bytes) -> None:
-    """A head's header names (in lower case) and values into `headers`, a repeated name's values joined with ", ": the
-    names and the values each found, joined, decoded and split again, a few calls for the head rather than a callback
-    and a decode for each header."""
-    start = head.find(b"\r\n") + 2  # past the status line
-    found = _HEADER_NAMES.findall(head, start)
-    if not found:
+def _headers(headers: dict[str, str], raw: list[bytes]) -> None:
+    """A head's header names (in lower case) and values, `raw` in turn, into `headers`, a repeated name's values joined
+    with ", ": the names and the values each joined, decoded and split again, a few calls for the head rather than
+    two for each header (the parser let no line break into a name or a value)."""
+    if not raw:
         return
-    names = b"\n".join(found).decode("latin-1").lower().split("\n")
-    texts = b"\n".join(_HEADER_VALUES.findall(head, start)).decode("latin-1").split("\n")
+    names = b"\n".join(raw[0::2]).decode("latin-1").lower().split("\n")
+    texts = b"\n".join(raw[1::2]).decode("latin-1").split("\n")
     for key, text in zip(names, texts, strict=True):
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
 
