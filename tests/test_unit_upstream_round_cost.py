@@ -110,6 +110,8 @@ async def test_a_json_answer_whole_in_one_read_arms_no_read_timeout_and_the_loop
     assert second.count("came") == 1  # the head's timeout, armed as the request was written ...
     assert second.count("forget") == 1  # ... and forgotten as the head came: the body has none
     assert len(client._reads or ()) == 0  # pyright: ignore[reportPrivateUsage]
+    # No call of a step of its own for the kept head's lookup, the body's framing, its last chunk or the stream's end.
+    assert {"_head_lines", "_frame", "_receive", "_stop_streaming"}.isdisjoint(second)
 
 
 async def test_a_json_answer_whose_body_comes_after_its_head_is_still_timed_until_it_ends() -> None:

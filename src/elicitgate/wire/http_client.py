@@ -216,7 +216,9 @@ class Response(Wakeable):
             self.connection = None
             sink = self._sink
             if sink is not None:
-                self._stop_streaming()
+                self._sink = None  # `_stop_streaming`, written out: every streamed body's end
+                if self._reads is not None:
+                    self._reads.forget(self)
                 sink.ended(error)
             else:
                 self._wake()
@@ -626,7 +628,9 @@ class _Connection(asyncio.Protocol):
                 self._receive(data)
                 return b""
             self.body_left = 0
-            self._receive(data[:take] if len(data) > take else data, last=True)
+            response = self.response
+            if response is not None and take:  # `_receive`, written out: the end of every body framed by its length
+                response.receive(data[:take] if len(data) > take else data, True)
             if self.response is not None:
                 self._complete()
             return data[take:]
@@ -743,20 +747,17 @@ class _Connection(asyncio.Protocol):
             self.in_head = True
             self.raw_headers = []
             return
-        _headers(response.headers, raw)
+        headers = response.headers
+        _headers(headers, raw)
         response.status = status
         response.connection = self
         self.keep_alive = parser.should_keep_alive()
-        self._frame(response)
-
-    def _frame(self, response: Response) -> None:
-        """How the body is framed, by the head (llhttp checked it: one Content-Length, digits only, not with a
-        Transfer-Encoding); the rules are llhttp's for a response."""
-        headers = response.headers
+        # How the body is framed, by the head (llhttp checked it: one Content-Length, digits only, not with a
+        # Transfer-Encoding); the rules are llhttp's for a response.
         self.body_left = 0
         self.chunk_state = _SIZE
         self.chunk_line = b""
-        if response.status in (204, 304):
+        if status in (204, 304):
             self.framing = _LENGTH
         elif (coding := headers.get("transfer-encoding")) is not None:
             chunked = coding.rpartition(",")[2].strip().lower() == "chunked"
@@ -1015,7 +1016,10 @@ class HttpClient:
         idle = self._idle.get(url.origin)
         if not idle:
             return None
-        data = _with_body(self._head_lines(method, url, headers), body)
+        lines = self._heads.get(headers, (method, url))
+        if lines is None:
+            lines = self._heads.keep(headers, (method, url), _head_lines(method, url, headers))
+        data = _with_body(lines, body)
         while idle:
             connection = idle[-1]
             transport = connection.transport
@@ -1030,13 +1034,6 @@ class HttpClient:
             connection.write(data, response, started)
             return started
         return None
-
-    def _head_lines(self, method: str, url: Url, headers: Mapping[str, str]) -> bytes:
-        """`_head_lines`, rendered once for each headers dict, method and URL (`start`)."""
-        lines = self._heads.get(headers, (method, url))
-        if lines is None:
-            lines = self._heads.keep(headers, (method, url), _head_lines(method, url, headers))
-        return lines
 
     async def _exchange(self, connection: _Connection, data: bytes, response: Response, timeout: float | None) -> None:
         head = connection.start(data, response)
