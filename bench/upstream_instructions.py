@@ -2,14 +2,15 @@
 `python -m bench.upstream_instructions [--base REF] [--part response|request|needed] [--n N]`.
 
 In a process of its own per side (`src/` as committed at `--base`, default `main`, and the work tree), under
-`valgrind --tool=callgrind`, one piece of the upstream side of a call run `N` times and `3 N` times, in memory: the
-difference over `2 N` is the piece's instructions, the process's start-up and the loop's set-up cancelled out.
-Parts: `response` (a request written at once by `wire.http_client.HttpClient.start` on a kept-alive connection of a
-stand-in socket, and its JSON answer, head and body in one read, streamed to a sink: what a 2026-07-28 upstream's
-answer costs in the client), `request` (`UpstreamConnection.request` on a 2026-07-28 connection whose endpoint
-answers at once: the stamp, the clock, the in-flight entry), `needed` (`GatewayAsks.needed` for a listed tool with a
-required argument given: the check every tools/call makes). Instruction counts do not move with the machine's load,
-unlike CPU time; a timer or the audit's commit, which do, play no part here. Needs valgrind. Asserts nothing.
+`valgrind --tool=callgrind`, one piece of the upstream side of a call run `N` times and `3 N` times, in memory, on
+uvloop as the gateway runs: the difference over `2 N` is the piece's instructions, the process's start-up and the
+loop's set-up cancelled out. Parts: `response` (a request written at once by `wire.http_client.HttpClient.start` on a
+kept-alive connection of a stand-in socket, and its JSON answer, head and body in one read, streamed to a sink: what a
+2026-07-28 upstream's answer costs in the client), `request` (`UpstreamConnection.request` on a 2026-07-28 connection
+whose endpoint answers at once: the stamp, the clock, the in-flight entry), `needed` (`GatewayAsks.needed` for a
+listed tool with a required argument given: the check every tools/call makes). Instruction counts do not move with
+the machine's load, unlike CPU time; a timer or the audit's commit, which do, play no part here. Needs valgrind.
+Asserts nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from bench.ab import export_src, work_src
 
 CHILD = r"""
 import asyncio, sys
+import uvloop
 sys.path.insert(0, SRC)
 PART, N = sys.argv[1], int(sys.argv[2])
 
@@ -63,7 +65,7 @@ def response():
             client.start("POST", url, headers, b"{}", listener)
             connection.data_received(read)
 
-    asyncio.run(main())
+    uvloop.run(main())
 
 def request():
     from elicitgate.config import HttpServer
@@ -85,7 +87,7 @@ def request():
         for _ in range(N):
             await conn.request("tools/call", params, timeout=30)
 
-    asyncio.run(main())
+    uvloop.run(main())
 
 def needed():
     from types import SimpleNamespace
