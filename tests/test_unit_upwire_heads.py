@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -19,6 +19,7 @@ from elicitgate.errors import HttpError
 from elicitgate.wire import http_client
 from elicitgate.wire.http import HttpWire
 from elicitgate.wire.http_client import HttpClient, Url
+from tests.test_unit_upstream_round_cost import _RoomySocket  # pyright: ignore[reportPrivateUsage]
 from tests.test_unit_upwire_direct_post import (
     _idle,  # pyright: ignore[reportPrivateUsage]
     _json,  # pyright: ignore[reportPrivateUsage]
@@ -145,14 +146,23 @@ async def test_a_head_is_rendered_once_per_headers_dict_and_a_bad_header_is_refu
     client = HttpClient()
     url = Url.parse("http://127.0.0.1:1/mcp")
     headers = {"accept": "*/*"}
-    render = client._head_lines  # pyright: ignore[reportPrivateUsage]
-    assert render("POST", url, headers) is render("POST", url, headers)
-    assert render("GET", url, headers).startswith(b"GET /mcp HTTP/1.1\r\n")
+
+    def render(method: str, headers: Mapping[str, str]) -> bytes:
+        """The head `HttpClient.start` writes on an idle connection of a stand-in socket."""
+        connection = http_client._Connection(client, url.origin)  # pyright: ignore[reportPrivateUsage]
+        socket = _RoomySocket()
+        connection.connection_made(socket)
+        client.release(connection)
+        assert client.start(method, url, headers, None, cast(http_client.HeadListener, None)) is not None
+        return bytes(socket.written)
+
+    assert render("POST", headers) == render("POST", headers)
+    assert render("GET", headers).startswith(b"GET /mcp HTTP/1.1\r\n")
     assert len(rendered) == 2
     bad = {"x-bad": "a\r\nb"}
     for _ in range(2):
         with pytest.raises(HttpError):
-            render("POST", url, bad)
+            render("POST", bad)
     assert len(rendered) == 4
 
 

@@ -1,6 +1,7 @@
 """A request's JSON answer on a kept-alive connection, read in the connection's callbacks (`wire.http._PostHead`), is
 read with no work that changes nothing (issue #34): its body's only chunk, which ends it, does not start its read
-timeout over (`StreamedReads.came`: the head's wait and the stream's start only), and giving the connection back
+timeout over (`StreamedReads.came`: the head's wait and, for a body that comes after its head, the stream's start
+only), and giving the connection back
 to the pool wakes nobody when nobody waits for one (`HttpClient._wake_one`). A body that comes in parts still starts
 its timeout over with each part but its last. Against a raw TCP server (tests/test_wire_http_client.py's)."""
 
@@ -70,7 +71,9 @@ async def test_a_json_answer_that_comes_whole_starts_no_read_timeout_for_its_end
             await asyncio.wait_for(_idle(wire), 5)
             monkeypatch.undo()
             assert inbound.message == {"jsonrpc": "2.0", "id": 2, "result": {"text": "second"}}
-            assert came == ["Started", "Response"]  # the head's wait, the body's stream: not its last chunk
+            # The head's wait alone: the answer is written whole, its body comes in the head's read, and its stream
+            # ends in that callback (`tests/test_unit_upstream_round_cost.py` has the body that comes later).
+            assert came == ["Started"]
             assert woken == []
             assert server.connections == 1
         finally:

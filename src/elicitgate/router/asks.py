@@ -39,6 +39,8 @@ DESTRUCTIVE = "destructive"
 MAX_CHOICES = 20
 """A prompt argument's completions become a form's choices when the server offers at most this many."""
 COMPLETION_TIMEOUT = 5.0
+MAX_KEPT_NEEDS = 1024
+"""Listed tools and prompts whose needs `GatewayAsks.needed` keeps (then all are let go)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,21 @@ class Ask:
     """The tool or prompt as the server lists it."""
     missing: tuple[str, ...]
     confirm: bool
+
+
+class _Needs:
+    """What a listed tool or prompt needs before every call, read from its entry once (`GatewayAsks.needed`): the
+    names of its required arguments that the gateway asks for when missing (none where it does not ask), and whether
+    the call is confirmed first."""
+
+    __slots__ = ("item", "required", "required_set", "confirm")
+
+    def __init__(self, item: Mapping[str, Any], required: tuple[str, ...], confirm: bool) -> None:
+        self.item = item
+        """The entry, held: its id is the key it is kept by, and is no other's while it lives."""
+        self.required = required
+        self.required_set = frozenset(required)
+        self.confirm = confirm
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,8 @@ class GatewayAsks:
             else config.elicitation.ask_missing_arguments
             for name, cfg in config.upstreams().items()
         }
+        self._needs: dict[int, _Needs] = {}
+        """`_Needs` by the id of the catalog entry (never written to: a catalog refreshed lists new ones)."""
 
     # -- the cheap check on every call ------------------------------------------------------------
 
@@ -87,13 +106,26 @@ class GatewayAsks:
         """What the gateway asks before the call of `item` (`catalog.find(kind, server, name)`), if anything."""
         if item is None:
             return None
-        found = params.get("arguments")
-        given: Mapping[str, Any] = found if is_mapping(found) else {}
+        needs = self._needs.get(id(item))
+        if needs is None or needs.item is not item:
+            needs = self._needs_of(kind, server, name, item)
         missing: tuple[str, ...] = ()
-        if self.ask_missing.get(server):
-            missing = tuple(n for n in _required(kind, item) if n not in given)
-        confirm = kind == "tools" and self._confirms(server, name, item)
+        if needs.required:
+            found = params.get("arguments")
+            given: Mapping[str, Any] = found if is_mapping(found) else {}
+            if not needs.required_set <= given.keys():
+                missing = tuple(n for n in needs.required if n not in given)
+        confirm = needs.confirm
         return Ask(kind, server, name, item, missing, confirm) if missing or confirm else None
+
+    def _needs_of(self, kind: str, server: str, name: str, item: JsonObject) -> _Needs:
+        """`item`'s needs, read from it and kept (a catalog entry is one tool or prompt of one server's)."""
+        required = tuple(_required(kind, item)) if self.ask_missing.get(server) else ()
+        needs = _Needs(item, required, kind == "tools" and self._confirms(server, name, item))
+        if len(self._needs) >= MAX_KEPT_NEEDS:
+            self._needs.clear()
+        self._needs[id(item)] = needs
+        return needs
 
     def _confirms(self, server: str, name: str, item: Mapping[str, Any]) -> bool:
         if self.confirm_destructive:

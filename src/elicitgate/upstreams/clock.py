@@ -30,10 +30,11 @@ class PausableDeadline:
 
     __slots__ = ("loop", "_budget", "_pauses", "_deadline", "_task", "_cancelling", "_timer", "_state")
 
-    def __init__(self, timeout: float | None) -> None:
-        self.loop = asyncio.get_running_loop()
-        """The event loop it is made in, asked for once: `get_running_loop` (and `current_task` without a loop, and
-        anyio's clock) is a `getpid` system call on Python 3.11, and a call's clock reads it at each step."""
+    def __init__(self, timeout: float | None, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.loop = loop if loop is not None else asyncio.get_running_loop()
+        """The event loop it is made in (`loop`, the running one), asked for once at most: `get_running_loop` (and
+        `current_task` without a loop, and anyio's clock) is a `getpid` system call on Python 3.11, and a call's clock
+        reads it at each step."""
         self._budget = math.inf if timeout is None else timeout
         self._deadline = self.loop.time() + self._budget
         self._pauses = 0

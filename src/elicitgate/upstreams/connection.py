@@ -9,6 +9,7 @@ request can be traced back to its origin (by `router.inbound`, from what the wir
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections import deque
@@ -67,12 +68,9 @@ class Negotiated:
     instructions: str | None
 
 
-@dataclass(slots=True)
-class _InFlight:
-    origin: Origin | None
-    clock: PausableDeadline
-    asked: list[str] | None = None
-    """Where the caller of `request` hears of server requests that may belong to this one."""
+_InFlight = tuple[Origin | None, PausableDeadline, list[str] | None]
+"""A request in flight: the downstream call it was sent for, its clock, and where the caller of `request` hears of
+server requests that may belong to it (`asked`). A tuple: no `__init__` of its own to run for every request."""
 
 
 @dataclass(eq=False)
@@ -108,6 +106,8 @@ class UpstreamConnection:
     probe's ping waits behind a busy server."""
     _cancel: anyio.CancelScope | None = None
     """Stops the transport's task (`close`)."""
+    _loop: asyncio.AbstractEventLoop | None = None
+    """The event loop its requests run in, asked for at the first (each request's clock holds it)."""
     failure: BaseException | None = None
     """What ended the transport, once `closed` is set (a cancellation when the gateway closed it)."""
     live_tasks: dict[str, float] = field(default_factory=dict[str, float])
@@ -160,8 +160,11 @@ class UpstreamConnection:
         """
         request_id = f"eg-{next(self._ids)}"
         sent, headers = self._stamp(method, params, client_capabilities)
-        with PausableDeadline(timeout) as clock:
-            self._in_flight[request_id] = _InFlight(origin, clock, asked)
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        with PausableDeadline(timeout, loop) as clock:
+            self._in_flight[request_id] = (origin, clock, asked)
             endpoint = self.endpoint
             try:
                 result = await endpoint.asking(
@@ -219,7 +222,7 @@ class UpstreamConnection:
     def origin_of(self, request_id: RequestId) -> Origin | None:
         """The downstream call our request `request_id` was sent for, while it is in flight."""
         entry = self._in_flight.get(request_id)
-        return entry.origin if entry is not None else None
+        return entry[0] if entry is not None else None
 
     @property
     def tags_origin(self) -> bool:
@@ -232,18 +235,18 @@ class UpstreamConnection:
         named = inbound.related_request_id
         entries = [self._in_flight.get(named)] if named is not None else list(self._in_flight.values())
         for entry in entries:
-            if entry is not None and entry.asked is not None:
-                entry.asked.append(method)
+            if entry is not None and (asked := entry[2]) is not None:
+                asked.append(method)
 
     def clocks_for(self, origin: Origin) -> list[PausableDeadline]:
-        return [entry.clock for entry in self._in_flight.values() if entry.origin is origin]
+        return [clock for of, clock, _ in self._in_flight.values() if of is origin]
 
     def clocks_in_flight(self) -> list[PausableDeadline]:
         """The clocks of every call in flight on this connection that has a downstream origin."""
-        return [entry.clock for entry in self._in_flight.values() if entry.origin is not None]
+        return [clock for origin, clock, _ in self._in_flight.values() if origin is not None]
 
     def in_flight_origins(self) -> list[Origin]:
-        return [entry.origin for entry in self._in_flight.values() if entry.origin is not None]
+        return [origin for origin, _, _ in self._in_flight.values() if origin is not None]
 
     # -- lifecycle --------------------------------------------------------------------------
 

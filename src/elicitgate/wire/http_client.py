@@ -216,7 +216,9 @@ class Response(Wakeable):
             self.connection = None
             sink = self._sink
             if sink is not None:
-                self._stop_streaming()
+                self._sink = None  # `_stop_streaming`, written out: every streamed body's end
+                if self._reads is not None:
+                    self._reads.forget(self)
                 sink.ended(error)
             else:
                 self._wake()
@@ -283,6 +285,8 @@ class Response(Wakeable):
         if self._ended:
             self._stop_streaming()
             sink.ended(self._error)
+        elif connection is not None and connection.whole_in_hand:
+            self._reads = None  # its end comes in this very callback of the connection's: nothing to time
         elif self._read_timeout is not None:
             reads = self._reads
             if reads is None or reads.timeout != self._read_timeout:
@@ -347,22 +351,27 @@ class StreamedReads:
     left to run out when the last stream goes (it then finds none): cancelled and armed again for every request whose
     answer is streamed, it was two of the loop's heap operations and a handle per call (`stop` when done)."""
 
-    __slots__ = ("timeout", "_streams", "_timer")
+    __slots__ = ("timeout", "_streams", "_timer", "_loop")
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self._streams: dict[Expiring, float] = {}
         """Each streamed body and when its last chunk came (the event loop's clock), the least recent first."""
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The client's event loop, asked for at the first stream (`get_running_loop` is a `getpid` system call on
+        Python 3.11, and this runs twice for every request written at once)."""
 
     def came(self, response: Expiring) -> None:
         """Something came for `response` (or it began streaming): its timeout starts over."""
         streams = self._streams
         streams.pop(response, None)
-        loop = asyncio.get_running_loop()
-        streams[response] = loop.time()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        now = streams[response] = loop.time()
         if self._timer is None:
-            self._timer = loop.call_at(streams[response] + self.timeout, self._expire, context=_TIMER_CONTEXT)
+            self._timer = loop.call_at(now + self.timeout, self._expire, context=_TIMER_CONTEXT)
 
     def forget(self, response: Expiring) -> None:
         self._streams.pop(response, None)
@@ -376,7 +385,7 @@ class StreamedReads:
     def _expire(self) -> None:
         self._timer = None
         streams = self._streams
-        loop = asyncio.get_running_loop()
+        loop = self._loop or asyncio.get_running_loop()
         now = loop.time()
         while streams:
             response, last = next(iter(streams.items()))
@@ -506,7 +515,7 @@ class _Connection(asyncio.Protocol):
     __slots__ = (
         "pool", "origin", "transport", "parser", "response", "head", "head_bytes", "head_tail", "in_head", "received",
         "paused", "writing_paused", "drained", "closed", "failure", "uses", "keep_alive", "framing", "body_left",
-        "chunk_state", "chunk_line", "raw_headers",
+        "chunk_state", "chunk_line", "raw_headers", "whole_in_hand",
     )
 
     def __init__(self, pool: HttpClient, origin: tuple[str, str, int]) -> None:
@@ -537,6 +546,9 @@ class _Connection(asyncio.Protocol):
         comes)."""
         self.received = False
         """Whether any byte of the current response came (a reused connection that ends before is retried)."""
+        self.whole_in_hand = False
+        """While the head's end is settled (`_head`): the rest of the read holds the whole body, framed by its
+        Content-Length, which goes to the response in the same callback (a stream of it needs no read timeout)."""
         self.paused = False
         self.writing_paused = False
         self.drained: asyncio.Future[None] | None = None
@@ -593,7 +605,11 @@ class _Connection(asyncio.Protocol):
             # Settled once the parser is done with the head (a `Started` hands it on here, and what is done with
             # it may close the connection), and before a body-less response completes: let go of it, the
             # request's task holds it, and a stream may stay open for hours.
-            self._settle_head()
+            self.whole_in_hand = self.framing == _LENGTH and len(rest) >= self.body_left
+            try:
+                self._settle_head()
+            finally:
+                self.whole_in_hand = False
             response = self.response
             if response is not None and self.framing == _LENGTH and not self.body_left:
                 self._complete()
@@ -612,7 +628,9 @@ class _Connection(asyncio.Protocol):
                 self._receive(data)
                 return b""
             self.body_left = 0
-            self._receive(data[:take] if len(data) > take else data, last=True)
+            response = self.response
+            if response is not None and take:  # `_receive`, written out: the end of every body framed by its length
+                response.receive(data[:take] if len(data) > take else data, True)
             if self.response is not None:
                 self._complete()
             return data[take:]
@@ -729,20 +747,17 @@ class _Connection(asyncio.Protocol):
             self.in_head = True
             self.raw_headers = []
             return
-        _headers(response.headers, raw)
+        headers = response.headers
+        _headers(headers, raw)
         response.status = status
         response.connection = self
         self.keep_alive = parser.should_keep_alive()
-        self._frame(response)
-
-    def _frame(self, response: Response) -> None:
-        """How the body is framed, by the head (llhttp checked it: one Content-Length, digits only, not with a
-        Transfer-Encoding); the rules are llhttp's for a response."""
-        headers = response.headers
+        # How the body is framed, by the head (llhttp checked it: one Content-Length, digits only, not with a
+        # Transfer-Encoding); the rules are llhttp's for a response.
         self.body_left = 0
         self.chunk_state = _SIZE
         self.chunk_line = b""
-        if response.status in (204, 304):
+        if status in (204, 304):
             self.framing = _LENGTH
         elif (coding := headers.get("transfer-encoding")) is not None:
             chunked = coding.rpartition(",")[2].strip().lower() == "chunked"
@@ -1001,7 +1016,10 @@ class HttpClient:
         idle = self._idle.get(url.origin)
         if not idle:
             return None
-        data = _with_body(self._head_lines(method, url, headers), body)
+        lines = self._heads.get(headers, (method, url))
+        if lines is None:
+            lines = self._heads.keep(headers, (method, url), _head_lines(method, url, headers))
+        data = _with_body(lines, body)
         while idle:
             connection = idle[-1]
             transport = connection.transport
@@ -1016,13 +1034,6 @@ class HttpClient:
             connection.write(data, response, started)
             return started
         return None
-
-    def _head_lines(self, method: str, url: Url, headers: Mapping[str, str]) -> bytes:
-        """`_head_lines`, rendered once for each headers dict, method and URL (`start`)."""
-        lines = self._heads.get(headers, (method, url))
-        if lines is None:
-            lines = self._heads.keep(headers, (method, url), _head_lines(method, url, headers))
-        return lines
 
     async def _exchange(self, connection: _Connection, data: bytes, response: Response, timeout: float | None) -> None:
         head = connection.start(data, response)
