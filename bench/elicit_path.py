@@ -197,9 +197,10 @@ def _serve(start: Callable[..., None], stop: Callable[..., None]) -> None:
     app()
 
 
-def _argv(src: Path, config: Path, out: Path, serve: str) -> list[str]:
+def _argv(src: Path, config: Path, out: Path, serve: str, module: str = "bench.elicit_path") -> list[str]:
+    """A stdio gateway on `src` run by `module`'s `serve` function (the counting or timing server), writing to `out`."""
     code = (f"import sys; sys.path.insert(0, {str(src)!r}); sys.path.insert(1, {str(ROOT)!r}); "
-            f"from bench.elicit_path import {serve}; {serve}({str(out)!r})")
+            f"from {module} import {serve}; {serve}({str(out)!r})")
     return [configs.PY, "-c", code, "serve", "--config", str(config)]
 
 

@@ -13,8 +13,6 @@ strace and ptrace rights. Asserts nothing.
 from __future__ import annotations
 
 import argparse
-import signal
-import subprocess
 from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 from typing import IO
@@ -26,7 +24,7 @@ from mcp import Client
 from bench import configs, latency
 from bench.ab import export_src, work_src
 from bench.procs import HttpProcess, free_port
-from bench.stdio_syscalls import ROW, WARMUP
+from bench.stdio_syscalls import WARMUP, print_table, traced
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,19 +55,7 @@ async def _count(label: str, src: Path, work: Path, args: argparse.Namespace, lo
             )
             for _ in range(WARMUP):
                 await latency.call(client, f"{args.upstream}__{tool}", arguments)
-            tracer = subprocess.Popen(
-                ["strace", "-c", "-p", str(gateway.pid), "-o", str(out)], stderr=subprocess.DEVNULL
-            )
-            await anyio.sleep(1.0)  # attached (strace says nothing when it is)
-            for _ in range(args.calls):
-                await latency.call(client, f"{args.upstream}__{tool}", arguments)
-            tracer.send_signal(signal.SIGINT)
-            tracer.wait(timeout=30)
-    counts: dict[str, float] = {}
-    for line in out.read_text().splitlines():
-        if (match := ROW.match(line)) is not None:
-            counts[match.group(2)] = int(match.group(1)) / args.calls
-    return counts
+            return await traced(client, gateway.pid, f"{args.upstream}__{tool}", arguments, args.calls, out)
 
 
 async def measure(args: argparse.Namespace) -> None:
@@ -82,14 +68,11 @@ async def measure(args: argparse.Namespace) -> None:
     with open(work / "http_syscalls.log", "w") as log:
         for label, src in sources.items():
             found[label] = await _count(label, src, work, args, log)
-    names = sorted({name for counts in found.values() for name in counts})
     print(
         f"syscalls per {args.op} call on the gateway's event loop thread ({args.calls} calls, HTTP face, "
         f"{args.upstream} upstream over HTTP)"
     )
-    print("| syscall | " + " | ".join(found) + " |\n|---|" + "---:|" * len(found))
-    for name in names:
-        print(f"| {name} | " + " | ".join(f"{counts.get(name, 0):.2f}" for counts in found.values()) + " |")
+    print_table(found)
 
 
 def main() -> None:

@@ -68,8 +68,11 @@ frames of its own), so the Python frame below one is `asyncio.Runner.run`'s, whi
 
 
 async def count(
-    src: Path, op: str, calls: int, work: Path, log: Any, serve: str = "serve_counted", era: str = "handshake"
+    src: Path, op: str, calls: int, work: Path, log: Any, serve: str = "serve_counted", era: str = "handshake",
+    module: str = "bench.elicit_path",
 ) -> Any:
+    """What `module`'s `serve` (a counting or timing gateway) wrote after `calls` calls of `op` by a 2026-07-28 client
+    on stdio, toward the demo server as an `era` upstream."""
     out = work / "counts.json"
     out.unlink(missing_ok=True)
     name = f"modern-path-{os.getpid()}"
@@ -78,7 +81,7 @@ async def count(
     async with AsyncExitStack() as stack:
         client = await stack.enter_async_context(
             Client(
-                stdio_transport(_argv(src, config, out, serve), log),
+                stdio_transport(_argv(src, config, out, serve, module), log),
                 mode="2026-07-28",
                 elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
                 read_timeout_seconds=latency.CALL_TIMEOUT,

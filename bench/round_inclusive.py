@@ -11,24 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import sys
 from collections import Counter
-from contextlib import AsyncExitStack
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import anyio
 
-from mcp import Client
-
-from bench import configs, latency
 from bench.ab import work_src
-from bench.elicit_path import STRETCHES, WARMUP, _serve, _signalled, _where  # pyright: ignore[reportPrivateUsage]
-from bench.modern_path import NAMES
-from bench.procs import children, cmdline, stdio_transport
+from bench.elicit_path import STRETCHES, _serve, _where  # pyright: ignore[reportPrivateUsage]
+from bench.modern_path import NAMES, count
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,39 +81,6 @@ def serve_inclusive(out: str) -> None:
     _serve(start, stop)
 
 
-def _argv(src: Path, config: Path, out: Path) -> list[str]:
-    code = (
-        f"import sys; sys.path.insert(0, {str(src)!r}); sys.path.insert(1, {str(ROOT)!r}); "
-        f"from bench.round_inclusive import serve_inclusive; serve_inclusive({str(out)!r})"
-    )
-    return [configs.PY, "-c", code, "serve", "--config", str(config)]
-
-
-async def count(src: Path, calls: int, work: Path, log: Any, era: str) -> Any:
-    out = work / "inclusive.json"
-    out.unlink(missing_ok=True)
-    name = f"round-inclusive-{os.getpid()}"
-    config = configs.write_config(work, name, configs.gateway_config({era: configs.stdio_upstream(era)}, src=src))
-    tool, arguments = latency.TOOLS["elicit"]
-    async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(
-            Client(
-                stdio_transport(_argv(src, config, out), log),
-                mode="2026-07-28",
-                elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                read_timeout_seconds=latency.CALL_TIMEOUT,
-            )
-        )
-        for _ in range(WARMUP):
-            await latency.call(client, f"{era}__{tool}", arguments)
-        pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
-        await _signalled(pid, signal.SIGUSR1, lambda: True)
-        for _ in range(calls):
-            await latency.call(client, f"{era}__{tool}", arguments)
-        await _signalled(pid, signal.SIGUSR2, out.exists)
-        return json.loads(out.read_text())
-
-
 def report(found: Any, names: tuple[str, ...], calls: int, top: int, match: str | None) -> None:
     by_mark: list[Counter[str]] = [Counter() for _ in names]
     for i, stretch in enumerate(STRETCHES):
@@ -141,7 +101,8 @@ async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "round_inclusive"
     work.mkdir(parents=True, exist_ok=True)
     with open(work / "round_inclusive.log", "w") as log:
-        found = await count(src, args.calls, work, log, args.upstream)
+        found = await count(src, "elicit", args.calls, work, log, "serve_inclusive", args.upstream,
+                            "bench.round_inclusive")
     print(f"elicit toward a {args.upstream} upstream, src {src}")
     report(found, NAMES[(args.upstream, "elicit")], args.calls, args.top, args.match)
 

@@ -18,7 +18,7 @@ import signal
 import subprocess
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import anyio
 
@@ -56,17 +56,32 @@ async def _count(label: str, src: Path, work: Path, calls: int, op: str, log: IO
         pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
         for _ in range(WARMUP):
             await latency.call(client, f"handshake__{tool}", arguments)
-        tracer = subprocess.Popen(["strace", "-c", "-p", str(pid), "-o", str(out)], stderr=subprocess.DEVNULL)
-        await anyio.sleep(1.0)  # attached (strace says nothing when it is)
-        for _ in range(calls):
-            await latency.call(client, f"handshake__{tool}", arguments)
-        tracer.send_signal(signal.SIGINT)
-        tracer.wait(timeout=30)
+        return await traced(client, pid, f"handshake__{tool}", arguments, calls, out)
+
+
+async def traced(client: Client, pid: int, tool: str, arguments: dict[str, Any], calls: int,
+                 out: Path) -> dict[str, float]:
+    """`calls` calls of `tool` with `strace -c` on `pid` (its main thread: the event loop's); per call, the count of
+    each system call (`strace`'s summary, written to `out`)."""
+    tracer = subprocess.Popen(["strace", "-c", "-p", str(pid), "-o", str(out)], stderr=subprocess.DEVNULL)
+    await anyio.sleep(1.0)  # attached (strace says nothing when it is)
+    for _ in range(calls):
+        await latency.call(client, tool, arguments)
+    tracer.send_signal(signal.SIGINT)
+    tracer.wait(timeout=30)
     counts: dict[str, float] = {}
     for line in out.read_text().splitlines():
         if (match := ROW.match(line)) is not None:
             counts[match.group(2)] = int(match.group(1)) / calls
     return counts
+
+
+def print_table(found: dict[str, dict[str, float]]) -> None:
+    """One row per system call, one column per source."""
+    names = sorted({name for counts in found.values() for name in counts})
+    print("| syscall | " + " | ".join(found) + " |\n|---|" + "---:|" * len(found))
+    for name in names:
+        print(f"| {name} | " + " | ".join(f"{counts.get(name, 0):.2f}" for counts in found.values()) + " |")
 
 
 async def measure(args: argparse.Namespace) -> None:
@@ -79,11 +94,8 @@ async def measure(args: argparse.Namespace) -> None:
     with open(work / "stdio_syscalls.log", "w") as log:
         for label, src in sources.items():
             found[label] = await _count(label, src, work, args.calls, args.op, log)
-    names = sorted({name for counts in found.values() for name in counts})
     print(f"syscalls per {args.op} call on the gateway's event loop thread ({args.calls} calls)")
-    print("| syscall | " + " | ".join(found) + " |\n|---|" + "---:|" * len(found))
-    for name in names:
-        print(f"| {name} | " + " | ".join(f"{counts.get(name, 0):.2f}" for counts in found.values()) + " |")
+    print_table(found)
 
 
 def main() -> None:

@@ -12,17 +12,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-import anyio
 import pytest
 
-from elicitgate.config import build_config
-from elicitgate.faces.dispatch import serve_connection
-from elicitgate.faces.server import build_server
-from elicitgate.gateway import Gateway
-from tests.conftest import stdio_server
 from tests.profiled import collector_held, python_calls
-from tests.test_stdio_path_calls import _next  # pyright: ignore[reportPrivateUsage]
-from tests.test_unit_frameless_requests import at_once_wires
+from tests.test_stdio_path_calls import _next, demo_face  # pyright: ignore[reportPrivateUsage]
 
 pytestmark = pytest.mark.anyio
 
@@ -59,17 +52,7 @@ def anyio_backend() -> str:
 
 
 async def test_a_modern_call_and_its_round_skip_the_calls_they_do_not_need(tmp_path: Path) -> None:
-    config = {
-        "mcpServers": {"demo": stdio_server("elicitgate.demo.server", era="modern")},
-        "audit": {"url": f"sqlite:///{tmp_path / 'audit.db'}"},
-    }
-    gateway = Gateway(build_config(config, "test config"))
-    face, client = at_once_wires()
-    async with gateway.running(), anyio.create_task_group() as tg:
-        server = build_server(gateway, face="stdio")
-        tg.start_soon(
-            serve_connection, server, face, server.create_initialization_options(), server.routes, server.modern
-        )
+    async with demo_face(tmp_path, "modern") as client:
         echo = {"name": "demo__echo", "arguments": {"text": "a"}, "_meta": META}
         await client.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": echo})
         first = await _next(client, lambda m: m.get("id") == 1)
@@ -98,5 +81,3 @@ async def test_a_modern_call_and_its_round_skip_the_calls_they_do_not_need(tmp_p
             done = (await _next(client, lambda m: m.get("id") == 4))["result"]
         assert done["resultType"] == "complete" and "content" in done
         assert not set(NOT_CALLED) & set(called)
-        client.close()
-        tg.cancel_scope.cancel()

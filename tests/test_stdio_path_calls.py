@@ -5,6 +5,8 @@ learned to go 2026-07-28 (`DualEra.goes_modern`); answers as before, an elicitat
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +42,12 @@ async def _next(client: MemoryWire, wanted: Any) -> dict[str, Any]:
                 return message
 
 
-async def test_a_handshake_call_skips_the_era_checks_it_does_not_need(tmp_path: Path) -> None:
+@asynccontextmanager
+async def demo_face(tmp_path: Path, era: str) -> AsyncIterator[MemoryWire]:
+    """A gateway in front of the demo server over stdio as an `era` upstream, its stdio face served on memory wires
+    written at once; yields the client's end."""
     config = {
-        "mcpServers": {"demo": stdio_server("elicitgate.demo.server", era="handshake")},
+        "mcpServers": {"demo": stdio_server("elicitgate.demo.server", era=era)},
         "audit": {"url": f"sqlite:///{tmp_path / 'audit.db'}"},
     }
     gateway = Gateway(build_config(config, "test config"))
@@ -52,6 +57,13 @@ async def test_a_handshake_call_skips_the_era_checks_it_does_not_need(tmp_path: 
         tg.start_soon(
             serve_connection, server, face, server.create_initialization_options(), server.routes, server.modern
         )
+        yield client
+        client.close()
+        tg.cancel_scope.cancel()
+
+
+async def test_a_handshake_call_skips_the_era_checks_it_does_not_need(tmp_path: Path) -> None:
+    async with demo_face(tmp_path, "handshake") as client:
         await client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {"form": {}}},
             "clientInfo": {"name": "raw", "version": "1"}}})  # fmt: skip
@@ -75,5 +87,3 @@ async def test_a_handshake_call_skips_the_era_checks_it_does_not_need(tmp_path: 
             done = await _next(client, lambda m: m.get("id") == 4)
         assert "goes_modern" not in called and "_handshake_result" not in called
         assert "content" in done["result"]
-        client.close()
-        tg.cancel_scope.cancel()
