@@ -58,10 +58,10 @@ socket closed with unread bytes sends a reset, which can destroy the answer befo
 client still sending a big head is the usual case); nginx's lingering close does the same."""
 
 _HEAD_ENDS = (b"\n\n", b"\n\r\n")
+"""Every way an empty line can end a head (CRLF CRLF, and the bare-LF forms a lenient parser takes)."""
 _LINE_BREAKS = (b"\r", b"\n", b"")
 """A head's first byte that `HeadScanner.take`'s fast path leaves to the general one (blank lines before a request
 line are skipped; no byte: nothing to scan)."""
-"""Every way an empty line can end a head (CRLF CRLF, and the bare-LF forms a lenient parser takes)."""
 
 
 @dataclass(frozen=True)
