@@ -15,7 +15,8 @@ from types import FrameType
 import pytest
 
 from tests.profiled import collector_held, python_calls
-from tests.test_stdio_path_calls import _next, demo_face  # pyright: ignore[reportPrivateUsage]
+from tests.test_pushed_pending import _next  # pyright: ignore[reportPrivateUsage]
+from tests.test_stdio_path_calls import demo_face
 
 pytestmark = pytest.mark.anyio
 

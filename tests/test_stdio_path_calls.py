@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -20,26 +19,15 @@ from elicitgate.gateway import Gateway
 from elicitgate.wire.memory import MemoryWire
 from tests.conftest import stdio_server
 from tests.profiled import python_calls
+from tests.test_pushed_pending import _next  # pyright: ignore[reportPrivateUsage]
 from tests.test_unit_frameless_requests import at_once_wires
 
 pytestmark = pytest.mark.anyio
-
-WAIT = 60
-"""Seconds any one step may take on a busy machine (an upper bound: every step waits for an event)."""
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-async def _next(client: MemoryWire, wanted: Any) -> dict[str, Any]:
-    with anyio.fail_after(WAIT):
-        while True:
-            message, _ = await client.receive()
-            assert isinstance(message, dict)
-            if wanted(message):
-                return message
 
 
 @asynccontextmanager
