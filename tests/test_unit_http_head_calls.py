@@ -16,7 +16,7 @@ from uvicorn.server import ServerState
 
 from elicitgate.web.http_protocol import HttpLimits, limited_protocol
 from tests.profiled import python_calls
-from tests.test_unit_http_protocol import Socket, feed, fuzz, turns
+from tests.test_unit_http_protocol import Socket, feed, fuzz, ok, turns, whole_body
 
 LIMITS = HttpLimits(8 * 1024, 32 * 1024, 3600, 3600)
 
@@ -40,15 +40,9 @@ async def _served(protocol_class: Any, stream: bytes, cuts: list[int]) -> tuple[
     seen: Seen = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await whole_body(receive)
         seen.append((list(scope["headers"]), body))
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
-        await send({"type": "http.response.body", "body": b"ok"})
+        await ok(send)
 
     protocol, socket = _protocol(app, protocol_class)
     await feed(protocol, socket, stream, cuts)

@@ -92,6 +92,22 @@ async def feed(protocol: asyncio.Protocol, socket: Socket, stream: bytes, cuts: 
         protocol.data_received(stream[start:end])
 
 
+async def whole_body(receive: Any) -> bytes:
+    """An ASGI request's body, every part of it received."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
+async def ok(send: Any) -> None:
+    """A 200 answer whose body is `ok`."""
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
 async def run(
     stream: bytes, cuts: list[int]
 ) -> tuple[list[tuple[str, str, list[tuple[bytes, bytes]], bytes]], Socket, int]:
@@ -100,15 +116,9 @@ async def run(
     seen: list[tuple[str, str, list[tuple[bytes, bytes]], bytes]] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body = await whole_body(receive)
         seen.append((scope["method"], scope["path"], [h for h in scope["headers"] if h[0].startswith(b"x-")], body))
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
-        await send({"type": "http.response.body", "body": b"ok"})
+        await ok(send)
 
     loop = asyncio.get_running_loop()
     protocol_class = limited_protocol(HttpLimits(MAX_LINE, MAX_HEAD, 3600, 3600))
