@@ -50,6 +50,14 @@ def work_src() -> Path:
     return compiled(ROOT / "src")
 
 
+def sources_to_compare(base: str | None, work: Path | None = None) -> dict[str, Path]:
+    """The `src/` trees to compare, by label: "base" (`base`, a git ref, exported) first when there is one, then
+    "work" (`work`, or the work tree's)."""
+    found = {} if base is None else {"base": export_src(base)}
+    found["work"] = work if work is not None else work_src()
+    return found
+
+
 def compiled(src: Path) -> Path:
     """`src` with its bytecode written, as an installed package has it: without it every process the bench starts
     compiles each module from source (~0.3 s of CPU and ~1 MiB more at start), and does so on every start where

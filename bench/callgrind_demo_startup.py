@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 
 from bench import configs
-from bench.ab import export_src, work_src
+from bench.ab import sources_to_compare, work_src
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 600.0
@@ -116,7 +116,7 @@ def main() -> None:
     if args.importtime:
         print(importtime(work_src()))
         return
-    sources = {"work": work_src()} if args.base is None else {"base": export_src(args.base), "work": work_src()}
+    sources = sources_to_compare(args.base)
     found: dict[str, list[int]] = {label: [] for label in sources}
     for _ in range(args.runs):
         for label, src in sources.items():

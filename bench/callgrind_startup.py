@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 
 from bench import configs
-from bench.ab import export_src, work_src
+from bench.ab import sources_to_compare
 from bench.callgrind_cpu import READY_TIMEOUT, SlowProcess
 from bench.procs import HttpProcess, free_port
 from bench.startup import LEAN_UPSTREAM
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--base", help="a git ref to count first (its src/ exported by bench.ab.export_src)")
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
-    sources = {"work": work_src()} if args.base is None else {"base": export_src(args.base), "work": work_src()}
+    sources = sources_to_compare(args.base)
     found: dict[str, list[int]] = {label: [] for label in sources}
     for _ in range(args.runs):
         for label, src in sources.items():

@@ -53,7 +53,7 @@ import anyio
 from mcp import Client
 
 from bench import configs, latency
-from bench.ab import export_src, work_src
+from bench.ab import sources_to_compare
 from bench.procs import children, cmdline, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -326,7 +326,7 @@ def _cell(found: dict[str, list[float]], name: str) -> str:
 async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "elicit_path"
     work.mkdir(parents=True, exist_ok=True)
-    sources = {"base": export_src(args.base), "work": work_src()}
+    sources = sources_to_compare(args.base)
     if args.lean and not args.wall:
         raise SystemExit("--lean needs --wall: the lean relay's marks are taken on the wall clock")
     if args.cpu or args.wall:

@@ -25,7 +25,7 @@ import anyio
 from mcp import Client
 
 from bench import configs, latency
-from bench.ab import export_src, work_src
+from bench.ab import sources_to_compare
 from bench.procs import HttpProcess, cpu_seconds, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,7 @@ def start_gateways(work: Path, sources: dict[str, Path], servers: dict[str, Any]
 async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "http_cpu"
     work.mkdir(parents=True, exist_ok=True)
-    sources = {"base": export_src(args.base), "work": work_src()}
+    sources = sources_to_compare(args.base)
     with open(work / "http_cpu.log", "w") as log, ExitStack() as stack:
         port = free_port()
         upstream = f"{stack.enter_context(HttpProcess(configs.demo_argv(f'127.0.0.1:{port}'), port, log)).url}/mcp"

@@ -22,7 +22,7 @@ import anyio
 from mcp import Client
 
 from bench import configs, latency
-from bench.ab import export_src, work_src
+from bench.ab import sources_to_compare
 from bench.procs import HttpProcess, free_port
 from bench.stdio_syscalls import WARMUP, print_table, traced
 
@@ -61,9 +61,7 @@ async def _count(label: str, src: Path, work: Path, args: argparse.Namespace, lo
 async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "http_syscalls"
     work.mkdir(parents=True, exist_ok=True)
-    sources = {"work": Path(args.src) if args.src else work_src()}
-    if args.base:
-        sources = {"base": export_src(args.base), **sources}
+    sources = sources_to_compare(args.base, Path(args.src) if args.src else None)
     found: dict[str, dict[str, float]] = {}
     with open(work / "http_syscalls.log", "w") as log:
         for label, src in sources.items():

@@ -30,7 +30,7 @@ import anyio
 from mcp import Client
 
 from bench import configs, latency
-from bench.ab import export_src, work_src
+from bench.ab import sources_to_compare
 from bench.http_cpu import start_gateways
 from bench.procs import HttpProcess, free_port
 
@@ -75,7 +75,7 @@ def steps(trace: Path) -> dict[str, list[float]]:
 async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "residence"
     work.mkdir(parents=True, exist_ok=True)
-    sources = {"base": export_src(args.base), "work": work_src()}
+    sources = sources_to_compare(args.base)
     with open(work / "residence.log", "w") as log, ExitStack() as stack:
         port = free_port()
         upstream = f"{stack.enter_context(HttpProcess(configs.demo_argv(f'127.0.0.1:{port}'), port, log)).url}/mcp"

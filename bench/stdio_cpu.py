@@ -22,7 +22,7 @@ import anyio
 from mcp import Client
 
 from bench import configs, latency
-from bench.ab import export_src, work_src
+from bench.ab import sources_to_compare
 from bench.http_cpu import cpu_rounds, print_cpu_table
 from bench.procs import children, cmdline, stdio_transport
 
@@ -36,7 +36,7 @@ borrows a pooled per-client upstream connection)."""
 async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "stdio_cpu"
     work.mkdir(parents=True, exist_ok=True)
-    sources = {"base": export_src(args.base), "work": work_src()}
+    sources = sources_to_compare(args.base)
     rows = [row for row in ROWS if args.row in (None, row[0])]
     with open(work / "stdio_cpu.log", "w") as log:
         async with AsyncExitStack() as clients:

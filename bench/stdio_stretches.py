@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from bench.ab import export_src, work_src
+from bench.ab import sources_to_compare
 from bench.elicit_path import ROOT, _count  # pyright: ignore[reportPrivateUsage]
 
 
@@ -37,9 +37,7 @@ def _show(label: str, found: Any, calls: int, stretches: list[str], top: int, ca
 async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "stdio_stretches"
     work.mkdir(parents=True, exist_ok=True)
-    sources = {"work": work_src()}
-    if args.base:
-        sources = {"base": export_src(args.base), **sources}
+    sources = sources_to_compare(args.base)
     with open(work / "stdio_stretches.log", "w") as log:
         for label, src in sources.items():
             found = await _count(label, src, work, args.calls, log)

@@ -25,7 +25,7 @@ import anyio
 from mcp import Client
 
 from bench import configs, latency
-from bench.ab import export_src, work_src
+from bench.ab import sources_to_compare
 from bench.procs import children, cmdline, stdio_transport
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,9 +87,7 @@ def print_table(found: dict[str, dict[str, float]]) -> None:
 async def measure(args: argparse.Namespace) -> None:
     work = ROOT / "bench" / "results" / "stdio_syscalls"
     work.mkdir(parents=True, exist_ok=True)
-    sources = {"work": work_src()}
-    if args.base:
-        sources = {"base": export_src(args.base), **sources}
+    sources = sources_to_compare(args.base)
     found: dict[str, dict[str, float]] = {}
     with open(work / "stdio_syscalls.log", "w") as log:
         for label, src in sources.items():

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from bench import configs
-from bench.ab import export_src, work_src
+from bench.ab import sources_to_compare
 
 CHILD = r"""
 import asyncio, sys
@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--part", choices=("response", "request", "needed"), action="append")
     parser.add_argument("--n", type=int, default=1000)
     args = parser.parse_args()
-    sources = {"base": export_src(args.base), "work": work_src()}
+    sources = sources_to_compare(args.base)
     print(f"instructions per piece (valgrind callgrind; ({args.n * 3} runs - {args.n} runs) / {args.n * 2})")
     print("| part | base | work | change |\n|---|---:|---:|---:|")
     for part in args.part or ("response", "request", "needed"):
