@@ -79,6 +79,15 @@ def _audit(path: Path) -> list[tuple[Any, ...]]:
     return [(*row[:1], row[1].removeprefix("up__"), *row[2:]) for row in rows]
 
 
+def _relay(audit_dir: Path, server_module: str) -> StdioServerParameters:
+    """`bench.lean_work_relay` in front of the Python module `server_module` over stdio, its audit in `audit_dir`."""
+    return StdioServerParameters(
+        command=PY,
+        args=["-m", "bench.lean_work_relay", "--audit-dir", str(audit_dir), "--", PY, "-m", server_module],
+        cwd=str(ROOT),
+    )
+
+
 async def test_the_relay_asks_answers_and_records_as_the_gateway(tmp_path: Path) -> None:
     gateway_audit, relay_audit = tmp_path / "gateway.db", tmp_path / "relay"
     config = write_config(
@@ -86,11 +95,7 @@ async def test_the_relay_asks_answers_and_records_as_the_gateway(tmp_path: Path)
         {"up": stdio_server("elicitgate.demo.server", era="handshake")},
         audit={"url": f"sqlite:///{gateway_audit}"},
     )
-    relay = StdioServerParameters(
-        command=PY,
-        args=["-m", "bench.lean_work_relay", "--audit-dir", str(relay_audit), "--", PY, "-m", "elicitgate.demo.server"],
-        cwd=str(ROOT),
-    )
+    relay = _relay(relay_audit, "elicitgate.demo.server")
     gateway_seen, gateway_results = await _run(gateway_stdio(config), "up__")
     relay_seen, relay_results = await _run(relay, "")
 
@@ -150,11 +155,7 @@ async def test_the_relay_refuses_what_the_gateway_refuses_and_nothing_else(tmp_p
     config = write_config(
         tmp_path, {"up": stdio_server("tests.peers.py_server", era="handshake")}, audit={"enabled": False}
     )
-    relay = StdioServerParameters(
-        command=PY,
-        args=["-m", "bench.lean_work_relay", "--audit-dir", str(tmp_path), "--", PY, "-m", "tests.peers.py_server"],
-        cwd=str(ROOT),
-    )
+    relay = _relay(tmp_path, "tests.peers.py_server")
     gateway_seen, gateway_results = await _asked_through(gateway_stdio(config), "up__")
     relay_seen, relay_results = await _asked_through(relay, "")
 
