@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any
+from typing import Any, final
 
 import anyio
 
@@ -33,6 +33,7 @@ def now() -> float:
     return asyncio.get_running_loop().time()
 
 
+@final  # told apart by `type` (`Endpoint` cancelling a request it serves)
 class TaskCancel:
     """A task cancelled as if a cancel scope around its whole coroutine had been cancelled, without that scope: made
     when the cancellation is asked for, so a task that is never cancelled (a request in flight, waiting on a human for
