@@ -176,7 +176,7 @@ async def test_a_first_requests_tasks_declaration_is_read_once() -> None:
         assert called_by(seen, "_run_here").count("end") == 1  # its scope, ended once as it went on parked
         with edges() as seen:
             result = await r.resume(Declares(p, 2), METHOD, first["requestState"], {"q1": {"action": "decline"}})
-        assert [by for callee, by in seen if callee == "declares_tasks"] == ["_may_become_task"]  # the retry's own
+        assert [by for callee, by in seen if callee == "declares_tasks"] == ["_declares_tasks"]  # the retry's own
     assert result == RESULT
 
 

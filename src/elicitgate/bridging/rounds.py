@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import binascii
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -33,6 +32,7 @@ from elicitgate.capabilities import declares_tasks
 from elicitgate.config import BridgingConfig
 from elicitgate.contracts import ClientRequest, DownstreamPeer, Era
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
+from elicitgate.random_batches import RandomBatch
 from elicitgate.wire.scopes import TaskCancel
 
 logger = logging.getLogger(__name__)
@@ -275,11 +275,10 @@ class ParkedCall:
         return bool(self.open) and not self._processing and self._registering == 0
 
     def _may_become_task(self, call: ClientRequest, declared: bool | None = None) -> bool:
-        """Whether `call` may be answered with a task now. `declared`: whether it declared the extension, when that was
-        read already (`_declares_tasks`: it does not change while the request lives)."""
-        if declared is None:  # `_declares_tasks`, with no call for it (a retry's way)
-            tasks, method = self.tasks, self.method
-            declared = tasks is not None and method == "tools/call" and declares_tasks(call.raw_capabilities())
+        """Whether `call` may be answered with a task now. `declared`: `_declares_tasks(call)`, when that was read
+        already (it does not change while the request lives)."""
+        if declared is None:
+            declared = self._declares_tasks(call)
         return declared and self.task is None and self.tasks is not None and self.tasks.has_room(self.peer)
 
     def _declares_tasks(self, call: ClientRequest) -> bool:
@@ -648,7 +647,6 @@ _POINTER_NONCE = '","n":"'
 _POINTER_TAIL = '"}'
 
 
-
 def read_pointer(state: Any) -> StatePointer | None:
     """The parked call and round a `requestState` of ours points to (None: not one of ours)."""
     if type(state) is str and state.startswith(_POINTER_HEAD) and state.endswith(_POINTER_TAIL) and state.isprintable():
@@ -673,31 +671,17 @@ def _wake(changed: asyncio.Future[None] | None) -> None:
 
 
 _URL_SAFE = bytes.maketrans(b"+/", b"-_")
-_TOKENS_READ = 4096
-"""Bytes of the system's random source read at a time, not a system call for each call's id."""
 
 
-class _Tokens(list[str]):
-    """`secrets.token_urlsafe(size)`s made ahead, a batch from one read of the system's random source: each is taken
-    with a `pop` (one call, where making one was five)."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def refill(self) -> str:
-        """A batch made (`size` bytes each, URL-safe base64 without padding); one of them taken."""
-        size = self.size
-        random = os.urandom(_TOKENS_READ // size * size)
-        self.extend(
-            binascii.b2a_base64(random[i : i + size], newline=False).translate(_URL_SAFE).rstrip(b"=").decode()
-            for i in range(0, len(random), size)
-        )
-        return self.pop()
+def _url_safe(random: bytes) -> str:
+    """`random` as `secrets.token_urlsafe` writes its bytes: URL-safe base64 without padding."""
+    return binascii.b2a_base64(random, newline=False).translate(_URL_SAFE).rstrip(b"=").decode()
 
 
-_CALL_IDS = _Tokens(16)
-_ROUND_NONCES = _Tokens(12)
+_CALL_IDS = RandomBatch(16, _url_safe)
+"""Parked calls' ids (`secrets.token_urlsafe(16)`'s), made ahead."""
+_ROUND_NONCES = RandomBatch(12, _url_safe)
+"""Rounds' nonces (`secrets.token_urlsafe(12)`'s), made ahead."""
 
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import enum
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ import anyio
 
 from elicitgate.elicitation.carriers import Carriers
 from elicitgate.json_shapes import JsonObject
+from elicitgate.random_batches import RandomBatch
 
 if TYPE_CHECKING:
     from elicitgate.contracts import Origin
@@ -94,24 +94,19 @@ class Responder(Protocol):
 
 def new_id() -> str:
     """`uuid.uuid4().hex` (a random version-4 UUID, 32 hex digits) without the `UUID` object: a third of its cost,
-    paid for every elicitation; made ahead in batches (`_more_ids`), not with a system call for each."""
-    return _IDS.pop() if _IDS else _more_ids()
+    paid for every elicitation; made ahead in batches (`_IDS`), not with a system call for each."""
+    return _IDS.pop() if _IDS else _IDS.refill()
 
 
-_IDS: list[str] = []
-_IDS_READ = 256
-"""Ids made from one read of the system's random source."""
+def _uuid4_hex(random: bytes) -> str:
+    """16 random bytes as a version-4 UUID's 32 hex digits."""
+    raw = bytearray(random)
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    return raw.hex()
 
 
-def _more_ids() -> str:
-    """A batch of `new_id`s made (one of them returned)."""
-    random = os.urandom(16 * _IDS_READ)
-    for at in range(0, len(random), 16):
-        raw = bytearray(random[at : at + 16])
-        raw[6] = raw[6] & 0x0F | 0x40  # version 4
-        raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
-        _IDS.append(raw.hex())
-    return _IDS.pop()
+_IDS = RandomBatch(16, _uuid4_hex)
 
 
 @dataclass(eq=False, slots=True)
