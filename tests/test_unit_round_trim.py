@@ -27,6 +27,7 @@ from elicitgate.bridging import sealing, state_seal
 from elicitgate.bridging.rounds import STATE_KIND, GoesOn, ParkedCall, Rounds, StatePointer, read_pointer
 from elicitgate.bridging.state_seal import StateRejected, StateSeal
 from elicitgate.config import BridgingConfig, ElicitationConfig
+from elicitgate.elicitation import model as model_module
 from elicitgate.elicitation.broker import Broker
 from elicitgate.elicitation.limits import TokenBucket
 from elicitgate.elicitation.model import Elicitation
@@ -323,7 +324,8 @@ def test_a_new_clients_bucket_is_made_with_its_first_token_taken() -> None:
 
 
 def test_an_elicitations_id_is_made_with_no_system_call_of_its_own() -> None:
-    Elicitation(server="s", mode="form", params={}, deadline=0)  # a batch made
+    model_module._IDS.clear()  # pyright: ignore[reportPrivateUsage]  # what earlier tests left of a batch
+    Elicitation(server="s", mode="form", params={}, deadline=0)  # a batch made: 255 ids left
     with edges() as seen:
         ids = [Elicitation(server="s", mode="form", params={}, deadline=0).id for _ in range(20)]
     assert "<urandom>" not in [callee for callee, _ in seen] and len(set(ids)) == 20
