@@ -122,13 +122,19 @@ class Output(asyncio.Protocol):
             self.closed.set_result(None)
 
 
-async def relay(argv: list[str]) -> int:
+async def relay(
+    argv: list[str],
+    server_lines: Callable[[Callable[[bytes], None]], Feed] = Lines,
+    client_lines: Callable[[Callable[[bytes], None]], Feed] = Lines,
+) -> int:
+    """Relay between this process's stdio and COMMAND's; `server_lines` and `client_lines` split what each side writes
+    (`bench.cpu_price` gives its own)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[int] = loop.create_future()
     closed: asyncio.Future[None] = loop.create_future()
     stdout, _ = await loop.connect_write_pipe(lambda: Output(closed), sys.stdout.buffer)
-    _, server = await loop.subprocess_exec(lambda: ServerSide(Lines(stdout.write), done), *argv, stderr=None)
-    await loop.connect_read_pipe(lambda: ClientSide(server, Lines(server.write)), sys.stdin.buffer)
+    _, server = await loop.subprocess_exec(lambda: ServerSide(server_lines(stdout.write), done), *argv, stderr=None)
+    await loop.connect_read_pipe(lambda: ClientSide(server, client_lines(server.write)), sys.stdin.buffer)
     for signum in (signal.SIGINT, signal.SIGTERM):  # passed on to the server; the relay exits after it
         loop.add_signal_handler(signum, server.signal, signum)
     code = await done

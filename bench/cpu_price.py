@@ -1,0 +1,173 @@
+"""What a microsecond of CPU in the middle costs a call: `python -m bench.cpu_price [--rounds N] [--batch N]
+[--busy BEFORE/AFTER ...]`.
+
+Side by side in interleaved rounds (as `bench.latency`), over stdio with a handshake-era client and the demo server's
+`confirm` (one form elicitation per call): the demo server called directly, through the lean relay
+(`bench.lean_relay`), through the lean relay made to stay busy for a set time on each `elicitation/create` it passes
+on (`--busy BEFORE/AFTER`: that many microseconds of wall clock spent on the CPU before the message is written to the
+client, and after it), and through the lean relay plus the question's work (`bench.lean_work_relay`: elicitgate's
+own functions doing what its broker does for each elicitation). Each busy relay does the same job as the lean relay
+otherwise: only the one message of the four in a call waits for the busy time, the others pass as they do there.
+
+It prints each path's p50, what it adds to the direct call, and for the busy relays what each microsecond of busy
+time added to the p50 beyond the lean relay's. The busy time after the write shows whether work done once a message
+is out, while the peer it woke is at work, stays off the call's path (it did not on this 2-core machine: the woken
+peer waits for it, bench/README.md, "What a microsecond costs"). Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import orjson
+import uvloop
+
+from mcp import Client
+
+from bench import configs, latency, lean_relay
+from bench.procs import stdio_transport
+
+DEFAULT_BUSY = ("5/0", "10/0", "30/0", "100/0", "0/30", "0/100")
+"""Microseconds busy before / after the write of each `elicitation/create`."""
+
+
+def busy_for(microseconds: int) -> None:
+    """Stay on the CPU for `microseconds` of wall clock (no sleep, no system call but the clock's)."""
+    end = time.perf_counter_ns() + microseconds * 1000
+    while time.perf_counter_ns() < end:
+        pass
+
+
+class BusyLines(lean_relay.Lines):
+    """`lean_relay.Lines` that spends `before` microseconds on the CPU before writing an `elicitation/create` (with
+    `every`, any message) and `after` microseconds after it; every other line passes as in the lean relay."""
+
+    def __init__(self, out: Callable[[bytes], None], before: int, after: int, every: bool = False) -> None:
+        super().__init__(out)
+        self.before = before
+        self.after = after
+        self.every = every
+
+    def feed(self, data: bytes) -> None:
+        if (self.pending or not data.endswith(b"\n") or data.count(b"\n") != 1
+                or not (self.every or b"elicitation/create" in data)):
+            super().feed(data)
+            return
+        message = orjson.loads(data)
+        if not self.every and not (isinstance(message, dict) and message.get("method") == "elicitation/create"):
+            self.out(orjson.dumps(message) + b"\n")
+            return
+        busy_for(self.before)
+        self.out(orjson.dumps(message) + b"\n")
+        busy_for(self.after)
+
+
+def relay_main(args: list[str]) -> None:
+    """`python -m bench.cpu_price relay BEFORE AFTER question|every COMMAND [ARGS...]`: the busy relay in front of
+    COMMAND, busy on the question (`elicitation/create`) only, or on every message both ways."""
+    before, after, on, *argv = args
+    every = on == "every"
+    busy = functools.partial(BusyLines, before=int(before), after=int(after), every=every)
+    client_lines = busy if every else lean_relay.Lines
+    sys.exit(uvloop.run(lean_relay.relay(argv, server_lines=busy, client_lines=client_lines)))
+
+
+def busy_argv(before: int, after: int, on: str) -> list[str]:
+    return [configs.PY, "-m", "bench.cpu_price", "relay", str(before), str(after), on, *configs.demo_argv()]
+
+
+def parse_busy(text: str) -> tuple[int, int]:
+    before, _, after = text.partition("/")
+    try:
+        pair = int(before), int(after or 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not BEFORE/AFTER in whole microseconds") from None
+    if min(pair) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: microseconds cannot be negative")
+    return pair
+
+
+def paths(busy: list[tuple[int, int]], on: str) -> dict[str, list[str]]:
+    found = {"direct": configs.demo_argv(), "lean relay": configs.lean_relay_argv()}
+    what = "each message" if on == "every" else "the question"
+    for before, after in busy:
+        found[f"lean relay, busy on {what} {before} us before / {after} us after"] = busy_argv(before, after, on)
+    found["lean relay + question work"] = configs.lean_work_relay_argv()
+    return found
+
+
+async def measure(args: argparse.Namespace) -> dict[str, list[float]]:
+    tool, arguments = latency.TOOLS["elicit"]
+    times: dict[str, list[float]] = {}
+    with open(os.devnull, "w") as log:
+        async with AsyncExitStack() as stack:
+            clients: dict[str, Client] = {}
+            for label, argv in paths(args.busy, args.on).items():
+                clients[label] = await stack.enter_async_context(Client(
+                    stdio_transport(argv, log), mode="legacy",
+                    elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
+                    read_timeout_seconds=latency.CALL_TIMEOUT))
+                for _ in range(latency.WARMUP_CALLS):
+                    await latency.call(clients[label], tool, arguments)
+                times[label] = []
+            for _ in range(args.rounds):
+                order = list(clients)
+                random.shuffle(order)
+                for label in order:
+                    times[label] += [await latency.call(clients[label], tool, arguments) for _ in range(args.batch)]
+    return times
+
+
+MESSAGES_PER_CALL = 4
+"""Through the relay in one `elicit` call: the `tools/call`, the question, its answer, the result."""
+
+
+def report(times: dict[str, list[float]], busy: list[tuple[int, int]], on: str) -> None:
+    p50 = {label: statistics.median(samples) * 1000 for label, samples in times.items()}
+    direct, lean = p50["direct"], p50["lean relay"]
+    per_call = MESSAGES_PER_CALL if on == "every" else 1
+    print("| path | elicit p50 ms | added ms | added, % of direct | busy us per call | added beyond the lean relay, "
+          "us per busy us |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for (label, value), pair in zip(p50.items(), [None, None, *busy, None], strict=True):
+        added = value - direct
+        cells = [f"{value:.3f}", "", "", "", ""]
+        if label != "direct":
+            cells[1:3] = [f"{added:+.3f}", f"{added / direct * 100:.0f}%"]
+        if pair is not None:
+            spent = sum(pair) * per_call
+            cells[3] = str(spent)
+            cells[4] = f"{(value - lean) * 1000 / spent:.1f}" if spent else ""
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["relay"]:
+        relay_main(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--batch", type=int, default=40)
+    parser.add_argument("--busy", type=parse_busy, nargs="+", default=[parse_busy(b) for b in DEFAULT_BUSY],
+                        metavar="BEFORE/AFTER", help="microseconds busy before / after the elicitation's write")
+    parser.add_argument("--on", choices=("question", "every"), default="question",
+                        help="busy on the `elicitation/create` only (default), or on every message both ways")
+    args = parser.parse_args()
+    print(f"stdio, handshake-era client and upstream, `elicit`: {args.rounds} interleaved rounds x {args.batch} "
+          f"sequential calls per path; {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at the start\n")
+    times: Any = anyio.run(measure, args)
+    report(times, args.busy, args.on)
+
+
+if __name__ == "__main__":
+    main()
