@@ -5,9 +5,10 @@ Side by side in interleaved rounds (as `bench.latency`), over stdio with a hands
 `confirm` (one form elicitation per call): the demo server called directly, through the lean relay
 (`bench.lean_relay`), through the lean relay made to stay busy for a set time on each `elicitation/create` it passes
 on (`--busy BEFORE/AFTER`: that many microseconds of wall clock spent on the CPU before the message is written to the
-client, and after it), and through the lean relay plus the question's work (`bench.lean_work_relay`: elicitgate's
-own functions doing what its broker does for each elicitation). Each busy relay does the same job as the lean relay
-otherwise: only the one message of the four in a call waits for the busy time, the others pass as they do there.
+client, and after it; `--on every`: on each of the call's four messages, both ways), through the lean relay plus the
+question's work (`bench.lean_work_relay`: elicitgate's own functions doing what its broker does for each
+elicitation), and through elicitgate (stdio, the bench's config), also with its audit trail and its log lines off
+(the work its broker defers until the answer is out). Each busy relay does the lean relay's job otherwise.
 
 It prints each path's p50, what it adds to the direct call, and for the busy relays what each microsecond of busy
 time added to the p50 beyond the lean relay's. The busy time after the write shows whether work done once a message
@@ -23,9 +24,11 @@ import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -97,34 +100,56 @@ def parse_busy(text: str) -> tuple[int, int]:
     return pair
 
 
-def paths(busy: list[tuple[int, int]], on: str) -> dict[str, list[str]]:
+GATEWAY = "elicitgate"
+QUIET_GATEWAY = "elicitgate, its audit trail and log lines off"
+SERVER = "up"
+"""The upstream's name behind elicitgate (its tools are `up__<tool>`)."""
+
+
+def gateway_argv(directory: Path, quiet: bool) -> list[str]:
+    """A stdio gateway in front of the demo server with the bench's config; `quiet`: no audit trail and no log line
+    per question (the work the broker defers until the answer is out)."""
+    config = configs.gateway_config({SERVER: configs.stdio_upstream("handshake")},
+                                    log_level="warning" if quiet else "info")
+    if quiet:
+        config["audit"] = {"enabled": False}
+    return configs.gateway_argv(configs.write_config(directory, "quiet" if quiet else "default", config))
+
+
+def paths(busy: list[tuple[int, int]], on: str, directory: Path) -> dict[str, list[str]]:
     found = {"direct": configs.demo_argv(), "lean relay": configs.lean_relay_argv()}
     what = "each message" if on == "every" else "the question"
     for before, after in busy:
         found[f"lean relay, busy on {what} {before} us before / {after} us after"] = busy_argv(before, after, on)
     found["lean relay + question work"] = configs.lean_work_relay_argv()
+    found[GATEWAY] = gateway_argv(directory, quiet=False)
+    found[QUIET_GATEWAY] = gateway_argv(directory, quiet=True)
     return found
 
 
 async def measure(args: argparse.Namespace) -> dict[str, list[float]]:
     tool, arguments = latency.TOOLS["elicit"]
     times: dict[str, list[float]] = {}
-    with open(os.devnull, "w") as log:
+    with open(os.devnull, "w") as log, tempfile.TemporaryDirectory(prefix="cpu-price-") as directory:
         async with AsyncExitStack() as stack:
             clients: dict[str, Client] = {}
-            for label, argv in paths(args.busy, args.on).items():
+            names: dict[str, str] = {}
+            for label, argv in paths(args.busy, args.on, Path(directory)).items():
+                names[label] = f"{SERVER}__{tool}" if label in (GATEWAY, QUIET_GATEWAY) else tool
                 clients[label] = await stack.enter_async_context(Client(
                     stdio_transport(argv, log), mode="legacy",
                     elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
                     read_timeout_seconds=latency.CALL_TIMEOUT))
                 for _ in range(latency.WARMUP_CALLS):
-                    await latency.call(clients[label], tool, arguments)
+                    await latency.call(clients[label], names[label], arguments)
                 times[label] = []
             for _ in range(args.rounds):
                 order = list(clients)
                 random.shuffle(order)
                 for label in order:
-                    times[label] += [await latency.call(clients[label], tool, arguments) for _ in range(args.batch)]
+                    times[label] += [
+                        await latency.call(clients[label], names[label], arguments) for _ in range(args.batch)
+                    ]
     return times
 
 
@@ -139,7 +164,7 @@ def report(times: dict[str, list[float]], busy: list[tuple[int, int]], on: str) 
     print("| path | elicit p50 ms | added ms | added, % of direct | busy us per call | added beyond the lean relay, "
           "us per busy us |")
     print("|---|---:|---:|---:|---:|---:|")
-    for (label, value), pair in zip(p50.items(), [None, None, *busy, None], strict=True):
+    for (label, value), pair in zip(p50.items(), [None, None, *busy, None, None, None], strict=True):
         added = value - direct
         cells = [f"{value:.3f}", "", "", "", ""]
         if label != "direct":
