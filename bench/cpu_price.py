@@ -1,5 +1,5 @@
-"""What a microsecond of CPU in the middle costs a call: `python -m bench.cpu_price [--rounds N] [--batch N]
-[--busy BEFORE/AFTER ...]`.
+"""What a microsecond of CPU in the middle costs a call: `python -m bench.cpu_price [--transport stdio|http]
+[--on question|every] [--rounds N] [--batch N] [--busy BEFORE/AFTER ...]`.
 
 Side by side in interleaved rounds (as `bench.latency`), over stdio with a handshake-era client and the demo server's
 `confirm` (one form elicitation per call): the demo server called directly, through the lean relay
@@ -8,7 +8,10 @@ on (`--busy BEFORE/AFTER`: that many microseconds of wall clock spent on the CPU
 client, and after it; `--on every`: on each of the call's four messages, both ways), through the lean relay plus the
 question's work (`bench.lean_work_relay`: elicitgate's own functions doing what its broker does for each
 elicitation), and through elicitgate (stdio, the bench's config), also with its audit trail and its log lines off
-(the work its broker defers until the answer is out). Each busy relay does the lean relay's job otherwise.
+(the work its broker defers until the answer is out). Each busy relay does the lean relay's job otherwise. With
+`--transport http` the same paths run on streamable HTTP: the lean HTTP relay (`bench.lean_http_relay`), busy before
+it passes a message on (the question's SSE event; with `--on every` also each client request body and each JSON
+body the upstream answers with), the lean HTTP relay + question work and elicitgate's HTTP face.
 
 It prints each path's p50, what it adds to the direct call, and for the busy relays what each microsecond of busy
 time added to the p50 beyond the lean relay's. The busy time after the write shows whether work done once a message
@@ -26,10 +29,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import orjson
@@ -37,11 +40,13 @@ import uvloop
 
 from mcp import Client
 
-from bench import configs, latency, lean_relay
-from bench.procs import stdio_transport
+from bench import configs, latency, lean_http_relay, lean_relay
+from bench.procs import HttpProcess, free_port, stdio_transport
 
 DEFAULT_BUSY = ("5/0", "10/0", "30/0", "100/0", "0/30", "0/100")
 """Microseconds busy before / after the write of each `elicitation/create`."""
+DEFAULT_HTTP_BUSY = ("5/0", "10/0", "30/0", "100/0")
+"""Over HTTP the busy relay spends its time before passing a message on only."""
 
 
 def busy_for(microseconds: int) -> None:
@@ -85,8 +90,54 @@ def relay_main(args: list[str]) -> None:
     sys.exit(uvloop.run(lean_relay.relay(argv, server_lines=busy, client_lines=client_lines)))
 
 
+class BusyRelay(lean_http_relay.Relay):
+    """`lean_http_relay.Relay` whose connections spend `before` microseconds on the CPU before passing on the question
+    (`every`: each JSON-RPC message, the client's request bodies and the upstream's SSE events and JSON bodies)."""
+
+    def __init__(self, upstream: str, before: int, every: bool) -> None:
+        super().__init__(upstream)
+        self.before = before
+        self.every = every
+        self.back = BusyBack
+
+
+class BusyBack(lean_http_relay.Back):
+    relay: BusyRelay
+
+    def event_again(self, event: bytes) -> bytes | None:
+        if b"elicitation/create" in event or (self.relay.every and b'"jsonrpc"' in event):
+            busy_for(self.relay.before)
+        return super().event_again(event)
+
+    def on_message_complete(self) -> None:
+        if self.relay.every and not self.stream and self.body:
+            busy_for(self.relay.before)
+        super().on_message_complete()
+
+
+class BusyFront(lean_http_relay.Front):
+    relay: BusyRelay
+
+    def on_message_complete(self) -> None:
+        if self.relay.every and self.body:
+            busy_for(self.relay.before)
+        super().on_message_complete()
+
+
+def http_relay_main(args: list[str]) -> None:
+    """`python -m bench.cpu_price http-relay BEFORE question|every HOST:PORT URL`: the busy HTTP relay on HOST:PORT
+    in front of URL."""
+    before, on, listen, upstream = args
+    relay = BusyRelay(upstream, int(before), every=on == "every")
+    uvloop.run(lean_http_relay.serve(listen, upstream, relay=relay, front=BusyFront))
+
+
 def busy_argv(before: int, after: int, on: str) -> list[str]:
     return [configs.PY, "-m", "bench.cpu_price", "relay", str(before), str(after), on, *configs.demo_argv()]
+
+
+def busy_http_argv(before: int, on: str, listen: str, upstream: str) -> list[str]:
+    return [configs.PY, "-m", "bench.cpu_price", "http-relay", str(before), on, listen, upstream]
 
 
 def parse_busy(text: str) -> tuple[int, int]:
@@ -106,38 +157,70 @@ SERVER = "up"
 """The upstream's name behind elicitgate (its tools are `up__<tool>`)."""
 
 
-def gateway_argv(directory: Path, quiet: bool) -> list[str]:
-    """A stdio gateway in front of the demo server with the bench's config; `quiet`: no audit trail and no log line
-    per question (the work the broker defers until the answer is out)."""
-    config = configs.gateway_config({SERVER: configs.stdio_upstream("handshake")},
-                                    log_level="warning" if quiet else "info")
+def gateway_config(directory: Path, quiet: bool, upstream: dict[str, Any]) -> Path:
+    """The bench's gateway config in front of `upstream`; `quiet`: no audit trail and no log line per question (the
+    work the broker defers until the answer is out)."""
+    config = configs.gateway_config({SERVER: upstream}, log_level="warning" if quiet else "info")
     if quiet:
         config["audit"] = {"enabled": False}
-    return configs.gateway_argv(configs.write_config(directory, "quiet" if quiet else "default", config))
+    return configs.write_config(directory, "quiet" if quiet else "default", config)
 
 
-def paths(busy: list[tuple[int, int]], on: str, directory: Path) -> dict[str, list[str]]:
-    found = {"direct": configs.demo_argv(), "lean relay": configs.lean_relay_argv()}
+def _labels(busy: list[tuple[int, int]], on: str) -> list[str]:
     what = "each message" if on == "every" else "the question"
-    for before, after in busy:
-        found[f"lean relay, busy on {what} {before} us before / {after} us after"] = busy_argv(before, after, on)
-    found["lean relay + question work"] = configs.lean_work_relay_argv()
-    found[GATEWAY] = gateway_argv(directory, quiet=False)
-    found[QUIET_GATEWAY] = gateway_argv(directory, quiet=True)
-    return found
+    return [f"lean relay, busy on {what} {before} us before / {after} us after" for before, after in busy]
+
+
+def stdio_paths(busy: list[tuple[int, int]], on: str, directory: Path, log: IO[str]) -> dict[str, Any]:
+    """What each path's client connects to over stdio (its transport)."""
+    argvs = {"direct": configs.demo_argv(), "lean relay": configs.lean_relay_argv()}
+    for label, (before, after) in zip(_labels(busy, on), busy, strict=True):
+        argvs[label] = busy_argv(before, after, on)
+    argvs["lean relay + question work"] = configs.lean_work_relay_argv()
+    for label, quiet in ((GATEWAY, False), (QUIET_GATEWAY, True)):
+        argvs[label] = configs.gateway_argv(gateway_config(directory, quiet, configs.stdio_upstream("handshake")))
+    return {label: stdio_transport(argv, log) for label, argv in argvs.items()}
+
+
+@contextmanager
+def http_paths(busy: list[tuple[int, int]], on: str, directory: Path, log: IO[str]) -> Iterator[dict[str, Any]]:
+    """What each path's client connects to over streamable HTTP (a URL), its processes running for the block."""
+    with ExitStack() as stack:
+
+        def started(argv: Callable[[str], list[str]], ready_path: str = "/mcp") -> str:
+            port = free_port()
+            process = HttpProcess(argv(f"127.0.0.1:{port}"), port, log, ready_path=ready_path)
+            return f"{stack.enter_context(process).url}/mcp"
+
+        upstream = started(configs.demo_argv)
+        found = {"direct": upstream,
+                 "lean relay": started(lambda listen: configs.lean_http_relay_argv(listen, upstream))}
+        for label, (before, _) in zip(_labels(busy, on), busy, strict=True):
+            found[label] = started(functools.partial(busy_http_argv, before, on, upstream=upstream))
+        found["lean relay + question work"] = started(
+            lambda listen: configs.lean_http_work_relay_argv(listen, upstream))
+        for label, quiet in ((GATEWAY, False), (QUIET_GATEWAY, True)):
+            config = gateway_config(directory, quiet, configs.http_upstream(upstream, "handshake"))
+            found[label] = started(functools.partial(configs.gateway_argv, config), ready_path="/healthz")
+        yield found
 
 
 async def measure(args: argparse.Namespace) -> dict[str, list[float]]:
     tool, arguments = latency.TOOLS["elicit"]
     times: dict[str, list[float]] = {}
-    with open(os.devnull, "w") as log, tempfile.TemporaryDirectory(prefix="cpu-price-") as directory:
+    with (open(os.devnull, "w") as log, tempfile.TemporaryDirectory(prefix="cpu-price-") as directory,
+          ExitStack() as processes):
+        if args.transport == "http":
+            servers = processes.enter_context(http_paths(args.busy, args.on, Path(directory), log))
+        else:
+            servers = stdio_paths(args.busy, args.on, Path(directory), log)
         async with AsyncExitStack() as stack:
             clients: dict[str, Client] = {}
             names: dict[str, str] = {}
-            for label, argv in paths(args.busy, args.on, Path(directory)).items():
+            for label, server in servers.items():
                 names[label] = f"{SERVER}__{tool}" if label in (GATEWAY, QUIET_GATEWAY) else tool
                 clients[label] = await stack.enter_async_context(Client(
-                    stdio_transport(argv, log), mode="legacy",
+                    server, mode="legacy",
                     elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
                     read_timeout_seconds=latency.CALL_TIMEOUT))
                 for _ in range(latency.WARMUP_CALLS):
@@ -180,16 +263,25 @@ def main() -> None:
     if sys.argv[1:2] == ["relay"]:
         relay_main(sys.argv[2:])
         return
+    if sys.argv[1:2] == ["http-relay"]:
+        http_relay_main(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--batch", type=int, default=40)
-    parser.add_argument("--busy", type=parse_busy, nargs="+", default=[parse_busy(b) for b in DEFAULT_BUSY],
+    parser.add_argument("--busy", type=parse_busy, nargs="+", default=None,
                         metavar="BEFORE/AFTER", help="microseconds busy before / after the elicitation's write")
     parser.add_argument("--on", choices=("question", "every"), default="question",
                         help="busy on the `elicitation/create` only (default), or on every message both ways")
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     args = parser.parse_args()
-    print(f"stdio, handshake-era client and upstream, `elicit`: {args.rounds} interleaved rounds x {args.batch} "
-          f"sequential calls per path; {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at the start\n")
+    if args.busy is None:
+        args.busy = [parse_busy(b) for b in (DEFAULT_HTTP_BUSY if args.transport == "http" else DEFAULT_BUSY)]
+    if args.transport == "http" and any(after for _, after in args.busy):
+        parser.error("--transport http: busy time before the write only (BEFORE/0)")
+    print(f"{args.transport}, handshake-era client and upstream, `elicit`: {args.rounds} interleaved rounds x "
+          f"{args.batch} sequential calls per path; {os.cpu_count()} cores, "
+          f"load {os.getloadavg()[0]:.2f} at the start\n")
     times: Any = anyio.run(measure, args)
     report(times, args.busy, args.on)
 

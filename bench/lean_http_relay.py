@@ -352,11 +352,13 @@ class Relay:
             self.idle.remove(back)
 
 
-async def serve(listen: str, upstream: str) -> None:
+async def serve(listen: str, upstream: str, relay: Relay | None = None, front: type[Front] = Front) -> None:
+    """Relay on `listen` to `upstream` until SIGINT or SIGTERM; `relay` and `front` are a subclass's
+    (`bench.cpu_price`)."""
     host, _, port = listen.rpartition(":")
-    relay = Relay(upstream)
+    pool = relay if relay is not None else Relay(upstream)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: Front(relay), host, int(port))
+    server = await loop.create_server(lambda: front(pool), host, int(port))
     stop = loop.create_future()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, lambda: stop.done() or stop.set_result(None))

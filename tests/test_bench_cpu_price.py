@@ -8,7 +8,10 @@ the write, after it), on that one message.
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from bench import cpu_price
-from tests.conftest import PY
+from tests.conftest import PY, Process
 
 ROOT = Path(__file__).resolve().parent.parent
 ELICIT = {"jsonrpc": "2.0", "id": 3, "method": "elicitation/create",
@@ -85,3 +88,51 @@ async def test_a_real_client_is_answered_through_the_busy_relay() -> None:
         results = [await client.call_tool("confirm", {"question": f"Go {n}?"}) for n in range(3)]
     assert asked == ["Go 0?", "Go 1?", "Go 2?"]  # unchanged: no prefix, no `_meta` of the gateway's
     assert [r.content[0].text for r in results] == ["confirm: accepted {'ok': True}"] * 3  # type: ignore[union-attr]
+
+
+def test_the_http_relay_is_busy_on_the_question_or_on_each_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    spent: list[int] = []
+    monkeypatch.setattr(cpu_price, "busy_for", spent.append)
+    done = orjson.dumps(RESULT).replace(b"elicitation/create", b"done")
+    question, result = (b"event: message\r\ndata: " + orjson.dumps(ELICIT), b"event: message\r\ndata: " + done)
+    priming = b"id: 1\r\ndata: "
+    for every, expected in ((False, [40]), (True, [40, 40])):
+        spent.clear()
+        back = cpu_price.BusyBack(cpu_price.BusyRelay("http://127.0.0.1:1/mcp", 40, every=every))
+        passed = [back.event_again(event) for event in (question, result, priming)]
+        assert spent == expected  # an event with no message (a stream's priming event) is never busy
+        assert [orjson.loads(event.partition(b"data: ")[2]) for event in passed[:2] if event] == [ELICIT, RESULT | {
+            "result": {"content": [], "note": "done"}}]
+
+
+def _busy_http_relay(upstream: str) -> Process:
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return Process.on_free_port(
+        lambda port: [PY, "-m", "bench.cpu_price", "http-relay", "50", "every", f"127.0.0.1:{port}", upstream],
+        env=env,
+    )
+
+
+@pytest.mark.anyio
+async def test_a_real_client_is_answered_through_the_busy_http_relay(http_upstream: Callable[..., Process]) -> None:
+    asked: list[str] = []
+
+    async def answer(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    relay = _busy_http_relay(f"{http_upstream('elicitgate.demo.server').url}/mcp")
+    try:
+        async with Client(f"{relay.url}/mcp", mode="legacy", elicitation_callback=answer) as client:
+            results = [await client.call_tool("confirm", {"question": f"Go {n}?"}) for n in range(3)]
+    finally:
+        relay.stop()
+    assert asked == ["Go 0?", "Go 1?", "Go 2?"]
+    assert [r.content[0].text for r in results] == ["confirm: accepted {'ok': True}"] * 3  # type: ignore[union-attr]
+
+
+def test_over_http_the_busy_time_is_before_the_write_only() -> None:
+    done = subprocess.run([PY, "-m", "bench.cpu_price", "--transport", "http", "--busy", "10/5"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--transport http: busy time before the write only" in done.stderr
