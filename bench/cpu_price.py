@@ -90,17 +90,6 @@ def relay_main(args: list[str]) -> None:
     sys.exit(uvloop.run(lean_relay.relay(argv, server_lines=busy, client_lines=client_lines)))
 
 
-class BusyRelay(lean_http_relay.Relay):
-    """`lean_http_relay.Relay` whose connections spend `before` microseconds on the CPU before passing on the question
-    (`every`: each JSON-RPC message, the client's request bodies and the upstream's SSE events and JSON bodies)."""
-
-    def __init__(self, upstream: str, before: int, every: bool) -> None:
-        super().__init__(upstream)
-        self.before = before
-        self.every = every
-        self.back = BusyBack
-
-
 class BusyBack(lean_http_relay.Back):
     relay: BusyRelay
 
@@ -113,6 +102,18 @@ class BusyBack(lean_http_relay.Back):
         if self.relay.every and not self.stream and self.body:
             busy_for(self.relay.before)
         super().on_message_complete()
+
+
+class BusyRelay(lean_http_relay.Relay):
+    """`lean_http_relay.Relay` whose connections spend `before` microseconds on the CPU before passing on the question
+    (`every`: each JSON-RPC message, the client's request bodies and the upstream's SSE events and JSON bodies)."""
+
+    back = BusyBack
+
+    def __init__(self, upstream: str, before: int, every: bool) -> None:
+        super().__init__(upstream)
+        self.before = before
+        self.every = every
 
 
 class BusyFront(lean_http_relay.Front):
