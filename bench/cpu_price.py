@@ -220,10 +220,7 @@ async def measure(args: argparse.Namespace) -> dict[str, list[float]]:
             names: dict[str, str] = {}
             for label, server in servers.items():
                 names[label] = f"{SERVER}__{tool}" if label in (GATEWAY, QUIET_GATEWAY) else tool
-                clients[label] = await stack.enter_async_context(Client(
-                    server, mode="legacy",
-                    elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                    read_timeout_seconds=latency.CALL_TIMEOUT))
+                clients[label] = await stack.enter_async_context(latency.bench_client(server))
                 for _ in range(latency.WARMUP_CALLS):
                     await latency.call(clients[label], names[label], arguments)
                 times[label] = []

@@ -50,8 +50,6 @@ from typing import Any
 
 import anyio
 
-from mcp import Client
-
 from bench import configs, latency
 from bench.ab import sources_to_compare
 from bench.procs import children, cmdline, stdio_transport
@@ -216,10 +214,7 @@ async def _count(label: str, src: Path, work: Path, calls: int, log: Any, serve:
     else:
         argv, tool = _argv(src, config, out, serve), f"handshake__{tool}"
     async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(Client(
-            stdio_transport(argv, log), mode="legacy",
-            elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-            read_timeout_seconds=latency.CALL_TIMEOUT))
+        client = await stack.enter_async_context(latency.bench_client(stdio_transport(argv, log)))
         pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
         for _ in range(WARMUP):
             await latency.call(client, tool, arguments)

@@ -19,7 +19,7 @@ import os
 import statistics
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import anyio
 
@@ -66,7 +66,7 @@ async def stdio_clients(stack: AsyncExitStack, workdir: Path, log: IO[str]) -> d
     """Each path over stdio: its client, its process's pid, its tools' prefix."""
     opened: dict[str, tuple[Client, int, str]] = {}
     for path, (argv, marker, prefix) in launches(workdir).items():
-        client = await stack.enter_async_context(client_of(stdio_transport(argv, log)))
+        client = await stack.enter_async_context(latency.bench_client(stdio_transport(argv, log)))
         opened[path] = (client, find_child(marker), prefix)
     return opened
 
@@ -88,18 +88,9 @@ async def http_clients(stack: AsyncExitStack, workdir: Path, log: IO[str]) -> di
         port = free_port()
         ready = "/healthz" if path == "elicitgate" else "/mcp"
         process = stack.enter_context(HttpProcess(argv(f"127.0.0.1:{port}"), port, log, ready_path=ready))
-        client = await stack.enter_async_context(client_of(f"{process.url}/mcp"))
+        client = await stack.enter_async_context(latency.bench_client(f"{process.url}/mcp"))
         opened[path] = (client, process.pid, "up__" if path == "elicitgate" else "")
     return opened
-
-
-def client_of(server: Any) -> Client:
-    return Client(
-        server,
-        mode="legacy",
-        elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-        read_timeout_seconds=latency.CALL_TIMEOUT,
-    )
 
 
 async def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[tuple[float, ...]]]:

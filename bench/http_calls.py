@@ -138,9 +138,7 @@ async def profiled_calls(args: argparse.Namespace, stats: str) -> tuple[Path, An
         gateway = stack.enter_context(HttpProcess(gateway_argv(src, config, f"127.0.0.1:{gw_port}", out, stats),
                                                   gw_port, log, ready_path="/healthz"))
         async with AsyncExitStack() as clients:
-            client = await clients.enter_async_context(Client(
-                f"{gateway.url}/mcp", mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                read_timeout_seconds=latency.CALL_TIMEOUT))
+            client = await clients.enter_async_context(latency.bench_client(f"{gateway.url}/mcp", mode))
             for _ in range(args.warmup):
                 await latency.call(client, tool, arguments)
             before = await take_snapshot(gateway.pid, out, 1, client, tool, arguments)

@@ -69,9 +69,7 @@ async def measure(args: argparse.Namespace) -> None:
             opened: dict[tuple[str, str], tuple[Client, int]] = {}
             for label, gateway in gateways.items():
                 for row, mode, _era in rows:
-                    client = await clients.enter_async_context(Client(
-                        f"{gateway.url}/mcp", mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                        read_timeout_seconds=latency.CALL_TIMEOUT))
+                    client = await clients.enter_async_context(latency.bench_client(f"{gateway.url}/mcp", mode))
                     opened[(label, row)] = (client, gateway.pid)
             found = await cpu_rounds(opened, rows, args)
     print_cpu_table(found, rows, args)

@@ -19,8 +19,6 @@ from typing import IO
 
 import anyio
 
-from mcp import Client
-
 from bench import configs, latency
 from bench.ab import sources_to_compare
 from bench.procs import HttpProcess, free_port
@@ -45,14 +43,7 @@ async def _count(label: str, src: Path, work: Path, args: argparse.Namespace, lo
         gw_port = free_port()
         gateway = stack.enter_context(HttpProcess(_argv(src, config, gw_port), gw_port, log, ready_path="/healthz"))
         async with AsyncExitStack() as clients:
-            client = await clients.enter_async_context(
-                Client(
-                    f"{gateway.url}/mcp",
-                    mode="legacy",
-                    elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                    read_timeout_seconds=latency.CALL_TIMEOUT,
-                )
-            )
+            client = await clients.enter_async_context(latency.bench_client(f"{gateway.url}/mcp"))
             for _ in range(WARMUP):
                 await latency.call(client, f"{args.upstream}__{tool}", arguments)
             return await traced(client, gateway.pid, f"{args.upstream}__{tool}", arguments, args.calls, out)

@@ -64,6 +64,12 @@ async def _answer(ctx: Any, params: Any) -> types.ElicitResult:
     return types.ElicitResult(action="accept", content={"ok": True})
 
 
+def bench_client(server: Any, mode: str = "legacy") -> Client:
+    """An `mcp.Client` as the bench opens each one: `server` (a URL or a stdio transport) in `mode`, every question
+    accepted at once, a call given `CALL_TIMEOUT` seconds."""
+    return Client(server, mode=mode, elicitation_callback=_answer, read_timeout_seconds=CALL_TIMEOUT)
+
+
 def _describe(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
@@ -94,10 +100,7 @@ async def _open(stack: AsyncExitStack, target: Target) -> Client | None:
     try:
         # No cancel scope around this: the client's task groups must be exited in the scope they
         # were entered in. `read_timeout_seconds` bounds the handshake instead.
-        client = await sub.enter_async_context(
-            Client(target.server(), mode=target.client_mode, elicitation_callback=_answer,
-                   read_timeout_seconds=CALL_TIMEOUT)
-        )
+        client = await sub.enter_async_context(bench_client(target.server(), target.client_mode))
         await client.list_tools()
     except Exception as exc:  # noqa: BLE001 - reported, never hidden
         target.errors = {op: f"connect: {_describe(exc)}" for op in OPS}

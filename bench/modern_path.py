@@ -44,8 +44,6 @@ from typing import Any
 
 import anyio
 
-from mcp import Client
-
 from bench import configs, latency
 from bench.ab import work_src
 from bench.elicit_path import STRETCHES, WARMUP, _argv, _signalled  # pyright: ignore[reportPrivateUsage]
@@ -79,14 +77,8 @@ async def count(
     config = configs.write_config(work, name, configs.gateway_config({era: configs.stdio_upstream(era)}, src=src))
     tool, arguments = latency.TOOLS[op]
     async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(
-            Client(
-                stdio_transport(_argv(src, config, out, serve, module), log),
-                mode="2026-07-28",
-                elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                read_timeout_seconds=latency.CALL_TIMEOUT,
-            )
-        )
+        transport = stdio_transport(_argv(src, config, out, serve, module), log)
+        client = await stack.enter_async_context(latency.bench_client(transport, "2026-07-28"))
         for _ in range(WARMUP):
             await latency.call(client, f"{era}__{tool}", arguments)
         pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))

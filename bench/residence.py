@@ -27,8 +27,6 @@ from pathlib import Path
 
 import anyio
 
-from mcp import Client
-
 from bench import configs, latency
 from bench.ab import sources_to_compare
 from bench.http_cpu import start_gateways
@@ -82,9 +80,8 @@ async def measure(args: argparse.Namespace) -> None:
         gateways = start_gateways(work, sources, {"modern": configs.http_upstream(upstream, "modern")}, stack, log)
         name, arguments = latency.TOOLS["elicit"]
         async with AsyncExitStack() as clients:
-            opened = {label: await clients.enter_async_context(Client(
-                f"{gateway.url}/mcp", mode="legacy", elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                read_timeout_seconds=latency.CALL_TIMEOUT)) for label, gateway in gateways.items()}
+            opened = {label: await clients.enter_async_context(latency.bench_client(f"{gateway.url}/mcp"))
+                      for label, gateway in gateways.items()}
             for client in opened.values():
                 for _ in range(20):
                     await latency.call(client, f"modern__{name}", arguments)

@@ -48,9 +48,8 @@ async def measure(args: argparse.Namespace) -> None:
                     config = configs.write_config(work, name, configs.gateway_config(servers, src=src))
                     argv = [configs.PY, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); "
                             "from elicitgate.cli import app; app()", "serve", "--config", str(config)]
-                    client = await clients.enter_async_context(Client(
-                        stdio_transport(argv, log), mode=mode, elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                        read_timeout_seconds=latency.CALL_TIMEOUT))
+                    client = await clients.enter_async_context(
+                        latency.bench_client(stdio_transport(argv, log), mode))
                     pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
                     opened[(label, row)] = (client, pid)
             found = await cpu_rounds(opened, rows, args)

@@ -45,14 +45,7 @@ async def _count(label: str, src: Path, work: Path, calls: int, op: str, log: IO
     tool, arguments = latency.TOOLS[op]
     out = work / f"{label}.strace"
     async with AsyncExitStack() as stack:
-        client = await stack.enter_async_context(
-            Client(
-                stdio_transport(_argv(src, config), log),
-                mode="legacy",
-                elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                read_timeout_seconds=latency.CALL_TIMEOUT,
-            )
-        )
+        client = await stack.enter_async_context(latency.bench_client(stdio_transport(_argv(src, config), log)))
         pid = next(p for p in children(os.getpid()) if f"{name}.json" in " ".join(cmdline(p)))
         for _ in range(WARMUP):
             await latency.call(client, f"handshake__{tool}", arguments)

@@ -195,14 +195,7 @@ async def measure(args: argparse.Namespace) -> None:
             argv = [*gateway_argv(src, out), "serve", "--config", str(config), "--http", f"127.0.0.1:{gw_port}"]
             gateway = stack.enter_context(HttpProcess(argv, gw_port, log, ready_path="/healthz"))
             async with AsyncExitStack() as clients:
-                client = await clients.enter_async_context(
-                    Client(
-                        f"{gateway.url}/mcp",
-                        mode="legacy",
-                        elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                        read_timeout_seconds=latency.CALL_TIMEOUT,
-                    )
-                )
+                client = await clients.enter_async_context(latency.bench_client(f"{gateway.url}/mcp"))
                 marks, calls = await calls_through(client, gateway.pid, out, tool, arguments, args)
         else:
             marker = f"upstream-rounds-{os.getpid()}"
@@ -210,12 +203,7 @@ async def measure(args: argparse.Namespace) -> None:
                 work, marker, configs.gateway_config({"modern": configs.stdio_upstream("modern")}, src=src)
             )
             argv = [*gateway_argv(src, out), "serve", "--config", str(config)]
-            async with Client(
-                stdio_transport(argv, log),
-                mode="legacy",
-                elicitation_callback=latency._answer,  # pyright: ignore[reportPrivateUsage]
-                read_timeout_seconds=latency.CALL_TIMEOUT,
-            ) as client:
+            async with latency.bench_client(stdio_transport(argv, log)) as client:
                 await latency.call(client, tool, arguments)
                 pid = next(p for p in children(os.getpid()) if f"{marker}.json" in " ".join(cmdline(p)))
                 marks, calls = await calls_through(client, pid, out, tool, arguments, args)
