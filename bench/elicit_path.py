@@ -95,6 +95,20 @@ def serve_counted(out: str) -> None:
             # By name: a bound method (`{}.get`) is a new object each time, and keeping it would keep its object.
             counts[state["marks"] % len(STRETCHES)][(f"<{getattr(arg, '__qualname__', '?')}>", frame.f_code)] += 1
 
+    _serve_profiled(out, count, state, counts, lambda key, n: [_where(key[0]), _where(key[1]), n])
+
+
+def _serve_profiled(
+    out: str,
+    count: Callable[[FrameType, str, object], None],
+    state: dict[str, int],
+    counts: list[Counter[Any]],
+    row: Callable[[Any, int], list[Any]],
+) -> None:
+    """Run the gateway (`_serve`) with `count` as the profiler between SIGUSR1 and SIGUSR2; at SIGUSR2 each stretch's
+    counts (`counts`, one per stretch, `state["marks"]` the marks seen less one) go to `out` as JSON, a `row(key, n)`
+    for each."""
+
     def start(*_: object) -> None:
         sys.setprofile(count)
 
@@ -102,7 +116,7 @@ def serve_counted(out: str) -> None:
         sys.setprofile(None)
         found = {
             "marks": state["marks"] + 1,
-            "stretches": {name: [[_where(code), _where(caller), n] for (code, caller), n in counted.items()]
+            "stretches": {name: [row(key, n) for key, n in counted.items()]
                           for name, counted in zip(STRETCHES, counts, strict=True)},
         }
         Path(out).write_text(json.dumps(found))

@@ -10,8 +10,6 @@ made. `--match`: only functions whose `name (file:line)` holds this text. Assert
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections import Counter
 from pathlib import Path
 from types import FrameType
@@ -20,7 +18,7 @@ from typing import Any
 import anyio
 
 from bench.ab import work_src
-from bench.elicit_path import STRETCHES, _serve, _where  # pyright: ignore[reportPrivateUsage]
+from bench.elicit_path import STRETCHES, _serve_profiled, _where  # pyright: ignore[reportPrivateUsage]
 from bench.modern_path import NAMES, count
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,21 +62,7 @@ def serve_inclusive(out: str) -> None:
             counted["(all)"] += 1
             under(frame, counted)
 
-    def start(*_: object) -> None:
-        sys.setprofile(count)
-
-    def stop(*_: object) -> None:
-        sys.setprofile(None)
-        found = {
-            "marks": state["marks"] + 1,
-            "stretches": {
-                name: [[_where(code), n] for code, n in counted.items()]
-                for name, counted in zip(STRETCHES, counts, strict=True)
-            },
-        }
-        Path(out).write_text(json.dumps(found))
-
-    _serve(start, stop)
+    _serve_profiled(out, count, state, counts, lambda code, n: [_where(code), n])
 
 
 def report(found: Any, names: tuple[str, ...], calls: int, top: int, match: str | None) -> None:
