@@ -25,7 +25,7 @@ def _best(fn: Callable[[], object], number: int = 3000) -> float:
 
 def pieces() -> dict[str, float]:
     """The pieces, timed on the `elicitgate` this process imports."""
-    from elicitgate import logs, sdk
+    from elicitgate import _compat, logs
     from elicitgate.audit import record as audit_record
     from elicitgate.elicitation.model import Elicitation
     from elicitgate.faces.modern import EnvelopeConnection
@@ -51,7 +51,7 @@ def pieces() -> dict[str, float]:
 
     def client_params() -> object:
         return EnvelopeConnection(
-            sdk.no_channel(), "2026-07-28", {"name": "mcp", "version": "1"}, {"elicitation": {}}
+            _compat.no_channel(), "2026-07-28", {"name": "mcp", "version": "1"}, {"elicitation": {}}
         ).client_params
 
     client_params()
@@ -60,7 +60,7 @@ def pieces() -> dict[str, float]:
         "the log line's fields": _best(fields),
         "Elicitation() with its id": _best(lambda: Elicitation(server="s", mode="form", params={}, deadline=0.0)),
         "formatTime": _best(lambda: formatter.formatTime(line)),
-        "has_modern_envelope, no _meta": _best(lambda: sdk.has_modern_envelope({"name": "echo", "arguments": {}})),
+        "has_modern_envelope, no _meta": _best(lambda: _compat.has_modern_envelope({"name": "echo", "arguments": {}})),
         "client_params, 2026-07-28 request": _best(client_params),
     }
 

@@ -63,7 +63,7 @@ def _stages() -> dict[str, Callable[[], Any]]:
     from mcp.server.lowlevel.server import Server
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from elicitgate import sdk
+    from elicitgate import _compat
     from elicitgate.bridging.sealing import RequestsOnly
     from elicitgate.faces.dispatch import fitting_envelope
     from elicitgate.faces.modern import RELAYED_PARAMS, EnvelopeConnection, ModernMethods
@@ -84,7 +84,7 @@ def _stages() -> dict[str, Callable[[], Any]]:
         return dict(RESULT)
 
     modern.add("tools/call", call, reads=RELAYED_PARAMS["tools/call"])
-    outbound = sdk.no_channel()
+    outbound = _compat.no_channel()
     context: Any = _Context()
     loop = asyncio.new_event_loop()
 

@@ -189,7 +189,7 @@ async def test_a_nan_answer_through_the_admin_api_is_refused_naming_the_field():
 def test_the_sdks_sse_transport_gets_the_same_rule():
     """The SDK's parser (pydantic) reads NaN where our own wires refuse it: the legacy SSE upstream wire applies
     the rule after it. (The SDK's servers write NaN as null, so no SDK peer can send one to test with.)"""
-    from elicitgate.wire._compat import _finite  # noqa: PLC2701 - the SSE wire's own step
+    from elicitgate.wire.sdk_streams import _finite  # noqa: PLC2701 - the SSE wire's own step
 
     request = _finite({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create",
                        "params": {"message": "m", "requestedSchema": {"maximum": float("nan")}}})

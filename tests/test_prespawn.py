@@ -290,7 +290,7 @@ async def test_the_adopted_process_is_an_anyio_process_the_sdk_can_stop() -> Non
     assert process.stdin is not None and process.stdout is not None
     await process.stdin.send(b"ping\n")
     assert await process.stdout.receive() == b"ping\n"
-    await sdk_stdio._stop_server_process(process)  # noqa: SLF001 - the SDK's own stop, as `sdk.stop_stdio_server`
+    await sdk_stdio._stop_server_process(process)  # noqa: SLF001 - the SDK's own stop, as `_compat.stop_stdio_server`
     assert process.returncode == 0
     with pytest.raises((anyio.ClosedResourceError, anyio.EndOfStream)):
         await process.stdout.receive()

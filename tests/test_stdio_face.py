@@ -318,6 +318,5 @@ def test_a_call_in_flight_when_stdin_ends_is_answered_connection_closed(tmp_path
 def test_the_replay_limit_is_the_sdks():
     from mcp.server import runner
 
-    from elicitgate import sdk
-
-    assert sdk.PRE_REQUEST_REPLAY_LIMIT == runner._PRE_REQUEST_REPLAY_LIMIT
+    from elicitgate import _compat
+    assert _compat.PRE_REQUEST_REPLAY_LIMIT == runner._PRE_REQUEST_REPLAY_LIMIT

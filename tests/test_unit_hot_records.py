@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from mcp.server import runner
 
-from elicitgate import sdk
+from elicitgate import _compat
 from elicitgate.audit.record import FIELDS, AuditRecord, as_json, logged, utc
 from elicitgate.elicitation.model import Elicitation, new_id
 from elicitgate.logs import TEXT_FORMAT, _TextFormatter  # pyright: ignore[reportPrivateUsage]
@@ -68,4 +68,4 @@ def test_the_text_lines_time_is_the_standard_formatters_second_after_second():
         st.sampled_from(["io.modelcontextprotocol/protocolVersion", "progressToken"]), st.text(max_size=3)),
 ))
 def test_the_era_rule_is_the_sdks(params: dict[str, object] | None):
-    assert sdk.has_modern_envelope(params) == runner._has_modern_envelope(params)  # pyright: ignore[reportPrivateUsage]
+    assert _compat.has_modern_envelope(params) == runner._has_modern_envelope(params)  # pyright: ignore[reportPrivateUsage]

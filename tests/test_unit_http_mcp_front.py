@@ -19,10 +19,10 @@ from uvicorn.server import ServerState
 
 from mcp.server.transport_security import TransportSecuritySettings
 
+from elicitgate._compat import HostRules
 from elicitgate.config import build_config
 from elicitgate.elicitation.hosting import Hosting
 from elicitgate.faces.http import McpFront
-from elicitgate.sdk import HostRules
 from elicitgate.web.app import LearnBaseUrl
 from elicitgate.web.client_address import ClientAddress
 from elicitgate.web.guard import HostGuard

@@ -11,7 +11,7 @@ import pytest
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
-from elicitgate import sdk
+from elicitgate import _compat
 from elicitgate.faces.modern import RELAYED_PARAMS, EnvelopeConnection, ModernMethods
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +27,7 @@ class Context:
 
 
 def connection() -> EnvelopeConnection:
-    return EnvelopeConnection(sdk.no_channel(), VERSION, {"name": "t", "version": "1"}, {"elicitation": {}})
+    return EnvelopeConnection(_compat.no_channel(), VERSION, {"name": "t", "version": "1"}, {"elicitation": {}})
 
 
 async def serve(table: ModernMethods, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -39,7 +39,7 @@ async def test_an_extension_method_is_served_by_its_handler_with_the_eras_stamps
     seen: list[Any] = []
 
     async def get(ctx: Any) -> dict[str, Any]:
-        seen.append((ctx.method, ctx.params, sdk.connection_of(ctx).client_params.client_info.name))
+        seen.append((ctx.method, ctx.params, _compat.connection_of(ctx).client_params.client_info.name))
         return {"taskId": ctx.params["taskId"], "status": "working"}
 
     table.add("tasks/get", get)
@@ -118,11 +118,11 @@ def test_client_params_are_made_once_per_client_and_version_and_say_what_each_re
     params = one.client_params
     assert params is not None and params.client_info.name == "t" and params.protocol_version == VERSION
     assert again.client_params is params
-    other = EnvelopeConnection(sdk.no_channel(), VERSION, {"name": "u", "version": "1"}, {"elicitation": {}})
+    other = EnvelopeConnection(_compat.no_channel(), VERSION, {"name": "u", "version": "1"}, {"elicitation": {}})
     assert other.client_params is not None and other.client_params.client_info.name == "u"
-    fewer = EnvelopeConnection(sdk.no_channel(), VERSION, {"name": "t", "version": "1"}, {})
+    fewer = EnvelopeConnection(_compat.no_channel(), VERSION, {"name": "t", "version": "1"}, {})
     assert fewer.client_params is not None and fewer.client_params is not params
     assert fewer.client_params.capabilities.elicitation is None and params.capabilities.elicitation is not None
-    older = EnvelopeConnection(sdk.no_channel(), "2025-11-25", {"name": "t", "version": "1"}, {"elicitation": {}})
+    older = EnvelopeConnection(_compat.no_channel(), "2025-11-25", {"name": "t", "version": "1"}, {"elicitation": {}})
     assert older.client_params is not None and older.client_params.protocol_version == "2025-11-25"
-    assert EnvelopeConnection(sdk.no_channel(), VERSION, None, {"elicitation": {}}).client_params is None
+    assert EnvelopeConnection(_compat.no_channel(), VERSION, None, {"elicitation": {}}).client_params is None

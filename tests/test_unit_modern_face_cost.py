@@ -17,7 +17,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 
 from mcp.server.lowlevel.server import Server
 
-from elicitgate import sdk
+from elicitgate import _compat
 from elicitgate.capabilities import capabilities_dict, elicitation_modes
 from elicitgate.contracts import DownstreamPeer
 from elicitgate.faces.dispatch import fitting_envelope
@@ -59,7 +59,7 @@ async def test_a_relayed_call_runs_no_cast_nor_a_coroutine_to_close_what_it_neve
 async def test_a_connection_whose_exit_stack_was_opened_still_has_it_closed() -> None:
     modern, _ = table()
     closed: list[str] = []
-    connection = EnvelopeConnection(sdk.no_channel(), VERSION, INFO, CAPABILITIES)
+    connection = EnvelopeConnection(_compat.no_channel(), VERSION, INFO, CAPABILITIES)
     connection.exit_stack.callback(closed.append, "closed")
     params = {"name": "s__confirm", "arguments": {"q": "go?"}, "_meta": META}
     await modern.serve(SimpleNamespace(request_id=1), "tools/call", params, connection, None)  # type: ignore[arg-type]
@@ -92,11 +92,11 @@ def _call(connection: EnvelopeConnection, declared: Any) -> DownstreamCall:
 
 def test_a_calls_capabilities_are_read_with_its_envelope_once_per_declaration() -> None:
     declared = {"elicitation": {"url": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
-    connection = EnvelopeConnection(sdk.no_channel(), VERSION, INFO, declared)
+    connection = EnvelopeConnection(_compat.no_channel(), VERSION, INFO, declared)
     model = connection.client_capabilities
     assert model is not None
     assert connection.declared == (model, capabilities_dict(model), elicitation_modes(model))
-    again = EnvelopeConnection(sdk.no_channel(), VERSION, INFO, dict(declared))
+    again = EnvelopeConnection(_compat.no_channel(), VERSION, INFO, dict(declared))
     assert again.declared is connection.declared  # one reading per distinct declaration
     call = _call(connection, connection.declared)
     (raw, modes), called = calls_of(lambda: (call.raw_capabilities(), call.modes))
@@ -112,11 +112,11 @@ def test_a_calls_capabilities_are_read_with_its_envelope_once_per_declaration() 
 
 
 def test_an_envelope_without_capabilities_declares_nothing() -> None:
-    connection = EnvelopeConnection(sdk.no_channel(), LATEST_MODERN_VERSION, None, None)
+    connection = EnvelopeConnection(_compat.no_channel(), LATEST_MODERN_VERSION, None, None)
     assert connection.client_capabilities is None
     call = _call(connection, connection.declared)
     assert call.raw_capabilities() == {} and call.modes == frozenset()
-    misshaped = EnvelopeConnection(sdk.no_channel(), LATEST_MODERN_VERSION, None, {"elicitation": 3})
+    misshaped = EnvelopeConnection(_compat.no_channel(), LATEST_MODERN_VERSION, None, {"elicitation": 3})
     assert misshaped.client_capabilities is None and misshaped.declared[1:] == ({}, frozenset())
 
 

@@ -16,7 +16,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 
-from elicitgate import sdk
+from elicitgate import _compat
 from elicitgate.bridging.rounds import ParkedCall, Rounds
 from elicitgate.bridging.sealing import RequestsOnly
 from elicitgate.config import BridgingConfig
@@ -68,7 +68,7 @@ def table() -> tuple[ModernMethods, list[Any]]:
 
 
 async def serve(modern: ModernMethods, params: dict[str, Any]) -> dict[str, Any]:
-    connection = EnvelopeConnection(sdk.no_channel(), VERSION, INFO, CAPABILITIES)
+    connection = EnvelopeConnection(_compat.no_channel(), VERSION, INFO, CAPABILITIES)
     return await modern.serve(Context(), "tools/call", params, connection, None)  # type: ignore[arg-type]
 
 

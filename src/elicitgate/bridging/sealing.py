@@ -27,6 +27,7 @@ from mcp.server.auth.provider import principal_components
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from elicitgate import heap
+from elicitgate._compat import connection_of
 from elicitgate.bridging.state_seal import (
     AUDIENCE,
     Binding,
@@ -39,7 +40,6 @@ from elicitgate.bridging.state_seal import (
 from elicitgate.config import BridgingConfig
 from elicitgate.errors import ConfigError
 from elicitgate.json_shapes import JsonObject
-from elicitgate.sdk import connection_of
 
 logger = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 
+from elicitgate._compat import request_outbound
 from elicitgate.demo.serving import serve_main
 from elicitgate.json_shapes import JsonObject, is_object
-from elicitgate.sdk import request_outbound
 
 UI_URI = "ui://colours/picker"
 UI_MIME = "text/html;profile=mcp-app"

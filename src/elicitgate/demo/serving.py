@@ -31,7 +31,7 @@ def sse_app(server: Server) -> Starlette:
 
     from mcp.server.sse import SseServerTransport
 
-    from elicitgate.sdk import raw_send
+    from elicitgate._compat import raw_send
 
     transport = SseServerTransport("/messages/")
 

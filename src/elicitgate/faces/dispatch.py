@@ -41,7 +41,7 @@ from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.transport_context import TransportContext
 
-from elicitgate import sdk
+from elicitgate import _compat
 from elicitgate.faces.known_shapes import tool_call_params_fit
 from elicitgate.faces.modern import EnvelopeConnection, ModernMethods
 from elicitgate.json_shapes import JsonObject
@@ -56,7 +56,7 @@ MODERN_STDIO = TransportContext(kind="stdio", can_send_request=False)
 
 DirectHandler = Callable[[ServerRequestContext[Any, Any], ServerRunner[Any]], Awaitable[JsonObject]]
 """A request handler that reads the raw params off its context and returns the result as a dict, shaped for the
-client's version by the kernel's outbound pass (`sdk.shaped_result(runner, ...)`): its own coroutine is all a
+client's version by the kernel's outbound pass (`_compat.shaped_result(runner, ...)`): its own coroutine is all a
 request in flight holds of the face, no coroutine around it to shape the result."""
 
 
@@ -245,7 +245,7 @@ async def serve_connection(
     async with server.lifespan(server) as lifespan_state:
         replay = _Replay(wire)
         opening = await replay.opening_request()
-        if opening is not None and opening.get("method") != "initialize" and sdk.has_modern_envelope(
+        if opening is not None and opening.get("method") != "initialize" and _compat.has_modern_envelope(
             opening.get("params")
         ):
             await _serve_modern(server, replay, lifespan_state, modern)
@@ -275,9 +275,9 @@ async def serve_handshake(
         context: DispatchContext[TransportContext], method: str, params: Mapping[str, Any] | None
     ) -> Awaitable[JsonObject]:
         nonlocal accepted
-        # `_meta` looked for here first: without it there is no envelope (`sdk.has_modern_envelope`), and most
+        # `_meta` looked for here first: without it there is no envelope (`_compat.has_modern_envelope`), and most
         # requests have none.
-        if method != "initialize" and params and "_meta" in params and sdk.has_modern_envelope(params):
+        if method != "initialize" and params and "_meta" in params and _compat.has_modern_envelope(params):
             raise MCPError(
                 code=INVALID_REQUEST,
                 message="this connection serves the handshake protocol era; "
@@ -312,7 +312,7 @@ async def _serve_modern(
             raise MCPError(
                 code=UNSUPPORTED_PROTOCOL_VERSION,
                 message="connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted",
-                data=sdk.initialize_after_modern_data(params),
+                data=_compat.initialize_after_modern_data(params),
             )
         envelope = fitting_envelope(params) if modern is not None else None
         if envelope is None:
@@ -383,7 +383,7 @@ def _serve_directly(
             spec_methods.validate_client_request(method, runner.connection.protocol_version, params)
         except KeyError:
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method) from None
-    return handler(sdk.request_context(runner, context, method, params), runner)
+    return handler(_compat.request_context(runner, context, method, params), runner)
 
 
 class _Replay:
@@ -402,7 +402,7 @@ class _Replay:
 
     async def opening_request(self) -> JsonObject | None:
         """Read up to the client's first request; None if the wire ends first. Up to
-        `sdk.PRE_REQUEST_REPLAY_LIMIT` messages before it are kept, the rest dropped (the SDK's bound)."""
+        `_compat.PRE_REQUEST_REPLAY_LIMIT` messages before it are kept, the rest dropped (the SDK's bound)."""
         while True:
             try:
                 inbound = await anext(self._source)
@@ -410,7 +410,7 @@ class _Replay:
                 return None
             message = inbound.message
             request = message if isinstance(message, dict) and _is_request(message) else None
-            if request is not None or len(self._lead) < sdk.PRE_REQUEST_REPLAY_LIMIT:
+            if request is not None or len(self._lead) < _compat.PRE_REQUEST_REPLAY_LIMIT:
                 self._lead.append(inbound)
             if request is not None:
                 return request

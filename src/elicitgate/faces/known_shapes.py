@@ -2,7 +2,7 @@
 
 A request served past the SDK's kernel (`faces.dispatch._serve_directly`) still gets the kernel's two checks: its
 params against the spec's schema for the client's version, and its result through the per-version sieve
-(`sdk.shaped_result`, which validates it and writes it again with only the fields that version defines). Each
+(`_compat.shaped_result`, which validates it and writes it again with only the fields that version defines). Each
 builds pydantic models for one message; for a pass-through call they were about a fifth of the instructions the
 stdio face spends per `echo` (`bench.callgrind_cpu --face stdio`). Here the commonest shapes (params of a name and
 arguments; a result of text blocks, `isError` and `structuredContent`) are recognised by a few dict reads, and

@@ -18,11 +18,11 @@ from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
 
 from elicitgate import errors
+from elicitgate._compat import connection_of, request_outbound
 from elicitgate.capabilities import Declared, capabilities_dict, elicitation_modes
 from elicitgate.contracts import DownstreamPeer, Era, Question
 from elicitgate.elicitation.url_routes import SessionTarget
 from elicitgate.json_shapes import JsonObject
-from elicitgate.sdk import connection_of, request_outbound
 
 logger = logging.getLogger(__name__)
 

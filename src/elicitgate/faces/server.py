@@ -23,7 +23,8 @@ from mcp.server.models import InitializationOptions
 from mcp.server.runner import ServerRunner
 from mcp.shared.exceptions import MCPError
 
-from elicitgate import __version__, sdk
+from elicitgate import __version__, _compat
+from elicitgate._compat import connection_of
 from elicitgate.bridging.envelope import without_envelope
 from elicitgate.bridging.rounds import GoesOn, ParkedCall
 from elicitgate.bridging.sealing import RequestsOnly, authenticated_principal_of, state_boundary
@@ -44,7 +45,6 @@ from elicitgate.logs import name_request
 from elicitgate.router.forward import Resumed, asks_only_in_answers, forward
 from elicitgate.router.task_runner import seen_by
 from elicitgate.router.tasks import TASK_METHODS
-from elicitgate.sdk import connection_of
 from elicitgate.upstreams.link import UpstreamLink
 
 LISTS = {
@@ -215,7 +215,7 @@ def build_server(gateway: Gateway, face: str) -> GatewayServer:
                         peer.calls.discard(call)
                     if method == "tools/call" and (sieved := sieved_tool_result(result)) is not None:
                         return sieved  # the sieve's own output for the commonest results (`faces.known_shapes`)
-                return sdk.shaped_result(runner, method, result)
+                return _compat.shaped_result(runner, method, result)
             finally:
                 timer.observe(time.perf_counter() - start)
 

@@ -48,7 +48,7 @@ from mcp.shared.inbound import (
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.transport_context import TransportContext
 
-from elicitgate import sdk
+from elicitgate import _compat
 from elicitgate.errors import NonFiniteParams, NotFinite
 from elicitgate.faces.dispatch import fitting_envelope
 from elicitgate.faces.http_answers import (
@@ -71,7 +71,7 @@ from elicitgate.wire.framing import with_non_finite
 
 logger = logging.getLogger(__name__)
 
-NO_CHANNEL = sdk.no_channel()
+NO_CHANNEL = _compat.no_channel()
 STATELESS_HTTP = TransportContext(kind="streamable-http", can_send_request=False)
 _PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
 _NOT_ONE_MESSAGE = "Body must be a single JSON-RPC request or notification object"
@@ -294,7 +294,7 @@ class StatelessRequests:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        await sdk.serve_modern_http(self._server, self._security, self.lifespan_state, scope, replay, send)
+        await _compat.serve_modern_http(self._server, self._security, self.lifespan_state, scope, replay, send)
 
 
 class _Answer:

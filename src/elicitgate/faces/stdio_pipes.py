@@ -24,8 +24,8 @@ import anyio
 
 from mcp.server.stdio import stdio_server
 
-from elicitgate.wire._compat import SdkStreamsWire
 from elicitgate.wire.base import MessageWire
+from elicitgate.wire.sdk_streams import SdkStreamsWire
 from elicitgate.wire.stdio import LineReader, PipeWire, WriteFlow
 
 CLOSE_TIMEOUT = 2.0

@@ -18,12 +18,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
+from elicitgate._compat import connection_of, request_outbound
 from elicitgate.bridging.sealing import authenticated_principal_of
 from elicitgate.bridging.task_extension import EXTENSION_METHODS, missing_extension
 from elicitgate.capabilities import capabilities_dict, declares_tasks
 from elicitgate.gateway import Gateway
 from elicitgate.json_shapes import JsonObject, is_mapping
-from elicitgate.sdk import connection_of, request_outbound
 
 
 def listens_for_tasks(params: Mapping[str, Any] | None) -> bool:

@@ -8,7 +8,7 @@ reads and writes its pipes on the event loop (`upstreams.adopted`); a reconnect,
 client's own (`per_session`), starts a new process the same way (`spawn`). A process no connection took
 (the gateway stopped first) is stopped by `stop_unclaimed`, in the order a connection stops its own. A
 process that cannot be started is not kept: the first attempt starts it again the usual way
-(`sdk.spawn_stdio_server`), which says why it cannot.
+(`_compat.spawn_stdio_server`), which says why it cannot.
 
 How a process is started and stopped is the `mcp` SDK's (`mcp.client.stdio`): the same environment, a
 session of its own (so stopping its process group stops everything it started), the same order and waits.

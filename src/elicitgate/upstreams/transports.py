@@ -3,7 +3,7 @@
 Each opener yields a `Wire` whose `messages` carry JSON-RPC dicts (`wire.base.MessageWire`). Stdio
 (`wire.stdio.PipeWire` on the pipes of the process started here, `StdioWire` on one the SDK spawned) and
 streamable HTTP (`wire.http.HttpWire`) run on the gateway's own wires; the SDK's legacy SSE transport is
-adapted by `wire._compat.SdkStreamsWire`. On streamable HTTP a request or notification that the server sends
+adapted by `wire.sdk_streams.SdkStreamsWire`. On streamable HTTP a request or notification that the server sends
 on the response stream of one of our POSTs is tagged with that POST's request id, so an upstream
 `elicitation/create` can be traced to the exact call that caused it (design invariant 1).
 """
@@ -23,13 +23,13 @@ import anyio
 from mcp.client.stdio import get_default_environment
 from mcp.os.win32.utilities import ServerProcess
 
-from elicitgate import sdk
+from elicitgate import _compat
 from elicitgate.config import HttpServer, StdioServer
 from elicitgate.upstreams import prespawn
 from elicitgate.upstreams.adopted import AdoptedProcess, adopt
 from elicitgate.upstreams.prespawn import STDERR_TAIL_LINES, StderrPump
-from elicitgate.wire._compat import SdkStreamsWire
 from elicitgate.wire.base import MessageWire
+from elicitgate.wire.sdk_streams import SdkStreamsWire
 from elicitgate.wire.stdio import StdioWire
 
 STANDALONE_WAIT = 5.0
@@ -81,7 +81,7 @@ async def _stdio(server: str | None, config: StdioServer, tail: deque[str]) -> A
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as drain:
                 drain.start_soon(_discard, process)
-                await sdk.stop_stdio_server(process)
+                await _compat.stop_stdio_server(process)
                 drain.cancel_scope.cancel()
             await anyio.to_thread.run_sync(stderr.wait_drained)
 
@@ -106,7 +106,7 @@ async def _start_stdio(server: str | None, config: StdioServer, tail: deque[str]
     # The SDK merges `env` over its safe default environment, nothing else of ours.
     env = get_default_environment() | (config.env or {})
     try:
-        return await sdk.spawn_stdio_server(config.command, config.args, env, stderr.child_end, config.cwd), stderr
+        return await _compat.spawn_stdio_server(config.command, config.args, env, stderr.child_end, config.cwd), stderr
     except FileNotFoundError as exc:
         if exc.filename is None:  # uvloop's spawn does not say which file (asyncio's, from subprocess, does)
             missing_cwd = config.cwd is not None and not os.path.isdir(config.cwd)

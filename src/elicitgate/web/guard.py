@@ -8,8 +8,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp.server.transport_security import TransportSecuritySettings
 
+from elicitgate._compat import HostRules
 from elicitgate.config import HttpFaceConfig
-from elicitgate.sdk import HostRules
 from elicitgate.web.request_headers import RequestHeaders
 
 

@@ -12,7 +12,7 @@
 - `http`: streamable HTTP to one upstream (`HttpWire`), on `http_client`, the gateway's HTTP/1.1 client on
   asyncio Protocols and httptools; `sse`: the event-stream parser.
 - `memory`: two connected wires in memory, for unit tests of the core.
-- `_compat`: the `mcp` SDK's transports (memory streams of `SessionMessage`) as a `MessageWire`.
+- `sdk_streams`: the `mcp` SDK's transports (memory streams of `SessionMessage`) as a `MessageWire`.
 
 Nothing is imported here, so that a face loads only the wires it uses.
 """

@@ -1,5 +1,5 @@
 """What every wire is to the JSON-RPC endpoint (`wire.endpoint`): a peer's messages as JSON-RPC dicts,
-whatever carries them (`wire.stdio`, `wire._compat`, `wire.memory`, `wire.http`, the HTTP face's
+whatever carries them (`wire.stdio`, `wire.sdk_streams`, `wire.memory`, `wire.http`, the HTTP face's
 sessions in `faces.streamable`)."""
 
 from __future__ import annotations

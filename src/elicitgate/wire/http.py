@@ -46,7 +46,7 @@ from mcp.client.streamable_http import (
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 
-from elicitgate import __version__, sdk
+from elicitgate import __version__, _compat
 from elicitgate.config import DEFAULT_MAX_EVENT_BYTES
 from elicitgate.errors import BodyTooLarge, HttpError, PeerLost, SseEventTooLarge, TransportError
 from elicitgate.json_shapes import JsonObject, is_mapping, is_object
@@ -59,7 +59,7 @@ from elicitgate.wire.sse import SseParser
 
 logger = logging.getLogger(__name__)
 
-_TIMEOUT, _SSE_READ_TIMEOUT = sdk.http_client_timeouts()
+_TIMEOUT, _SSE_READ_TIMEOUT = _compat.http_client_timeouts()
 TIMEOUTS = Timeouts(connect=_TIMEOUT, write=_TIMEOUT, read=_SSE_READ_TIMEOUT)
 """The SDK client's: 30 s to connect or write; 5 minutes between two reads of a response, which may be a
 stream held open while a tool (or the person it asks) works. Connections are not capped (see

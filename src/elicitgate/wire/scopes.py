@@ -59,7 +59,9 @@ class TaskCancel:
         self._next: asyncio.Handle | None = asyncio.get_running_loop().call_soon(self._deliver)
 
     def _deliver(self) -> None:
-        from elicitgate.sdk import cancel_reaches  # anyio's own rules, read from its internals: only when cancelling
+        from elicitgate._compat import (
+            cancel_reaches,  # anyio's own rules, read from its internals: only when cancelling
+        )
 
         self._next = None
         task = self._task
