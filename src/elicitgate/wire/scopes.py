@@ -59,9 +59,8 @@ class TaskCancel:
         self._next: asyncio.Handle | None = asyncio.get_running_loop().call_soon(self._deliver)
 
     def _deliver(self) -> None:
-        from elicitgate._compat import (
-            cancel_reaches,  # anyio's own rules, read from its internals: only when cancelling
-        )
+        # anyio's own rules, read from its internals: imported only when cancelling.
+        from elicitgate._compat import cancel_reaches
 
         self._next = None
         task = self._task
