@@ -24,21 +24,18 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import random
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AsyncExitStack, ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 import anyio
 import orjson
 import uvloop
-
-from mcp import Client
 
 from bench import configs, latency, lean_http_relay, lean_relay
 from bench.procs import HttpProcess, free_port, stdio_transport
@@ -207,31 +204,23 @@ def http_paths(busy: list[tuple[int, int]], on: str, directory: Path, log: IO[st
 
 
 async def measure(args: argparse.Namespace) -> dict[str, list[float]]:
-    tool, arguments = latency.TOOLS["elicit"]
-    times: dict[str, list[float]] = {}
+    """Each path's `elicit` wall times, in `bench.latency`'s interleaved rounds; exits naming any path that failed."""
     with (open(os.devnull, "w") as log, tempfile.TemporaryDirectory(prefix="cpu-price-") as directory,
           ExitStack() as processes):
         if args.transport == "http":
             servers = processes.enter_context(http_paths(args.busy, args.on, Path(directory), log))
         else:
             servers = stdio_paths(args.busy, args.on, Path(directory), log)
-        async with AsyncExitStack() as stack:
-            clients: dict[str, Client] = {}
-            names: dict[str, str] = {}
-            for label, server in servers.items():
-                names[label] = f"{SERVER}__{tool}" if label in (GATEWAY, QUIET_GATEWAY) else tool
-                clients[label] = await stack.enter_async_context(latency.bench_client(server))
-                for _ in range(latency.WARMUP_CALLS):
-                    await latency.call(clients[label], names[label], arguments)
-                times[label] = []
-            for _ in range(args.rounds):
-                order = list(clients)
-                random.shuffle(order)
-                for label in order:
-                    times[label] += [
-                        await latency.call(clients[label], names[label], arguments) for _ in range(args.batch)
-                    ]
-    return times
+        found = [
+            latency.Target(args.transport, "handshake", label, "legacy", lambda server=server: server,
+                           prefix=f"{SERVER}__" if label in (GATEWAY, QUIET_GATEWAY) else "")
+            for label, server in servers.items()
+        ]
+        await latency.interleave(found, args.rounds, args.batch, seed=8, ops=("elicit",))
+    failed = {target.path: target.errors["elicit"] for target in found if "elicit" in target.errors}
+    if failed:
+        sys.exit("bench.cpu_price: " + "; ".join(f"{path}: {error}" for path, error in failed.items()))
+    return {target.path: target.samples["elicit"] for target in found}
 
 
 MESSAGES_PER_CALL = 4
