@@ -72,22 +72,29 @@ def test_busy_for_stays_on_the_clock() -> None:
     assert time.perf_counter_ns() - start >= 200_000
 
 
-@pytest.mark.anyio
-async def test_a_real_client_is_answered_through_the_busy_relay() -> None:
+async def _asked_by_three_confirms(server: Any) -> list[str]:
+    """A real SDK client calls the demo's `confirm` three times through `server`, accepting each question: the
+    questions' messages as the client saw them (each call's result checked)."""
     asked: list[str] = []
 
     async def answer(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"ok": True})
 
+    async with Client(server, mode="legacy", elicitation_callback=answer) as client:
+        results = [await client.call_tool("confirm", {"question": f"Go {n}?"}) for n in range(3)]
+    assert [r.content[0].text for r in results] == ["confirm: accepted {'ok': True}"] * 3  # type: ignore[union-attr]
+    return asked
+
+
+@pytest.mark.anyio
+async def test_a_real_client_is_answered_through_the_busy_relay() -> None:
     relay = StdioServerParameters(
         command=PY, args=["-m", "bench.cpu_price", "relay", "50", "50", "every", PY, "-m", "elicitgate.demo.server"],
         cwd=str(ROOT),
     )
-    async with Client(relay, mode="legacy", elicitation_callback=answer) as client:
-        results = [await client.call_tool("confirm", {"question": f"Go {n}?"}) for n in range(3)]
-    assert asked == ["Go 0?", "Go 1?", "Go 2?"]  # unchanged: no prefix, no `_meta` of the gateway's
-    assert [r.content[0].text for r in results] == ["confirm: accepted {'ok': True}"] * 3  # type: ignore[union-attr]
+    # unchanged: no prefix, no `_meta` of the gateway's
+    assert await _asked_by_three_confirms(relay) == ["Go 0?", "Go 1?", "Go 2?"]
 
 
 def test_the_http_relay_is_busy_on_the_question_or_on_each_message(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,20 +122,11 @@ def _busy_http_relay(upstream: str) -> Process:
 
 @pytest.mark.anyio
 async def test_a_real_client_is_answered_through_the_busy_http_relay(http_upstream: Callable[..., Process]) -> None:
-    asked: list[str] = []
-
-    async def answer(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"ok": True})
-
     relay = _busy_http_relay(f"{http_upstream('elicitgate.demo.server').url}/mcp")
     try:
-        async with Client(f"{relay.url}/mcp", mode="legacy", elicitation_callback=answer) as client:
-            results = [await client.call_tool("confirm", {"question": f"Go {n}?"}) for n in range(3)]
+        assert await _asked_by_three_confirms(f"{relay.url}/mcp") == ["Go 0?", "Go 1?", "Go 2?"]
     finally:
         relay.stop()
-    assert asked == ["Go 0?", "Go 1?", "Go 2?"]
-    assert [r.content[0].text for r in results] == ["confirm: accepted {'ok': True}"] * 3  # type: ignore[union-attr]
 
 
 def test_over_http_the_busy_time_is_before_the_write_only() -> None:
